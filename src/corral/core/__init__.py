@@ -1,0 +1,16 @@
+"""The vocabulary every layer shares: cluster, jobs, snapshots, decisions, the policy registry."""
+
+from corral.core.cluster import Cluster, Node, Placement
+from corral.core.errors import (CorralError, DecisionError, InfeasibleJobError, InputError,
+                                UnknownPolicyError)
+from corral.core.jobs import (Assignment, BatchConfig, Decision, JobSpec, JobStatus, JobView,
+                              LrRule, OracleInfo, Snapshot)
+from corral.core.policy import (NoParams, Policy, create_policy, param_fields, policy_class,
+                                policy_names, register_policy)
+
+__all__ = [
+    "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",
+    "InfeasibleJobError", "InputError", "JobSpec", "JobStatus", "JobView", "LrRule", "NoParams",
+    "Node", "OracleInfo", "Placement", "Policy", "Snapshot", "UnknownPolicyError",
+    "create_policy", "param_fields", "policy_class", "policy_names", "register_policy",
+]

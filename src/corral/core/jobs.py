@@ -1,0 +1,185 @@
+"""What was submitted (JobSpec), what a policy may see of a job (JobView), and what it decides."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+from corral.core.cluster import Cluster, Placement
+
+if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
+    from corral.perf.estimator import JobEstimator
+
+
+class LrRule(str, enum.Enum):
+    """How a job scales its learning rate when its total batch size grows past M0."""
+
+    ADASCALE = "adascale"
+    SQRT = "sqrt"
+    LINEAR = "linear"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A submitted job: the user's fixed configuration and the limits the scheduler must respect.
+
+    `gpus` and `batch_size` are the user's own tuned configuration, used as-is by non-adaptive
+    policies. `init_bsz` (M0) is the batch size the job's learning rate was tuned for; adaptive
+    policies may grow the total batch up to `max_bsz` with per-GPU batches in
+    `[min_local_bsz, max_local_bsz]` (larger per-GPU batches than `max_local_bsz` do not fit in
+    memory and need gradient accumulation).
+    """
+
+    name: str
+    submit_time_s: float
+    app: str
+    gpus: int
+    batch_size: int
+    init_bsz: int
+    max_bsz: int
+    min_local_bsz: int
+    max_local_bsz: int
+    min_gpus: int = 1
+    max_gpus: int = 1 << 30
+    adaptive: bool = True
+    lr_rule: LrRule = LrRule.ADASCALE
+    epochs: int | None = None  # epochs the job trains for, when the user states it
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"job {self.name}: gpus must be >= 1, got {self.gpus}")
+        if self.batch_size < 1 or self.init_bsz < 1:
+            raise ValueError(f"job {self.name}: batch sizes must be >= 1")
+        if self.min_local_bsz > self.max_local_bsz:
+            raise ValueError(f"job {self.name}: min_local_bsz > max_local_bsz")
+
+    def accum_steps_for(self, num_gpus: int, total_bsz: int | None = None) -> int:
+        """Fewest gradient-accumulation steps so that `total_bsz` over `num_gpus` fits per GPU."""
+        total = self.batch_size if total_bsz is None else total_bsz
+        per_gpu = total / max(num_gpus, 1)
+        return max(0, math.ceil(per_gpu / self.max_local_bsz) - 1)
+
+    def user_batch(self, num_gpus: int) -> "BatchConfig":
+        """The user's fixed total batch over `num_gpus`, with accumulation when it does not fit."""
+        s = self.accum_steps_for(num_gpus)
+        local = max(1, math.ceil(self.batch_size / (num_gpus * (s + 1))))
+        return BatchConfig(local, s)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchConfig:
+    """Per-GPU batch `local_bsz` (m) and extra accumulation micro-steps `accum_steps` (s)."""
+
+    local_bsz: int
+    accum_steps: int = 0
+
+    def total(self, num_gpus: int) -> int:
+        return num_gpus * self.local_bsz * (self.accum_steps + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What a job is given: a placement and, optionally, the batch configuration to train with.
+
+    `batch=None` lets the job choose: an adaptive job's agent picks the goodput-optimal
+    configuration for the placement; a non-adaptive job keeps the user's batch size.
+    """
+
+    placement: Placement
+    batch: BatchConfig | None = None
+
+    @property
+    def num_gpus(self) -> int:
+        return self.placement.num_gpus
+
+
+class JobStatus(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class OracleInfo:
+    """True remaining work; filled in only for policies named as oracles."""
+
+    remaining_steps_user: float  # optimizer steps left at the user's batch size
+    remaining_s_user: float  # seconds left running alone at the user's configuration
+
+
+@dataclass(slots=True)
+class JobView:
+    """What a policy sees of one job now. Read-only by convention; rebuilt for every snapshot."""
+
+    spec: JobSpec
+    status: JobStatus
+    assignment: Assignment | None
+    attained_gpu_s: float  # GPU-seconds held so far (restart pauses included)
+    run_time_s: float  # seconds holding GPUs
+    queue_time_s: float  # seconds active without GPUs
+    restarts: int  # placement changes of a running job so far
+    epoch: int  # completed epochs
+    steps: int  # optimizer steps completed
+    progress: float  # scale-invariant iterations (steps at M0) completed
+    max_gpus_held: int
+    first_start_s: float | None
+    last_change_s: float | None  # when the job's placement last changed
+    batch: BatchConfig | None  # batch configuration it is training with now
+    estimator: "JobEstimator | None"  # the job's own fitted models (throughput, noise, goodput)
+    metrics: tuple[tuple[int, int, float], ...] = ()  # (steps, epoch, validation metric) history
+    epochs_since_change: int = 0  # epochs completed since its last placement change
+    oracle: OracleInfo | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def num_gpus(self) -> int:
+        return self.assignment.num_gpus if self.assignment else 0
+
+    @property
+    def placement(self) -> Placement:
+        return self.assignment.placement if self.assignment else Placement()
+
+    @property
+    def is_running(self) -> bool:
+        return self.status is JobStatus.RUNNING
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a policy is told in one round: time, cluster and the active jobs."""
+
+    time_s: float
+    cluster: Cluster
+    jobs: tuple[JobView, ...]  # pending and running, in submission order
+    previous: "Decision"
+    completed: tuple[JobView, ...] = ()  # jobs finished so far (for predictors that learn)
+
+    def job(self, name: str) -> JobView:
+        for view in self.jobs:
+            if view.name == name:
+                return view
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """`{job name: Assignment}`; a job absent, or with an empty placement, does not run."""
+
+    assignments: Mapping[str, Assignment] = field(default_factory=dict)
+
+    def get(self, name: str) -> Assignment | None:
+        a = self.assignments.get(name)
+        return a if a is not None and a.placement else None
+
+    def used_gpus(self, num_nodes: int) -> list[int]:
+        used = [0] * num_nodes
+        for a in self.assignments.values():
+            for node, gpus in a.placement.slots:
+                used[node] += gpus
+        return used

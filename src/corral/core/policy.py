@@ -1,0 +1,127 @@
+"""The policy interface and the registry that finds policies by name.
+
+A policy is `decide(snapshot) -> Decision`: the simulator and the live service build the same
+`Snapshot` and apply the same `Decision`, so a policy never knows whether time is simulated.
+Each policy declares its parameters as a dataclass with the papers' defaults; the CLI sets them
+by name (`--set pollux.p=-1`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping
+
+from corral.core.errors import UnknownPolicyError
+from corral.core.jobs import Decision, Snapshot
+
+
+@dataclasses.dataclass
+class NoParams:
+    """A policy with nothing to tune."""
+
+
+class Policy(ABC):
+    """Base of every scheduling policy."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+    #: True only for policies allowed to see true remaining work (`JobView.oracle`).
+    oracle: ClassVar[bool] = False
+    #: Also call `decide` right when a job arrives or completes, not only every interval.
+    reacts_to_events: ClassVar[bool] = False
+    #: The decision changes only when the set of jobs changes (arrival/completion), so the
+    #: engine may skip rounds in which nothing arrived or finished. A pure speed promise.
+    decides_on_change_only: ClassVar[bool] = False
+
+    def __init__(self, params: Any | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    @abstractmethod
+    def decide(self, snapshot: Snapshot) -> Decision:
+        """Return the assignments every active job should have from now on."""
+
+
+_REGISTRY: dict[str, type[Policy]] = {}
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy available by its `name`."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"policy {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtin_policies() -> None:
+    import corral.policies  # noqa: F401  (registers the built-in policies)
+
+
+def policy_names() -> list[str]:
+    _load_builtin_policies()
+    return sorted(_REGISTRY)
+
+
+def policy_class(name: str) -> type[Policy]:
+    _load_builtin_policies()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownPolicyError(
+            f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def param_fields(cls: type[Policy]) -> list[tuple[str, Any, Any]]:
+    """(name, type, default) of each parameter of a policy."""
+    hints = typing.get_type_hints(cls.Params)
+    out = []
+    for f in dataclasses.fields(cls.Params):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        out.append((f.name, hints.get(f.name, str), default))
+    return out
+
+
+def _convert(policy: str, key: str, typ: Any, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    origin = typing.get_origin(typ)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if raw.lower() in ("none", "null", ""):
+            return None
+        typ = args[0]
+    try:
+        if typ is bool:
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if typ in (int, float, str):
+            return typ(raw)
+    except ValueError:
+        raise UnknownPolicyError(
+            f"{policy}.{key}: cannot read {raw!r} as {getattr(typ, '__name__', typ)}") from None
+    return raw
+
+
+def create_policy(name: str, overrides: Mapping[str, Any] | None = None) -> Policy:
+    """Instantiate a registered policy, setting the named parameters (strings are converted)."""
+    cls = policy_class(name)
+    fields = {n: t for n, t, _ in param_fields(cls)}
+    values = {}
+    for key, raw in (overrides or {}).items():
+        if key not in fields:
+            known = ", ".join(fields) or "none"
+            raise UnknownPolicyError(f"policy {name!r} has no parameter {key!r}; its parameters: {known}")
+        values[key] = _convert(name, key, fields[key], raw)
+    try:
+        params = cls.Params(**values)
+    except (TypeError, ValueError) as exc:
+        raise UnknownPolicyError(f"policy {name!r}: {exc}") from None
+    return cls(params)

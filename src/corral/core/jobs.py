@@ -90,6 +90,11 @@ class Assignment:
     placement: Placement
     batch: BatchConfig | None = None
 
+    @classmethod
+    def user_config(cls, spec: "JobSpec", placement: Placement) -> "Assignment":
+        """Run at the user's fixed total batch size on `placement` (non-adaptive policies)."""
+        return cls(placement, spec.user_batch(placement.num_gpus))
+
     @property
     def num_gpus(self) -> int:
         return self.placement.num_gpus

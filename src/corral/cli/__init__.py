@@ -1,0 +1,1 @@
+"""The `corral` command."""

@@ -1,0 +1,180 @@
+"""The `corral` command: thin — parses arguments, calls the library, prints results."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from corral.core.cluster import Cluster
+from corral.core.errors import CorralError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="corral: schedule deep-learning training jobs on shared GPU clusters.")
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_POLICIES = ["fifo", "tiresias-las", "optimus-oracle", "pollux", "srtf"]
+
+
+def user_errors(fn: Callable) -> Callable:
+    """Print a CorralError as one line on stderr and exit 2, without a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CorralError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def _truth(profiles: Optional[Path], catalog: Optional[Path]):
+    if profiles is not None:
+        from corral.sim.truth.profiles import ProfileTruth
+
+        return ProfileTruth(profiles)
+    from corral.sim.truth.catalog import CatalogTruth
+
+    return CatalogTruth(catalog)
+
+
+def _policy_list(text: Optional[str]) -> list[str]:
+    from corral.core.policy import policy_names
+
+    if text:
+        return [p.strip() for p in text.split(",") if p.strip()]
+    known = set(policy_names())
+    return [p for p in DEFAULT_POLICIES if p in known]
+
+
+@app.command()
+@user_errors
+def simulate(
+    workload: Optional[List[Path]] = typer.Option(None, "--workload", "-w", help="Workload CSV file or directory of them (repeatable). Default: the built-in workload."),
+    profiles: Optional[Path] = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    catalog: Optional[Path] = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="Comma-separated policies. Default: every built-in comparison policy."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="policy.key=value (or key=value for every policy that has it)."),
+    cluster: str = typer.Option("16x4", help="NODESxGPUS, or a file with one 'name gpus' line per node."),
+    interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
+    restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), seconds."),
+    interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
+    seed: int = typer.Option(0, help="Seed for generated workloads and randomized policies."),
+    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv and plots here."),
+) -> None:
+    """Replay workloads under policies and print one comparison table."""
+    from corral.report import comparison_table, per_workload_table, write_outputs
+    from corral.sim.config import EngineConfig
+    from corral.sim.mechanism import CheckpointRestart
+    from corral.sim.metrics import mean_summary, summarize
+    from corral.sim.sweep import parse_settings, run_matrix
+    from corral.sim.workloads import builtin_default, load_workloads
+
+    truth = _truth(profiles, catalog)
+    shape = Cluster.parse(cluster)
+    if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
+        raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
+    choices = parse_settings(_policy_list(policy), set_ or [])
+    apps = truth.limits()
+    workloads = load_workloads(workload, apps) if workload else [builtin_default(apps)]
+    config = EngineConfig(interval_s=interval, mechanism=CheckpointRestart(restart_delay),
+                          interference_slowdown=interference, seed=seed)
+    console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
+                  f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}[/]")
+    runs = len(choices) * len(workloads)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=runs < 2) as bar:
+        task = bar.add_task("simulating", total=runs)
+        results = run_matrix(truth, choices, workloads, shape, config,
+                             on_run_done=lambda p, w: bar.update(task, advance=1, description=f"{p} on {w}"))
+    summaries = {p: [summarize(r) for r in rs] for p, rs in results.items()}
+    rows = []
+    for p, sums in summaries.items():
+        if len(sums) > 1:
+            rows += [(p, r.workload, s) for r, s in zip(results[p], sums)]
+        rows.append((p, "mean" if len(sums) > 1 else results[p][0].workload, mean_summary(sums)))
+    console.print(comparison_table(rows))
+    if len(workloads) > 1 and len(choices) > 1:
+        console.print(per_workload_table({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
+                                          for p in summaries}))
+    if out is not None:
+        paths = write_outputs(out, results, summaries)
+        console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
+
+
+@app.command()
+@user_errors
+def policies() -> None:
+    """List the policies with their parameters and defaults."""
+    from corral.core.policy import param_fields, policy_class, policy_names
+
+    table = Table(title="policies")
+    for col in ("policy", "what it does", "parameters (default)"):
+        table.add_column(col)
+    for name in policy_names():
+        cls = policy_class(name)
+        params = ", ".join(f"{n}={d!r}" for n, _, d in param_fields(cls)) or "-"
+        kind = " [oracle]" if cls.oracle else ""
+        table.add_row(name, (cls.summary or (cls.__doc__ or "").strip().splitlines()[0]) + kind, params)
+    console.print(table)
+
+
+@app.command()
+@user_errors
+def workloads(
+    path: Path = typer.Argument(..., help="A workload CSV file."),
+    profiles: Optional[Path] = typer.Option(None, help="Profiles directory (default: built-in catalog)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Describe a workload: jobs per model, GPU requests, time span, arrival rate."""
+    from corral.sim.workloads import describe_workload, load_workload
+
+    truth = _truth(profiles, None)
+    info = describe_workload(load_workload(path, truth.limits()))
+    if as_json:
+        console.print_json(json.dumps(info, default=str))
+        return
+    table = Table(title=str(path), show_header=False)
+    for key, value in info.items():
+        table.add_row(str(key), json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value))
+    console.print(table)
+
+
+@app.command()
+@user_errors
+def calibrate(
+    profiles_dir: Path = typer.Argument(..., help="Directory of measured profiles (Pollux format)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Catalog file to write (JSON)."),
+) -> None:
+    """Fit the compact catalog figures from measured profiles and report their error."""
+    from corral.sim.truth.calibrate import calibrate as fit_catalog, fidelity
+
+    doc = fit_catalog(profiles_dir)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(doc, indent=1) + "\n")
+    table = Table(title=f"catalog vs {profiles_dir}")
+    for col in ("model", "step time err (mean)", "step time err (max)", "efficiency err (mean)",
+                "efficiency err (max)"):
+        table.add_column(col)
+    for model, err in fidelity(doc, profiles_dir).items():
+        table.add_row(model, f"{err['step_time_mre']:.1%}", f"{err['step_time_max_re']:.1%}",
+                      f"{err['efficiency_mre']:.1%}", f"{err['efficiency_max_re']:.1%}")
+    console.print(table)
+    console.print(f"wrote {output}")
+
+
+def main() -> None:  # pragma: no cover - entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

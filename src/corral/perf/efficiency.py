@@ -1,0 +1,54 @@
+"""Statistical efficiency of a batch size from gradient statistics (Pollux Eq. 5-6, AdaScale gain).
+
+A larger batch makes more progress per step but less per example; this module turns a job's
+gradient statistics into that trade-off: the gain r(S) (progress of one step at S = M/M0 times
+the initial batch, in M0-steps) and efficiency r(S)/S (progress per example relative to M0).
+
+Source: Qiao et al., Pollux (OSDI'21), Eq. 5-6; the r(S) form and the no-statistics convention
+(sqr=0, var=1 -> efficiency 1) are those of /work/shared/specs/pollux.md sections 2.3 and 1.6.
+r(S) = (var + sqr) / (var/S + sqr) is algebraically Eq. 6 with phi = M0 * var / sqr.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["GradStats", "NO_STATS", "gain", "efficiency"]
+
+
+@dataclass(frozen=True, slots=True)
+class GradStats:
+    """Gradient statistics: `sqr` = |g|^2 of the true gradient, `var` = its variance at batch M0."""
+
+    sqr: float
+    var: float
+
+    @property
+    def noise_scale(self) -> float:
+        """Gradient noise scale in units of M0-sized batches (var/sqr); inf when sqr is 0."""
+        return self.var / self.sqr if self.sqr != 0 else math.inf
+
+
+#: No statistics (non-adaptive job, or none measured yet): efficiency 1 at every batch size.
+NO_STATS = GradStats(sqr=0.0, var=1.0)
+
+
+def gain(stats: GradStats, scale: ArrayLike) -> Any:
+    """Progress of one step at `scale` x M0, in M0-steps; 1 where the denominator is 0."""
+    s = np.asarray(scale, dtype=float)
+    num = stats.var + stats.sqr
+    den = stats.var / s + stats.sqr
+    safe = np.where(den != 0, den, 1.0)
+    r = np.where(den != 0, num / safe, 1.0)
+    return r[()] if r.ndim == 0 else r
+
+
+def efficiency(stats: GradStats, init_bsz: ArrayLike, total_bsz: ArrayLike) -> Any:
+    """Progress per example at `total_bsz` relative to `init_bsz` (Eq. 6): gain(S)/S, S = M/M0."""
+    scale = np.asarray(total_bsz, dtype=float) / np.asarray(init_bsz, dtype=float)
+    return gain(stats, scale) / scale

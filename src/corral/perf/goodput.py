@@ -1,0 +1,209 @@
+"""Goodput = throughput x statistical efficiency, its best batch per allocation, and speedups.
+
+A job's goodput function (Pollux Eq. 4) is what both sides of co-adaptation use: the job picks
+the best (per-GPU batch m, accumulation steps s) for the GPUs it holds (Eq. 13) and the
+scheduler compares allocations by the best goodput each allows, relative to a base allocation
+(SPEEDUP, Eq. 15).
+
+Source: Qiao et al., Pollux (OSDI'21), Eq. 4, 7, 13, 15; the candidate procedure (50
+geometric total batch sizes, fewest accumulation steps, single-GPU s >= 1 rule, simulator cap on
+m) is /work/shared/specs/pollux.md section 2.5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from corral.perf.efficiency import GradStats, efficiency
+from corral.perf.throughput import ThroughputParams, iteration_time
+
+__all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES"]
+
+#: Total batch sizes tried per allocation by `GoodputFunction.optimize` (spec 2.5).
+NUM_BATCH_CANDIDATES = 50
+# Relative slack when rounding up divisions of float candidates, so that e.g. a total batch of
+# 4096*(1+1e-16) over 4 GPUs is 1024 per GPU, not 1025 (or one more accumulation step).
+_CEIL_SLACK = 1e-9
+
+
+def _ceil(x: np.ndarray) -> np.ndarray:
+    return np.ceil(x * (1.0 - _CEIL_SLACK))
+
+
+def _is_scalar(*xs: Any) -> bool:
+    return all(np.ndim(x) == 0 for x in xs)
+
+
+class GoodputFunction:
+    """GOODPUT(N, K, m, s) of one job, from its throughput model and gradient statistics.
+
+    `init_bsz` is M0 (efficiency 1), `max_bsz` the largest total batch allowed (at or below M0
+    means a fixed batch), `[min_local_bsz, max_local_bsz]` the per-GPU batch range (the upper
+    end is the GPU-memory limit); `accumulation` allows accumulation micro-steps.
+    """
+
+    __slots__ = ("params", "stats", "init_bsz", "max_bsz", "min_local_bsz", "max_local_bsz",
+                 "accumulation")
+
+    def __init__(self, params: ThroughputParams, stats: GradStats, init_bsz: int, max_bsz: int,
+                 min_local_bsz: int, max_local_bsz: int, accumulation: bool = True) -> None:
+        if init_bsz < 1 or max_bsz < 1:
+            raise ValueError(f"batch sizes must be >= 1 (init_bsz={init_bsz}, max_bsz={max_bsz})")
+        if not 1 <= min_local_bsz <= max_local_bsz:
+            raise ValueError(f"need 1 <= min_local_bsz <= max_local_bsz, got "
+                             f"{min_local_bsz}, {max_local_bsz}")
+        self.params = params
+        self.stats = stats
+        self.init_bsz = int(init_bsz)
+        self.max_bsz = int(max_bsz)
+        self.min_local_bsz = int(min_local_bsz)
+        self.max_local_bsz = int(max_local_bsz)
+        self.accumulation = bool(accumulation)
+
+    def __repr__(self) -> str:
+        return (f"GoodputFunction({self.params}, {self.stats}, init_bsz={self.init_bsz}, "
+                f"max_bsz={self.max_bsz}, local_bsz=[{self.min_local_bsz}, "
+                f"{self.max_local_bsz}], accumulation={self.accumulation})")
+
+    def throughput(self, num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
+                   accum_steps: ArrayLike) -> Any:
+        """Examples per second (Eq. 7); 0 for an empty allocation."""
+        total = (np.asarray(num_gpus, dtype=float) * np.asarray(local_bsz, dtype=float)
+                 * (np.asarray(accum_steps, dtype=float) + 1.0))
+        t_iter = np.asarray(iteration_time(self.params, num_nodes, num_gpus, local_bsz,
+                                           accum_steps))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(total > 0, total / t_iter, 0.0)
+        return out[()] if out.ndim == 0 else out
+
+    def efficiency(self, total_bsz: ArrayLike) -> Any:
+        """Statistical efficiency of a total batch relative to M0 (Eq. 6)."""
+        return efficiency(self.stats, self.init_bsz, total_bsz)
+
+    def goodput(self, num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
+                accum_steps: ArrayLike) -> Any:
+        """Useful examples per second, in M0-equivalents (Eq. 4); 0 for an empty allocation."""
+        total = (np.asarray(num_gpus, dtype=float) * np.asarray(local_bsz, dtype=float)
+                 * (np.asarray(accum_steps, dtype=float) + 1.0))
+        thr = np.asarray(self.throughput(num_nodes, num_gpus, local_bsz, accum_steps))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = np.asarray(self.efficiency(np.where(total > 0, total, 1.0)))
+        out = np.where(total > 0, thr * eff, 0.0)
+        return out[()] if out.ndim == 0 else out
+
+    def optimize(self, num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[Any, Any, Any]:
+        """Best (goodput, local_bsz, accum_steps) for each allocation (Eq. 13, spec 2.5).
+
+        Scalars in give python (float, int, int); arrays (broadcast together) give arrays of
+        their shape. An allocation with 0 GPUs, or one no allowed batch fits (e.g. more GPUs
+        than max_bsz / min_local_bsz), gives goodput 0 with local_bsz 0 and accum_steps 0.
+        """
+        scalar = _is_scalar(num_nodes, num_gpus)
+        nodes, gpus = np.broadcast_arrays(np.asarray(num_nodes, dtype=float),
+                                          np.asarray(num_gpus, dtype=float))
+        shape = nodes.shape
+        best, local_bsz, accum = self._optimize_flat(nodes.ravel(), gpus.ravel())
+        if scalar:
+            return float(best[0]), int(local_bsz[0]), int(accum[0])
+        return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
+
+    def _optimize_flat(self, nodes: np.ndarray, gpus: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if np.any(gpus < 0) or np.any(nodes < 0):
+            raise ValueError("numbers of nodes and GPUs must be >= 0")
+        k = np.maximum(gpus, 1.0)[:, None]  # (n, 1); K = 0 rows are zeroed at the end
+        if self.max_bsz <= self.init_bsz:
+            totals = np.full((gpus.size, 1), float(self.init_bsz))
+        else:
+            lo = np.maximum(float(self.init_bsz), self.min_local_bsz * k[:, 0])
+            totals = np.geomspace(lo, np.full_like(lo, float(self.max_bsz)),
+                                  NUM_BATCH_CANDIDATES, axis=1)
+        per_gpu = totals / k
+        if self.accumulation:
+            accum = np.maximum(_ceil(per_gpu / self.max_local_bsz) - 1.0, 0.0)
+            # One GPU above M0: force a micro-step split (the artifact's rule: its gradient
+            # statistics need >= 2 samples per step to scale the learning rate).
+            accum = np.where((k == 1) & (per_gpu > self.init_bsz), np.maximum(accum, 1.0), accum)
+        else:
+            accum = np.zeros_like(per_gpu)
+        local = _ceil(per_gpu / (accum + 1.0))
+        local = np.minimum(local, np.floor(self.max_bsz / (k * (accum + 1.0))))  # simulator cap
+        feasible = ((local >= self.min_local_bsz) & (local <= self.max_local_bsz)
+                    & (gpus > 0)[:, None])
+        good = np.where(feasible,
+                        self.goodput(nodes[:, None], k, np.maximum(local, 1.0), accum), 0.0)
+        pick = np.argmax(good, axis=1)
+        rows = np.arange(gpus.size)
+        best = good[rows, pick]
+        ok = best > 0
+        return (best, np.where(ok, local[rows, pick], 0).astype(np.int64),
+                np.where(ok, accum[rows, pick], 0).astype(np.int64))
+
+
+class SpeedupFunction:
+    """Goodput of an allocation (N,K) relative to a base allocation, memoised; for schedulers that call it millions of times.
+
+    Values live in a dense (nodes x GPUs) table grown on demand; a call computes only the
+    pairs never seen before, all in one vectorised `optimize`. If the base allocation admits no
+    batch at all (more GPUs than max_bsz/min_local_bsz), the base is the largest GPU count up
+    to `base_gpus` that does, so speedups stay finite.
+    """
+
+    __slots__ = ("goodput_fn", "base_nodes", "base_gpus", "base_goodput", "_table")
+
+    def __init__(self, goodput_fn: GoodputFunction, base_nodes: int, base_gpus: int) -> None:
+        if base_gpus < 1 or base_nodes < 1:
+            raise ValueError(f"base allocation needs >= 1 node and GPU, got "
+                             f"({base_nodes}, {base_gpus})")
+        self.goodput_fn = goodput_fn
+        base_nodes, base_gpus = int(base_nodes), int(base_gpus)
+        base = goodput_fn.optimize(base_nodes, base_gpus)[0]
+        if base <= 0:
+            gpus = np.arange(1, base_gpus + 1)
+            good = goodput_fn.optimize(np.minimum(base_nodes, gpus), gpus)[0]
+            if not np.any(good > 0):
+                raise ValueError(f"{goodput_fn!r} admits no batch on 1..{base_gpus} GPUs")
+            base_gpus = int(gpus[np.flatnonzero(good > 0)[-1]])
+            base_nodes = min(base_nodes, base_gpus)
+            base = float(good[base_gpus - 1])
+        self.base_nodes = base_nodes
+        self.base_gpus = base_gpus
+        self.base_goodput = float(base)
+        self._table = np.full((max(base_nodes, 16) + 1, max(base_gpus, 64) + 1), np.nan)
+        self._table[:, 0] = 0.0
+
+    def __call__(self, num_nodes: ArrayLike, num_gpus: ArrayLike) -> Any:
+        table = self._table
+        if type(num_nodes) is int and type(num_gpus) is int:  # fast path for scalar loops
+            if 0 <= num_nodes < table.shape[0] and 0 <= num_gpus < table.shape[1]:
+                v = table[num_nodes, num_gpus]
+                if v == v:  # not NaN: memoised
+                    return float(v)
+        scalar = _is_scalar(num_nodes, num_gpus)
+        nodes, gpus = np.broadcast_arrays(np.asarray(num_nodes, dtype=np.int64),
+                                          np.asarray(num_gpus, dtype=np.int64))
+        if nodes.size and (nodes.min() < 0 or gpus.min() < 0):
+            raise ValueError("numbers of nodes and GPUs must be >= 0")
+        if nodes.size and (nodes.max() >= table.shape[0] or gpus.max() >= table.shape[1]):
+            table = self._grow(int(nodes.max()), int(gpus.max()))
+        vals = table[nodes, gpus]
+        missing = np.isnan(vals)
+        if np.any(missing):
+            pairs = np.unique(np.stack([nodes[missing], gpus[missing]], axis=1), axis=0)
+            good = self.goodput_fn.optimize(pairs[:, 0], pairs[:, 1])[0]
+            table[pairs[:, 0], pairs[:, 1]] = good / self.base_goodput
+            vals = table[nodes, gpus]
+        return float(vals) if scalar else vals
+
+    def _grow(self, max_nodes: int, max_gpus: int) -> np.ndarray:
+        old = self._table
+        rows = max(old.shape[0], 1 << max_nodes.bit_length())
+        cols = max(old.shape[1], 1 << max_gpus.bit_length())
+        new = np.full((rows, cols), np.nan)
+        new[:, 0] = 0.0
+        new[:old.shape[0], :old.shape[1]] = old
+        self._table = new
+        return new

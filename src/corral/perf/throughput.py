@@ -1,0 +1,268 @@
+"""Pollux throughput model: seconds per iteration as a function of (N nodes, K GPUs, m, s).
+
+Every adaptive decision (batch choice, speedup, allocation search) needs the step time of
+configurations a job has not run yet; this module predicts it (Eq. 8-11) and learns its seven
+parameters (Eq. 12) from measured step times (RMSLE + L-BFGS-B with the exploration priors).
+
+Source: Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for Goodput-Optimized Deep
+Learning", OSDI'21, Eq. 8-12 and Sec. 4.1; the fitting objective, initial values, bounds and
+prior pinning follow /work/shared/specs/pollux.md sections 1.2.1, 1.2.2 and 2.4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import minimize
+
+__all__ = [
+    "ThroughputParams", "grad_time", "sync_time", "iteration_time", "fit_throughput",
+    "PARAM_LOWER_BOUND", "GAMMA_BOUNDS",
+]
+
+#: Lower bound of every alpha/beta parameter; a pinned ("assumed free") sync cost sits here.
+PARAM_LOWER_BOUND = 1e-8
+#: Allowed range of the compute/communication overlap exponent gamma (Pollux Sec. 4.1).
+GAMMA_BOUNDS = (1.0, 10.0)
+# Initial point of the fit (spec 1.2.1): alpha 0.1 s, beta 0.01 s, gamma 1.001.
+_INITIAL = (0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001)
+# Regulariser weights (spec 1.2.1): pull gamma toward 1 and keep beta/alpha small for sync.
+_GAMMA_REG = 1e-3
+_RATIO_REG = 1e-2
+_RMSE_FLOOR = 1e-12
+# Extra starting values of gamma for a calibration (prior_driven=False) fit.
+_CALIBRATION_GAMMA_STARTS = (_INITIAL[6], 2.0, 4.0)  # keeps the sqrt differentiable at a perfect fit
+
+# Positions in ThroughputParams.as_array().
+_AG, _BG, _AL, _BL, _AN, _BN, _GAMMA = range(7)
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputParams:
+    """theta_sys of Pollux Eq. 12 (times in seconds, betas per sample or per extra GPU)."""
+
+    alpha_grad: float  # constant compute time per micro-step
+    beta_grad: float  # compute time per sample of the per-GPU batch
+    alpha_local: float  # sync time, all replicas on one node
+    beta_local: float  # extra sync time per GPU beyond 2, one node
+    alpha_node: float  # sync time, replicas on >= 2 nodes
+    beta_node: float  # extra sync time per GPU beyond 2, >= 2 nodes
+    gamma: float  # overlap exponent, 1 = no overlap, large = full overlap
+
+    def as_array(self) -> np.ndarray:
+        return np.array([getattr(self, f.name) for f in dataclasses.fields(self)], dtype=float)
+
+    @classmethod
+    def from_array(cls, a: ArrayLike) -> "ThroughputParams":
+        arr = np.asarray(a, dtype=float).ravel()
+        if arr.shape != (7,):
+            raise ValueError(f"ThroughputParams needs 7 values, got {arr.shape[0]}")
+        return cls(*(float(v) for v in arr))
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ThroughputParams":
+        return cls(**{f.name: float(d[f.name]) for f in dataclasses.fields(cls)})
+
+
+def _scalar_or_array(x: np.ndarray) -> Any:
+    """0-d results come back as numpy scalars (usable as floats), others as arrays."""
+    return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
+
+
+def _sync_regime(num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks of the two sync branches of Eq. 9 and the retrogression count max(K-2, 0).
+
+    The spec's artifact clamps (K-2) at a tiny positive value; the clamp only matters for
+    K < 2, where Eq. 9 is 0 anyway, so clamping at 0 gives the same model.
+    """
+    nodes = np.asarray(num_nodes)
+    gpus = np.asarray(num_gpus)
+    multi = gpus >= 2
+    local = multi & (nodes <= 1)
+    node = multi & (nodes > 1)
+    extra = np.maximum(gpus - 2, 0).astype(float)
+    return local, node, extra
+
+
+def grad_time(params: ThroughputParams, local_bsz: ArrayLike) -> Any:
+    """Eq. 8: compute time of one forward/backward pass of `local_bsz` samples per GPU."""
+    m = np.asarray(local_bsz, dtype=float)
+    return _scalar_or_array(params.alpha_grad + params.beta_grad * m)
+
+
+def sync_time(params: ThroughputParams, num_nodes: ArrayLike, num_gpus: ArrayLike) -> Any:
+    """Eq. 9: gradient all-reduce time; 0 on one GPU, local params on one node, node params else."""
+    local, node, extra = _sync_regime(num_nodes, num_gpus)
+    t = (np.where(local, params.alpha_local + params.beta_local * extra, 0.0)
+         + np.where(node, params.alpha_node + params.beta_node * extra, 0.0))
+    return _scalar_or_array(t)
+
+
+def _overlap(t_grad: np.ndarray, t_sync: np.ndarray, gamma: float) -> np.ndarray:
+    """(t_grad^g + t_sync^g)^(1/g), computed as hi*(1+(lo/hi)^g)^(1/g) so large g cannot underflow."""
+    hi = np.maximum(t_grad, t_sync)
+    lo = np.minimum(t_grad, t_sync)
+    safe_hi = np.where(hi > 0, hi, 1.0)
+    return np.where(hi > 0, safe_hi * (1.0 + (lo / safe_hi) ** gamma) ** (1.0 / gamma), 0.0)
+
+
+def iteration_time(params: ThroughputParams, num_nodes: ArrayLike, num_gpus: ArrayLike,
+                   local_bsz: ArrayLike, accum_steps: ArrayLike = 0) -> Any:
+    """Eq. 10-11: seconds per optimizer step with `accum_steps` extra accumulation micro-steps."""
+    t_grad = np.asarray(grad_time(params, local_bsz), dtype=float)
+    t_sync = np.asarray(sync_time(params, num_nodes, num_gpus), dtype=float)
+    s = np.asarray(accum_steps, dtype=float)
+    return _scalar_or_array(s * t_grad + _overlap(t_grad, t_sync, params.gamma))
+
+
+# ----------------------------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    """One point per unique (N, K, m): averaged step and compute (grad) times."""
+
+    nodes: np.ndarray
+    gpus: np.ndarray
+    local_bsz: np.ndarray
+    log_step: np.ndarray
+    log_grad: np.ndarray
+    grad_mean_s: float
+
+
+def _aggregate(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
+               step_time_s: ArrayLike, sync_time_s: ArrayLike) -> _Profile:
+    cols = [np.asarray(c, dtype=float).ravel()
+            for c in (num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s)]
+    n = cols[0].size
+    if n == 0:
+        raise ValueError("fit_throughput needs at least one observation")
+    if any(c.size != n for c in cols):
+        raise ValueError("fit_throughput: all input columns must have the same length")
+    nodes, gpus, bsz, step, sync = cols
+    if not (np.all(np.isfinite(step)) and np.all(step > 0)):
+        raise ValueError("fit_throughput: step times must be finite and > 0")
+    if np.any(gpus < 1) or np.any(nodes < 1) or np.any(bsz < 1):
+        raise ValueError("fit_throughput: nodes, GPUs and local batch sizes must be >= 1")
+    keys, inverse = np.unique(np.stack([nodes, gpus, bsz], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    counts = np.bincount(inverse)
+    step_mean = np.bincount(inverse, weights=step) / counts
+    sync_mean = np.bincount(inverse, weights=np.clip(sync, 0.0, None)) / counts
+    # Compute time = step - sync; a sync reading at or above the step time is noise, so keep
+    # at least a sliver of the step as compute rather than taking the log of <= 0.
+    grad_mean = np.maximum(step_mean - sync_mean, 1e-3 * step_mean)
+    return _Profile(keys[:, 0], keys[:, 1], keys[:, 2], np.log(step_mean), np.log(grad_mean),
+                    float(np.mean(grad_mean)))
+
+
+def _loss_and_grad(theta: np.ndarray, prof: _Profile, local: np.ndarray, node: np.ndarray,
+                   extra: np.ndarray) -> tuple[float, np.ndarray]:
+    """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient."""
+    ag, bg, al, bl, an, bn, gamma = theta
+    m = prof.local_bsz
+    n = m.size
+    synced = local | node
+    t_grad = ag + bg * m
+    t_sync = np.where(local, al + bl * extra, 0.0) + np.where(node, an + bn * extra, 0.0)
+    log_tg = np.log(t_grad)
+    log_ts = np.log(np.where(synced, t_sync, 1.0))
+    # log T_iter = logaddexp(g*log tg, g*log ts)/g; on one GPU T_iter = T_grad.
+    lse = np.where(synced, np.logaddexp(gamma * log_tg, gamma * log_ts), gamma * log_tg)
+    log_ti = lse / gamma
+    # d log T_iter / d T_grad = tg^(g-1)/(tg^g+ts^g), likewise for ts (0 on one GPU).
+    d_tg = np.exp((gamma - 1.0) * log_tg - lse)
+    d_ts = np.where(synced, np.exp((gamma - 1.0) * log_ts - lse), 0.0)
+    w_s = np.where(synced, np.exp(gamma * log_ts - lse), 0.0)
+    d_gamma = ((1.0 - w_s) * log_tg + w_s * log_ts - log_ti) / gamma
+
+    e_grad = log_tg - prof.log_grad
+    e_iter = log_ti - prof.log_step
+    r_grad = np.sqrt(np.mean(e_grad ** 2) + _RMSE_FLOOR)
+    r_iter = np.sqrt(np.mean(e_iter ** 2) + _RMSE_FLOOR)
+    ratio_n, ratio_l = bn / an, bl / al
+    loss = (r_grad + r_iter + _GAMMA_REG * (gamma - 1.0) ** 2
+            + _RATIO_REG * (ratio_n ** 2 + ratio_l ** 2))
+
+    c_grad = e_grad / (n * r_grad)  # d r_grad / d log_tg, per point
+    c_iter = e_iter / (n * r_iter)  # d r_iter / d log_ti, per point
+    inv_tg = 1.0 / t_grad
+    g_tg = c_grad * inv_tg + c_iter * d_tg  # d loss / d T_grad, per point
+    g_ls = c_iter * d_ts * local  # d loss / d T_sync (local branch)
+    g_ns = c_iter * d_ts * node
+    grad = np.array([
+        np.sum(g_tg),
+        np.sum(g_tg * m),
+        np.sum(g_ls) - 2.0 * _RATIO_REG * ratio_l ** 2 / al,
+        np.sum(g_ls * extra) + 2.0 * _RATIO_REG * ratio_l / al,
+        np.sum(g_ns) - 2.0 * _RATIO_REG * ratio_n ** 2 / an,
+        np.sum(g_ns * extra) + 2.0 * _RATIO_REG * ratio_n / an,
+        np.sum(c_iter * d_gamma) + 2.0 * _GAMMA_REG * (gamma - 1.0),
+    ])
+    return float(loss), grad
+
+
+def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
+                   step_time_s: ArrayLike, sync_time_s: ArrayLike, *,
+                   prior_driven: bool = True) -> ThroughputParams:
+    """Fit theta_sys to measured steps (one row per measurement; duplicates are averaged).
+
+    `step_time_s` is the time of an optimizer step without accumulation and `sync_time_s` the
+    part of it spent synchronising; compute time is their difference. With `prior_driven`
+    the parameters of regimes never observed are pinned to "free" (perfect scaling, spec
+    1.2.2); without it all seven are fitted (calibration from a full measured table).
+    """
+    prof = _aggregate(num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s)
+    local, node, extra = _sync_regime(prof.nodes, prof.gpus)
+    theta = np.array(_INITIAL, dtype=float)
+    free = np.ones(7, dtype=bool)
+    if prior_driven:
+        pinned: list[int] = []
+        if not np.any(prof.nodes > 1):
+            pinned += [_AN, _BN]
+        if not np.any((prof.nodes == 1) & (prof.gpus > 1)):
+            pinned += [_AL, _BL]
+        if not np.any(prof.gpus > 2):
+            pinned += [_BL, _BN]
+        theta[pinned] = PARAM_LOWER_BOUND
+        free[pinned] = False
+        if np.unique(prof.local_bsz).size == 1:
+            # One batch size cannot separate the constant from the per-sample cost: assume
+            # an even split (spec 1.2.1).
+            theta[_AG] = prof.grad_mean_s / 2.0
+            free[_AG] = False
+
+    bounds = [(PARAM_LOWER_BOUND, None)] * 6 + [GAMMA_BOUNDS]
+    free_idx = np.flatnonzero(free)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        full = theta.copy()
+        full[free_idx] = x
+        loss, grad = _loss_and_grad(full, prof, local, node, extra)
+        return loss, grad[free_idx]
+
+    # The loss is not convex in gamma: the online (prior-driven) fit starts from the spec's
+    # single point, a calibration fit also tries stronger overlap and keeps the best optimum.
+    starts = (_INITIAL[_GAMMA],) if prior_driven else _CALIBRATION_GAMMA_STARTS
+    best = None
+    for gamma0 in starts:
+        x0 = theta.copy()
+        if free[_GAMMA]:
+            x0[_GAMMA] = gamma0
+        result = minimize(objective, x0[free_idx], jac=True, method="L-BFGS-B",
+                          bounds=[bounds[i] for i in free_idx])
+        if best is None or result.fun < best.fun:
+            best = result
+    theta[free_idx] = best.x
+    if prior_driven and not np.any(prof.nodes > 1):
+        # Never spread over nodes: assume cross-node sync is at least a bit slower than local.
+        theta[_AN] = max(theta[_AN], 1.1 * theta[_AL])
+        theta[_BN] = max(theta[_BN], 1.1 * theta[_BL])
+    return ThroughputParams.from_array(theta)

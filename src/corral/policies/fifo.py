@@ -1,0 +1,45 @@
+"""`fifo`: YARN-CS-like first-come-first-served gang scheduling (the Tiresias paper's baseline).
+
+Each job runs on exactly the GPUs its user asked for, at the user's batch size (with gradient
+accumulation when the per-GPU batch would not fit in memory, which the job does by itself).
+Jobs start in submission order, consolidated on as few nodes as possible, and are never
+preempted. By default the queue has head-of-line blocking, as YARN-CS does (Tiresias §5.1);
+`backfill=true` lets later jobs that fit jump ahead (the paper's "best-effort" variant).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corral.core.jobs import Assignment, Decision, Snapshot
+from corral.core.policy import Policy, register_policy
+from corral.policies.placement import consolidated, free_gpus, take
+
+
+@dataclass
+class FifoParams:
+    backfill: bool = False  # start later jobs that fit while the head of the queue waits
+
+
+@register_policy
+class Fifo(Policy):
+    name = "fifo"
+    summary = "first come first served, gang-scheduled on the user's GPUs, no preemption"
+    Params = FifoParams
+    decides_on_change_only = True
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        running = {v.name: v.assignment for v in snapshot.jobs if v.is_running and v.assignment}
+        out: dict[str, Assignment] = {n: a for n, a in running.items()}
+        free = free_gpus(snapshot.cluster, out)
+        for view in snapshot.jobs:
+            if view.name in running:
+                continue
+            placement = consolidated(free, view.spec.gpus)
+            if placement is None:
+                if self.params.backfill:
+                    continue
+                break
+            take(free, placement)
+            out[view.name] = Assignment.user_config(view.spec, placement)
+        return Decision(out)

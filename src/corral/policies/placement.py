@@ -1,0 +1,113 @@
+"""Placement helpers shared by policies: where a job's GPUs go, given what is free."""
+
+from __future__ import annotations
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import Decision
+
+
+def free_gpus(cluster: Cluster, decision_so_far: Decision | dict) -> list[int]:
+    """GPUs still free on each node after the assignments made so far."""
+    assignments = decision_so_far.assignments if isinstance(decision_so_far, Decision) else decision_so_far
+    free = list(cluster.gpus_per_node)
+    for a in assignments.values():
+        for node, gpus in a.placement.slots:
+            free[node] -= gpus
+    return free
+
+
+def take(free: list[int], placement: Placement) -> None:
+    """Mark a placement's GPUs as used in `free` (in place)."""
+    for node, gpus in placement.slots:
+        free[node] -= gpus
+
+
+def consolidated(free: list[int], num_gpus: int) -> Placement | None:
+    """Place `num_gpus` on as few nodes as possible, or None when they do not fit.
+
+    One node if any can hold the job (the fullest such node, to keep big holes for big jobs);
+    otherwise whole nodes with the most free GPUs first, the remainder on the best-fitting node.
+    """
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    fits = [(g, n) for n, g in enumerate(free) if g >= num_gpus]
+    if fits:
+        _, node = min(fits)
+        return Placement(((node, num_gpus),))
+    order = sorted(range(len(free)), key=lambda n: (-free[n], n))
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for n in order:
+        if left == 0 or free[n] == 0:
+            break
+        if free[n] <= left:
+            slots[n] = free[n]
+            left -= free[n]
+        else:
+            # the smallest node that still fits the remainder
+            rest = min((free[m], m) for m in order if m not in slots and free[m] >= left)
+            slots[rest[1]] = left
+            left = 0
+    return Placement.of(slots) if left == 0 else None
+
+
+def anywhere(free: list[int], num_gpus: int) -> Placement | None:
+    """Place `num_gpus` on any free GPUs, in node order (no consolidation), or None."""
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for n, g in enumerate(free):
+        if g and left:
+            k = min(g, left)
+            slots[n] = k
+            left -= k
+    return Placement.of(slots)
+
+
+def keep_or_place(free: list[int], current: Placement, num_gpus: int,
+                  place=consolidated) -> Placement | None:
+    """Keep a running job where it is when its size is unchanged (no restart), else place it."""
+    if current and current.num_gpus == num_gpus and all(free[n] >= g for n, g in current.slots):
+        return current
+    return place(free, num_gpus)
+
+
+def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidated,
+                  stop_at_first_miss: bool = False, batch_of=None) -> dict:
+    """Give each job in `ordered` (JobViews, highest priority first) all of its GPUs or none.
+
+    Jobs are admitted by GPU count in priority order; admitted running jobs keep their current
+    placement when its size is unchanged (no needless restart); the others are then placed with
+    `place`. `stop_at_first_miss` gives strict FIFO (head-of-line blocking).
+    """
+    from corral.core.jobs import Assignment
+
+    capacity = cluster.total_gpus
+    chosen = []
+    for view in ordered:
+        k = gpus_of(view)
+        if 0 < k <= capacity:
+            chosen.append((view, k))
+            capacity -= k
+        elif stop_at_first_miss:
+            break
+    free = list(cluster.gpus_per_node)
+    out: dict = {}
+    movers = []
+    for view, k in chosen:
+        cur = view.placement
+        if cur and cur.num_gpus == k and all(free[n] >= g for n, g in cur.slots):
+            take(free, cur)
+            out[view.name] = Assignment(cur, batch_of(view, cur) if batch_of else None)
+        else:
+            movers.append((view, k))
+    for view, k in movers:
+        p = place(free, k)
+        if p is None:
+            if stop_at_first_miss:
+                break
+            continue
+        take(free, p)
+        out[view.name] = Assignment(p, batch_of(view, p) if batch_of else None)
+    return out

@@ -1,0 +1,31 @@
+"""`srtf`: oracle shortest-remaining-time-first, preemptive, at the user's fixed configuration.
+
+An oracle: it reads each job's true remaining time (alone, at the user's GPUs and batch size)
+from `JobView.oracle`, which the engine fills in only for policies marked `oracle = True`. At
+every round the shortest jobs that fit (by GPU count) run; a longer running job is preempted
+when shorter ones need its GPUs. Admitted running jobs stay where they are.
+"""
+
+from __future__ import annotations
+
+from corral.core.jobs import Assignment, Decision, Snapshot
+from corral.core.policy import Policy, register_policy
+from corral.policies.placement import gang_allocate
+
+
+@register_policy
+class Srtf(Policy):
+    name = "srtf"
+    summary = "oracle shortest-remaining-time-first, preemptive, user's fixed configuration"
+    oracle = True
+    decides_on_change_only = True
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        def remaining(view) -> tuple[float, float]:
+            if view.oracle is None:
+                raise RuntimeError("srtf needs JobView.oracle; run it where oracle data exists")
+            return (view.oracle.remaining_s_user, view.spec.submit_time_s)
+
+        ordered = sorted(snapshot.jobs, key=remaining)
+        return Decision(gang_allocate(snapshot.cluster, ordered, lambda v: v.spec.gpus,
+                                      batch_of=lambda v, p: Assignment.user_config(v.spec, p).batch))

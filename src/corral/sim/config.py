@@ -1,0 +1,23 @@
+"""Engine settings: the scheduling interval, the resize mechanism, interference, limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from corral.sim.mechanism import CheckpointRestart
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    interval_s: float = 60.0  # the policy is called every interval (Pollux §5.1)
+    mechanism: CheckpointRestart = field(default_factory=CheckpointRestart)
+    #: Slowdown of a distributed (multi-node) job on a node shared with another distributed
+    #: job (Pollux §5.3.2); 0 = no interference, the default.
+    interference_slowdown: float = 0.0
+    #: Stop after this much simulated time; unfinished jobs are reported as such.
+    max_time_s: float = 60.0 * 86400
+    seed: int = 0
+
+    @property
+    def restart_delay_s(self) -> float:
+        return self.mechanism.delay_s

@@ -1,0 +1,226 @@
+"""The simulation engine: a clock, arrivals, scheduling rounds, and applying decisions.
+
+The policy is called every `interval_s` (rounds at multiples of the interval, as in the
+reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and, for policies
+that ask for it, also at each arrival and completion. Between those points every running job
+advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
+second. Policies that promise to change their decision only when jobs arrive or finish let the
+engine skip the rounds in between.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from typing import Callable
+
+from corral.core.cluster import Cluster
+from corral.core.errors import DecisionError, InfeasibleJobError
+from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot
+from corral.core.policy import Policy
+from corral.sim.config import EngineConfig
+from corral.sim.job import SimJob
+from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
+from corral.sim.results import JobRecord, SimResult
+from corral.sim.truth.base import Truth
+from corral.sim.workloads import Workload
+
+ProgressHook = Callable[[float], None]
+
+
+class Simulator:
+    """Runs one policy on one workload over a simulated cluster."""
+
+    def __init__(self, truth: Truth, policy: Policy, cluster: Cluster,
+                 config: EngineConfig | None = None) -> None:
+        self.truth = truth
+        self.policy = policy
+        self.cluster = cluster
+        self.config = config or EngineConfig()
+
+    # -- public -------------------------------------------------------------------------------
+    def run(self, workload: Workload, on_progress: ProgressHook | None = None) -> SimResult:
+        started = time.perf_counter()
+        self._check_feasible(workload)
+        cfg = self.config
+        jobs = [SimJob(spec, self.truth.app(spec.app)) for spec in workload.jobs]
+        arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
+        active: list[SimJob] = []
+        done: list[SimJob] = []
+        timeline: list[tuple[float, int]] = [(0.0, 0)]
+        previous = Decision({})
+        policy = self.policy
+        skip_idle = policy.decides_on_change_only
+        predict = skip_idle or policy.reacts_to_events
+        finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
+        next_arrival = 0
+        interval = cfg.interval_s
+        first_submit = arrivals[0].spec.submit_time_s if arrivals else 0.0
+        now = 0.0
+        next_round = math.ceil(first_submit / interval) * interval
+        changed = True
+        rounds = 0
+        total = len(jobs)
+
+        while len(done) < total:
+            # when is the next point anything can happen?
+            t_arrival = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
+            stop = next_round
+            if policy.reacts_to_events:
+                stop = min(stop, t_arrival, finish_heap[0][0] if finish_heap else math.inf)
+            stop = max(stop, now)
+            if stop > cfg.max_time_s:
+                break
+            # advance everyone who runs
+            for job in active:
+                job.advance(stop)
+            now = stop
+            finished = [j for j in active if j.finish_s is not None]
+            event = bool(finished)
+            for job in finished:
+                active.remove(job)
+                job.release()
+                done.append(job)
+            while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:
+                job = arrivals[next_arrival]
+                next_arrival += 1
+                job.clock_s = job.spec.submit_time_s
+                job.advance(now)
+                active.append(job)
+                job.active_at_arrival = len(active)
+                event = True
+            changed = changed or event
+            at_round = now >= next_round
+            call = (at_round and (changed or not skip_idle)) or (policy.reacts_to_events and event)
+            if call and active:
+                decision = policy.decide(self._snapshot(now, active, done, previous))
+                self._validate(decision, active)
+                moved = self._apply(now, decision, active)
+                previous = decision
+                rounds += 1
+                changed = False
+                if predict and moved:
+                    finish_heap = [(j.predict_finish_s(cfg.max_time_s), id(j), j) for j in active]
+                    heapq.heapify(finish_heap)
+            elif call:
+                changed = False
+            used = sum(j.placement.num_gpus for j in active)
+            if used != timeline[-1][1]:
+                timeline.append((now, used))
+            if predict:
+                finish_heap = self._refresh_predictions(finish_heap, now, finished)
+            if at_round:
+                next_round += interval
+                if skip_idle or not active:
+                    # jump over rounds where nothing can arrive or finish
+                    horizon = min(t_arrival if next_arrival < total else math.inf,
+                                  finish_heap[0][0] if (finish_heap and predict) else math.inf)
+                    if not active:
+                        horizon = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
+                    if math.isfinite(horizon) and horizon > next_round:
+                        next_round = math.ceil(horizon / interval) * interval
+            if on_progress is not None and finished:
+                on_progress(len(done) / total)
+
+        result = SimResult(policy=policy.name, workload=workload.name,
+                           cluster_gpus=self.cluster.total_gpus,
+                           jobs=[self._record(j) for j in jobs], gpu_timeline=timeline,
+                           rounds=rounds)
+        result.wall_s = time.perf_counter() - started
+        return result
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _refresh_predictions(self, heap: list, now: float, finished: list[SimJob]) -> list:
+        """Drop finished jobs; re-predict hints that came due without the job finishing."""
+        if finished:
+            heap = [e for e in heap if e[2].finish_s is None]
+            heapq.heapify(heap)
+        while heap and heap[0][0] <= now:
+            _, key, job = heapq.heappop(heap)
+            if job.finish_s is None and job.placement:
+                t = job.predict_finish_s(self.config.max_time_s)
+                heapq.heappush(heap, (max(t, now + 1e-6), key, job))
+        return heap
+
+    def _check_feasible(self, workload: Workload) -> None:
+        total = self.cluster.total_gpus
+        for spec in workload.jobs:
+            if spec.gpus > total or spec.min_gpus > total:
+                raise InfeasibleJobError(
+                    f"job {spec.name} in {workload.name} asks for {max(spec.gpus, spec.min_gpus)} GPUs "
+                    f"but the cluster ({self.cluster.describe()}) has {total}")
+            self.truth.app(spec.app)
+
+    def _snapshot(self, now: float, active: list[SimJob], done: list[SimJob],
+                  previous: Decision) -> Snapshot:
+        oracle = self.policy.oracle
+        views = tuple(j.view(self._oracle(j) if oracle else None) for j in active)
+        return Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=previous,
+                        completed=tuple(j.view() for j in done))
+
+    def _oracle(self, job: SimJob) -> OracleInfo:
+        spec = job.spec
+        counts = packed_counts(spec.gpus, self.cluster.max_node_gpus)
+        secs, steps = remaining_at(job.truth, counts, spec.user_batch(spec.gpus),
+                                   job.total_epochs, job.epoch, job.progress)
+        return OracleInfo(remaining_steps_user=steps, remaining_s_user=secs)
+
+    def _validate(self, decision: Decision, active: list[SimJob]) -> None:
+        names = {j.spec.name for j in active}
+        used = [0] * self.cluster.num_nodes
+        for name, assignment in decision.assignments.items():
+            if name not in names:
+                raise DecisionError(f"policy {self.policy.name} assigned GPUs to unknown or finished job {name!r}")
+            for node, gpus in assignment.placement.slots:
+                if not 0 <= node < self.cluster.num_nodes or gpus < 0:
+                    raise DecisionError(f"policy {self.policy.name} used node {node}, which does not exist")
+                used[node] += gpus
+        for node, gpus in enumerate(used):
+            cap = self.cluster.nodes[node].gpus
+            if gpus > cap:
+                raise DecisionError(
+                    f"policy {self.policy.name} over-allocated node {self.cluster.nodes[node].name}: "
+                    f"{gpus} GPUs assigned, {cap} available")
+
+    def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> bool:
+        mech = self.config.mechanism
+        moved = False
+        for job in active:
+            new = decision.get(job.spec.name)
+            new_placement = new.placement if new else None
+            pause = mech.pause_s(job.spec.app, job.placement, new_placement) if new_placement else 0.0
+            moved |= job.assign(now, new, pause)
+        if self.config.interference_slowdown > 0:
+            self._apply_interference(active)
+        return moved
+
+    def _apply_interference(self, active: list[SimJob]) -> None:
+        """Slow down distributed jobs on nodes that host two or more distributed jobs."""
+        per_node: dict[int, int] = {}
+        for job in active:
+            if job.placement.num_nodes > 1:
+                for node, _ in job.placement.slots:
+                    per_node[node] = per_node.get(node, 0) + 1
+        for job in active:
+            hit = job.placement.num_nodes > 1 and any(per_node[n] > 1 for n, _ in job.placement.slots)
+            job.set_slowdown(self.config.interference_slowdown if hit else 0.0)
+
+    def _record(self, job: SimJob) -> JobRecord:
+        spec, truth = job.spec, job.truth
+        per_node = self.cluster.max_node_gpus
+        fixed = None if spec.adaptive else spec.batch_size
+        max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
+
+        def alone(gpus: int) -> float:
+            return best_isolated_jct(truth, gpus, per_node, job.total_epochs, fixed,
+                                     spec.max_local_bsz, spec.min_local_bsz, max_bsz)
+
+        total = self.cluster.total_gpus
+        share = max(1, total // max(1, job.active_at_arrival))
+        return JobRecord(
+            name=spec.name, app=spec.app, submit_s=spec.submit_time_s, requested_gpus=spec.gpus,
+            first_start_s=job.first_start_s, finish_s=job.finish_s, restarts=job.restarts,
+            attained_gpu_s=job.attained_gpu_s, run_time_s=job.run_time_s,
+            queue_time_s=job.queue_time_s, active_at_arrival=job.active_at_arrival,
+            isolated_jct_s=alone(total), fair_share_jct_s=alone(share))

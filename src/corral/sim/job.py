@@ -1,0 +1,227 @@
+"""One simulated job: trains on its ground truth between scheduling events, analytically.
+
+Progress follows the reference simulator's replay (`shared/data/pollux/README.md`): during
+epoch e at total batch M, the job makes `gain(M, e) / T_step` scale-invariant iterations per
+second, where `T_step = step + s * (step - sync)`; it moves to epoch e+1 when its progress reaches
+that epoch's boundary, and completes after its last epoch. There are no small time steps: the job
+jumps from epoch boundary to epoch boundary.
+
+The job observes only what it runs (step/sync time of its configuration, gradient statistics at
+its batch size and epoch) and feeds them to a `JobEstimator`, the same class a real job feeds.
+An adaptive job re-chooses its batch configuration with the agent rule after every placement
+change and at every epoch boundary (unless the policy fixed the batch).
+"""
+
+from __future__ import annotations
+
+import math
+
+from corral.core.cluster import Placement
+from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
+from corral.perf.agent import choose_batch
+from corral.perf.estimator import JobEstimator
+from corral.sim.truth.base import AppTruth
+
+
+class SimJob:
+    """State of one job in the simulator."""
+
+    __slots__ = (
+        "spec", "truth", "boundaries", "estimator", "status", "placement", "batch",
+        "policy_batch", "pause_left_s", "clock_s", "epoch", "progress", "steps",
+        "attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "max_gpus_held",
+        "first_start_s", "last_change_s", "finish_s", "metrics", "epochs_since_change",
+        "slowdown", "_rate", "active_at_arrival", "dry",
+    )
+
+    def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
+        self.spec = spec
+        self.truth = truth
+        self.boundaries = truth.epoch_progress()
+        epochs = spec.epochs or truth.limits.epochs
+        self.boundaries = self.boundaries[: max(1, min(epochs, len(self.boundaries)))]
+        self.estimator = JobEstimator(
+            spec.init_bsz, spec.max_bsz, spec.min_local_bsz, spec.max_local_bsz,
+            accumulation=True, adaptive=spec.adaptive)
+        self.status = JobStatus.PENDING
+        self.placement = Placement()
+        self.batch: BatchConfig | None = None
+        self.policy_batch = False  # the policy chose the batch: the job's agent keeps out
+        self.pause_left_s = 0.0
+        self.clock_s = spec.submit_time_s
+        self.epoch = 0
+        self.progress = 0.0
+        self.steps = 0.0
+        self.attained_gpu_s = 0.0
+        self.run_time_s = 0.0
+        self.queue_time_s = 0.0
+        self.restarts = 0
+        self.max_gpus_held = 0
+        self.first_start_s: float | None = None
+        self.last_change_s: float | None = None
+        self.finish_s: float | None = None
+        self.metrics: list[tuple[int, int, float]] = []
+        self.epochs_since_change = 0
+        self.slowdown = 0.0
+        self._rate: tuple[float, float] | None = None  # (progress/s, steps/s) at current state
+        self.active_at_arrival = 1
+        self.dry = False  # a prediction copy: observes nothing, keeps its batch
+
+    # -- what the policy sees -----------------------------------------------------------------
+    def view(self, oracle: OracleInfo | None = None) -> JobView:
+        return JobView(
+            spec=self.spec, status=self.status,
+            assignment=Assignment(self.placement, self.batch if self.policy_batch else None)
+            if self.placement else None,
+            attained_gpu_s=self.attained_gpu_s, run_time_s=self.run_time_s,
+            queue_time_s=self.queue_time_s, restarts=self.restarts, epoch=self.epoch,
+            steps=int(self.steps), progress=self.progress, max_gpus_held=self.max_gpus_held,
+            first_start_s=self.first_start_s, last_change_s=self.last_change_s,
+            batch=self.batch, estimator=self.estimator, metrics=tuple(self.metrics),
+            epochs_since_change=self.epochs_since_change, oracle=oracle)
+
+    @property
+    def total_epochs(self) -> int:
+        return len(self.boundaries)
+
+    # -- applying a decision ------------------------------------------------------------------
+    def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
+        """Take a new assignment at `now_s`; returns True when the placement changed."""
+        new = assignment.placement if assignment else Placement()
+        changed = new != self.placement
+        if changed:
+            if new:
+                if self.placement:
+                    self.restarts += 1
+                if self.first_start_s is None:
+                    self.first_start_s = now_s
+                self.status = JobStatus.RUNNING
+                self.pause_left_s = pause_s
+                self.max_gpus_held = max(self.max_gpus_held, new.num_gpus)
+            else:
+                self.status = JobStatus.PENDING
+                self.pause_left_s = 0.0
+                self.batch = None
+            self.placement = new
+            self.last_change_s = now_s
+            self.epochs_since_change = 0
+        if new:
+            wanted = assignment.batch if assignment else None
+            if wanted is not None:
+                if wanted != self.batch:
+                    self.batch = wanted
+                    self._rate = None
+                self.policy_batch = True
+            elif changed or self.policy_batch or self.batch is None:
+                self.policy_batch = False
+                self._choose_batch(restart=True)
+        if changed:
+            self._rate = None
+        return changed
+
+    def _choose_batch(self, restart: bool) -> None:
+        k, n = self.placement.num_gpus, self.placement.num_nodes
+        if self.spec.adaptive:
+            self.batch = choose_batch(self.estimator, n, k, None if restart else self.batch)
+        else:
+            self.batch = self.spec.user_batch(k)
+        self._rate = None
+
+    def set_slowdown(self, slowdown: float) -> None:
+        if slowdown != self.slowdown:
+            self.slowdown = slowdown
+            self._rate = None
+
+    # -- training -----------------------------------------------------------------------------
+    def _current_rate(self) -> tuple[float, float]:
+        """(progress/s, steps/s) now; observes the step time and gradient statistics it runs."""
+        if self._rate is None:
+            counts = self.placement.counts
+            b = self.batch
+            step_s, sync_s = self.truth.step_time(counts, b.local_bsz)
+            step_s_total = step_s + b.accum_steps * (step_s - sync_s)
+            total = b.total(self.placement.num_gpus)
+            sqr, var = self.truth.grad_stats(total, self.epoch)
+            scale = total / self.truth.limits.init_bsz
+            denom = var / scale + sqr
+            gain = (var + sqr) / denom if denom > 0 else 1.0
+            if not self.dry:
+                self.estimator.observe_step(self.placement.num_nodes, self.placement.num_gpus,
+                                            b.local_bsz, step_s, sync_s)
+                self.estimator.observe_grad(sqr, var)
+            speed = (1.0 - self.slowdown) / step_s_total
+            self._rate = (gain * speed, speed)
+        return self._rate
+
+    def advance(self, to_s: float) -> None:
+        """Train (or wait) from the job's clock up to `to_s`; records completion exactly."""
+        dt_total = to_s - self.clock_s
+        if dt_total <= 0 or self.finish_s is not None:
+            return
+        if not self.placement:
+            self.queue_time_s += dt_total
+            self.clock_s = to_s
+            return
+        gpus = self.placement.num_gpus
+        t = self.clock_s
+        while t < to_s:
+            if self.pause_left_s > 0:
+                d = min(self.pause_left_s, to_s - t)
+                self.pause_left_s -= d
+                t += d
+                continue
+            rate, speed = self._current_rate()
+            boundary = self.boundaries[self.epoch]
+            need = boundary - self.progress
+            d_epoch = need / rate if rate > 0 else math.inf
+            if t + d_epoch <= to_s:
+                t += d_epoch
+                self.progress = boundary
+                self.steps += d_epoch * speed
+                self._finish_epoch(t)
+                if self.finish_s is not None:
+                    break
+            else:
+                d = to_s - t
+                self.progress += rate * d
+                self.steps += d * speed
+                t = to_s
+        self.run_time_s += t - self.clock_s
+        self.attained_gpu_s += (t - self.clock_s) * gpus
+        self.clock_s = to_s
+
+    def _finish_epoch(self, now_s: float) -> None:
+        total = self.batch.total(self.placement.num_gpus)
+        self.epoch += 1
+        self.epochs_since_change += 1
+        metric = None if self.dry else self.truth.metric(self.epoch, total)
+        if metric is not None:
+            self.metrics.append((int(self.steps), self.epoch, metric))
+        if self.epoch >= self.total_epochs:
+            self.finish_s = now_s
+            self.status = JobStatus.DONE
+            return
+        self._rate = None
+        if self.spec.adaptive and not self.policy_batch and not self.dry:
+            self.batch = choose_batch(self.estimator, self.placement.num_nodes,
+                                      self.placement.num_gpus, self.batch)
+
+    def predict_finish_s(self, horizon_s: float) -> float:
+        """When the job would finish if nothing changed (inf beyond `horizon_s`).
+
+        Exact for a job at a fixed configuration; for an adaptive job it assumes the current
+        batch stays, so the engine treats it as a hint and re-predicts.
+        """
+        if not self.placement:
+            return math.inf
+        ghost = SimJob.__new__(SimJob)
+        for slot in SimJob.__slots__:
+            setattr(ghost, slot, getattr(self, slot))
+        ghost.dry = True
+        ghost.metrics = []
+        ghost.advance(horizon_s)
+        return ghost.finish_s if ghost.finish_s is not None else math.inf
+
+    def release(self) -> None:
+        """Give back the GPUs after completion."""
+        self.placement = Placement()

@@ -1,0 +1,117 @@
+"""Ground truth from the built-in catalog: compact per-model figures fitted from measurements.
+
+The catalog (`corral/data/catalog.json`, made by `corral calibrate PROFILES_DIR -o FILE`) holds,
+per model: the seven throughput-model parameters (Pollux Eq. 12) fitted to every measured step
+time; a low-order polynomial of the log gradient-noise scale over (training fraction, log batch
+size); the progress one epoch takes; the batch-size limits and LR rule; and a fitted validation
+metric curve. It lets `corral simulate` run on a fresh install with no data files, at the cost of
+the error `corral calibrate` reports against the measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from corral.core.errors import InputError
+from corral.core.jobs import LrRule
+from corral.perf.throughput import ThroughputParams, grad_time, iteration_time
+from corral.sim.truth.base import AppLimits, AppTruth, Truth
+
+CATALOG_VERSION = 1
+
+
+def noise_features(epoch_frac: float | np.ndarray, log_scale: float | np.ndarray,
+                   deg_epoch: int, deg_bsz: int) -> np.ndarray:
+    """Polynomial features of (training fraction, log2 batch scale) for the noise-scale fit."""
+    x = np.atleast_1d(np.asarray(epoch_frac, dtype=float))
+    y = np.atleast_1d(np.asarray(log_scale, dtype=float))
+    cols = [x ** i * y ** j for i in range(deg_epoch + 1) for j in range(deg_bsz + 1)]
+    return np.stack(cols, axis=-1)
+
+
+class CatalogApp(AppTruth):
+    """One model's behaviour from its catalog entry."""
+
+    def __init__(self, name: str, entry: Mapping) -> None:
+        try:
+            self.name = name
+            self.params = ThroughputParams.from_dict(entry["throughput"])
+            noise = entry["noise_scale"]
+            self._coef = np.asarray(noise["coef"], dtype=float)
+            self._deg = (int(noise["deg_epoch"]), int(noise["deg_bsz"]))
+            epochs = int(entry["epochs"])
+            width = float(entry["progress_per_epoch"])
+            self._boundaries = tuple(width * (e + 1) for e in range(epochs))
+            self._metric = entry.get("metric")
+            self.limits = AppLimits(
+                app=name, init_bsz=int(entry["init_bsz"]), max_bsz=int(entry["max_bsz"]),
+                min_local_bsz=int(entry["min_local_bsz"]), max_local_bsz=int(entry["max_local_bsz"]),
+                epochs=epochs, lr_rule=LrRule(entry["lr_rule"]),
+                adaptive=bool(entry.get("adaptive", True)), fixed_bsz=entry.get("fixed_bsz"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"catalog entry {name!r}: missing or bad field ({exc})") from None
+        self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]
+        self.grad_stats = lru_cache(maxsize=65536)(self._grad_stats)  # type: ignore[method-assign]
+
+    def _step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        n, k = len(counts), sum(counts)
+        step = float(iteration_time(self.params, n, k, local_bsz, 0))
+        return step, max(0.0, step - float(grad_time(self.params, local_bsz)))
+
+    def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
+        return self._step_time(counts, local_bsz)
+
+    def noise_scale(self, total_bsz: float, epoch: int) -> float:
+        """Gradient noise scale in units of M0 batches (var / sqr)."""
+        frac = (epoch + 0.5) / len(self._boundaries)
+        log_scale = math.log2(max(total_bsz / self.limits.init_bsz, 1.0))
+        feats = noise_features(frac, log_scale, *self._deg)[0]
+        return float(np.exp(feats @ self._coef))
+
+    def _grad_stats(self, total_bsz: float, epoch: int) -> tuple[float, float]:
+        return 1.0, self.noise_scale(total_bsz, epoch)
+
+    def grad_stats(self, total_bsz: float, epoch: int) -> tuple[float, float]:  # replaced per instance
+        return self._grad_stats(total_bsz, epoch)
+
+    def epoch_progress(self) -> tuple[float, ...]:
+        return self._boundaries
+
+    def metric(self, epoch: int, total_bsz: float) -> float | None:
+        if not self._metric:
+            return None
+        a, b, c = self._metric["a"], self._metric["b"], self._metric["c"]
+        return float(a - b / (epoch + c))
+
+
+class CatalogTruth(Truth):
+    """Every model of a catalog file (the built-in one by default)."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        if path is None:
+            text = resources.files("corral.data").joinpath("catalog.json").read_text()
+            self.source = "built-in catalog"
+        else:
+            p = Path(path)
+            if not p.is_file():
+                raise InputError(f"catalog {p} not found")
+            text = p.read_text()
+            self.source = str(p)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{self.source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, dict) or data.get("version") != CATALOG_VERSION or "models" not in data:
+            raise InputError(f"{self.source}: not a corral catalog (version {CATALOG_VERSION})")
+        self.origin = data.get("source", "")
+        self._apps = {name: CatalogApp(name, entry) for name, entry in data["models"].items()}
+
+    def apps(self) -> Mapping[str, CatalogApp]:
+        return self._apps

@@ -1,0 +1,90 @@
+"""Workloads: the jobs a simulation submits, loaded from files or generated.
+
+Sources: Pollux-artifact workload CSVs (`load_pollux_csv`), Tiresias traces
+(`load_tiresias_csv`), windows of the Philly-derived trace (`load_philly`), Poisson synthetic
+workloads (`synthetic`) and the built-in default (`builtin_default`). `load_workload` picks the
+loader from a file's header; `load_workloads` also expands directories. Every loader takes the
+application catalog of the ground truth in use (`{app: AppLimits}`) and raises a one-line
+`InputError` naming the file and row on bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from corral.core.errors import InputError
+from corral.sim.truth.base import AppLimits
+from corral.sim.workloads.builtin import builtin_default
+from corral.sim.workloads.common import (SIZE_CLASS_APPS, TUNED_GPUS, Workload,
+                                         default_gpu_choices, max_sensible_gpus, read_header,
+                                         size_class, tuned_config)
+from corral.sim.workloads.describe import describe_workload, format_description
+from corral.sim.workloads.philly import PHILLY_COLUMNS, load_philly
+from corral.sim.workloads.pollux_csv import POLLUX_COLUMNS, load_pollux_csv
+from corral.sim.workloads.synthetic import POLLUX_MIX, synthetic
+from corral.sim.workloads.tiresias_csv import TIRESIAS_COLUMNS, load_tiresias_csv
+
+__all__ = [
+    "POLLUX_MIX", "SIZE_CLASS_APPS", "TUNED_GPUS", "Workload", "builtin_default",
+    "default_gpu_choices", "describe_workload", "format_description", "load_philly",
+    "load_pollux_csv", "load_tiresias_csv", "load_workload", "load_workloads",
+    "max_sensible_gpus", "natural_key", "size_class", "synthetic", "tuned_config",
+]
+
+_FORMATS = (
+    ("Pollux", POLLUX_COLUMNS, load_pollux_csv),
+    ("Tiresias", TIRESIAS_COLUMNS, load_tiresias_csv),
+    ("Philly", PHILLY_COLUMNS, load_philly),
+)
+
+
+def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *,
+                  seed: int = 0) -> Workload:
+    """Load one workload file, choosing the format from its header columns.
+
+    Pollux (`name,time,application,num_replicas,batch_size`), Tiresias
+    (`job_id,num_gpu,submit_time,...,duration`) or Philly (`timestamp,duration,num_gpus,gpu_time`,
+    busiest 8-hour window). `seed` drives the size-class mapping of Tiresias and Philly files.
+    """
+    path = Path(path)
+    header = set(read_header(path))
+    best = max(_FORMATS, key=lambda f: len(header & set(f[1])))
+    overlap = len(header & set(best[1]))
+    if overlap < 2:
+        expected = "; ".join(f"{n}: {','.join(cols)}" for n, cols, _ in _FORMATS)
+        raise InputError(f"{path}: row 1: unrecognized workload header "
+                         f"({','.join(sorted(header))}); expected the columns of {expected}")
+    loader = best[2]
+    if loader is load_pollux_csv:
+        return load_pollux_csv(path, apps)
+    return loader(path, apps, seed=seed)  # missing columns are reported by the loader
+
+
+def natural_key(text: str) -> list[object]:
+    """Sort key that orders embedded numbers numerically (workload-2 before workload-10)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower())
+            for t in re.split(r"(\d+)", text) if t]
+
+
+def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+                   apps: Mapping[str, AppLimits], *, seed: int = 0) -> list[Workload]:
+    """Load several workload files in the given order; a directory stands for every `*.csv`
+    in it, in natural order."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Workload] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files = sorted(p.glob("*.csv"), key=lambda f: natural_key(f.name))
+            if not files:
+                raise InputError(f"{p}: directory has no *.csv workload files")
+            out.extend(load_workload(f, apps, seed=seed) for f in files)
+        else:
+            out.append(load_workload(p, apps, seed=seed))
+    if not out:
+        raise InputError("no workload files given")
+    return out

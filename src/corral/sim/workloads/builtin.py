@@ -1,0 +1,27 @@
+"""The built-in default workload that `corral simulate` runs with no arguments.
+
+40 synthetic jobs arriving at 20 per hour (about 2 hours of arrivals), seed 0, sized for a 16x4
+(64-GPU) cluster: the Pollux artifact's mix without its long yolov3 and imagenet jobs (cifar10
+.40, ncf .30, deepspeech2 .15, bert .15), so every policy simulates it in a few seconds. Jobs use
+the applications' tuned GPU counts (at most 16) and batch sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from corral.sim.truth.base import AppLimits
+from corral.sim.workloads.common import Workload
+from corral.sim.workloads.synthetic import resolve_mix, synthetic
+
+BUILTIN_MIX: dict[str, float] = {"cifar10": 0.40, "ncf": 0.30, "deepspeech2": 0.15, "bert": 0.15}
+BUILTIN_JOBS = 40
+BUILTIN_RATE_PER_HOUR = 20.0
+BUILTIN_SEED = 0
+
+
+def builtin_default(apps: Mapping[str, AppLimits]) -> Workload:
+    """The default workload (see module docstring); deterministic for a given catalog."""
+    names, probs = resolve_mix(apps, None, default=BUILTIN_MIX)
+    return synthetic(apps, num_jobs=BUILTIN_JOBS, rate_per_hour=BUILTIN_RATE_PER_HOUR,
+                     mix=dict(zip(names, probs.tolist())), seed=BUILTIN_SEED, name="default")

@@ -1,0 +1,153 @@
+"""Build a workload from a window of the Philly-derived trace (`timestamp,duration,num_gpus,gpu_time,cluster`).
+
+As the Pollux workloads were built (spec §5.2, data README): jobs shorter than 60 s or with
+1000 GPU-hours or more are dropped, the jobs submitted in `[start, start + hours)` are kept, and
+each job's GPU-time (`gpu_time`, GPU-seconds) picks an application of the same size class:
+< 1 GPU-hour -> cifar10 or ncf; 1-10 -> deepspeech2 or bert; 10-100 -> yolov3; >= 100 -> imagenet,
+uniformly within a class with a seeded RNG (one draw per window job, in submit order). The job
+keeps the trace's GPU count (capped at what the application can use) with the application's tuned
+batch size for it (`tuned_config`). Submit times are seconds from the window start.
+
+The window is one contiguous span of the trace. (The artifact's generator instead pooled the same
+hours of day over all days; `start=None` here picks the contiguous window with the most jobs.)
+Parsing is vectorized (csv + numpy): the whole 82k-row file loads in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from corral.core.errors import InputError
+from corral.sim.truth.base import AppLimits
+from corral.sim.workloads.common import (Table, Workload, make_job, map_size_classes,
+                                         parse_number, read_table, tuned_config)
+
+PHILLY_COLUMNS: tuple[str, ...] = ("timestamp", "duration", "num_gpus", "gpu_time")
+MIN_DURATION_S = 60.0
+MAX_GPU_S = 1000 * 3600.0
+
+
+def _floats(table: Table, column: str, *, integer: bool = False, minimum: float = 0.0) -> np.ndarray:
+    """A numeric column; on any bad value, the first bad row gives the InputError."""
+    values = table.column(column)
+    try:
+        arr = np.array(values, dtype=float)
+    except ValueError:
+        arr = None
+    if arr is not None:
+        bad = ~np.isfinite(arr) | (arr < minimum)
+        if integer:
+            bad |= arr != np.round(arr)
+        if not bad.any():
+            return arr
+    for i in range(len(values)):  # slow path, only to name the offending row
+        parse_number(table, i, column, integer=integer, minimum=minimum)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _timestamps(table: Table) -> np.ndarray:
+    """Seconds since the epoch of every row's `timestamp`."""
+    values = table.column("timestamp")
+    try:
+        ts = np.array(values, dtype="datetime64[s]")
+    except ValueError:
+        ts = None
+    if ts is not None and not np.isnat(ts).any():
+        return ts.astype(np.int64).astype(float)
+    for i, text in enumerate(values):
+        try:
+            if np.isnat(np.datetime64(text.strip(), "s")):
+                raise ValueError
+        except ValueError:
+            raise table.error(i, f"timestamp is not a date and time (YYYY-MM-DD HH:MM:SS): "
+                                 f"{text!r}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _iso(seconds: float) -> str:
+    return str(np.datetime64(int(seconds), "s")).replace("T", " ")
+
+
+def _window_start(path: Path, start: str | float | None, t_all: np.ndarray,
+                  t_kept: np.ndarray, span: float) -> float:
+    if start is None:
+        if len(t_kept) == 0:
+            raise InputError(f"{path}: no job is at least {MIN_DURATION_S:g} s long and under "
+                             f"{MAX_GPU_S / 3600:g} GPU-hours")
+        # Busiest window: it can always start at a job's submit time; count jobs in
+        # [t_i, t_i + span) for every i with one binary search over the sorted times.
+        ends = np.searchsorted(t_kept, t_kept + span, side="left")
+        counts = ends - np.arange(len(t_kept))
+        return float(t_kept[int(np.argmax(counts))])  # earliest of equally busy windows
+    if isinstance(start, str):
+        try:
+            return float(t_all.min()) + float(start)
+        except ValueError:
+            pass
+        try:
+            when = np.datetime64(start.strip(), "s")
+        except ValueError:
+            when = np.datetime64("NaT")
+        if np.isnat(when):
+            raise InputError(f"{path}: window start {start!r} is neither a timestamp "
+                             f"(YYYY-MM-DD HH:MM:SS) nor seconds from the first one")
+        return float(when.astype(np.int64))
+    value = float(start)
+    if not np.isfinite(value):
+        raise InputError(f"{path}: window start must be finite, got {start!r}")
+    return float(t_all.min()) + value
+
+
+def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
+                start: str | float | None = None, hours: float = 8.0,
+                max_jobs: int | None = None, seed: int = 0) -> Workload:
+    """Jobs of the trace window `[start, start + hours)` mapped to catalog applications.
+
+    `start`: a timestamp string (`2017-10-09 07:00:00`), seconds from the earliest timestamp of
+    the file (a number or numeric string), or None for the window with the most jobs after
+    filtering. `max_jobs` keeps only the first jobs of the window. See the module docstring.
+    """
+    if not (isinstance(hours, (int, float)) and np.isfinite(hours) and hours > 0):
+        raise InputError(f"{path}: window length must be a positive number of hours, got {hours!r}")
+    if max_jobs is not None and max_jobs < 1:
+        raise InputError(f"{path}: max_jobs must be >= 1, got {max_jobs}")
+    table = read_table(path, PHILLY_COLUMNS, "Philly")
+    t_all = _timestamps(table)
+    duration = _floats(table, "duration")
+    gpus = _floats(table, "num_gpus", integer=True, minimum=1)
+    gpu_s = _floats(table, "gpu_time")
+
+    kept = np.flatnonzero((duration >= MIN_DURATION_S) & (gpu_s < MAX_GPU_S))
+    kept = kept[np.argsort(t_all[kept], kind="stable")]
+    t_kept = t_all[kept]
+    span = float(hours) * 3600.0
+    w0 = _window_start(table.path, start, t_all, t_kept, span)
+    lo, hi = np.searchsorted(t_kept, [w0, w0 + span], side="left")
+    window = kept[lo:hi]
+    if len(window) == 0:
+        raise InputError(
+            f"{table.path}: no jobs in the window [{_iso(w0)}, +{hours:g} h) after dropping jobs "
+            f"under {MIN_DURATION_S:g} s or over {MAX_GPU_S / 3600:g} GPU-hours; the trace spans "
+            f"{_iso(t_all.min())} to {_iso(t_all.max())}")
+    if max_jobs is not None:
+        window = window[:max_jobs]
+
+    chosen = map_size_classes(gpu_s[window], apps, seed, str(table.path))
+    submits = (t_all[window] - w0).tolist()
+    jobs = []
+    trace: dict[str, float] = {}
+    for k, (i, app, submit) in enumerate(zip(window.tolist(), chosen, submits)):
+        limits = apps[app]
+        g, batch = tuned_config(limits, int(gpus[i]))
+        name = f"{app}-{k}"
+        jobs.append(make_job(name, submit, app, limits, g, batch,
+                             where=f"{table.path}: row {table.lines[i]}"))
+        trace[name] = float(gpu_s[i])
+    stamp = _iso(w0).replace(" ", "T")
+    return Workload(
+        f"philly-{stamp}-{hours:g}h", jobs,
+        source=f"philly:{table.path} window [{_iso(w0)}, +{hours:g} h) seed {seed}",
+        trace_gpu_s=trace)

@@ -1,0 +1,36 @@
+"""Load a Pollux-artifact workload CSV: `name,time,application,num_replicas,batch_size`.
+
+Each row is one job submitted at second `time`, running `application` with the user's tuned
+fixed configuration (`num_replicas` GPUs, total `batch_size`). The job's batch-size limits,
+epochs and learning-rate rule come from the application catalog (`apps`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from corral.sim.truth.base import AppLimits
+from corral.sim.workloads.common import (Workload, check_unique, lookup_app, make_job,
+                                         parse_number, read_table)
+
+POLLUX_COLUMNS: tuple[str, ...] = ("name", "time", "application", "num_replicas", "batch_size")
+
+
+def load_pollux_csv(path: str | Path, apps: Mapping[str, AppLimits]) -> Workload:
+    """Read a Pollux workload file; bad input raises a one-line `InputError` naming the row."""
+    table = read_table(path, POLLUX_COLUMNS, "Pollux")
+    c_name, c_app = table.col["name"], table.col["application"]
+    seen: dict[str, int] = {}
+    jobs = []
+    for i, row in enumerate(table.rows):
+        name = row[c_name].strip()
+        check_unique(table, i, name, seen, "job name")
+        submit = parse_number(table, i, "time")
+        app = row[c_app].strip()
+        limits = lookup_app(table, i, app, apps)
+        gpus = parse_number(table, i, "num_replicas", integer=True, minimum=1)
+        batch = parse_number(table, i, "batch_size", integer=True, minimum=1)
+        jobs.append(make_job(name, submit, app, limits, int(gpus), int(batch),
+                             where=f"{table.path}: row {table.lines[i]}"))
+    return Workload(table.path.stem, jobs, source=f"pollux:{table.path}")

@@ -18,7 +18,9 @@ from corral.core.errors import CorralError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="corral: schedule deep-learning training jobs on shared GPU clusters.")
-console = Console()
+# Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
+_WIDTH = None if sys.stdout.isatty() else 200
+console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
 
 DEFAULT_POLICIES = ["fifo", "tiresias-las", "optimus-oracle", "pollux", "srtf"]

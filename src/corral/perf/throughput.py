@@ -34,6 +34,9 @@ _INITIAL = (0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001)
 _GAMMA_REG = 1e-3
 _RATIO_REG = 1e-2
 _RMSE_FLOOR = 1e-12
+# scipy's default tolerances stop L-BFGS-B early on this objective (the RMSEs have a kink at a
+# perfect fit, so steps shrink while the loss is still far from its minimum); tighten them.
+_LBFGSB_OPTIONS = {"ftol": 1e-12, "gtol": 1e-10, "maxiter": 1000}
 # Extra starting values of gamma for a calibration (prior_driven=False) fit.
 _CALIBRATION_GAMMA_STARTS = (_INITIAL[6], 2.0, 4.0)  # keeps the sqrt differentiable at a perfect fit
 
@@ -257,7 +260,7 @@ def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLi
         if free[_GAMMA]:
             x0[_GAMMA] = gamma0
         result = minimize(objective, x0[free_idx], jac=True, method="L-BFGS-B",
-                          bounds=[bounds[i] for i in free_idx])
+                          bounds=[bounds[i] for i in free_idx], options=_LBFGSB_OPTIONS)
         if best is None or result.fun < best.fun:
             best = result
     theta[free_idx] = best.x

@@ -1,3 +1,11 @@
-"""The scheduling policies; importing this package registers every built-in policy."""
+"""The scheduling policies, one module each; importing this package registers all of them.
 
-from corral.policies import fifo, srtf  # noqa: F401
+A new policy is a module here with a `@register_policy` class: it is found automatically.
+"""
+
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_") and _module.name != "placement":
+        importlib.import_module(f"{__name__}.{_module.name}")

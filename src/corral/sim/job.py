@@ -141,11 +141,9 @@ class SimJob:
             step_s, sync_s = self.truth.step_time(counts, b.local_bsz)
             step_s_total = step_s + b.accum_steps * (step_s - sync_s)
             total = b.total(self.placement.num_gpus)
-            sqr, var = self.truth.grad_stats(total, self.epoch)
-            scale = total / self.truth.limits.init_bsz
-            denom = var / scale + sqr
-            gain = (var + sqr) / denom if denom > 0 else 1.0
+            gain = self.truth.gain(total, self.epoch)
             if not self.dry:
+                sqr, var = self.truth.grad_stats(total, self.epoch)
                 self.estimator.observe_step(self.placement.num_nodes, self.placement.num_gpus,
                                             b.local_bsz, step_s, sync_s)
                 self.estimator.observe_grad(sqr, var)

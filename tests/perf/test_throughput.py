@@ -69,7 +69,7 @@ def test_large_gamma_tiny_times_do_not_underflow():
     tiny = ThroughputParams(1e-40, 0.0, 2e-40, 0.0, 1.0, 0.0, 10.0)
     # (1e-40)^10 underflows to 0 in float64; the result must still be max(...) * (1+r^g)^(1/g)
     t = iteration_time(tiny, 1, 2, 1)
-    assert t == pytest.approx(2e-40 * (1 + 0.5 ** 10) ** 0.1, rel=1e-12)
+    assert t == pytest.approx(2e-40 * (1 + 0.5 ** 10) ** 0.1, rel=1e-12, abs=0)
 
 
 def test_broadcasting_over_arrays():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -88,6 +88,10 @@ class Placement:
     """GPUs a job holds on each node: sorted `(node index, gpus)` pairs, gpus > 0."""
 
     slots: tuple[tuple[int, int], ...] = ()
+    num_gpus: int = field(default=0, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_gpus", sum(g for _, g in self.slots))
 
     @classmethod
     def of(cls, per_node: Mapping[int, int] | Iterable[tuple[int, int]]) -> "Placement":
@@ -101,10 +105,6 @@ class Placement:
     @classmethod
     def from_dense(cls, counts: Iterable[int]) -> "Placement":
         return cls(tuple((i, int(g)) for i, g in enumerate(counts) if g))
-
-    @property
-    def num_gpus(self) -> int:
-        return sum(g for _, g in self.slots)
 
     @property
     def num_nodes(self) -> int:

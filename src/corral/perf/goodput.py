@@ -41,7 +41,7 @@ class GoodputFunction:
     """GOODPUT(N, K, m, s) of one job, from its throughput model and gradient statistics.
 
     `init_bsz` is M0 (efficiency 1), `max_bsz` the largest total batch allowed (at or below M0
-    means a fixed batch), `[min_local_bsz, max_local_bsz]` the per-GPU batch range (the upper
+    means a batch fixed at M0), `[min_local_bsz, max_local_bsz]` the per-GPU batch range (the upper
     end is the GPU-memory limit); `accumulation` allows accumulation micro-steps.
     """
 
@@ -115,12 +115,12 @@ class GoodputFunction:
         if np.any(gpus < 0) or np.any(nodes < 0):
             raise ValueError("numbers of nodes and GPUs must be >= 0")
         k = np.maximum(gpus, 1.0)[:, None]  # (n, 1); K = 0 rows are zeroed at the end
+        max_total = float(max(self.max_bsz, self.init_bsz))  # max_bsz <= M0: fixed at M0
         if self.max_bsz <= self.init_bsz:
-            totals = np.full((gpus.size, 1), float(self.init_bsz))
+            totals = np.full((gpus.size, 1), max_total)
         else:
             lo = np.maximum(float(self.init_bsz), self.min_local_bsz * k[:, 0])
-            totals = np.geomspace(lo, np.full_like(lo, float(self.max_bsz)),
-                                  NUM_BATCH_CANDIDATES, axis=1)
+            totals = np.geomspace(lo, np.full_like(lo, max_total), NUM_BATCH_CANDIDATES, axis=1)
         per_gpu = totals / k
         if self.accumulation:
             accum = np.maximum(_ceil(per_gpu / self.max_local_bsz) - 1.0, 0.0)
@@ -130,7 +130,7 @@ class GoodputFunction:
         else:
             accum = np.zeros_like(per_gpu)
         local = _ceil(per_gpu / (accum + 1.0))
-        local = np.minimum(local, np.floor(self.max_bsz / (k * (accum + 1.0))))  # simulator cap
+        local = np.minimum(local, np.floor(max_total / (k * (accum + 1.0))))  # simulator cap
         feasible = ((local >= self.min_local_bsz) & (local <= self.max_local_bsz)
                     & (gpus > 0)[:, None])
         good = np.where(feasible,

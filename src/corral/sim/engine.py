@@ -48,12 +48,14 @@ class Simulator:
         arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
         active: list[SimJob] = []
         done: list[SimJob] = []
+        done_views: list = []
         timeline: list[tuple[float, int]] = [(0.0, 0)]
         previous = Decision({})
         policy = self.policy
         skip_idle = policy.decides_on_change_only
         predict = skip_idle or policy.reacts_to_events
         finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
+        predicted: dict[int, float] = {}  # the live prediction per job; older heap entries are stale
         next_arrival = 0
         interval = cfg.interval_s
         first_submit = arrivals[0].spec.submit_time_s if arrivals else 0.0
@@ -82,6 +84,8 @@ class Simulator:
                 active.remove(job)
                 job.release()
                 done.append(job)
+                done_views.append(job.view())
+                predicted.pop(id(job), None)
             while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:
                 job = arrivals[next_arrival]
                 next_arrival += 1
@@ -94,22 +98,23 @@ class Simulator:
             at_round = now >= next_round
             call = (at_round and (changed or not skip_idle)) or (policy.reacts_to_events and event)
             if call and active:
-                decision = policy.decide(self._snapshot(now, active, done, previous))
+                decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)
                 moved = self._apply(now, decision, active)
                 previous = decision
                 rounds += 1
                 changed = False
                 if predict and moved:
-                    finish_heap = [(j.predict_finish_s(cfg.max_time_s), id(j), j) for j in active]
-                    heapq.heapify(finish_heap)
+                    for job in moved:
+                        predicted[id(job)] = t = job.predict_finish_s(cfg.max_time_s)
+                        heapq.heappush(finish_heap, (t, id(job), job))
             elif call:
                 changed = False
             used = sum(j.placement.num_gpus for j in active)
             if used != timeline[-1][1]:
                 timeline.append((now, used))
             if predict:
-                finish_heap = self._refresh_predictions(finish_heap, now, finished)
+                self._refresh_predictions(finish_heap, predicted, now)
             if at_round:
                 next_round += interval
                 if skip_idle or not active:
@@ -131,17 +136,19 @@ class Simulator:
         return result
 
     # -- helpers ------------------------------------------------------------------------------
-    def _refresh_predictions(self, heap: list, now: float, finished: list[SimJob]) -> list:
-        """Drop finished jobs; re-predict hints that came due without the job finishing."""
-        if finished:
-            heap = [e for e in heap if e[2].finish_s is None]
-            heapq.heapify(heap)
-        while heap and heap[0][0] <= now:
-            _, key, job = heapq.heappop(heap)
-            if job.finish_s is None and job.placement:
-                t = job.predict_finish_s(self.config.max_time_s)
-                heapq.heappush(heap, (max(t, now + 1e-6), key, job))
-        return heap
+    def _refresh_predictions(self, heap: list, predicted: dict[int, float], now: float) -> None:
+        """Drop stale or finished entries from the heap top; re-predict hints that came due."""
+        while heap:
+            t, key, job = heap[0]
+            if predicted.get(key) != t or job.finish_s is not None:
+                heapq.heappop(heap)
+            elif t <= now:
+                heapq.heappop(heap)
+                if job.placement:
+                    predicted[key] = t = max(job.predict_finish_s(self.config.max_time_s), now + 1e-6)
+                    heapq.heappush(heap, (t, key, job))
+            else:
+                break
 
     def _check_feasible(self, workload: Workload) -> None:
         total = self.cluster.total_gpus
@@ -152,12 +159,12 @@ class Simulator:
                     f"but the cluster ({self.cluster.describe()}) has {total}")
             self.truth.app(spec.app)
 
-    def _snapshot(self, now: float, active: list[SimJob], done: list[SimJob],
+    def _snapshot(self, now: float, active: list[SimJob], done_views: list,
                   previous: Decision) -> Snapshot:
         oracle = self.policy.oracle
         views = tuple(j.view(self._oracle(j) if oracle else None) for j in active)
         return Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=previous,
-                        completed=tuple(j.view() for j in done))
+                        completed=tuple(done_views))
 
     def _oracle(self, job: SimJob) -> OracleInfo:
         spec = job.spec
@@ -183,14 +190,16 @@ class Simulator:
                     f"policy {self.policy.name} over-allocated node {self.cluster.nodes[node].name}: "
                     f"{gpus} GPUs assigned, {cap} available")
 
-    def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> bool:
+    def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
+        """Give every active job its assignment; returns the jobs whose placement or batch changed."""
         mech = self.config.mechanism
-        moved = False
+        moved = []
         for job in active:
             new = decision.get(job.spec.name)
-            new_placement = new.placement if new else None
-            pause = mech.pause_s(job.spec.app, job.placement, new_placement) if new_placement else 0.0
-            moved |= job.assign(now, new, pause)
+            before = job.batch
+            pause = mech.pause_s(job.spec.app, job.placement, new.placement) if new else 0.0
+            if job.assign(now, new, pause) or job.batch != before:
+                moved.append(job)
         if self.config.interference_slowdown > 0:
             self._apply_interference(active)
         return moved

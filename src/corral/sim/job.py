@@ -20,6 +20,7 @@ from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
 from corral.perf.agent import choose_batch
 from corral.perf.estimator import JobEstimator
+from corral.sim.replay import epoch_gains
 from corral.sim.truth.base import AppTruth
 
 
@@ -63,7 +64,7 @@ class SimJob:
         self.metrics: list[tuple[int, int, float]] = []
         self.epochs_since_change = 0
         self.slowdown = 0.0
-        self._rate: tuple[float, float] | None = None  # (progress/s, steps/s) at current state
+        self._rate: tuple | None = None  # (gain per epoch, steps/s) of the current configuration
         self.active_at_arrival = 1
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
 
@@ -122,6 +123,7 @@ class SimJob:
     def _choose_batch(self, restart: bool) -> None:
         k, n = self.placement.num_gpus, self.placement.num_nodes
         if self.spec.adaptive:
+            self._observe_grad()
             self.batch = choose_batch(self.estimator, n, k, None if restart else self.batch)
         else:
             self.batch = self.spec.user_batch(k)
@@ -134,22 +136,24 @@ class SimJob:
 
     # -- training -----------------------------------------------------------------------------
     def _current_rate(self) -> tuple[float, float]:
-        """(progress/s, steps/s) now; observes the step time and gradient statistics it runs."""
+        """(progress/s, steps/s) now. A new configuration is observed (step and sync time)."""
         if self._rate is None:
-            counts = self.placement.counts
             b = self.batch
-            step_s, sync_s = self.truth.step_time(counts, b.local_bsz)
-            step_s_total = step_s + b.accum_steps * (step_s - sync_s)
-            total = b.total(self.placement.num_gpus)
-            gain = self.truth.gain(total, self.epoch)
+            k = self.placement.num_gpus
+            step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)
+            gains = epoch_gains(self.truth, b.total(k), self.total_epochs)
+            speed = (1.0 - self.slowdown) / (step_s + b.accum_steps * (step_s - sync_s))
             if not self.dry:
-                sqr, var = self.truth.grad_stats(total, self.epoch)
-                self.estimator.observe_step(self.placement.num_nodes, self.placement.num_gpus,
-                                            b.local_bsz, step_s, sync_s)
-                self.estimator.observe_grad(sqr, var)
-            speed = (1.0 - self.slowdown) / step_s_total
-            self._rate = (gain * speed, speed)
-        return self._rate
+                self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s)
+            self._rate = (gains, speed)
+        gains, speed = self._rate
+        return gains[self.epoch] * speed, speed
+
+    def _observe_grad(self) -> None:
+        """The gradient statistics of the current batch size and epoch (a job measures them)."""
+        if self.placement and self.batch is not None and not self.dry:
+            sqr, var = self.truth.grad_stats(self.batch.total(self.placement.num_gpus), self.epoch)
+            self.estimator.observe_grad(sqr, var)
 
     def advance(self, to_s: float) -> None:
         """Train (or wait) from the job's clock up to `to_s`; records completion exactly."""
@@ -187,6 +191,7 @@ class SimJob:
         self.run_time_s += t - self.clock_s
         self.attained_gpu_s += (t - self.clock_s) * gpus
         self.clock_s = to_s
+        self._observe_grad()
 
     def _finish_epoch(self, now_s: float) -> None:
         total = self.batch.total(self.placement.num_gpus)
@@ -199,10 +204,13 @@ class SimJob:
             self.finish_s = now_s
             self.status = JobStatus.DONE
             return
-        self._rate = None
         if self.spec.adaptive and not self.policy_batch and not self.dry:
-            self.batch = choose_batch(self.estimator, self.placement.num_nodes,
-                                      self.placement.num_gpus, self.batch)
+            self._observe_grad()
+            batch = choose_batch(self.estimator, self.placement.num_nodes,
+                                 self.placement.num_gpus, self.batch)
+            if batch != self.batch:
+                self.batch = batch
+                self._rate = None
 
     def predict_finish_s(self, horizon_s: float) -> float:
         """When the job would finish if nothing changed (inf beyond `horizon_s`).

@@ -21,8 +21,10 @@ def packed_counts(num_gpus: int, gpus_per_node: int) -> tuple[int, ...]:
     return (gpus_per_node,) * full + ((rest,) if rest else ())
 
 
-def epoch_gains(truth: AppTruth, total_bsz: float, epochs: int) -> np.ndarray:
-    return np.array([truth.gain(total_bsz, e) for e in range(epochs)])
+@lru_cache(maxsize=16384)
+def epoch_gains(truth: AppTruth, total_bsz: float, epochs: int) -> tuple[float, ...]:
+    """Scale-invariant iterations per step in each epoch at a total batch size (memoised)."""
+    return tuple(truth.gain(total_bsz, e) for e in range(epochs))
 
 
 def epoch_widths(truth: AppTruth, epochs: int) -> np.ndarray:
@@ -37,7 +39,7 @@ def _fixed_config_epochs(truth: AppTruth, counts: tuple[int, ...], local_bsz: in
     step_s, sync_s = truth.step_time(counts, local_bsz)
     t_step = step_s + accum * (step_s - sync_s)
     total = sum(counts) * local_bsz * (accum + 1)
-    steps = epoch_widths(truth, epochs) / epoch_gains(truth, total, epochs)
+    steps = epoch_widths(truth, epochs) / np.asarray(epoch_gains(truth, total, epochs))
     return steps * t_step, steps
 
 
@@ -100,6 +102,6 @@ def best_isolated_jct(truth: AppTruth, max_gpus: int, gpus_per_node: int, epochs
                 continue
             step_s, sync_s = truth.step_time(counts, m)
             t_step = step_s + s * (step_s - sync_s)
-            secs = widths / epoch_gains(truth, k * m * (s + 1), epochs) * t_step
+            secs = widths / np.asarray(epoch_gains(truth, k * m * (s + 1), epochs)) * t_step
             np.minimum(best, secs, out=best)
     return float(best.sum())

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from corral.perf.efficiency import NO_STATS, GradStats, efficiency
+from corral.perf.efficiency import NO_STATS, GradStats
 from corral.perf.goodput import GoodputFunction, SpeedupFunction
 from corral.perf.throughput import ThroughputParams, iteration_time
 

@@ -29,6 +29,17 @@ from corral.sim.workloads import Workload
 ProgressHook = Callable[[float], None]
 
 
+def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
+    """Reject a job that can never fit on the cluster, or whose application is unknown."""
+    total = cluster.total_gpus
+    for spec in workload.jobs:
+        if spec.gpus > total or spec.min_gpus > total:
+            raise InfeasibleJobError(
+                f"job {spec.name} in {workload.name} asks for {max(spec.gpus, spec.min_gpus)} GPUs "
+                f"but the cluster ({cluster.describe()}) has {total}")
+        truth.app(spec.app)
+
+
 class Simulator:
     """Runs one policy on one workload over a simulated cluster."""
 
@@ -42,7 +53,7 @@ class Simulator:
     # -- public -------------------------------------------------------------------------------
     def run(self, workload: Workload, on_progress: ProgressHook | None = None) -> SimResult:
         started = time.perf_counter()
-        self._check_feasible(workload)
+        check_feasible(workload, self.cluster, self.truth)
         cfg = self.config
         jobs = [SimJob(spec, self.truth.app(spec.app)) for spec in workload.jobs]
         arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
@@ -149,15 +160,6 @@ class Simulator:
                     heapq.heappush(heap, (t, key, job))
             else:
                 break
-
-    def _check_feasible(self, workload: Workload) -> None:
-        total = self.cluster.total_gpus
-        for spec in workload.jobs:
-            if spec.gpus > total or spec.min_gpus > total:
-                raise InfeasibleJobError(
-                    f"job {spec.name} in {workload.name} asks for {max(spec.gpus, spec.min_gpus)} GPUs "
-                    f"but the cluster ({self.cluster.describe()}) has {total}")
-            self.truth.app(spec.app)
 
     def _snapshot(self, now: float, active: list[SimJob], done_views: list,
                   previous: Decision) -> Snapshot:

@@ -1,0 +1,109 @@
+"""The `corral` command: the default run, outputs, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from corral.cli.main import app
+
+runner = CliRunner()
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def assert_one_line_error(result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    text = result.output.strip()
+    assert needle in text
+    assert "Traceback" not in text
+    assert len([ln for ln in text.splitlines() if ln.strip()]) == 1, text
+
+
+def test_default_simulate_prints_comparison(tmp_path):
+    result = invoke("simulate", "-p", "fifo,srtf", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "fifo" in result.output and "srtf" in result.output and "avg JCT" in result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    fifo = summary["policies"]["fifo"]["mean"]
+    srtf = summary["policies"]["srtf"]["mean"]
+    assert srtf["avg_jct_s"] <= fifo["avg_jct_s"]
+    assert fifo["lower_bound_avg_jct_s"] <= srtf["avg_jct_s"]
+    assert (tmp_path / "jobs.csv").read_text().count("\n") == 1 + 2 * 40
+    assert (tmp_path / "jct_cdf.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unknown_policy():
+    assert_one_line_error(invoke("simulate", "-p", "nope"), "unknown policy 'nope'")
+
+
+def test_unknown_parameter():
+    assert_one_line_error(invoke("simulate", "-p", "fifo", "--set", "fifo.bogus=1"), "no parameter 'bogus'")
+
+
+def test_bad_parameter_value():
+    assert_one_line_error(invoke("simulate", "-p", "fifo", "--set", "fifo.backfill=maybe"), "fifo.backfill")
+
+
+def test_missing_workload_file(tmp_path):
+    assert_one_line_error(invoke("simulate", "-w", str(tmp_path / "none.csv")), "none.csv")
+
+
+def test_malformed_workload_names_row(tmp_path):
+    bad = tmp_path / "w.csv"
+    bad.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,128\nb,zz,cifar10,2,128\n")
+    result = invoke("simulate", "-p", "fifo", "-w", str(bad))
+    assert_one_line_error(result, "row 3")
+
+
+def test_job_bigger_than_cluster(tmp_path):
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\nbig,0,cifar10,16,2048\n")
+    assert_one_line_error(invoke("simulate", "-p", "fifo", "-w", str(w), "--cluster", "2x4"),
+                          "asks for 16 GPUs but the cluster (2x4) has 8")
+
+
+def test_bad_cluster_and_profiles(tmp_path):
+    assert_one_line_error(invoke("simulate", "--cluster", "sixteen"), "cluster 'sixteen'")
+    assert_one_line_error(invoke("simulate", "--profiles", str(tmp_path / "p")), "not found")
+
+
+def test_cluster_file(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("# uneven nodes\nbig 8\nbig2 8\nsmall 4\n")
+    result = invoke("simulate", "-p", "fifo", "--cluster", str(f))
+    assert result.exit_code == 0, result.output
+    assert "20 GPUs" in result.output
+
+
+def test_policies_lists_parameters():
+    result = invoke("policies")
+    assert result.exit_code == 0
+    assert "fifo" in result.output and "backfill=False" in result.output and "oracle" in result.output
+
+
+def test_workloads_describes_file(tmp_path):
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,128\nb,60,bert,1,12\n")
+    result = invoke("workloads", str(w), "--json")
+    assert result.exit_code == 0, result.output
+    assert "cifar10" in result.output and "bert" in result.output
+
+
+def test_calibrate_writes_catalog(tmp_path):
+    if not (SHARED / "profiles").is_dir():
+        import pytest
+
+        pytest.skip(f"shared profiles not found at {SHARED}")
+    out = tmp_path / "cat.json"
+    result = invoke("calibrate", str(SHARED / "profiles"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert set(doc["models"]) >= {"cifar10", "imagenet"} and "Pollux" in doc["source"]
+    result = invoke("simulate", "-p", "fifo", "--catalog", str(out))
+    assert result.exit_code == 0, result.output

@@ -1,0 +1,32 @@
+"""Shared bits of the benchmark scripts: where the shared data is, and what machine this is."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import platform  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+POLLUX = SHARED / "pollux"
+
+
+def machine() -> str:
+    """One line naming the CPU, core count and Python."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def require(path: Path) -> Path:
+    if not path.exists():
+        raise SystemExit(f"skipped: {path} not found (the shared data sits beside the repo)")
+    return path

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 from corral.core import Cluster, create_policy
@@ -19,11 +21,14 @@ def test_readme_policy_example_runs():
     section = text.split("## Adding a policy", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     _REGISTRY.pop("mine", None)
-    exec(compile(code, "README-example", "exec"), {"__name__": "readme_example"})
+    module = types.ModuleType("readme_example")
+    sys.modules[module.__name__] = module  # dataclasses look their module up here
     try:
+        exec(compile(code, "README-example", "exec"), module.__dict__)
         policy = create_policy("mine", {"share": "4"})
         truth = CatalogTruth()
         result = Simulator(truth, policy, Cluster.parse("16x4")).run(builtin_default(truth.limits()))
         assert all(j.finish_s is not None for j in result.jobs)
     finally:
         _REGISTRY.pop("mine", None)
+        sys.modules.pop(module.__name__, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 
 import numpy as np
@@ -429,11 +428,9 @@ def test_real_philly_busiest_window(apps):
 
 
 @needs_data
-def test_real_philly_large_window_is_fast(apps):
-    t0 = time.perf_counter()
+def test_real_philly_large_window_loads(apps):
+    # speed is measured in benchmarks/bench_sim.py, not asserted here
     w = load_philly(PHILLY, apps, start=0, hours=24 * 60)
-    elapsed = time.perf_counter() - t0
     assert len(w) > 10_000
-    assert elapsed < 2.0, elapsed
     capped = load_philly(PHILLY, apps, start=0, hours=24 * 60, max_jobs=100)
     assert capped.jobs == w.jobs[:100]

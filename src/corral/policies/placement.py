@@ -74,12 +74,13 @@ def keep_or_place(free: list[int], current: Placement, num_gpus: int,
 
 
 def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidated,
-                  stop_at_first_miss: bool = False, batch_of=None) -> dict:
+                  stop_at_first_miss: bool = False, batch_of=None, place_of=None) -> dict:
     """Give each job in `ordered` (JobViews, highest priority first) all of its GPUs or none.
 
     Jobs are admitted by GPU count in priority order; admitted running jobs keep their current
     placement when its size is unchanged (no needless restart); the others are then placed with
-    `place`. `stop_at_first_miss` gives strict FIFO (head-of-line blocking).
+    `place` (or, per job, with `place_of(view)` when given). `stop_at_first_miss` gives strict
+    FIFO (head-of-line blocking).
     """
     from corral.core.jobs import Assignment
 
@@ -103,7 +104,7 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
         else:
             movers.append((view, k))
     for view, k in movers:
-        p = place(free, k)
+        p = (place_of(view) if place_of is not None else place)(free, k)
         if p is None:
             if stop_at_first_miss:
                 break

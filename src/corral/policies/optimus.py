@@ -1,0 +1,317 @@
+"""`optimus` and `optimus-oracle`: Optimus's marginal-gain GPU allocation at the user's batch.
+
+Optimus (Peng et al., EuroSys'18, §3-4, Algorithm 1; spec /work/shared/specs/optimus.md §2)
+minimises the sum of remaining completion times t_j = Q_j x step_time_j(K_j): every active job
+first gets one GPU (starvation avoidance), then GPUs go one at a time to the job whose
+remaining time drops most from one more GPU, Q_j x (step(K) - step(K+1)) (Eq. 9; the dominant
+resource of a GPU worker is its GPU), until GPUs run out or no gain is positive. Placement puts
+each job on the fewest nodes that hold it, split evenly (Theorem 1), smallest jobs first onto
+the nodes with the most free GPUs. Jobs keep the user's total batch size ("TunedJobs"), with
+gradient accumulation when the per-GPU share does not fit.
+
+* `optimus`: Q_j (remaining steps) comes from the online convergence fit of the job's
+  validation-metric history (`corral.perf.convergence`): epochs to the looser δ' first, then to
+  δ, times 1.05 until δ' is reached (§4.1), times the steps per epoch seen so far.
+* `optimus-oracle`: Q_j is the true remaining steps from `JobView.oracle` (the Pollux paper's
+  "Optimus+Oracle").
+
+Speed model: the jobs here synchronise by all-reduce, so the step time comes from the job's own
+fitted Pollux throughput model (`JobView.estimator`, `corral.perf.throughput`), at the packed
+placement of K GPUs. `speed_model=ps` uses Optimus's parameter-server form instead (Eq. 4 with
+one PS per worker, NNLS-fitted in `corral.perf.ps_speed`) once a job has run at 3 GPU counts.
+
+Decided where the paper is silent:
+* No pre-run: the paper profiles each job on ~5 (p, w) configurations before it starts; a
+  simulated job observes only what it runs. A job that has never run gets its one GPU and no
+  more; afterwards it may grow to at most `explore_factor` x the most GPUs it has run on, so a
+  model extrapolated from small runs cannot grab the cluster (Pollux's exploration rule).
+* GPUs per job are capped at user batch / smallest per-GPU batch (the Pollux artifact's cap).
+* Starvation avoidance in submission order: when there are more jobs than GPUs, the latest
+  jobs wait. Ties in gain go to the earlier job.
+* Each job's convergence threshold δ (relative, `corral.perf.convergence`) is its owner's
+  input. The simulated jobs in truth stop after a fixed number of epochs, so the default δ of
+  each Pollux application is the one at which the fit of its whole validation curve stops there
+  (median over the validated batch sizes, printed by benchmarks/optimus_convergence.py);
+  `delta_by_app` overrides it, `delta` is used for applications not listed.
+* Steps per epoch: the job's own history; before its first epoch, that of another job of the
+  same application scaled by batch size; otherwise the steps run so far.
+* Decisions every engine round (60 s, the Pollux artifact's interval; the paper used 20 min).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from corral.core.cluster import Placement
+from corral.core.jobs import Decision, JobView, Snapshot
+from corral.core.policy import Policy, register_policy
+from corral.perf.convergence import ConvergencePrediction, predict_total_epochs
+from corral.perf.ps_speed import fit_ps_speed
+from corral.perf.throughput import iteration_time
+from corral.policies.placement import gang_allocate
+
+#: Relative convergence threshold δ per Pollux application: the δ at which the fit of the
+#: whole validation curve stops at the application's epoch count (median over the validated
+#: batch sizes of ../shared/data/pollux/profiles, from benchmarks/optimus_convergence.py).
+#: bert trains 2 epochs, too few to fit; it always uses the fallback.
+USER_DELTA: dict[str, float] = {
+    "cifar10": 4.6e-4, "deepspeech2": 6.1e-4, "imagenet": 1.3e-3, "ncf": 1.2e-2,
+    "yolov3": 1.7e-3,
+}
+
+SPEED_MODELS = ("allreduce", "ps")
+MIN_PS_POINTS = 3
+
+
+@dataclass
+class OptimusOracleParams:
+    speed_model: str = "allreduce"  # allreduce (Pollux model) | ps (Optimus Eq. 4, p = w)
+    explore_factor: float = 2.0  # growth cap: x the most GPUs the job has run on (0 = none)
+
+    def __post_init__(self) -> None:
+        if self.speed_model not in SPEED_MODELS:
+            raise ValueError(f"speed_model must be one of {', '.join(SPEED_MODELS)}, got {self.speed_model!r}")
+        if self.explore_factor < 0:
+            raise ValueError(f"explore_factor must be >= 0, got {self.explore_factor}")
+
+
+@dataclass
+class OptimusParams(OptimusOracleParams):
+    delta: float = 1e-3  # relative convergence threshold of applications not in the table
+    delta_by_app: str = ""  # app=δ,... overriding USER_DELTA
+    delta_prime_factor: float = 3.0  # δ' = factor x δ (the paper's 3% vs 1%)
+    overestimate: float = 1.05  # remaining time x this until δ' is reached
+    fallback_epochs: int = 20  # remaining epochs guessed before 3 points can be fitted
+    max_epochs: int = 250  # cap on predicted epochs
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.delta > 0 or not self.delta_prime_factor >= 1 or self.overestimate < 1:
+            raise ValueError("need delta > 0, delta_prime_factor >= 1 and overestimate >= 1")
+        if self.fallback_epochs < 1 or self.max_epochs < 2:
+            raise ValueError("need fallback_epochs >= 1 and max_epochs >= 2")
+        self.deltas()
+
+    def deltas(self) -> dict[str, float]:
+        """δ per application: the table, with `delta_by_app` overrides."""
+        out = dict(USER_DELTA)
+        for item in (s.strip() for s in self.delta_by_app.split(",")):
+            if not item:
+                continue
+            app, sep, value = item.partition("=")
+            try:
+                d = float(value)
+            except ValueError:
+                d = -1.0
+            if not sep or not app.strip() or not d > 0:
+                raise ValueError(f"delta_by_app: expected app=delta with delta > 0, got {item!r}")
+            out[app.strip()] = d
+        return out
+
+
+# -- allocation (Algorithm 1, ALLOC) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobDemand:
+    """One job as ALLOC sees it: remaining steps and step time per GPU count."""
+
+    name: str
+    remaining_steps: float
+    step_s: np.ndarray | None  # step_s[k] = seconds per step on k GPUs (index 0 unused); None: unknown
+    min_gpus: int = 1
+
+    @property
+    def max_gpus(self) -> int:
+        return len(self.step_s) - 1 if self.step_s is not None else self.min_gpus
+
+    def gain(self, gpus: int) -> float:
+        """Remaining-time reduction from one more GPU: Q x (t(K) - t(K+1))."""
+        if self.step_s is None or gpus + 1 > self.max_gpus:
+            return 0.0
+        return float(self.remaining_steps * (self.step_s[gpus] - self.step_s[gpus + 1]))
+
+
+def marginal_gain_allocation(demands: Sequence[JobDemand], capacity: int) -> dict[str, int]:
+    """GPUs per job: each its minimum in the given order while GPUs last, then one GPU at a
+    time to the largest positive marginal gain (ties: the earlier job)."""
+    alloc: dict[str, int] = {}
+    heap: list[tuple[float, int]] = []
+    for i, d in enumerate(demands):
+        if d.min_gpus > capacity:
+            alloc[d.name] = 0
+            continue
+        alloc[d.name] = d.min_gpus
+        capacity -= d.min_gpus
+        heapq.heappush(heap, (-d.gain(d.min_gpus), i))
+    while capacity > 0 and heap:
+        neg_gain, i = heapq.heappop(heap)
+        if -neg_gain <= 0:
+            break
+        d = demands[i]
+        alloc[d.name] += 1
+        capacity -= 1
+        heapq.heappush(heap, (-d.gain(alloc[d.name]), i))
+    return alloc
+
+
+# -- placement (Algorithm 1, PLACE) ---------------------------------------------------------
+
+
+def fewest_nodes_even(free: list[int], num_gpus: int) -> Placement | None:
+    """Theorem 1: the fewest nodes (most free first) that hold `num_gpus`, split as evenly as
+    their free GPUs allow; None when the cluster has too few free GPUs."""
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    order = sorted(range(len(free)), key=lambda n: (-free[n], n))
+    have = 0
+    for k, node in enumerate(order, start=1):
+        have += free[node]
+        if have >= num_gpus:
+            chosen = sorted(order[:k], key=lambda n: (free[n], n))
+            slots: dict[int, int] = {}
+            left = num_gpus
+            for j, n in enumerate(chosen):
+                give = min(free[n], math.ceil(left / (k - j)))
+                slots[n] = give
+                left -= give
+            return Placement.of(slots)
+    return None  # pragma: no cover - unreachable: the sum check above
+
+
+# -- the policies ---------------------------------------------------------------------------
+
+
+@register_policy
+class OptimusOracle(Policy):
+    name = "optimus-oracle"
+    summary = "Optimus marginal-gain GPU allocation, true remaining steps, user's batch"
+    Params = OptimusOracleParams
+    oracle = True
+
+    def __init__(self, params: OptimusOracleParams | None = None) -> None:
+        super().__init__(params)
+        self._tables: dict[str, tuple[object, int, np.ndarray]] = {}
+
+    def remaining_steps(self, view: JobView, snapshot: Snapshot) -> float:
+        if view.oracle is None:
+            raise RuntimeError(f"{self.name} needs JobView.oracle; run it where oracle data exists")
+        return max(view.oracle.remaining_steps_user, 0.0)
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        total = snapshot.cluster.total_gpus
+        per_node = snapshot.cluster.max_node_gpus
+        active = {v.name for v in snapshot.jobs}
+        for gone in [n for n in self._tables if n not in active]:
+            del self._tables[gone]
+        demands = [JobDemand(v.name, self.remaining_steps(v, snapshot),
+                             self.step_times(v, self.max_gpus(v, total), per_node),
+                             max(1, v.spec.min_gpus))
+                   for v in snapshot.jobs]
+        gpus = marginal_gain_allocation(demands, total)
+        # PLACE: running jobs whose count is unchanged stay; the others go smallest first.
+        ordered = sorted(snapshot.jobs, key=lambda v: (gpus[v.name], v.spec.submit_time_s, v.name))
+        return Decision(gang_allocate(snapshot.cluster, ordered, lambda v: gpus[v.name],
+                                      place=fewest_nodes_even,
+                                      batch_of=lambda v, p: v.spec.user_batch(p.num_gpus)))
+
+    def max_gpus(self, view: JobView, total_gpus: int) -> int:
+        spec = view.spec
+        cap = min(total_gpus, spec.max_gpus, max(1, spec.batch_size // spec.min_local_bsz))
+        seen = view.estimator.max_gpus_observed if view.estimator is not None else 0
+        if self.params.explore_factor > 0:
+            cap = min(cap, max(1, int(self.params.explore_factor * seen)))
+        return max(cap, max(1, spec.min_gpus))
+
+    def step_times(self, view: JobView, max_gpus: int, per_node: int) -> np.ndarray | None:
+        """Seconds per step at the user's batch on 1..max_gpus packed GPUs (index 0 unused);
+        None before the job has run anywhere."""
+        est = view.estimator
+        params = est.throughput_params() if est is not None else None
+        if params is None:
+            return None
+        key = (params, est.num_configs)
+        cached = self._tables.get(view.name)
+        if cached is not None and cached[0] == key and cached[1] == max_gpus:
+            return cached[2]
+        ks = np.arange(1, max_gpus + 1)
+        ps_table = self._ps_step_times(view, ks) if self.params.speed_model == "ps" else None
+        if ps_table is not None:
+            table = ps_table
+        else:
+            batches = [view.spec.user_batch(int(k)) for k in ks]
+            table = iteration_time(params, np.ceil(ks / per_node), ks,
+                                   np.array([b.local_bsz for b in batches]),
+                                   np.array([b.accum_steps for b in batches]))
+        table = np.concatenate(([np.inf], np.asarray(table, dtype=float)))
+        self._tables[view.name] = (key, max_gpus, table)
+        return table
+
+    def _ps_step_times(self, view: JobView, ks: np.ndarray) -> np.ndarray | None:
+        """Optimus Eq. 4 (p = w = K) fitted to the optimizer-step times the job has run."""
+        points: dict[int, float] = {}
+        for (_, k, m), (_, step_s, sync_s) in view.estimator.profile().items():
+            accum = max(round(view.spec.batch_size / (k * m)) - 1, 0)
+            points[k] = step_s + accum * (step_s - sync_s)
+        if len(points) < MIN_PS_POINTS:
+            return None
+        w = np.array(sorted(points), dtype=float)
+        model = fit_ps_speed(w, w, 1.0 / np.array([points[int(k)] for k in w]),
+                             global_bsz=float(view.spec.batch_size))
+        return model.step_time(ks, ks)
+
+
+@register_policy
+class Optimus(OptimusOracle):
+    name = "optimus"
+    summary = "Optimus: online convergence fit + marginal-gain GPU allocation, user's batch"
+    Params = OptimusParams
+    oracle = False
+
+    def __init__(self, params: OptimusParams | None = None) -> None:
+        super().__init__(params)
+        self._deltas = self.params.deltas()
+        self._predictions: dict[str, tuple[int, ConvergencePrediction]] = {}
+
+    def predict(self, view: JobView) -> ConvergencePrediction:
+        """The job's convergence prediction, refitted only when a new epoch was measured."""
+        n = len(view.metrics)
+        cached = self._predictions.get(view.name)
+        if cached is None or cached[0] != n:
+            p = self.params
+            delta = self._deltas.get(view.spec.app, p.delta)
+            pred = predict_total_epochs([m for _, _, m in view.metrics], delta,
+                                        delta_prime=p.delta_prime_factor * delta,
+                                        max_epochs=p.max_epochs, fallback_epochs=p.fallback_epochs)
+            self._predictions[view.name] = cached = (n, pred)
+        return cached[1]
+
+    def remaining_steps(self, view: JobView, snapshot: Snapshot) -> float:
+        pred = self.predict(view)
+        done = len(view.metrics)
+        factor = self.params.overestimate if pred.before_prime(done) else 1.0
+        return pred.remaining(done) * steps_per_epoch(view, snapshot) * factor
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        active = {v.name for v in snapshot.jobs}
+        for gone in [n for n in self._predictions if n not in active]:
+            del self._predictions[gone]
+        return super().decide(snapshot)
+
+
+def steps_per_epoch(view: JobView, snapshot: Snapshot) -> float:
+    """Optimizer steps per epoch at the job's batch: its own history, else another job of the
+    same application scaled by batch size, else the steps it has run so far (at least 1)."""
+    if view.metrics:
+        steps, epoch, _ = view.metrics[-1]
+        return steps / max(epoch, 1)
+    for other in (*snapshot.jobs, *snapshot.completed):
+        if other.spec.app == view.spec.app and other.metrics:
+            steps, epoch, _ = other.metrics[-1]
+            return steps / max(epoch, 1) * other.spec.batch_size / view.spec.batch_size
+    return max(float(view.steps), 1.0)

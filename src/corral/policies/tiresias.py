@@ -1,0 +1,257 @@
+"""`tiresias-las` and `tiresias-gittins`: Tiresias's Discretized 2D-LAS and 2D-Gittins.
+
+Tiresias (Gu et al., NSDI'19, §3.2-3.3, Pseudocode 1-2; spec /work/shared/specs/tiresias.md
+§2) schedules gang jobs on the GPUs their users asked for, without knowing durations. A job's
+attained service is GPUs x time run (GPU-seconds). K priority queues (default 2) split it at
+demotion thresholds; a job drops to the next queue when its service crosses the threshold.
+Every round the queues are walked from the highest, and each job that fits in the GPUs still
+free runs (a job that does not fit is skipped, so smaller ones behind it can start). Running
+jobs that were not chosen are preempted (checkpoint-restart). Inside a queue, 2D-LAS runs jobs
+FIFO by the time they first started; 2D-Gittins orders them by their Gittins index from a
+GPU-time distribution (a file, or learned from the jobs completed so far), FIFO in the last
+queue. PromoteKnob against starvation: a waiting job that has waited at least
+`promote_knob` x its run time since it last ran is moved back to the first queue with its run
+time and service reset (infinite = off, the paper's testbed setting).
+
+Placement (§3.3): a job whose model is skewed (a dominating tensor: largest-tensor share of the
+model above PACKLIMIT) is consolidated on as few nodes as possible; any other job takes free
+GPUs wherever they are, filling the most fragmented nodes first.
+
+Decided where the paper is silent (spec §2.4-2.6, §6.2):
+* Decisions happen at round boundaries (every engine interval, 60 s by default), as in the
+  Pollux artifact's baseline; demotion and promotion therefore act on the next round.
+* Attained service and run time count restart pauses (the GPUs are held), as the artifact did.
+* FIFO key: the first start time (a promoted job: its promotion time); never-started jobs come
+  after started ones, by submission. `fifo_key=arrival` orders by submission instead, as the
+  Pollux artifact's Tiresias did.
+* Waiting time δ counts from the job's last round running or its last promotion; promotion
+  applies only to jobs that have run, and under 2D-LAS only below the first queue (as the
+  reference code). Under 2D-Gittins a job can starve inside Q1 as well (past the largest
+  sample its index is 0), so there the knob also resets a waiting Q1 job's service, giving it
+  a fresh job's index.
+* Gittins quantum of queue i is the service left to its threshold (Q_i^hi - a), so the index
+  is the chance to finish before demotion per GPU-second spent trying; a job past the largest
+  sample gets index 0. Before any job has completed (online learning), Gittins falls back to
+  LAS order, as Pseudocode 1 does without a distribution.
+* Skew: the simulator has no traffic profiler and no linear-classifier update of PACKLIMIT.
+  The skew of a model is its largest tensor's share of the model (spec §2.6 option (b)), from
+  the Tiresias simulator's model tensor lists (spec Appendix A table); models not listed
+  (all-reduce jobs have no PS skew) count as unskewed. PACKLIMIT defaults to 0.5, which splits
+  VGG/AlexNet (0.61-0.77) from ResNet/Inception (<= 0.14) as the paper's Fig. 3 does.
+  `placement=consolidate` consolidates every job, as the Pollux artifact's Tiresias did.
+* Jobs run at the user's batch size with gradient accumulation when a GPU cannot hold it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from corral.core.cluster import Placement
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot
+from corral.core.policy import Policy, register_policy
+from corral.perf.gittins import ServiceDistribution, load_service_distribution
+from corral.policies.placement import consolidated, gang_allocate
+
+#: Largest tensor / model size of the Tiresias simulator's models (`models.py` tensor lists,
+#: derived in /work/shared/specs/tiresias.md Appendix A); GoogLeNet falls back to Inception-v3
+#: there too.
+MODEL_SKEW: dict[str, float] = {
+    "vgg19": 0.72, "vgg16": 0.74, "vgg11": 0.77, "alexnet": 0.61,
+    "resnet152": 0.06, "resnet101": 0.08, "resnet50": 0.11,
+    "inception4": 0.04, "inception3": 0.14, "googlenet": 0.14,
+}
+
+PLACEMENTS = ("skew", "consolidate", "spread")
+FIFO_KEYS = ("start", "arrival")
+
+
+@dataclass
+class TiresiasParams:
+    queues: int = 2  # K priority queues
+    #: Demotion thresholds in GPU-hours, comma-separated, one per queue boundary; a single
+    #: value with K > 2 doubles per further queue (1 -> 1,2,4 h: the paper's multi-queue runs).
+    threshold_gpu_h: str = "1"
+    promote_knob: float = math.inf  # PROMOTEKNOB; inf (or 0) disables promotion
+    placement: str = "skew"  # skew | consolidate | spread
+    packlimit: float = 0.5  # skew above which a job is consolidated
+    fifo_key: str = "start"  # start | arrival
+
+    def __post_init__(self) -> None:
+        if self.queues < 1:
+            raise ValueError(f"queues must be >= 1, got {self.queues}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
+        if self.fifo_key not in FIFO_KEYS:
+            raise ValueError(f"fifo_key must be one of {', '.join(FIFO_KEYS)}, got {self.fifo_key!r}")
+        if not self.promote_knob >= 0:
+            raise ValueError(f"promote_knob must be >= 0 (inf = off), got {self.promote_knob}")
+        self.thresholds_gpu_s()  # validate
+
+    def thresholds_gpu_s(self) -> tuple[float, ...]:
+        """Upper service bound of each queue but the last, in GPU-seconds."""
+        try:
+            hours = [float(h) for h in str(self.threshold_gpu_h).split(",") if h.strip()]
+        except ValueError:
+            raise ValueError(f"threshold_gpu_h must be numbers, got {self.threshold_gpu_h!r}") from None
+        need = self.queues - 1
+        if need == 0:
+            return ()
+        if len(hours) == 1:
+            hours = [hours[0] * 2 ** i for i in range(need)]
+        if len(hours) != need or any(not h > 0 for h in hours) or hours != sorted(hours):
+            raise ValueError(f"threshold_gpu_h needs {need} increasing positive value(s) for "
+                             f"{self.queues} queues (or one), got {self.threshold_gpu_h!r}")
+        return tuple(h * 3600.0 for h in hours)
+
+    @property
+    def promotion(self) -> bool:
+        return 0 < self.promote_knob < math.inf
+
+
+@dataclass
+class TiresiasGittinsParams(TiresiasParams):
+    #: GPU-time samples (one-column CSV of GPU-seconds); empty: learn from completed jobs.
+    distribution: str = ""
+
+
+@dataclass(slots=True)
+class _JobState:
+    """What the scheduler remembers of a job between rounds (its reset points)."""
+
+    gpu_base_s: float = 0.0  # attained GPU-seconds at the last promotion
+    run_base_s: float = 0.0  # run time at the last promotion
+    wait_base_s: float = 0.0  # queue time when last seen running or promoted
+    promoted_s: float | None = None  # time of the last promotion
+
+
+def spread_fill(free: list[int], num_gpus: int) -> Placement | None:
+    """Place `num_gpus` on any free GPUs, the nodes with the fewest free GPUs first (keeps
+    whole nodes free for jobs that must consolidate), or None when they do not fit."""
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for n in sorted((n for n, g in enumerate(free) if g > 0), key=lambda n: (free[n], n)):
+        k = min(free[n], left)
+        slots[n] = k
+        left -= k
+        if left == 0:
+            break
+    return Placement.of(slots)
+
+
+@register_policy
+class TiresiasLas(Policy):
+    name = "tiresias-las"
+    summary = "Tiresias discretized 2D-LAS: GPU-time priority queues, gang, preemptive"
+    Params = TiresiasParams
+
+    #: Jobs inside one queue are ordered by more than FIFO (Gittins), so a job can starve in Q1.
+    ranks_within_queue = False
+
+    def __init__(self, params: TiresiasParams | None = None) -> None:
+        super().__init__(params)
+        self._thresholds = self.params.thresholds_gpu_s()
+        self._state: dict[str, _JobState] = {}
+
+    # -- priorities -------------------------------------------------------------------------
+    def queue_of(self, attained_gpu_s: float) -> int:
+        """Index of the queue (0 = highest) a job with this attained service belongs to."""
+        for i, hi in enumerate(self._thresholds):
+            if attained_gpu_s < hi:
+                return i
+        return len(self._thresholds)
+
+    def _update(self, view: JobView, now_s: float) -> tuple[int, float, _JobState]:
+        """Refresh a job's state (promotion included); returns (queue, attained, state)."""
+        st = self._state.get(view.name)
+        if st is None:
+            st = self._state[view.name] = _JobState(wait_base_s=view.queue_time_s)
+        if view.is_running:
+            st.wait_base_s = view.queue_time_s
+        attained = view.attained_gpu_s - st.gpu_base_s
+        queue = self.queue_of(attained)
+        ran_s = view.run_time_s - st.run_base_s
+        if (self.params.promotion and not view.is_running and ran_s > 0
+                and (queue > 0 or self.ranks_within_queue)
+                and view.queue_time_s - st.wait_base_s >= self.params.promote_knob * ran_s):
+            st.gpu_base_s, st.run_base_s = view.attained_gpu_s, view.run_time_s
+            st.wait_base_s, st.promoted_s = view.queue_time_s, now_s
+            attained, queue = 0.0, 0
+        return queue, attained, st
+
+    def _fifo(self, view: JobView, st: _JobState) -> tuple:
+        if self.params.fifo_key == "arrival":
+            entered = st.promoted_s if st.promoted_s is not None else view.spec.submit_time_s
+            return (entered, view.spec.submit_time_s, view.name)
+        started = st.promoted_s if st.promoted_s is not None else view.first_start_s
+        if started is None:
+            return (1, view.spec.submit_time_s, 0.0, view.name)
+        return (0, started, view.spec.submit_time_s, view.name)
+
+    def _within_queue(self, queue: int, attained: float, snapshot: Snapshot) -> float:
+        """Extra sort key inside a queue before FIFO (none for LAS)."""
+        return 0.0
+
+    def _prepare(self, snapshot: Snapshot) -> None:
+        """Per-round preparation hook (Gittins refreshes its distribution)."""
+
+    # -- the round --------------------------------------------------------------------------
+    def decide(self, snapshot: Snapshot) -> Decision:
+        active = {v.name for v in snapshot.jobs}
+        for gone in [n for n in self._state if n not in active]:
+            del self._state[gone]
+        self._prepare(snapshot)
+        keyed = []
+        for view in snapshot.jobs:
+            queue, attained, st = self._update(view, snapshot.time_s)
+            keyed.append(((queue, self._within_queue(queue, attained, snapshot),
+                           self._fifo(view, st)), view))
+        keyed.sort(key=lambda kv: kv[0])
+        return Decision(self._allocate(snapshot, [v for _, v in keyed]))
+
+    def _allocate(self, snapshot: Snapshot, ordered: list[JobView]) -> dict[str, Assignment]:
+        """Admit by GPU count in priority order (skipping jobs that do not fit), keep admitted
+        running jobs where they are, place the others."""
+        return gang_allocate(snapshot.cluster, ordered, lambda v: v.spec.gpus,
+                             place_of=self._placer,
+                             batch_of=lambda v, p: v.spec.user_batch(p.num_gpus))
+
+    def _placer(self, view: JobView):
+        """Consolidate a skewed model (or every job with `placement=consolidate`), else fill
+        fragments."""
+        mode = self.params.placement
+        if mode == "consolidate" or (mode == "skew" and self.skewed(view.spec.app)):
+            return consolidated
+        return spread_fill
+
+    def skewed(self, app: str) -> bool:
+        """Whether a model's tensor skew exceeds PACKLIMIT (consolidate it)."""
+        return MODEL_SKEW.get(app.lower(), 0.0) > self.params.packlimit
+
+
+@register_policy
+class TiresiasGittins(TiresiasLas):
+    name = "tiresias-gittins"
+    summary = "Tiresias discretized 2D-Gittins: Gittins index from a GPU-time distribution"
+    Params = TiresiasGittinsParams
+    ranks_within_queue = True
+
+    def __init__(self, params: TiresiasGittinsParams | None = None) -> None:
+        super().__init__(params)
+        path = self.params.distribution
+        self._fixed = load_service_distribution(path) if path else None
+        self._dist: ServiceDistribution | None = self._fixed
+        self._learned_from = 0
+
+    def _prepare(self, snapshot: Snapshot) -> None:
+        if self._fixed is None and len(snapshot.completed) != self._learned_from:
+            self._learned_from = len(snapshot.completed)
+            self._dist = ServiceDistribution([v.attained_gpu_s for v in snapshot.completed])
+
+    def _within_queue(self, queue: int, attained: float, snapshot: Snapshot) -> float:
+        if self._dist is None or queue >= len(self._thresholds):
+            return 0.0  # no distribution yet, or the last queue: FIFO
+        quantum = self._thresholds[queue] - attained
+        return -self._dist.gittins_index(attained, quantum)

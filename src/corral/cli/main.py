@@ -75,6 +75,7 @@ def simulate(
     cluster: str = typer.Option("16x4", help="NODESxGPUS, or a file with one 'name gpus' line per node."),
     interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
     restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), seconds."),
+    mechanism: str = typer.Option("checkpoint-restart", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place."),
     interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
     seed: int = typer.Option(0, help="Seed for generated workloads and randomized policies."),
     out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv and plots here."),
@@ -83,7 +84,7 @@ def simulate(
     from corral.report import comparison_table, per_workload_table, write_outputs
     from corral.sim.config import EngineConfig
     from corral.sim.engine import check_feasible
-    from corral.sim.mechanism import CheckpointRestart
+    from corral.sim.mechanism import mechanism_named
     from corral.sim.metrics import mean_summary, summarize
     from corral.sim.sweep import parse_settings, run_matrix
     from corral.sim.workloads import builtin_default, load_workloads
@@ -97,10 +98,11 @@ def simulate(
     workloads = load_workloads(workload, apps) if workload else [builtin_default(apps)]
     for w in workloads:
         check_feasible(w, shape, truth)
-    config = EngineConfig(interval_s=interval, mechanism=CheckpointRestart(restart_delay),
+    config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
                           interference_slowdown=interference, seed=seed)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
-                  f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}[/]")
+                  f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}; "
+                  f"mechanism: {config.mechanism.name}[/]")
     runs = len(choices) * len(workloads)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=runs < 2) as bar:
@@ -189,3 +191,4 @@ def main() -> None:  # pragma: no cover - entry point
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+from corral.cli import live as _live  # noqa: E402,F401

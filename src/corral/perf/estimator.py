@@ -144,7 +144,8 @@ class JobEstimator:
             cfgs = list(self._configs.values())
             self._params = fit_throughput(
                 keys[:, 0], keys[:, 1], keys[:, 2],
-                [c.step_s for c in cfgs], [c.sync_s for c in cfgs], prior_driven=True)
+                [c.step_s for c in cfgs], [c.sync_s for c in cfgs], prior_driven=True,
+                initial=self._params)
             for c in cfgs:
                 c.fit_step_s, c.fit_sync_s = c.step_s, c.sync_s
             self._stale = False

@@ -12,7 +12,7 @@ m) is /work/shared/specs/pollux.md section 2.5.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 from corral.perf.efficiency import GradStats, efficiency
 from corral.perf.throughput import ThroughputParams, iteration_time
 
-__all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES"]
+__all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES", "optimize_many"]
 
 #: Total batch sizes tried per allocation by `GoodputFunction.optimize` (spec 2.5).
 NUM_BATCH_CANDIDATES = 50
@@ -86,12 +86,8 @@ class GoodputFunction:
     def goodput(self, num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
                 accum_steps: ArrayLike) -> Any:
         """Useful examples per second, in M0-equivalents (Eq. 4); 0 for an empty allocation."""
-        total = (np.asarray(num_gpus, dtype=float) * np.asarray(local_bsz, dtype=float)
-                 * (np.asarray(accum_steps, dtype=float) + 1.0))
-        thr = np.asarray(self.throughput(num_nodes, num_gpus, local_bsz, accum_steps))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eff = np.asarray(self.efficiency(np.where(total > 0, total, 1.0)))
-        out = np.where(total > 0, thr * eff, 0.0)
+        out = _goodput(self.params, self.stats, self.init_bsz, num_nodes, num_gpus, local_bsz,
+                       accum_steps)
         return out[()] if out.ndim == 0 else out
 
     def optimize(self, num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[Any, Any, Any]:
@@ -105,42 +101,84 @@ class GoodputFunction:
         nodes, gpus = np.broadcast_arrays(np.asarray(num_nodes, dtype=float),
                                           np.asarray(num_gpus, dtype=float))
         shape = nodes.shape
-        best, local_bsz, accum = self._optimize_flat(nodes.ravel(), gpus.ravel())
+        best, local_bsz, accum = _optimize_rows(
+            self.params, self.stats, self.init_bsz, self.max_bsz, self.min_local_bsz,
+            self.max_local_bsz, self.accumulation, nodes.ravel(), gpus.ravel())
         if scalar:
             return float(best[0]), int(local_bsz[0]), int(accum[0])
         return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
 
-    def _optimize_flat(self, nodes: np.ndarray, gpus: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if np.any(gpus < 0) or np.any(nodes < 0):
-            raise ValueError("numbers of nodes and GPUs must be >= 0")
-        k = np.maximum(gpus, 1.0)[:, None]  # (n, 1); K = 0 rows are zeroed at the end
-        max_total = float(max(self.max_bsz, self.init_bsz))  # max_bsz <= M0: fixed at M0
-        if self.max_bsz <= self.init_bsz:
-            totals = np.full((gpus.size, 1), max_total)
-        else:
-            lo = np.maximum(float(self.init_bsz), self.min_local_bsz * k[:, 0])
-            totals = np.geomspace(lo, np.full_like(lo, max_total), NUM_BATCH_CANDIDATES, axis=1)
-        per_gpu = totals / k
-        if self.accumulation:
-            accum = np.maximum(_ceil(per_gpu / self.max_local_bsz) - 1.0, 0.0)
-            # One GPU above M0: force a micro-step split (the artifact's rule: its gradient
-            # statistics need >= 2 samples per step to scale the learning rate).
-            accum = np.where((k == 1) & (per_gpu > self.init_bsz), np.maximum(accum, 1.0), accum)
-        else:
-            accum = np.zeros_like(per_gpu)
-        local = _ceil(per_gpu / (accum + 1.0))
-        local = np.minimum(local, np.floor(max_total / (k * (accum + 1.0))))  # simulator cap
-        feasible = ((local >= self.min_local_bsz) & (local <= self.max_local_bsz)
-                    & (gpus > 0)[:, None])
-        good = np.where(feasible,
-                        self.goodput(nodes[:, None], k, np.maximum(local, 1.0), accum), 0.0)
-        pick = np.argmax(good, axis=1)
-        rows = np.arange(gpus.size)
-        best = good[rows, pick]
-        ok = best > 0
-        return (best, np.where(ok, local[rows, pick], 0).astype(np.int64),
-                np.where(ok, accum[rows, pick], 0).astype(np.int64))
+
+def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: ArrayLike,
+                  num_gpus: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eq. 13 for many jobs in one vectorised pass: row i is `fns[which[i]]` on
+    (num_nodes[i], num_gpus[i]). Same results as `fns[which[i]].optimize(...)`, as flat arrays
+    (best goodput, local_bsz, accum_steps); a scheduler filling many jobs' speedup tables at
+    once pays numpy's per-call overhead once instead of once per job."""
+    idx = np.asarray(which, dtype=np.int64).ravel()
+    nodes = np.asarray(num_nodes, dtype=float).ravel()
+    gpus = np.asarray(num_gpus, dtype=float).ravel()
+    if not (idx.size == nodes.size == gpus.size):
+        raise ValueError("optimize_many: which, num_nodes and num_gpus must have equal sizes")
+    if idx.size == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    theta = np.array([fn.params.as_array() for fn in fns])[idx]
+    stats = np.array([(fn.stats.sqr, fn.stats.var) for fn in fns])[idx]
+    lim = np.array([(fn.init_bsz, fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz,
+                     fn.accumulation) for fn in fns], dtype=float)[idx]
+    params = ThroughputParams(*(theta[:, i:i + 1] for i in range(theta.shape[1])))
+    return _optimize_rows(params, GradStats(sqr=stats[:, 0:1], var=stats[:, 1:2]), lim[:, 0:1],
+                          lim[:, 1:2], lim[:, 2:3], lim[:, 3:4], lim[:, 4:5] > 0, nodes, gpus)
+
+
+def _goodput(params: ThroughputParams, stats: GradStats, init_bsz: Any, num_nodes: ArrayLike,
+             num_gpus: ArrayLike, local_bsz: ArrayLike, accum_steps: ArrayLike) -> np.ndarray:
+    """Eq. 4 (throughput x efficiency); params, stats and init_bsz may hold column arrays."""
+    total = (np.asarray(num_gpus, dtype=float) * np.asarray(local_bsz, dtype=float)
+             * (np.asarray(accum_steps, dtype=float) + 1.0))
+    t_iter = np.asarray(iteration_time(params, num_nodes, num_gpus, local_bsz, accum_steps))
+    safe = np.where(total > 0, total, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.asarray(efficiency(stats, init_bsz, safe))
+        return np.where(total > 0, total / t_iter * eff, 0.0)
+
+
+def _optimize_rows(params: ThroughputParams, stats: GradStats, init_bsz: Any, max_bsz: Any,
+                   min_local: Any, max_local: Any, accumulation: Any, nodes: np.ndarray,
+                   gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spec 2.5 candidates per row of flat (nodes, gpus); the limits are scalars or (n, 1)
+    columns (one job per row), as are the fields of params and stats."""
+    if np.any(gpus < 0) or np.any(nodes < 0):
+        raise ValueError("numbers of nodes and GPUs must be >= 0")
+    k = np.maximum(gpus, 1.0)[:, None]  # (n, 1); K = 0 rows are zeroed at the end
+    max_total = np.maximum(max_bsz, init_bsz) * 1.0  # max_bsz <= M0: fixed at M0
+    fixed = np.less_equal(max_bsz, init_bsz)
+    if np.all(fixed):
+        totals = np.broadcast_to(max_total, (gpus.size, 1)).astype(float)
+    else:
+        lo = np.maximum(np.asarray(init_bsz, dtype=float), min_local * k)  # (n, 1)
+        hi = np.broadcast_to(max_total, lo.shape)
+        totals = np.geomspace(lo[:, 0], hi[:, 0], NUM_BATCH_CANDIDATES, axis=1)
+        if np.any(fixed):
+            totals = np.where(fixed, max_total, totals)
+    per_gpu = totals / k
+    accum = np.maximum(_ceil(per_gpu / max_local) - 1.0, 0.0)
+    # One GPU above M0: force a micro-step split (the artifact's rule: its gradient
+    # statistics need >= 2 samples per step to scale the learning rate).
+    accum = np.where((k == 1) & (per_gpu > init_bsz), np.maximum(accum, 1.0), accum)
+    accum = np.where(accumulation, accum, 0.0)
+    local = _ceil(per_gpu / (accum + 1.0))
+    local = np.minimum(local, np.floor(max_total / (k * (accum + 1.0))))  # simulator cap
+    feasible = (local >= min_local) & (local <= max_local) & (gpus > 0)[:, None]
+    good = np.where(feasible,
+                    _goodput(params, stats, init_bsz, nodes[:, None], k,
+                             np.maximum(local, 1.0), accum), 0.0)
+    pick = np.argmax(good, axis=1)
+    rows = np.arange(gpus.size)
+    best = good[rows, pick]
+    ok = best > 0
+    return (best, np.where(ok, local[rows, pick], 0).astype(np.int64),
+            np.where(ok, accum[rows, pick], 0).astype(np.int64))
 
 
 class SpeedupFunction:

@@ -42,6 +42,10 @@ _LBFGSB_OPTIONS = {"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500}
 _LOG_LOWER = float(np.log(PARAM_LOWER_BOUND))
 _LOG_UPPER = float(np.log(1e9))
 
+# A warm-start value at or below this was pinned (or driven to the bound): start it afresh,
+# since in log space a parameter sitting at the bound has almost no gradient.
+_WARM_MIN = 1e3 * PARAM_LOWER_BOUND
+
 # Positions in ThroughputParams.as_array().
 _AG, _BG, _AL, _BL, _AN, _BN, _GAMMA = range(7)
 
@@ -216,17 +220,26 @@ def _loss_and_grad(theta: np.ndarray, prof: _Profile, local: np.ndarray, node: n
 
 def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
                    step_time_s: ArrayLike, sync_time_s: ArrayLike, *,
-                   prior_driven: bool = True) -> ThroughputParams:
+                   prior_driven: bool = True,
+                   initial: ThroughputParams | None = None) -> ThroughputParams:
     """Fit theta_sys to measured steps (one row per measurement; duplicates are averaged).
 
     `step_time_s` is the time of an optimizer step without accumulation and `sync_time_s` the
     part of it spent synchronising; compute time is their difference. With `prior_driven`
     the parameters of regimes never observed are pinned to "free" (perfect scaling, spec
     1.2.2); without it all seven are fitted (calibration from a full measured table).
+    `initial` warm-starts the fit from an earlier one (a refit after one more configuration
+    needs far fewer iterations); parameters it has at the lower bound (pinned then) start
+    from the spec's initial values instead.
     """
     prof = _aggregate(num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s)
     local, node, extra = _sync_regime(prof.nodes, prof.gpus)
     theta = np.array(_INITIAL, dtype=float)
+    if initial is not None:
+        warm = initial.as_array()
+        usable = np.isfinite(warm) & (warm > _WARM_MIN)
+        usable[_GAMMA] = GAMMA_BOUNDS[0] <= warm[_GAMMA] <= GAMMA_BOUNDS[1]
+        theta[usable] = warm[usable]
     free = np.ones(7, dtype=bool)
     if prior_driven:
         pinned: list[int] = []

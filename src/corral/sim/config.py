@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from corral.sim.mechanism import CheckpointRestart
+from corral.sim.mechanism import CheckpointRestart, Mechanism
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     interval_s: float = 60.0  # the policy is called every interval (Pollux §5.1)
-    mechanism: CheckpointRestart = field(default_factory=CheckpointRestart)
+    #: How placement changes are carried out and what they cost (`corral.sim.mechanism`).
+    mechanism: Mechanism = field(default_factory=CheckpointRestart)
     #: Slowdown of a distributed (multi-node) job on a node shared with another distributed
     #: job (Pollux §5.3.2); 0 = no interference, the default.
     interference_slowdown: float = 0.0
@@ -20,4 +21,5 @@ class EngineConfig:
 
     @property
     def restart_delay_s(self) -> float:
-        return self.mechanism.delay_s
+        """Pause of a running job shrunk in place (checkpoint-restart: its fixed pause)."""
+        return self.mechanism.overheads.shrink_s

@@ -15,12 +15,13 @@ import math
 import time
 from typing import Callable
 
-from corral.core.cluster import Cluster
+from corral.core.cluster import Cluster, Placement
 from corral.core.errors import DecisionError, InfeasibleJobError
 from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.job import SimJob
+from corral.sim.mechanism import GpuHandover
 from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
 from corral.sim.results import JobRecord, SimResult
 from corral.sim.truth.base import Truth
@@ -75,6 +76,7 @@ class Simulator:
         changed = True
         rounds = 0
         total = len(jobs)
+        self._handover = GpuHandover(self.cluster.gpus_per_node)
 
         while len(done) < total:
             # when is the next point anything can happen?
@@ -93,6 +95,8 @@ class Simulator:
             event = bool(finished)
             for job in finished:
                 active.remove(job)
+                self._handover.released(job.placement,
+                                        job.finish_s + cfg.mechanism.overheads.release_s)
                 job.release()
                 done.append(job)
                 done_views.append(job.view())
@@ -195,13 +199,17 @@ class Simulator:
     def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
         """Give every active job its assignment; returns the jobs whose placement or batch changed."""
         mech = self.config.mechanism
+        wanted = [decision.get(job.spec.name) for job in active]
+        pauses = self._handover.pauses(now, mech, [
+            (job.spec.app, job.placement, new.placement if new else Placement())
+            for job, new in zip(active, wanted)])
         moved = []
-        for job in active:
-            new = decision.get(job.spec.name)
-            before = job.batch
-            pause = mech.pause_s(job.spec.app, job.placement, new.placement) if new else 0.0
+        for job, new, pause in zip(active, wanted, pauses):
+            before, held = job.batch, job.placement
             if job.assign(now, new, pause) or job.batch != before:
                 moved.append(job)
+            if mech.overheads.loses_progress and held and job.placement != held:
+                job.restart_from_epoch()
         if self.config.interference_slowdown > 0:
             self._apply_interference(active)
         return moved

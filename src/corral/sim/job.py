@@ -32,7 +32,7 @@ class SimJob:
         "policy_batch", "pause_left_s", "clock_s", "epoch", "progress", "steps",
         "attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "max_gpus_held",
         "first_start_s", "last_change_s", "finish_s", "metrics", "epochs_since_change",
-        "slowdown", "_rate", "active_at_arrival", "dry",
+        "slowdown", "_rate", "active_at_arrival", "dry", "epoch_start_steps",
     )
 
     def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
@@ -53,6 +53,7 @@ class SimJob:
         self.epoch = 0
         self.progress = 0.0
         self.steps = 0.0
+        self.epoch_start_steps = 0.0  # optimizer steps at the last epoch boundary
         self.attained_gpu_s = 0.0
         self.run_time_s = 0.0
         self.queue_time_s = 0.0
@@ -92,7 +93,7 @@ class SimJob:
         changed = new != self.placement
         if changed:
             if new:
-                if self.placement:
+                if self.first_start_s is not None:  # resized, or resumed after preemption
                     self.restarts += 1
                 if self.first_start_s is None:
                     self.first_start_s = now_s
@@ -128,6 +129,11 @@ class SimJob:
         else:
             self.batch = self.spec.user_batch(k)
         self._rate = None
+
+    def restart_from_epoch(self) -> None:
+        """Lose the progress made since the last completed epoch (restart without checkpoint)."""
+        self.progress = self.boundaries[self.epoch - 1] if self.epoch > 0 else 0.0
+        self.steps = self.epoch_start_steps
 
     def set_slowdown(self, slowdown: float) -> None:
         if slowdown != self.slowdown:
@@ -197,6 +203,7 @@ class SimJob:
         total = self.batch.total(self.placement.num_gpus)
         self.epoch += 1
         self.epochs_since_change += 1
+        self.epoch_start_steps = self.steps
         metric = None if self.dry else self.truth.metric(self.epoch, total)
         if metric is not None:
             self.metrics.append((int(self.steps), self.epoch, metric))

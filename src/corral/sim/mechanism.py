@@ -1,28 +1,141 @@
 """How a running job is resized, and what that costs: a property of the execution mechanism.
 
 The engine asks the mechanism how long a job pauses (no progress, GPUs held) when its placement
-changes. Checkpoint-restart is the Pollux testbed's mechanism (30 s in its simulator); other
-mechanisms (in-place scaling, SideCar's reshaping) plug in here so policies can be compared on
-equal mechanisms.
+changes, so policies can be compared on equal mechanisms or each on its own. Mechanisms by name
+(`mechanism_named`, CLI `corral simulate --mechanism NAME`):
+
+* `checkpoint-restart` -- the Pollux testbed's: a fixed pause (30 s) for every placement change,
+  the first start included, as in the reference simulator.
+* `sidecar` -- SideCar (Wang et al. SC'20): a process-level restart inside the job's container,
+  27 s to shrink, 37 s to grow, 110 s to start a job whose initialisation overlaps the donor's
+  training (early initialisation); growing onto another host is a Kubernetes restart.
+* `termination` -- Kubernetes termination-based reshaping, the paper's baseline and the default
+  scheduler's job start: 204 s to shrink, 242 s to grow; GPUs a job gives up are unusable for
+  64 s after it finishes (94 s after a resize: checkpoint + termination) and a job placed on
+  them starts only after that. Resized jobs resume from their checkpoint.
+* `termination-epoch` -- the same costs, but a resized or preempted job restarts from its last
+  completed epoch (a job that does not checkpoint on the termination signal).
+* `in-place` -- ONES's elastic scaling (SC'21 §3.3.1): about 1 s per rescale, 20 s to start.
+
+All numbers and their derivations live in `corral.perf.overheads`. The waiting for GPUs that
+another job is still releasing is bookkept per run by `GpuHandover`.
+
+Decided where the papers are silent: a job placed on GPUs that are still being released waits
+for the latest of them; without early initialisation it then starts (release + start),
+with it the two overlap (max). SideCar's coordinator lets a donor keep training on the GPUs it
+gives up until the incoming job is initialised; the engine applies a decision at one instant,
+so here the donor shrinks when the decision is made (it loses a little more progress than on the
+real system).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from corral.core.cluster import Placement
+from corral.core.errors import InputError
+from corral.perf.overheads import OVERHEADS, ReshapeOverheads
+
+
+CHECKPOINT_RESTART = "checkpoint-restart"
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointRestart:
+class Mechanism:
+    """An execution mechanism: its overhead profile and the pause each placement change costs."""
+
+    overheads: ReshapeOverheads
+
+    @property
+    def name(self) -> str:
+        return self.overheads.name
+
+    def pause_s(self, app: str, old: Placement, new: Placement, wait_s: float = 0.0) -> float:
+        """Pause of a job moving from `old` to `new`; `wait_s`: until its new GPUs are free."""
+        o = self.overheads
+        if not new:
+            return 0.0
+        if not old:
+            return max(o.start_s, wait_s) if o.early_init else o.start_s + wait_s
+        old_nodes = {n for n, _ in old.slots}
+        new_host = any(n not in old_nodes for n, _ in new.slots)
+        return max(o.resize_s(old.num_gpus, new.num_gpus, new_host), wait_s)
+
+
+def CheckpointRestart(delay_s: float = 30.0) -> Mechanism:  # noqa: N802 - reads as a type
     """Stop, checkpoint, restart on the new GPUs: a fixed pause for every placement change.
 
     A job's first start costs the same pause (its workers start and load), as in the reference
     simulator, where every allocation change, the first included, started the same countdown.
     """
+    return Mechanism(ReshapeOverheads(CHECKPOINT_RESTART, delay_s, delay_s, delay_s, delay_s))
 
-    delay_s: float = 30.0
-    name: str = "checkpoint-restart"
 
-    def pause_s(self, app: str, old: Placement, new: Placement) -> float:
-        return self.delay_s if new else 0.0
+def mechanism_named(name: str, restart_delay_s: float = 30.0) -> Mechanism:
+    """The mechanism called `name`; `restart_delay_s` sets checkpoint-restart's pause."""
+    if name == CHECKPOINT_RESTART:
+        return CheckpointRestart(restart_delay_s)
+    if name in OVERHEADS:
+        return Mechanism(OVERHEADS[name])
+    raise InputError(f"unknown mechanism {name!r}; known: {', '.join(mechanism_names())}")
+
+
+def mechanism_names() -> list[str]:
+    return [CHECKPOINT_RESTART, *OVERHEADS]
+
+
+class GpuHandover:
+    """Per-node ledger of GPUs that no job holds but that are still being released.
+
+    One per simulation run. `released` records GPUs a finished job frees; `pauses` applies one
+    decision: GPUs given up by shrunk or preempted jobs join the ledger, and each job that gains
+    GPUs on a node takes idle ones first, then the earliest-released ones, and waits for the
+    latest it took.
+    """
+
+    def __init__(self, gpus_per_node: Sequence[int]) -> None:
+        self._pending: list[list[float]] = [[] for _ in gpus_per_node]  # free-at times, sorted
+        self._caps = list(gpus_per_node)
+
+    def released(self, placement: Placement, at_s: float) -> None:
+        for node, gpus in placement.slots:
+            self._pending[node].extend([at_s] * gpus)
+            self._pending[node].sort()
+
+    def pauses(self, now_s: float, mech: Mechanism,
+               changes: Sequence[tuple[str, Placement, Placement]]) -> list[float]:
+        """Pause of each `(app, old, new)`; unchanged placements get 0."""
+        held = [0] * len(self._caps)
+        for _, old, _ in changes:
+            for node, gpus in old.slots:
+                held[node] += gpus
+        for node, pending in enumerate(self._pending):
+            pending[:] = [t for t in pending if t > now_s]
+        idle = [cap - h - len(p) for cap, h, p in zip(self._caps, held, self._pending)]
+        release_at = now_s + mech.overheads.resize_release_s
+        for _, old, new in changes:
+            if old != new:
+                self.released(_lost(old, new), release_at)
+        out = []
+        for app, old, new in changes:
+            if old == new:
+                out.append(0.0)
+                continue
+            wait = 0.0
+            for node, gpus in _lost(new, old).slots:
+                take_idle = min(idle[node], gpus)
+                idle[node] -= take_idle
+                rest = gpus - take_idle
+                if rest > 0:
+                    pending = self._pending[node]
+                    wait = max(wait, pending[rest - 1] - now_s)
+                    del pending[:rest]
+            out.append(mech.pause_s(app, old, new, max(wait, 0.0)))
+        return out
+
+
+def _lost(old: Placement, new: Placement) -> Placement:
+    """GPUs per node that `old` has and `new` does not."""
+    after = dict(new.slots)
+    return Placement.of({n: g - after.get(n, 0) for n, g in old.slots if g > after.get(n, 0)})

@@ -26,6 +26,7 @@ class AppLimits:
     lr_rule: LrRule
     adaptive: bool = True  # False: runs at a fixed batch size (e.g. ncf in the Pollux runs)
     fixed_bsz: int | None = None  # the fixed total batch size of a non-adaptive application
+    max_gpus: int | None = None  # most GPUs a job may use (the reference ran ncf on 1), None = any
 
 
 class AppTruth(ABC):

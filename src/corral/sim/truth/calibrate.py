@@ -77,6 +77,7 @@ def calibrate(profiles_dir: Path | str) -> dict:
             "epochs": lim.epochs, "init_bsz": lim.init_bsz, "max_bsz": lim.max_bsz,
             "min_local_bsz": lim.min_local_bsz, "max_local_bsz": lim.max_local_bsz,
             "lr_rule": lim.lr_rule.value, "adaptive": lim.adaptive, "fixed_bsz": lim.fixed_bsz,
+            "max_gpus": lim.max_gpus,
             "metric": _fit_metric(app),
         }
     return {

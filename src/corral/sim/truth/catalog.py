@@ -54,7 +54,8 @@ class CatalogApp(AppTruth):
                 app=name, init_bsz=int(entry["init_bsz"]), max_bsz=int(entry["max_bsz"]),
                 min_local_bsz=int(entry["min_local_bsz"]), max_local_bsz=int(entry["max_local_bsz"]),
                 epochs=epochs, lr_rule=LrRule(entry["lr_rule"]),
-                adaptive=bool(entry.get("adaptive", True)), fixed_bsz=entry.get("fixed_bsz"))
+                adaptive=bool(entry.get("adaptive", True)), fixed_bsz=entry.get("fixed_bsz"),
+                max_gpus=entry.get("max_gpus"))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"catalog entry {name!r}: missing or bad field ({exc})") from None
         self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]

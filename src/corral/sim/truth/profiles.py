@@ -37,7 +37,7 @@ APP_FACTS: dict[str, dict] = {
     "cifar10": {"lr_rule": LrRule.ADASCALE},
     "deepspeech2": {"lr_rule": LrRule.ADASCALE},
     "imagenet": {"lr_rule": LrRule.ADASCALE},
-    "ncf": {"lr_rule": LrRule.SQRT, "adaptive": False, "fixed_bsz": 32768},
+    "ncf": {"lr_rule": LrRule.SQRT, "adaptive": False, "fixed_bsz": 32768, "max_gpus": 1},
     "yolov3": {"lr_rule": LrRule.ADASCALE, "max_local_bsz": 8},
 }
 
@@ -101,6 +101,7 @@ class ProfileApp(AppTruth):
             lr_rule=facts.get("lr_rule", LrRule.ADASCALE),
             adaptive=facts.get("adaptive", True),
             fixed_bsz=facts.get("fixed_bsz"),
+            max_gpus=facts.get("max_gpus"),
         )
         self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]
 

@@ -103,7 +103,8 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
     """A JobSpec for the user configuration (`gpus`, `batch_size`) of an application.
 
     A fixed-batch application (`limits.fixed_bsz`, e.g. ncf) runs at that total batch under every
-    policy: its batch size, M0 and maximum are all `fixed_bsz`.
+    policy: its batch size, M0 and maximum are all `fixed_bsz`. `limits.max_gpus`, when set, caps
+    the job's GPUs (`JobSpec.max_gpus`; the Pollux reference ran ncf on one GPU).
     """
     init, top = limits.init_bsz, limits.max_bsz
     if limits.fixed_bsz is not None:
@@ -113,7 +114,8 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
             name=name, submit_time_s=float(submit_s), app=app, gpus=int(gpus),
             batch_size=int(batch_size), init_bsz=int(init), max_bsz=int(top),
             min_local_bsz=limits.min_local_bsz, max_local_bsz=limits.max_local_bsz,
-            adaptive=limits.adaptive, lr_rule=limits.lr_rule, epochs=limits.epochs)
+            adaptive=limits.adaptive, lr_rule=limits.lr_rule, epochs=limits.epochs,
+            **({} if limits.max_gpus is None else {"max_gpus": int(limits.max_gpus)}))
     except ValueError as exc:
         raise InputError(f"{where or name}: {exc}") from None
 

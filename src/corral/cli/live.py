@@ -1,0 +1,183 @@
+"""The live commands: `corral serve`, `submit`, `jobs`, `cancel`, `logs` (registered on the
+main `corral` app). Thin: they parse arguments and call corral.service."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from corral.cli.main import app, console, err_console, user_errors
+from corral.core.errors import CorralError, InputError
+
+_DATA_DIR_HELP = "Service data directory (default: $CORRAL_HOME or ~/.corral)."
+
+
+def _load_policy_modules(paths: list[Path]) -> None:
+    """Import Python files that register extra policies (`@register_policy`)."""
+    for i, path in enumerate(paths):
+        if not path.is_file():
+            raise InputError(f"--policy-module {path}: no such file")
+        spec = importlib.util.spec_from_file_location(f"corral_user_policies_{i}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+
+
+def _client(data_dir: Optional[Path], url: Optional[str], token: Optional[str]):
+    from corral.service.client import Client
+    from corral.service.endpoint import client_token, data_dir as resolve, read_url
+
+    directory = resolve(data_dir)
+    return Client(read_url(directory, url), client_token(directory, token))
+
+
+@app.command()
+@user_errors
+def serve(
+    policy: str = typer.Option("pollux", "--policy", "-p", help="Scheduling policy (see `corral policies`)."),
+    executor: str = typer.Option("local", help="Where workers run: local (this machine)."),
+    slots: Optional[int] = typer.Option(None, help="CPU slots to offer when there are no GPUs (default: CPU count)."),
+    gpus: Optional[str] = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
+    interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8642, help="Port to listen on (0: any free port)."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    token: Optional[str] = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the stored/new one)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
+    policy_module: Optional[List[Path]] = typer.Option(None, help="Python file registering extra policies (repeatable)."),
+    max_retries: int = typer.Option(3, help="Restarts after worker failures before a job fails."),
+    stop_timeout: float = typer.Option(30.0, help="Seconds a job may take to checkpoint and exit before it is killed."),
+    report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
+    checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
+) -> None:
+    """Run the live scheduler: the API, the control loop and the workers."""
+    from corral.service.endpoint import data_dir as resolve
+    from corral.service.server import ServeOptions, serve as run_service
+    from corral.sim.sweep import parse_settings
+
+    _load_policy_modules(policy_module or [])
+    overrides = parse_settings([policy], [s if "." in s.split("=", 1)[0] else f"{policy}.{s}"
+                                          for s in (set_ or [])])[0].overrides
+    if interval <= 0 or stop_timeout <= 0 or report_interval <= 0 or checkpoint_interval <= 0:
+        raise CorralError("--interval, --stop-timeout, --report-interval and --checkpoint-interval must be > 0")
+    gpu_ids = None
+    if gpus:
+        try:
+            gpu_ids = [int(g) for g in gpus.split(",") if g.strip()]
+        except ValueError:
+            raise InputError(f"--gpus {gpus!r}: expected comma-separated GPU ids, e.g. 0,1") from None
+    if slots is not None and slots < 1:
+        raise InputError("--slots must be >= 1")
+    options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
+                   report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval)
+    opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
+                        executor=executor, executor_options=options, host=host, port=port,
+                        interval_s=interval, token=token, stop_timeout_s=stop_timeout)
+
+    def ready(url: str, _token: str) -> None:
+        err_console.print(f"corral: serving {url} (policy {policy}, executor {executor}, "
+                          f"data {opts.data_dir})", highlight=False, soft_wrap=True)
+
+    run_service(opts, on_ready=ready)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@user_errors
+def submit(
+    command: List[str] = typer.Argument(..., help="The command to run, after --."),
+    name: Optional[str] = typer.Option(None, help="A name to show (default: the script's name)."),
+    gpus: Optional[int] = typer.Option(None, help="The GPUs the job is tuned for (default: --min-gpus)."),
+    min_gpus: int = typer.Option(1, help="Fewest GPUs the job can run on."),
+    max_gpus: Optional[int] = typer.Option(None, help="Most GPUs the job can use (default: the cluster)."),
+    batch_size: int = typer.Option(32, help="Total batch size the job is tuned for (M0)."),
+    max_batch_size: Optional[int] = typer.Option(None, help="Largest total batch (adaptive jobs; default 8x)."),
+    min_local_bsz: Optional[int] = typer.Option(None, help="Smallest per-GPU batch."),
+    max_local_bsz: Optional[int] = typer.Option(None, help="Largest per-GPU batch that fits in memory."),
+    adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size."),
+    lr_rule: str = typer.Option("adascale", help="Learning-rate scaling: adascale, sqrt or linear."),
+    env: Optional[List[str]] = typer.Option(None, help="KEY=VALUE for the workers (repeatable)."),
+    cwd: Optional[Path] = typer.Option(None, help="Working directory of the workers (default: here)."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL (default: $CORRAL_URL or the data directory's)."),
+    token: Optional[str] = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the data directory's)."),
+) -> None:
+    """Submit a job: `corral submit --adaptive -- python train.py`."""
+    extra = {}
+    for item in env or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--env {item!r}: expected KEY=VALUE")
+        extra[key] = value
+    body = {"command": list(command), "name": name, "cwd": str((cwd or Path.cwd()).resolve()),
+            "env": extra, "gpus": gpus, "min_gpus": min_gpus, "max_gpus": max_gpus,
+            "batch_size": batch_size, "max_batch_size": max_batch_size,
+            "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
+            "adaptive": adaptive, "lr_rule": lr_rule}
+    with _client(data_dir, url, token) as client:
+        job = client.submit(body)
+    console.print(job["id"])
+
+
+@app.command("jobs")
+@user_errors
+def jobs_(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL."),
+    token: Optional[str] = typer.Option(None, help="API token."),
+) -> None:
+    """List the jobs with their status, GPUs, batch and progress."""
+    with _client(data_dir, url, token) as client:
+        rows = client.jobs()
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table(title="jobs")
+    for col in ("id", "name", "status", "gpus", "batch", "steps", "epoch", "loss", "metric",
+                "restarts", "message"):
+        table.add_column(col)
+    for r in rows:
+        batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
+        fmt = (lambda v: "-" if v is None else f"{v:.4g}")
+        table.add_row(r["id"], r["name"], r["status"], str(r["gpus"]), batch, str(r["steps"]),
+                      str(r["epoch"]), fmt(r.get("loss")), fmt(r.get("metric")),
+                      str(r["restarts"]), r.get("message") or "")
+    console.print(table)
+
+
+@app.command()
+@user_errors
+def cancel(
+    job_id: str = typer.Argument(..., help="The job's id (see `corral jobs`)."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL."),
+    token: Optional[str] = typer.Option(None, help="API token."),
+) -> None:
+    """Cancel a job (its workers are stopped)."""
+    with _client(data_dir, url, token) as client:
+        client.cancel(job_id)
+    console.print(f"cancelling {job_id}")
+
+
+@app.command()
+@user_errors
+def logs(
+    job_id: str = typer.Argument(..., help="The job's id."),
+    rank: int = typer.Option(0, help="Which worker's output (0 also has the executor's notes)."),
+    tail: Optional[int] = typer.Option(None, help="Only the last BYTES bytes."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL."),
+    token: Optional[str] = typer.Option(None, help="API token."),
+) -> None:
+    """Print a job's log."""
+    with _client(data_dir, url, token) as client:
+        text = client.logs(job_id, rank, tail)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+

@@ -1,0 +1,154 @@
+"""The executor contract: how the service runs, resizes and stops a job's workers.
+
+An executor is declarative and asynchronous. The service says where each job should run now
+(`place`), that it should stop and stay resumable (`stop`, a preemption) or go away (`cancel`);
+the executor carries it out in the background and answers `status` queries. Resizing is the
+checkpoint-restart mechanism of Pollux (spec 1.4) and SideCar (spec 1.5): signal every worker
+(SIGTERM), wait until they have checkpointed and exited, start the new set of workers with the
+new world size and rendezvous variables. A worker that dies unexpectedly makes the executor
+restart the job from its last checkpoint, at most `max_retries` times before it marks the job
+failed. Exit status 0 from every worker means the job finished; so does a corral.train job's
+report saying so for the launch that exited (whatever its exit statuses).
+
+Every executor (local processes, Ray) passes the same contract tests
+(tests/executors/contract.py). A job's workers get the environment in corral.train.env.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import BatchConfig
+from corral.train.env import JobConfig
+
+__all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "TERMINAL"]
+
+
+class ExecState(str, enum.Enum):
+    UNKNOWN = "unknown"  # never placed on this executor
+    QUEUED = "queued"  # should run; waiting for its slots to be free
+    RUNNING = "running"  # workers alive
+    STOPPING = "stopping"  # asked to checkpoint and exit (resize, preemption, crash clean-up)
+    STOPPED = "stopped"  # no workers, resumable from its checkpoint
+    DONE = "done"  # every worker exited 0
+    FAILED = "failed"  # crashed more than max_retries times, or could not start
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({ExecState.DONE, ExecState.FAILED, ExecState.CANCELLED})
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """What never changes between a job's launches: its command and submitted limits.
+
+    `config.launch` is the number of launches before this executor saw the job (a restarted
+    service passes how many its predecessors made); workers are told that plus the launches
+    this executor made, so launch numbers never repeat.
+    """
+
+    job_id: str
+    command: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    config: JobConfig = field(default_factory=JobConfig)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """Where a job runs now: its placement, and the batch when the policy fixed it."""
+
+    placement: Placement
+    batch: BatchConfig | None = None
+
+    @property
+    def num_workers(self) -> int:
+        return self.placement.num_gpus
+
+
+@dataclass(frozen=True)
+class ExecStatus:
+    """One job as the executor sees it."""
+
+    job_id: str
+    state: ExecState
+    plan: WorkerPlan | None = None  # what its live workers run with (None when none)
+    launches: int = 0  # worker sets started so far
+    crashes: int = 0  # unexpected worker failures so far
+    exit_codes: tuple[int, ...] = ()  # of the last worker set that exited
+    message: str = ""
+    workers: tuple[str, ...] = ()  # opaque ids of live workers (pids for the local executor)
+    started_at: float | None = None  # wall-clock start of the current worker set
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Executor(ABC):
+    """Runs jobs' workers; every method returns at once (work happens in the background)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def cluster(self) -> Cluster:
+        """The GPU (or CPU) slots this executor can hand out, as nodes."""
+
+    @abstractmethod
+    def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
+        """Run `job` on `plan`: start it, or resize it (checkpoint-restart) if it runs on
+        another plan. Ignored for a job that is done, failed or cancelled."""
+
+    @abstractmethod
+    def stop(self, job_id: str) -> None:
+        """Preempt: checkpoint and stop the workers; the job stays resumable (STOPPED)."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Stop the workers for good (CANCELLED)."""
+
+    @abstractmethod
+    def status(self, job_id: str) -> ExecStatus:
+        """The job's state now (UNKNOWN for a job never placed here)."""
+
+    @abstractmethod
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        """The job's latest report (corral.train.report), None when it has sent none."""
+
+    @abstractmethod
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        """A worker's output so far (rank 0 by default), across all its launches."""
+
+    @abstractmethod
+    def checkpoint_dir(self, job_id: str) -> Path:
+        """Where the job's workers checkpoint (CORRAL_CHECKPOINT_DIR)."""
+
+    @abstractmethod
+    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
+        """Stop workers a previous executor instance left running for `job_id` (asking them to
+        checkpoint first); blocks until they are gone, bounded by the stop timeout."""
+
+    @abstractmethod
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop every job's workers (checkpointing) and the background work."""
+
+    # -- shared helpers ----------------------------------------------------------------------
+    def wait_for(self, job_id: str, states: Sequence[ExecState] | ExecState,
+                 timeout_s: float, poll_s: float = 0.05) -> ExecStatus:
+        """Poll until the job is in one of `states`; raises TimeoutError after `timeout_s`."""
+        wanted = {states} if isinstance(states, ExecState) else set(states)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            st = self.status(job_id)
+            if st.state in wanted:
+                return st
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {st.state.value} after {timeout_s:.0f} s "
+                                   f"(waiting for {', '.join(sorted(s.value for s in wanted))})")
+            time.sleep(poll_s)

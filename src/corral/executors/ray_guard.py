@@ -1,0 +1,55 @@
+"""Runs one worker's command for a Ray worker actor and dies with the actor.
+
+    python ray_guard.py COMMAND...
+
+Started by corral.executors.ray_worker as the leader of a new session; the command runs as its
+child in the same process group, so a signal the actor sends to the group reaches both. The
+guard ignores SIGTERM itself (the command decides what to do with it) and waits. If its parent
+- the actor's process - disappears (its node was removed, the actor was killed, the Ray
+driver that owned it died), the guard SIGKILLs the group: a worker never outlives its actor
+and never writes a checkpoint after its job has been restarted elsewhere. The guard exits as
+its command did (same status, or killed by the same signal), so the actor sees what a direct
+child would have given.
+
+Run by path with no corral import (it must start fast on every launch).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+_POLL_S = 0.1
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        sys.stderr.write("usage: ray_guard.py COMMAND...\n")
+        return 2
+    parent = os.getppid()
+    # A Python handler (not SIG_IGN, which exec would pass on to the command).
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        sys.stderr.write(f"cannot start {argv[0]!r}: {exc.strerror or exc}\n")
+        return 127
+    while True:
+        try:
+            code = child.wait(timeout=_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if os.getppid() != parent:  # the actor is gone: so is this worker
+            os.killpg(0, signal.SIGKILL)
+    if code < 0:  # killed by a signal: die by the same one
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,259 @@
+"""One worker set of a job on Ray: from a target placement to running worker actors, and back.
+
+A `WorkerSet` goes through phases, each waiting on a Ray future that the executor's background
+loop polls without blocking:
+
+    "pg"    the placement group is being reserved (ray_nodes.bundles_for / packed_bundles)
+    "addr"  one actor per worker is starting in its bundle; rank 0 is asked for its node's IP
+            and a free port there (the torch.distributed rendezvous)
+    "start" every worker's command is being started (ray_worker.WorkerActor.start)
+    "run"   the commands run; `collect()` picks up exit statuses as they come
+
+Ranks go node by node (ray_nodes.ranks_by_node), so LOCAL_RANK and LOCAL_WORLD_SIZE describe
+the node a worker is on. Each worker reserves one unit of the slot resource: a GPU (Ray sets
+CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()` attaches this process to
+Ray. Decided here: a worker whose actor died (node lost, actor killed) gets the exit status
+LOST, which no process can have.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import ray
+from ray.exceptions import RayError
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from corral.core.cluster import Placement
+from corral.core.errors import CorralError
+from corral.core.jobs import BatchConfig
+from corral.executors.base import WorkerPlan
+from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
+from corral.executors.ray_worker import WorkerActor
+
+__all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
+           "LOST"]
+
+LOST = -128  # exit status recorded for a worker whose actor died: no real status
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class LaunchError(Exception):
+    """A worker set that cannot be started (one line, for the job's message)."""
+
+
+def _use_loopback() -> None:
+    """Keep a Ray on this machine on 127.0.0.1. Ray replaces a loopback address by the machine's
+    outward IP unless multi-node support is off (its macOS/Windows default); for a cluster on
+    one machine that is what we want (a private flag, set only if it exists)."""
+    import ray._private.ray_constants as constants
+
+    if hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+def connect(address: str | None, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray; True if this call did (so the caller disconnects later).
+    No address: start a single-node Ray on 127.0.0.1 without the dashboard."""
+    if ray.is_initialized():
+        return False
+    host = check_address(address) if address else None
+    if address is None or host in _LOOPBACK:
+        _use_loopback()
+    common = dict(include_dashboard=False, log_to_driver=False, logging_level="warning")
+    try:
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(num_cpus=num_cpus, **common)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorralError(f"cannot connect to {where}: {first}") from None
+    return True
+
+
+def check_address(address: str, timeout_s: float = 5.0) -> str | None:
+    """The host of a HOST:PORT Ray address, once something answers there (CorralError at once
+    otherwise: Ray itself retries for minutes); None for `auto` and `ray://` addresses."""
+    if address == "auto" or "://" in address:
+        return None
+    parts = urlsplit(f"//{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise CorralError(f"Ray address {address!r}: expected HOST:PORT (e.g. 10.0.0.1:6379)")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise CorralError(f"cannot reach the Ray cluster at {address}: "
+                          f"{exc.strerror or exc}") from None
+    return parts.hostname
+
+
+def ready(*refs: Any) -> bool:
+    """All of `refs` are resolved (without waiting)."""
+    if not refs:
+        return True
+    done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    return len(done) == len(refs)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a job should run: the policy's plan resolved to Ray nodes (None: wherever fits).
+    Two targets are the same when they ask for the same workers on the same Ray nodes with the
+    same batch, whatever node indices the policy used (they shift as nodes leave)."""
+
+    plan: WorkerPlan = field(compare=False)
+    nodes: tuple[tuple[str, int], ...] | None
+    count: int
+    batch: BatchConfig | None = None
+
+    @classmethod
+    def of(cls, plan: WorkerPlan, nodes: tuple[tuple[str, int], ...] | None,
+           count: int) -> "Target":
+        return cls(plan, nodes, count, plan.batch)
+
+
+@dataclass
+class WorkerSet:
+    """The Ray objects of one launch (see the module docstring for the phases)."""
+
+    target: Target
+    pg: Any
+    phase: str = "pg"
+    waiting: Any = None  # the future the "pg" or "addr" phase waits for
+    actors: list[Any] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    slots: list[tuple[int, str, int, int]] = field(default_factory=list)  # ranks_by_node
+    placement: Placement = field(default_factory=Placement)  # as node indices, once known
+    starts: list[Any] = field(default_factory=list)
+    waits: list[Any] = field(default_factory=list)
+    codes: list[int | None] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        return self.phase in ("start", "run")
+
+    @property
+    def live_names(self) -> tuple[str, ...]:
+        return tuple(n for n, c in zip(self.names, self.codes) if c is None) if self.started else ()
+
+    @property
+    def num_nodes(self) -> int:
+        return len({node for _, node, _, _ in self.slots})
+
+    def all_exited(self) -> bool:
+        return all(c is not None for c in self.codes)
+
+    def collect(self) -> None:
+        """Exit statuses of the workers that have exited since the last look."""
+        pending = [w for w, c in zip(self.waits, self.codes) if c is None]
+        if not pending:
+            return
+        done, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
+        done_ids = {d.hex() for d in done}
+        for i, ref in enumerate(self.waits):
+            if self.codes[i] is None and ref.hex() in done_ids:
+                try:
+                    self.codes[i] = int(ray.get(ref))
+                except RayError:  # its actor died: the node left, or it was killed
+                    self.codes[i] = LOST
+
+    def start_error(self) -> str | None:
+        """Once every start has answered: why a worker could not start (None if all did; an
+        actor that died shows as a lost worker when its status is collected)."""
+        for ref in self.starts:
+            try:
+                error = ray.get(ref).get("error")
+            except RayError:
+                continue
+            if error:
+                return error
+        return None
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to every worker still running (before start: calls it off)."""
+        for actor, code in zip(self.actors, self.codes or [None] * len(self.actors)):
+            if code is None:
+                actor.signal.remote(signum)
+
+    def kill_actors(self, only_running: bool = False) -> None:
+        for actor, code in zip(self.actors, self.codes or [None] * len(self.actors)):
+            if not (only_running and code is not None):
+                try:
+                    ray.kill(actor, no_restart=True)
+                except RayError:
+                    pass
+
+    def release(self) -> None:
+        """Kill the actors and free the placement group."""
+        self.kill_actors()
+        try:
+            remove_placement_group(self.pg)
+        except RayError:
+            pass
+
+
+class Launcher:
+    """Builds worker sets for one slot resource (see the module docstring)."""
+
+    def __init__(self, resource: str, token: str) -> None:
+        self.resource = resource
+        self.gpu = resource == "GPU"
+        self.backend = "nccl" if self.gpu else "gloo"
+        self.token = token
+        self._actor_cls = ray.remote(WorkerActor)
+        self._options = ({"num_gpus": 1, "num_cpus": 0} if self.gpu else
+                         {"num_cpus": 1} if resource == "CPU" else
+                         {"num_cpus": 0, "resources": {resource: 1}})
+
+    def reserve(self, target: Target) -> WorkerSet:
+        """Ask Ray for the target's placement group (phase "pg")."""
+        request = (bundles_for(target.nodes, self.resource) if target.nodes is not None
+                   else packed_bundles(target.count, self.resource))
+        try:
+            pg = placement_group(list(request.bundles), strategy=request.strategy,
+                                 bundle_label_selector=(list(request.selectors)
+                                                        if request.selectors else None))
+        except (RayError, ValueError, TypeError) as exc:
+            raise LaunchError(f"cannot reserve {target.count} {self.resource} slot(s): "
+                              f"{exc}".splitlines()[0]) from None
+        return WorkerSet(target, pg, waiting=pg.ready())
+
+    def create_actors(self, ws: WorkerSet, job_id: str, launch: int, table: NodeTable) -> None:
+        """The group is reserved: one actor per worker, in rank order (phase "addr")."""
+        info = placement_group_table(ws.pg)
+        sizes = [int(b.get(self.resource, 0)) for b in info["bundles"].values()]
+        nodes = [info["bundles_to_node_id"][b] for b in info["bundles"]]
+        ws.slots = ranks_by_node(sizes, nodes, [n.node_id for n in table.nodes])
+        ws.placement = table.placement_of([node for _, node, _, _ in ws.slots])
+        ws.names = [f"corral-{job_id}-{self.token}-{launch}-{r}" for r in range(len(ws.slots))]
+        ws.actors = [self._actor_cls.options(
+            name=name, max_concurrency=4, max_restarts=0, **self._options,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                ws.pg, placement_group_bundle_index=bundle)).remote()
+            for name, (bundle, _, _, _) in zip(ws.names, ws.slots)]
+        ws.phase, ws.waiting = "addr", ws.actors[0].address.remote()
+
+    def rendezvous(self, ws: WorkerSet) -> tuple[str, int]:
+        """Rank 0's node IP and port (once the "addr" future is ready); RayError if its actor
+        died before it answered."""
+        addr, port = ray.get(ws.waiting)
+        return str(addr), int(port)
+
+    def start(self, ws: WorkerSet, command: Sequence[str], cwd: str,
+              envs: Sequence[Mapping[str, str]], logs: Sequence[str]) -> None:
+        """Start worker r with `envs[r]`, its output to `logs[r]` (phase "start")."""
+        ws.starts = [a.start.remote(list(command), cwd, dict(env), log, self.gpu)
+                     for a, env, log in zip(ws.actors, envs, logs)]
+        ws.waits = [a.wait.remote() for a in ws.actors]
+        ws.codes = [None] * len(ws.actors)
+        ws.phase, ws.waiting = "start", None

@@ -1,0 +1,136 @@
+"""The Ray actor behind one worker of a job (corral.executors.ray).
+
+One actor per worker, placed in its job's placement-group bundle. It runs the job's command as a
+local process on its node (through ray_guard.py, so the process dies with the actor), with the
+environment the executor computed plus the devices Ray gave the actor, and answers the
+executor: `address()` (this node's IP and a free port, asked of rank 0 for the rendezvous),
+`start()`, `wait()` (blocks until the process exits; returns its status), `signal()`.
+
+The actor is threaded (`max_concurrency` > 1) so that `signal()` reaches it while `wait()`
+blocks. A `signal()` that arrives before `start()` means the launch was called off: `start()`
+then starts nothing and `wait()` answers the stop status at once.
+
+A Ray worker process is a child of its node's raylet. If the raylet dies (the node is killed
+or declared dead), Ray's driver sees the actor die at once, but the worker process may linger
+for a while; a watchdog thread then SIGKILLs the worker and exits, so that a job restarted
+elsewhere never races a stale copy of itself writing checkpoints (ray_guard.py covers the
+actor process itself dying). Torch-free; imports ray only inside methods.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from corral.train.env import STOP_EXIT_CODE
+
+__all__ = ["WorkerActor", "GUARD"]
+
+GUARD = Path(__file__).resolve().with_name("ray_guard.py")
+_WATCH_S = 0.2
+
+
+def _missing_program(command: Sequence[str], cwd: str, env: Mapping[str, str]) -> str | None:
+    """Why `command` cannot start here (None when it can, as far as can be told beforehand)."""
+    if not os.path.isdir(cwd):
+        return f"cannot start {command[0]!r}: working directory {cwd} does not exist on this node"
+    program = command[0]
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(cwd, program)
+        found = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    return None if found else f"cannot start {program!r}: no such executable on this node"
+
+
+class WorkerActor:
+    """Runs and watches one worker process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._called_off = False
+        self._started = threading.Event()
+        self._lock = threading.Lock()
+        self._raylet_pid = os.getppid()
+        threading.Thread(target=self._watch_raylet, name="corral-raylet-watchdog",
+                         daemon=True).start()
+
+    def _watch_raylet(self) -> None:
+        while os.getppid() == self._raylet_pid:
+            time.sleep(_WATCH_S)
+        if self._proc is not None:  # the raylet is gone: so is this worker
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os._exit(1)
+
+    def address(self) -> tuple[str, int]:
+        """This node's IP address and a TCP port that was free on it a moment ago."""
+        import ray
+
+        ip = ray.util.get_node_ip_address()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((ip, 0))
+            return ip, s.getsockname()[1]
+
+    def start(self, command: Sequence[str], cwd: str, env: Mapping[str, str], log_path: str,
+              gpu: bool) -> dict:
+        """Start the worker; {"pid", "node"} or {"error": one line}."""
+        import ray
+
+        full = dict(env)
+        if gpu:
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in ray.get_gpu_ids())
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            with self._lock:
+                if self._called_off:
+                    return {"pid": None, "node": node}
+                problem = _missing_program(command, cwd, full)
+                if problem:
+                    return {"error": problem}
+                Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+                with open(log_path, "ab") as log:
+                    self._proc = subprocess.Popen(
+                        [sys.executable, str(GUARD), *command], cwd=cwd, env=full, stdout=log,
+                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                return {"pid": self._proc.pid, "node": node}
+        except OSError as exc:
+            return {"error": f"cannot start {command[0]!r}: {exc.strerror or exc}"}
+        finally:
+            self._started.set()
+
+    def wait(self) -> int:
+        """The worker's exit status, once it has exited."""
+        self._started.wait()
+        if self._proc is None:
+            return STOP_EXIT_CODE
+        return self._proc.wait()
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the worker's process group (before start: call the launch off)."""
+        with self._lock:
+            if self._proc is None:
+                self._called_off = True
+                return
+            try:
+                os.killpg(self._proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def placement_group_hex(self) -> str | None:
+        """The id of the placement group this actor runs in (for a later executor's clean-up)."""
+        from ray.util import get_current_placement_group
+
+        pg = get_current_placement_group()
+        return pg.id.hex() if pg is not None else None
+

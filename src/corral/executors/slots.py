@@ -1,0 +1,67 @@
+"""Which devices of this machine a job's workers get: GPU ids, or numbered CPU slots.
+
+GPUs come from CUDA_VISIBLE_DEVICES when it is set, else from `nvidia-smi`; without GPUs the
+machine offers a configured number of CPU slots (one worker process each, one BLAS thread).
+A job keeps the slots it held when it is restarted on no more of them (fewer moves on resize).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Iterable
+
+__all__ = ["detect_gpus", "SlotPool"]
+
+
+def detect_gpus() -> list[int]:
+    """Ids of the GPUs this process may use ([] when there are none)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [int(v) for v in visible.split(",") if v.strip().isdigit()]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [int(line) for line in out.split() if line.strip().isdigit()]
+
+
+class SlotPool:
+    """Free and held device slots; `ids` are GPU ids or CPU slot numbers."""
+
+    def __init__(self, ids: Iterable[int], gpu: bool) -> None:
+        self.ids = list(ids)
+        if not self.ids:
+            raise ValueError("a slot pool needs at least one slot")
+        self.gpu = gpu
+        self._owner: dict[int, str] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    def free(self) -> list[int]:
+        return [i for i in self.ids if i not in self._owner]
+
+    def held(self, owner: str) -> list[int]:
+        return [i for i in self.ids if self._owner.get(i) == owner]
+
+    def acquire(self, owner: str, count: int, prefer: Iterable[int] = ()) -> list[int] | None:
+        """`count` free slots for `owner` (preferring `prefer`), or None if too few are free."""
+        free = self.free()
+        if count > len(free):
+            return None
+        preferred = [i for i in prefer if i in free]
+        chosen = (preferred + [i for i in free if i not in preferred])[:count]
+        for i in chosen:
+            self._owner[i] = owner
+        return sorted(chosen)
+
+    def release(self, owner: str) -> None:
+        for i in self.held(owner):
+            del self._owner[i]

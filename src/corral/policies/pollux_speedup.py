@@ -1,0 +1,102 @@
+"""SPEEDUP_j(N, K) tables for the Pollux search (Pollux OSDI'21 Eq. 15, spec §2.7).
+
+SPEEDUP_j(N, K) = best goodput of job j on K GPUs over N nodes / its best goodput on the fair
+share a_f, each "best" being the Eq. 13 batch optimum (`corral.perf.goodput`). The search
+looks speedups up millions of times, so each round fills a dense (N, K) table per job. Best
+goodputs are memoised per job while its goodput function object stays the same (the job's
+estimator rebuilds it only when its model or gradient statistics change), and all jobs' missing
+entries are computed in one vectorised `optimize_many` call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from corral.perf.goodput import GoodputFunction, optimize_many
+
+__all__ = ["SpeedupGrids", "linear_speedups"]
+
+
+def linear_speedups(max_nodes: int, max_gpus: int, fair_gpus: int) -> np.ndarray:
+    """Perfect scaling (a job with no model yet): SPEEDUP = K / K_f for every N >= 1."""
+    row = np.tile(np.arange(max_gpus + 1, dtype=float) / fair_gpus, (max_nodes + 1, 1))
+    row[0] = 0.0
+    return row
+
+
+class _Memo:
+    __slots__ = ("fn", "values")
+
+    def __init__(self, fn: GoodputFunction, rows: int, cols: int) -> None:
+        self.fn = fn
+        self.values = np.full((rows, cols), np.nan)
+        self.values[:, 0] = 0.0
+        self.values[0, :] = 0.0
+
+    def ensure(self, rows: int, cols: int) -> None:
+        r0, c0 = self.values.shape
+        if rows <= r0 and cols <= c0:
+            return
+        grown = np.full((max(rows, r0), max(cols, c0)), np.nan)
+        grown[:, 0] = 0.0
+        grown[0, :] = 0.0
+        grown[:r0, :c0] = self.values
+        self.values = grown
+
+
+class SpeedupGrids:
+    """Per-job memoised best-goodput grids; `tables` turns them into speedup tables."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, _Memo] = {}
+
+    def forget_except(self, names: set[str]) -> None:
+        for name in [n for n in self._memo if n not in names]:
+            del self._memo[name]
+
+    def tables(self, jobs: list[tuple[str, GoodputFunction | None, int, int]], fair_nodes: int,
+               fair_gpus: int) -> list[np.ndarray]:
+        """For each (name, goodput fn or None, max_nodes, max_gpus): the speedup table
+        [N, K], N <= max_nodes, K <= max_gpus, relative to (fair_nodes, fair_gpus)."""
+        need_fn: list[GoodputFunction] = []
+        which, nodes, gpus, owners = [], [], [], []
+        for name, fn, max_nodes, max_gpus in jobs:
+            if fn is None:
+                continue
+            memo = self._memo.get(name)
+            rows, cols = max_nodes + 1, max(max_gpus, fair_gpus) + 1
+            if memo is None or memo.fn is not fn:
+                memo = self._memo[name] = _Memo(fn, rows, cols)
+            memo.ensure(rows, cols)
+            sub = memo.values[:rows, :cols]
+            n_idx, k_idx = np.nonzero(np.isnan(sub))
+            keep = n_idx <= k_idx
+            if not keep.all():  # N > K is impossible: never asked for
+                sub[n_idx[~keep], k_idx[~keep]] = 0.0
+                n_idx, k_idx = n_idx[keep], k_idx[keep]
+            if len(n_idx):
+                which.append(np.full(len(n_idx), len(need_fn)))
+                need_fn.append(fn)
+                nodes.append(n_idx)
+                gpus.append(k_idx)
+                owners.append(memo)
+        if need_fn:
+            best = optimize_many(need_fn, np.concatenate(which), np.concatenate(nodes),
+                                 np.concatenate(gpus))[0]
+            at = 0
+            for memo, n_idx, k_idx in zip(owners, nodes, gpus):
+                memo.values[n_idx, k_idx] = best[at:at + len(n_idx)]
+                at += len(n_idx)
+        out = []
+        for name, fn, max_nodes, max_gpus in jobs:
+            if fn is None:
+                out.append(linear_speedups(max_nodes, max_gpus, fair_gpus))
+                continue
+            values = self._memo[name].values
+            base = values[min(fair_nodes, fair_gpus, values.shape[0] - 1), fair_gpus]
+            if base <= 0:  # no batch fits the fair share: compare with the best on fewer GPUs
+                k = np.arange(1, fair_gpus + 1)
+                base = np.max(values[np.minimum(min(fair_nodes, values.shape[0] - 1), k), k])
+            table = values[:max_nodes + 1, :max_gpus + 1]
+            out.append(table / base if base > 0 else table.copy())
+        return out

@@ -1,0 +1,78 @@
+"""`sidecar-termination`: the termination-based baseline of the SideCar paper (Wang et al.
+SC'20 §V; spec /work/shared/specs/sidecar.md §4, "Approaches compared" 2).
+
+"It adopts the scheduling algorithm proposed in Optimus": it only reshapes up. An incoming job
+gets one GPU (its smallest allowed count) while any GPU is idle, and waits otherwise; idle GPUs
+are then added to running jobs one step at a time, each step a termination and restart of the
+job in Kubernetes, "gradually searching for the optimal number of GPUs". Run it on the
+`termination` mechanism to get the paper's costs.
+
+Decided where the paper is silent (spec §6 item 9): each step goes to the running job whose
+predicted completion (SideCar's time model, `corral.perf.sidecar_time`) falls most when it moves
+to its next allowed GPU count, net of the profiled reshape overhead (`overheads`, `termination`
+by default); only steps with a positive gain are taken; a job takes at most one step per
+decision, and none while it may still be restarting from its previous step (within `grow_s` of
+its last change), so the search is gradual, as in the paper's Fig. 10. Pending jobs start in
+submission order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corral.core.jobs import Decision, Snapshot
+from corral.core.policy import register_policy
+from corral.policies.placement import consolidated
+from corral.policies.sidecar import Sidecar, check_params, grow_placement
+
+
+@dataclass
+class TerminationParams:
+    overheads: str = "termination"  # overhead profile the predictions use
+    gpu_counts: str = "pow2"  # allowed GPU counts: "pow2" or a list such as "1,2,4"
+
+    def __post_init__(self) -> None:
+        check_params(self.overheads, self.gpu_counts)
+
+
+@register_policy
+class SidecarTermination(Sidecar):
+    name = "sidecar-termination"
+    summary = "SideCar paper's termination baseline: one GPU per new job, then Optimus-style +1 steps up"
+    Params = TerminationParams
+    decides_on_change_only = False  # keeps stepping jobs up at every round
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        model = self.model(snapshot)
+        plan = self.start_plan(snapshot, model)
+        cluster = snapshot.cluster
+        for view in snapshot.jobs:
+            if view.name in plan.assignments:
+                continue
+            placement = consolidated(plan.free, self.counts(view.spec, cluster)[0])
+            if placement is not None:
+                plan.place(view.spec, placement, model.new_job_s(view, placement.num_gpus))
+        settle_s = model.overheads.grow_s
+        views = {v.name: v for v in snapshot.jobs}
+        while sum(plan.free) > 0:
+            best = None
+            for name, a in plan.assignments.items():
+                view = views[name]
+                recent = view.last_change_s is not None and snapshot.time_s - view.last_change_s < settle_s
+                if name in plan.touched or recent:
+                    continue
+                cur = a.placement.num_gpus
+                step = next((n for n in self.counts(view.spec, cluster) if n > cur), None)
+                if step is None or step - cur > sum(plan.free):
+                    continue
+                placement = grow_placement(a.placement, step - cur, plan.free)
+                new_host = len(placement.slots) > len(a.placement.slots)
+                left = model.running_s(view, step, new_host)
+                gain = plan.left_s[name] - left
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, view, placement, left)
+            if best is None:
+                break
+            _, view, placement, left = best
+            plan.place(view.spec, placement, left)
+        return Decision(plan.assignments)

@@ -1,0 +1,90 @@
+"""`corral serve`: the store, the executor, the control loop and the API in one process.
+
+The control loop runs in a background thread; uvicorn serves the API in the main thread and
+handles SIGINT/SIGTERM. On shutdown every job's workers are asked to checkpoint and stop, so the
+next `corral serve` on the same data directory resumes them. A service killed outright (kill -9)
+leaves its workers running; the next one reclaims them (corral.service.loop.ControlLoop.recover).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from corral.core.errors import CorralError
+from corral.core.policy import create_policy
+from corral.executors import create_executor
+from corral.service.endpoint import clear_address, server_token, write_address
+from corral.service.loop import ControlLoop
+from corral.service.store import Store
+
+__all__ = ["ServeOptions", "serve"]
+
+
+@dataclass
+class ServeOptions:
+    data_dir: Path
+    policy: str = "pollux"
+    policy_params: Mapping[str, Any] = field(default_factory=dict)
+    executor: str = "local"
+    executor_options: Mapping[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 8642
+    interval_s: float = 60.0
+    token: str | None = None
+    stop_timeout_s: float = 30.0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CorralError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(opts: ServeOptions, on_ready: Any = None) -> None:
+    """Run the service until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from corral.service.api import create_app
+
+    policy = create_policy(opts.policy, opts.policy_params)
+    directory = opts.data_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    token = server_token(directory, opts.token)
+    sock = _bind(opts.host, opts.port)
+    store = Store(directory / "state.db")
+    executor = create_executor(opts.executor, directory, **opts.executor_options)
+    try:
+        loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s)
+        loop.recover()
+        app = create_app(store, executor, loop, token)
+        host, port = sock.getsockname()[:2]
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        write_address(directory, url)
+        stop = threading.Event()
+        worker = threading.Thread(target=loop.run, args=(stop,), name="corral-control-loop",
+                                  daemon=True)
+        worker.start()
+        if on_ready is not None:
+            on_ready(url, token)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        try:
+            server.run(sockets=[sock])
+        finally:
+            stop.set()
+            worker.join(timeout=10)
+    finally:
+        clear_address(directory)
+        executor.shutdown(opts.stop_timeout_s)
+        store.close()
+        sock.close()

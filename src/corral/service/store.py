@@ -1,0 +1,168 @@
+"""The service's durable state, in SQLite: jobs, their assignments, events and telemetry.
+
+Every change the control loop makes is written before the next round, so a service that is
+killed and started again finds every job (SideCar keeps the same tables in its in-memory
+database, spec 1.1; here they survive a crash). The API writes submissions and cancel requests
+here and the control loop picks them up, so the two never share Python objects. One connection,
+guarded by a lock, in WAL mode.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["Store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    status TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS assignments (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
+    placement TEXT NOT NULL, num_gpus INTEGER NOT NULL, batch TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT, time_s REAL NOT NULL,
+    kind TEXT NOT NULL, detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS telemetry (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
+    launch INTEGER, world_size INTEGER, steps INTEGER, epoch INTEGER, progress REAL, loss REAL,
+    local_bsz INTEGER, accum_steps INTEGER, total_bsz INTEGER, metric REAL, state TEXT,
+    resumed_steps INTEGER, resumed_loss REAL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
+"""
+
+
+class Store:
+    """Thread-safe access to the service database."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _exec(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).fetchall()
+
+    # -- meta -----------------------------------------------------------------------------
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._exec("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._exec("INSERT INTO meta(key, value) VALUES(?, ?) "
+                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def origin(self) -> float:
+        """Wall-clock time that is t = 0 of the service's clock (fixed on first start)."""
+        value = self.meta("origin")
+        if value is None:
+            value = repr(time.time())
+            self.set_meta("origin", value)
+        return float(value)
+
+    # -- jobs -----------------------------------------------------------------------------
+    def add_job(self, make_doc: Any) -> dict[str, Any]:
+        """Insert a job whose document `make_doc(job_id)` builds; returns the document."""
+        with self._lock:
+            cur = self._db.execute("INSERT INTO jobs(id, status, doc) VALUES('', 'new', '{}')")
+            job_id = f"job-{cur.lastrowid}"
+            doc = make_doc(job_id)
+            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ? WHERE seq = ?",
+                             (job_id, doc["status"], json.dumps(doc), cur.lastrowid))
+        return doc
+
+    def save_job(self, doc: dict[str, Any]) -> None:
+        self._exec("UPDATE jobs SET status = ?, doc = ? WHERE id = ?",
+                   (doc["status"], json.dumps(doc), doc["id"]))
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._exec("SELECT doc FROM jobs WHERE id = ?", (job_id,))
+        return json.loads(rows[0]["doc"]) if rows else None
+
+    def jobs(self, statuses: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        if statuses is None:
+            rows = self._exec("SELECT doc FROM jobs WHERE status != 'new' ORDER BY seq")
+        else:
+            st = list(statuses)
+            rows = self._exec(f"SELECT doc FROM jobs WHERE status IN ({','.join('?' * len(st))}) "
+                              "ORDER BY seq", st)
+        return [json.loads(r["doc"]) for r in rows]
+
+    def jobs_after(self, seq: int) -> list[tuple[int, dict[str, Any]]]:
+        """(seq, document) of jobs submitted after `seq`, oldest first."""
+        rows = self._exec("SELECT seq, doc FROM jobs WHERE seq > ? AND status != 'new' "
+                          "ORDER BY seq", (seq,))
+        return [(r["seq"], json.loads(r["doc"])) for r in rows]
+
+    def request_cancel(self, job_id: str) -> bool:
+        with self._lock:
+            cur = self._db.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+            return cur.rowcount > 0
+
+    def cancel_requests(self) -> list[str]:
+        rows = self._exec("SELECT id FROM jobs WHERE cancel_requested = 1 "
+                          "AND status IN ('queued', 'running')")
+        return [r["id"] for r in rows]
+
+    # -- history --------------------------------------------------------------------------
+    def add_event(self, time_s: float, job_id: str | None, kind: str, detail: str = "") -> None:
+        self._exec("INSERT INTO events(job_id, time_s, kind, detail) VALUES(?, ?, ?, ?)",
+                   (job_id, time_s, kind, detail))
+
+    def events(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        if job_id is None:
+            rows = self._exec("SELECT * FROM events ORDER BY seq")
+        else:
+            rows = self._exec("SELECT * FROM events WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [dict(r) for r in rows]
+
+    def add_assignment(self, time_s: float, job_id: str, placement: str, num_gpus: int,
+                       batch: str | None) -> None:
+        self._exec("INSERT INTO assignments(job_id, time_s, placement, num_gpus, batch) "
+                   "VALUES(?, ?, ?, ?, ?)", (job_id, time_s, placement, num_gpus, batch))
+
+    def assignments(self, job_id: str) -> list[dict[str, Any]]:
+        rows = self._exec("SELECT * FROM assignments WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [dict(r) for r in rows]
+
+    def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
+        batch = report.get("batch") or [None, None]
+        metrics = report.get("metrics") or []
+        resumed = report.get("resumed") or {}
+        self._exec(
+            "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
+            "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (job_id, time_s, report.get("launch"), report.get("world_size"), report.get("steps"),
+             report.get("epoch"), report.get("progress"), report.get("loss"), batch[0], batch[1],
+             report.get("total_bsz"), metrics[-1][2] if metrics else None, report.get("state"),
+             resumed.get("steps"), resumed.get("loss")))
+
+    def telemetry(self, job_id: str) -> list[dict[str, Any]]:
+        rows = self._exec("SELECT * FROM telemetry WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [dict(r) for r in rows]

@@ -1,0 +1,59 @@
+"""The job's report to the scheduler: progress plus its fitted models (Pollux spec 1.2 "Reports").
+
+Rank 0 of a `corral.train` job rewrites one JSON file atomically every report interval, after
+the first step of every launch, at epoch ends and when it stops or finishes; the executor reads
+it (SideCar's periodic monitoring report, spec 1.4). Keys:
+
+    time            wall-clock time of the report (s since the Unix epoch)
+    state           "running", "stopped" (checkpointed on request) or "finished"
+    launch          the launch number the executor gave (0 = first start)
+    world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz
+    steps, epoch, progress (scale-invariant iterations), samples (stream position)
+    loss            mean training loss over the last report interval
+    lr_scale        the learning-rate factor of the last step
+    metrics         [[steps, epoch, value], ...] validation metrics recorded by the job
+    estimator       JobEstimator.to_dict() (throughput profile, gradient statistics, fit)
+    resumed         {"steps", "epoch", "loss", "checkpoint"} of the checkpoint this launch
+                    started from, or null
+    first_step_time wall-clock time the first step of this launch ended
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from corral.train.files import atomic_write_json, read_json
+
+__all__ = ["Reporter", "read_report", "REPORT_FILE"]
+
+REPORT_FILE = "report.json"
+
+
+class Reporter:
+    """Writes the report when due (rank 0 only); a no-op without a path."""
+
+    def __init__(self, path: str | Path | None, interval_s: float) -> None:
+        self.path = Path(path) if path else None
+        self.interval_s = interval_s
+        self._last = -float("inf")
+
+    def due(self, now: float | None = None) -> bool:
+        if self.path is None:
+            return False
+        return (time.monotonic() if now is None else now) - self._last >= self.interval_s
+
+    def write(self, doc: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        self._last = time.monotonic()
+        atomic_write_json(self.path, {"time": time.time(), **doc})
+
+
+def read_report(path: str | Path) -> dict[str, Any] | None:
+    """The latest report in `path`, or None when there is none (yet)."""
+    doc = read_json(path)
+    return doc if isinstance(doc, dict) else None

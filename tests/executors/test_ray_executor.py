@@ -1,0 +1,183 @@
+"""The Ray executor: the shared executor contract, plus what only a multi-node cluster shows.
+
+One local Ray cluster per module, on 127.0.0.1 without the dashboard: a head node and a second
+node started with ray.cluster_utils.Cluster (two raylets on this machine). Slots are custom
+resources standing in for GPUs: `contract_slot` (4, on the head only: the contract places every
+job on node 0) and `corral_slot` (2 on each node: the multi-node tests). The cluster is shut
+down at the end of the module, whatever happened. Skipped when ray is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="ray is not installed (pip install 'corral[ray]')")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import ray  # noqa: E402
+from corral.core.cluster import Placement  # noqa: E402
+from corral.core.errors import CorralError  # noqa: E402
+from corral.executors import create_executor  # noqa: E402
+from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
+from corral.executors.ray import RayExecutor, connect  # noqa: E402
+from corral.executors.ray_launch import check_address  # noqa: E402
+from corral.executors.ray_nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+#: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
+FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
+                   "health_check_failure_threshold": 3}
+
+
+def _load_contract():
+    path = Path(__file__).resolve().parent / "contract.py"
+    spec = importlib.util.spec_from_file_location("corral_executor_contract", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+contract = _load_contract()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """Head (contract_slot 4, corral_slot 2) + one more node (corral_slot 2), torn down after."""
+    cluster = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=1, resources={"contract_slot": 4, "corral_slot": 2}, include_dashboard=False,
+        node_ip_address="127.0.0.1", _system_config=FAST_NODE_DEATH))
+    try:
+        cluster.add_node(num_cpus=0, resources={"corral_slot": 2}, node_ip_address="127.0.0.1")
+        connect(cluster.address)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _executor(data_dir: Path, resource: str, max_retries: int = 2) -> RayExecutor:
+    return RayExecutor(data_dir, resource=resource, max_retries=max_retries, stop_timeout_s=10,
+                       crash_grace_s=1, poll_s=0.02, nodes_poll_s=0.2)
+
+
+class TestRayExecutorContract(contract.ExecutorContract):
+    @pytest.fixture
+    def make_executor(self, ray_cluster):
+        def make(data_dir: Path, slots: int, max_retries: int) -> RayExecutor:
+            ex = _executor(data_dir, "contract_slot", max_retries)
+            assert ex.cluster().total_gpus >= slots
+            return ex
+        return make
+
+
+def test_node_table_keeps_node_indices_stable() -> None:
+    table = NodeTable("GPU")
+
+    def raw(node_id: str, alive: bool = True, head: bool = False, gpus: int = 2) -> dict:
+        res = {"GPU": gpus, **({"node:__internal_head__": 1} if head else {})}
+        return {"NodeID": node_id, "Alive": alive, "NodeManagerAddress": "10.0.0.1", "Resources": res}
+
+    table.update([raw("bb"), raw("aa", head=True), raw("cc", gpus=0)])
+    assert [n.node_id for n in table.nodes] == ["aa", "bb"]  # head first; no GPUs: not a node
+    table.update([raw("00"), raw("bb"), raw("aa", head=True)])  # a node joins: appended
+    assert [n.node_id for n in table.nodes] == ["aa", "bb", "00"]
+    table.update([raw("00"), raw("bb", alive=False), raw("aa", head=True)])  # one leaves
+    assert [n.node_id for n in table.nodes] == ["aa", "00"]
+    assert table.cluster().gpus_per_node == (2, 2)
+    assert table.resolve(Placement(((0, 1), (1, 2)))) == (("aa", 1), ("00", 2))
+    assert table.resolve(Placement(((2, 1),))) is None and table.resolve(Placement(((0, 3),))) is None
+    assert bundles_for((("aa", 2),), "GPU").strategy == "STRICT_PACK"
+    spread = bundles_for((("aa", 1), ("00", 2)), "GPU")
+    assert spread.strategy == "STRICT_SPREAD" and spread.bundles == ({"GPU": 1.0}, {"GPU": 2.0})
+    assert spread.selectors == ({"ray.io/node-id": "aa"}, {"ray.io/node-id": "00"})
+    # ranks go node by node in table order; local ranks count within a node
+    assert ranks_by_node([1, 2], ["00", "aa"], ["aa", "00"]) == [
+        (1, "aa", 0, 2), (1, "aa", 1, 2), (0, "00", 0, 1)]
+
+
+def test_a_bad_ray_address_is_a_one_line_error() -> None:
+    for address, text in (("nohost", "expected HOST:PORT"), ("127.0.0.1:x", "expected HOST:PORT"),
+                          ("127.0.0.1:1", "cannot reach the Ray cluster at 127.0.0.1:1")):
+        with pytest.raises(CorralError, match=text) as err:
+            check_address(address)
+        assert "\n" not in str(err.value)
+    assert check_address("auto") is None and check_address("ray://head:10001") is None
+
+
+def test_registered_by_name(ray_cluster, tmp_path: Path) -> None:
+    ex = create_executor("ray", tmp_path, resource="corral_slot")
+    try:
+        assert isinstance(ex, RayExecutor) and ex.cluster().gpus_per_node == (2, 2)
+    finally:
+        ex.shutdown(5)
+
+
+def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_path: Path) -> None:
+    """Workers on both nodes; a resize onto the second node; that node removed: the job restarts
+    from its checkpoint on the node that remains and finishes."""
+    ex = _executor(tmp_path / "data", "corral_slot")
+    try:
+        cluster = ex.cluster()
+        assert cluster.gpus_per_node == (2, 2)
+        job = contract.launch("span", "count", 150)
+        ex.place(job, WorkerPlan(Placement(((0, 1), (1, 1)))))
+        ex.wait_for("span", ExecState.RUNNING, contract.TIMEOUT_S)
+        contract.wait_until(lambda: "starts at" in ex.read_log("span")
+                            and len(contract.env_lines(ex, "span")) == 2, what="first launch")
+        assert ex.status("span").plan.placement == Placement(((0, 1), (1, 1)))
+        first = contract.env_lines(ex, "span")
+        assert sorted((l["RANK"], l["LOCAL_RANK"], l["LOCAL_WORLD_SIZE"]) for l in first) == [
+            ("0", "0", "1"), ("1", "0", "1")]  # one worker on each node
+
+        time.sleep(0.5)
+        ex.place(job, WorkerPlan(Placement(((1, 2),))))  # resize: both workers on node 1
+        contract.wait_until(lambda: "rank 0 launch 1 starts" in ex.read_log("span"), what="resize")
+        assert ex.status("span").plan.placement == Placement(((1, 2),))
+        log = ex.read_log("span")
+        stopped_at = int(log.split("rank 0 stopped at ")[1].split()[0])
+        assert f"rank 0 launch 1 starts at {stopped_at}" in log
+
+        node1 = ex.node_ids()[1]  # the node the job now runs on
+        removed = [n for n in ray_cluster.worker_nodes if n.node_id == node1]
+        assert removed, "the job's node is not the removable worker node"
+        lost_pids = [l["pid"] for l in contract.env_lines(ex, "span") if l["config"]["launch"] == 1]
+        ray_cluster.remove_node(removed[0], allow_graceful=False)  # as if the machine died
+        contract.wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in lost_pids), 10,
+                            "the lost node's worker processes to die with their actors")
+        st = ex.wait_for("span", contract.END, 60)
+        assert st.state is ExecState.DONE, ex.read_log("span")
+        assert st.crashes == 1 and st.launches == 3
+        assert ex.cluster().gpus_per_node == (2,)  # the node table followed the removal
+        assert f"rank 0 launch 2 starts at {stopped_at}" in ex.read_log("span")
+        third = [l for l in contract.env_lines(ex, "span") if l["config"]["launch"] == 2]
+        assert sorted(l["RANK"] for l in third) == ["0", "1"]  # same size, on what remains
+        assert json.loads((ex.checkpoint_dir("span") / "count.json").read_text())["count"] >= stopped_at
+    finally:
+        ex.shutdown(10)
+
+
+def test_kuberay_manifest_is_a_raycluster_with_shared_storage() -> None:
+    """docs/kuberay-raycluster.yaml parses, and every pod mounts the shared volume."""
+    yaml = pytest.importorskip("yaml")
+    path = Path(__file__).resolve().parents[2] / "docs" / "kuberay-raycluster.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    ray_cluster = next(d for d in docs if d["kind"] == "RayCluster")
+    assert ray_cluster["apiVersion"] == "ray.io/v1"
+    pods = [ray_cluster["spec"]["headGroupSpec"]["template"]["spec"],
+            *(g["template"]["spec"] for g in ray_cluster["spec"]["workerGroupSpecs"])]
+    for pod in pods:
+        mounts = {m["mountPath"] for c in pod["containers"] for m in c["volumeMounts"]}
+        assert "/shared" in mounts
+    head_env = {e["name"]: e["value"] for e in pods[0]["containers"][0]["env"]}
+    assert head_env["CORRAL_RAY_STORAGE"].startswith("/shared/")
+    claims = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    assert claims["corral-shared"]["spec"]["accessModes"] == ["ReadWriteMany"]

@@ -1,0 +1,64 @@
+"""`optimize_many` (many jobs' Eq. 13 in one pass) and warm-started throughput fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corral.perf.efficiency import NO_STATS, GradStats
+from corral.perf.goodput import GoodputFunction, optimize_many
+from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
+
+PARAMS = ThroughputParams(alpha_grad=0.02, beta_grad=0.0007, alpha_local=0.03,
+                          beta_local=0.002, alpha_node=0.12, beta_node=0.003, gamma=2.0)
+
+
+def _fns() -> list[GoodputFunction]:
+    other = ThroughputParams(0.1, 0.002, 0.01, 0.001, 0.3, 0.01, 1.3)
+    return [
+        GoodputFunction(PARAMS, GradStats(1.0, 30.0), 128, 4096, 32, 1024, True),
+        GoodputFunction(other, GradStats(2.0, 5.0), 12, 384, 4, 12, True),
+        GoodputFunction(PARAMS, NO_STATS, 256, 256, 32, 256, False),  # fixed batch
+        GoodputFunction(other, GradStats(0.5, 100.0), 20, 640, 10, 80, False),
+    ]
+
+
+def test_optimize_many_equals_each_function():
+    fns = _fns()
+    rng = np.random.default_rng(0)
+    gpus = rng.integers(0, 40, size=200)
+    nodes = np.where(gpus > 0, np.minimum(rng.integers(1, 9, size=200), gpus), 0)
+    which = rng.integers(0, len(fns), size=200)
+    best, local, accum = optimize_many(fns, which, nodes, gpus)
+    for i in range(200):
+        b, m, s = fns[which[i]].optimize(int(nodes[i]), int(gpus[i]))
+        assert best[i] == pytest.approx(b, rel=1e-12, abs=0)
+        assert (local[i], accum[i]) == (m, s)
+
+
+def test_optimize_many_edge_cases():
+    assert [a.size for a in optimize_many(_fns(), [], [], [])] == [0, 0, 0]
+    with pytest.raises(ValueError):
+        optimize_many(_fns(), [0, 1], [1], [1])
+
+
+def _synthetic(true: ThroughputParams):
+    n = np.array([1, 1, 1, 1, 2, 2, 4, 4, 1, 2])
+    k = np.array([1, 2, 4, 4, 4, 8, 8, 16, 1, 8])
+    m = np.array([32, 64, 32, 128, 64, 32, 128, 64, 128, 128])
+    step = np.asarray(iteration_time(true, n, k, m, 0))
+    sync = step - (true.alpha_grad + true.beta_grad * m)
+    return n, k, m, step, sync
+
+
+def test_warm_started_fit_reaches_the_cold_fit():
+    cold = fit_throughput(*_synthetic(PARAMS), prior_driven=False)
+    # start from a perturbed earlier fit, with one parameter at the bound (as if pinned)
+    start = ThroughputParams(0.03, 0.001, 1e-8, 0.001, 0.2, 0.004, 1.5)
+    warm = fit_throughput(*_synthetic(PARAMS), prior_driven=False, initial=start)
+    n, k, m, step, _ = _synthetic(PARAMS)
+    for fitted in (cold, warm):
+        pred = np.asarray(iteration_time(fitted, n, k, m, 0))
+        np.testing.assert_allclose(pred, step, rtol=0.01)
+    assert warm.alpha_grad == pytest.approx(cold.alpha_grad, rel=0.02)
+    assert warm.beta_grad == pytest.approx(cold.beta_grad, rel=0.02)

@@ -1,0 +1,313 @@
+"""Pollux: fitness and penalty by hand, repair invariants, exploration cap, warm start,
+parameters, the fairness knob toward max-min, and an end-to-end win over fifo."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from corral.core import Cluster, JobSpec, create_policy
+from corral.core.cluster import Placement
+from corral.core.errors import UnknownPolicyError
+from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
+from corral.perf.estimator import JobEstimator
+from corral.policies.pollux import Pollux, PolluxParams, max_gpus_for, realloc_factor
+from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
+                                           SpeedupTable, _Searcher, fitness, genetic_search,
+                                           power_mean, remap_population)
+from corral.sim.config import EngineConfig
+from corral.sim.engine import Simulator
+from corral.sim.metrics import summarize
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads import synthetic
+
+
+# --------------------------------------------------------------------- fitness and penalty
+
+
+def test_power_mean_by_hand():
+    v = np.array([1.0, 3.0])
+    a, b = 1.0 + SPEEDUP_EPS, 3.0 + SPEEDUP_EPS
+    assert power_mean(v, 1) == pytest.approx((a + b) / 2)
+    assert power_mean(v, -1) == pytest.approx(2 / (1 / a + 1 / b))
+    assert power_mean(v, 2) == pytest.approx(((a * a + b * b) / 2) ** 0.5)
+    assert power_mean(v, 0) == pytest.approx(3 ** 0.5)  # geometric of max(v, eps)
+    # a job without GPUs counts as eps: with p = -1 it dominates the harmonic mean
+    assert power_mean(np.array([0.0, 4.0]), -1) == pytest.approx(
+        2 / (1 / SPEEDUP_EPS + 1 / (4 + SPEEDUP_EPS)))
+    # rows are individuals
+    np.testing.assert_allclose(power_mean(np.array([[1.0, 3.0], [2.0, 2.0]]), 1),
+                               [2 + SPEEDUP_EPS, 2 + SPEEDUP_EPS])
+
+
+def test_fitness_applies_penalty_only_to_changed_jobs():
+    speedups = np.array([[2.0, 4.0]])
+    penalty = np.array([0.5, 0.25])
+    got = fitness(speedups, np.array([[True, False]]), penalty, 1.0)
+    assert got[0] == pytest.approx((1.0 + 4.0) / 2 + SPEEDUP_EPS)
+
+
+def test_realloc_factor_by_hand():
+    assert realloc_factor(300, 2, 30) == pytest.approx((300 - 60) / 330)
+    assert realloc_factor(60, 0, 30) == pytest.approx(60 / 90)  # starting a pending job
+    assert realloc_factor(50, 3, 30) == 0.0  # floored at 0
+    assert realloc_factor(50, 3, 0) == 1.0  # restarts cost nothing
+
+
+# ------------------------------------------------------------------------------ search
+
+def _problem(node_gpus, max_gpus, tables=None, base=None, penalty=None, p=-1.0, min_gpus=None):
+    J = len(max_gpus)
+    N = len(node_gpus)
+    if tables is None:  # linear speedups with a mild cross-node discount
+        tables = []
+        for cap in max_gpus:
+            t = np.tile(np.arange(cap + 1, dtype=float), (min(16, N, cap) + 1, 1))
+            t[2:] *= 0.8
+            t[0] = 0
+            tables.append(t)
+    return AllocationProblem(
+        node_gpus=np.array(node_gpus), base=np.zeros((J, N), dtype=np.int64) if base is None
+        else np.array(base), max_gpus=np.array(max_gpus),
+        min_gpus=np.ones(J, dtype=np.int64) if min_gpus is None else np.array(min_gpus),
+        speedup=SpeedupTable(tables), penalty=np.ones(J) if penalty is None else np.array(penalty),
+        p=p)
+
+
+def _random_population(s: _Searcher, rng, size=60) -> np.ndarray:
+    """Valid-capacity slot arrays with random jobs (unsorted on purpose, then sorted)."""
+    S = rng.integers(0, s.J + 1, size=(size, s.num_nodes, s.C))
+    S = np.where(s.blocked, s.block, S)
+    return np.sort(S, axis=-1)
+
+
+def _dense(s: _Searcher, S: np.ndarray) -> np.ndarray:
+    return np.stack([s.decode(x) for x in S])
+
+
+def test_repair_enforces_interference_caps_and_capacity():
+    rng = np.random.default_rng(1)
+    pb = _problem([4, 4, 2, 4, 3, 4], max_gpus=[1, 2, 3, 6, 8, 12, 5, 4], min_gpus=[1] * 6 + [3, 1])
+    s = _Searcher(pb, SearchSettings(max_nodes_per_job=3), rng)
+    repaired = s.repair(_random_population(s, rng, 200))
+    A = _dense(s, repaired)  # (P, J, nodes)
+    assert np.all(A.sum(axis=1) <= pb.node_gpus)  # node capacity
+    K = A.sum(axis=2)
+    assert np.all(K <= pb.max_gpus)  # per-job cap
+    assert np.all((K == 0) | (K >= pb.min_gpus))  # minimum GPUs
+    spans = (A > 0).sum(axis=2)
+    assert np.all(spans <= 3)  # max nodes per job
+    distributed = spans > 1  # (P, J)
+    per_node = ((A > 0) & distributed[:, :, None]).sum(axis=1)
+    assert np.all(per_node <= 1)  # at most one distributed job per node
+    # repaired slots stay canonical: sorted per node, blocked positions blocked
+    assert np.array_equal(repaired, np.sort(repaired, axis=-1))
+    assert np.all(repaired[:, s.blocked] == s.block)
+
+
+def test_operators_never_overfill_a_node():
+    rng = np.random.default_rng(2)
+    pb = _problem([4, 2, 4], max_gpus=[4, 4, 8, 2, 1])
+    s = _Searcher(pb, SearchSettings(), rng)
+    pop = s.repair(_random_population(s, rng, 100))
+    for _ in range(5):
+        child = s.crossover(pop[:50], pop[50:])
+        mutated = s.mutate(child)
+        for S in (child, mutated):
+            assert np.all(_dense(s, S).sum(axis=1) <= pb.node_gpus)
+            assert np.all(S[:, s.blocked] == s.block)
+        pop = s.repair(mutated)
+
+
+def test_interference_avoidance_switch():
+    # Three jobs that scale perfectly everywhere on 2 nodes x 2 GPUs: each wants to span.
+    caps = [4, 4, 4]
+    tables = [np.tile(np.arange(5, dtype=float), (3, 1)) for _ in caps]
+    for t in tables:
+        t[0] = 0
+    pb = _problem([2, 2], caps, tables=tables, p=1.0)
+    for avoid in (True, False):
+        st = SearchSettings(generations=30, avoid_interference=avoid)
+        for seed in range(5):
+            A = genetic_search(pb, st, np.random.default_rng(seed)).allocation
+            dist = (A > 0).sum(axis=1) > 1
+            shared = ((A > 0) & dist[:, None]).sum(axis=0)
+            if avoid:
+                assert np.all(shared <= 1)
+
+
+def test_encode_decode_round_trip_and_truncation():
+    pb = _problem([4, 2], max_gpus=[4, 4, 4])
+    s = _Searcher(pb, SearchSettings(), np.random.default_rng(0))
+    alloc = np.array([[1, 0], [2, 1], [0, 1]])
+    assert np.array_equal(s.decode(s.encode(alloc)), alloc)
+    # more than a node holds: jobs later in the order lose the excess
+    over = np.array([[3, 0], [2, 0], [0, 2]])
+    assert np.array_equal(s.decode(s.encode(over)), [[3, 0], [1, 0], [0, 2]])
+
+
+def test_remap_population_reindexes_and_frees_departed_jobs():
+    # 3 old jobs (FREE = 3, BLOCK = 4); job 1 left, old 0 -> new 1, old 2 -> new 0; 2 new jobs
+    slots = np.array([[[0, 1, 2, 3], [2, 2, 3, 4]]])
+    out = remap_population(slots, np.array([1, -1, 0]), 2)  # FREE = 2, BLOCK = 3
+    assert out.tolist() == [[[0, 1, 2, 2], [0, 0, 2, 3]]]
+
+
+def test_very_negative_p_approaches_max_min():
+    # One 8-GPU node, two jobs: A scales linearly, B saturates.
+    a = np.arange(9, dtype=float)
+    b = np.array([0, 1, 1.8, 2.4, 2.9, 3.3, 3.6, 3.8, 3.9])
+    tables = [np.vstack([np.zeros(9), a]), np.vstack([np.zeros(9), b])]
+
+    def best_k(p: float) -> int:
+        pb = _problem([8], [8, 8], tables=tables, p=p)
+        A = genetic_search(pb, SearchSettings(generations=60), np.random.default_rng(0)).allocation
+        return int(A[0, 0])
+
+    # exhaustive max-min: A gets k, B gets 8 - k
+    maxmin = max(range(1, 8), key=lambda k: min(a[k], b[8 - k]))
+    assert maxmin == 3
+    assert best_k(-50.0) == maxmin
+    assert best_k(1.0) >= 6  # the mean favours the job that scales
+
+
+def test_search_matches_exhaustive_optimum_on_a_small_problem():
+    rng = np.random.default_rng(5)
+    caps = [3, 4, 2]
+    tables = []
+    for cap in caps:
+        gains = np.concatenate([[0], np.cumsum(rng.uniform(0.2, 1.0, cap))])
+        t = np.vstack([np.zeros(cap + 1), gains, gains * 0.7])[: min(2, cap) + 1]
+        tables.append(t)
+    pb = _problem([2, 2], caps, tables=tables, p=-1.0)
+    s = _Searcher(pb, SearchSettings(), rng)
+    best = -np.inf
+    for flat in itertools.product(range(3), repeat=6):
+        A = np.array(flat).reshape(3, 2)
+        if np.any(A.sum(axis=0) > 2) or np.any(A.sum(axis=1) > caps):
+            continue
+        dist = (A > 0).sum(axis=1) > 1
+        if np.any(((A > 0) & dist[:, None]).sum(axis=0) > 1):
+            continue
+        best = max(best, float(s.evaluate(s.encode(A)[None])[0]))
+    got = genetic_search(pb, SearchSettings(generations=50), np.random.default_rng(0))
+    assert got.fitness == pytest.approx(best)
+
+
+# ------------------------------------------------------------------------ the policy
+
+def _spec(name: str, t: float = 0.0, max_bsz: int = 4096, adaptive: bool = True) -> JobSpec:
+    return JobSpec(name=name, submit_time_s=t, app="cifar10", gpus=1, batch_size=128,
+                   init_bsz=128, max_bsz=max_bsz, min_local_bsz=32, max_local_bsz=1024,
+                   adaptive=adaptive)
+
+
+def _view(spec: JobSpec, placement: Placement | None = None, estimator=None, attained=0.0,
+          restarts=0) -> JobView:
+    running = bool(placement)
+    return JobView(spec=spec, status=JobStatus.RUNNING if running else JobStatus.PENDING,
+                   assignment=Assignment(placement) if running else None,
+                   attained_gpu_s=attained, run_time_s=0.0, queue_time_s=0.0, restarts=restarts,
+                   epoch=0, steps=0, progress=0.0,
+                   max_gpus_held=placement.num_gpus if running else 0, first_start_s=None,
+                   last_change_s=None, batch=None, estimator=estimator)
+
+
+def _estimator(observed: dict[tuple[int, int], float]) -> JobEstimator:
+    """A cifar10-like job that ran the given (nodes, GPUs) at m = 128 with near-linear scaling."""
+    est = JobEstimator(128, 4096, 32, 1024)
+    for (n, k), sync in observed.items():
+        step = 0.1 + sync
+        est.observe_step(n, k, 128, step, sync)
+    est.observe_grad(1.0, 50.0)
+    return est
+
+
+def _snapshot(views, cluster="4x4", t=600.0) -> Snapshot:
+    return Snapshot(time_s=t, cluster=Cluster.parse(cluster), jobs=tuple(views),
+                    previous=Decision({}))
+
+
+def test_parameters_settable_by_name():
+    pol = create_policy("pollux", {"p": "-10", "restart_penalty_s": "15", "population": "20",
+                                   "generations": "7", "interference_avoidance": "false",
+                                   "patience": "0", "seed": "3"})
+    assert pol.params == PolluxParams(p=-10.0, restart_penalty_s=15.0, population=20,
+                                      generations=7, patience=0, interference_avoidance=False,
+                                      seed=3)
+    with pytest.raises(UnknownPolicyError):
+        create_policy("pollux", {"population": "1"})
+    with pytest.raises(UnknownPolicyError):
+        create_policy("pollux", {"nope": "1"})
+
+
+def test_exploration_cap_is_twice_the_most_gpus_run():
+    total = 64
+    assert max_gpus_for(_view(_spec("new")), total) == 1
+    assert max_gpus_for(_view(_spec("a"), estimator=_estimator({(1, 1): 0.0, (1, 3): 0.01})),
+                        total) == 6
+    # never below what it holds now, never above batch limits or the cluster
+    held = _view(_spec("b"), placement=Placement.of({0: 4, 1: 4}),
+                 estimator=_estimator({(1, 1): 0.0}))
+    assert max_gpus_for(held, total) == 8
+    assert max_gpus_for(_view(_spec("c", max_bsz=256), estimator=_estimator({(1, 4): 0.01})),
+                        total) == 256 // 32
+    assert max_gpus_for(_view(_spec("d"), estimator=_estimator({(4, 16): 0.02})), 8) == 8
+    gang = JobSpec(name="g", submit_time_s=0, app="cifar10", gpus=4, batch_size=512, init_bsz=128,
+                   max_bsz=4096, min_local_bsz=32, max_local_bsz=1024, min_gpus=4)
+    assert max_gpus_for(_view(gang), total) == 4  # a new job needing 4 GPUs can start
+
+
+def test_policy_respects_exploration_cap_and_starts_new_jobs_on_one_gpu():
+    views = [_view(_spec("new")),
+             _view(_spec("explored"), estimator=_estimator({(1, 1): 0.0, (1, 2): 0.002}))]
+    decision = create_policy("pollux").decide(_snapshot(views))
+    assert decision.get("new").num_gpus == 1
+    assert 1 <= decision.get("explored").num_gpus <= 4
+
+
+def test_policy_warm_starts_from_its_last_population():
+    pol = create_policy("pollux", {"generations": "3"})
+    views = [_view(_spec(f"j{i}"), estimator=_estimator({(1, 1): 0.0, (1, 2): 0.002}))
+             for i in range(3)]
+    pol.decide(_snapshot(views))
+    names, nodes, population = pol._last
+    assert len(population) > 1 and set(names) == {"j0", "j1", "j2"}
+    # one job leaves, one arrives: its old GPUs are freed in the seeds, the newcomer has none
+    views2 = [views[0], views[2], _view(_spec("j3"))]
+    seeds = pol._warm_start(tuple(v.name for v in views2), np.array(nodes))
+    assert seeds.shape == population.shape
+    # new indices: j0 -> 0, j2 -> 1, j3 -> 2 (holds nothing); FREE = 3, BLOCK = 4
+    assert set(np.unique(seeds).tolist()) <= {0, 1, 3, 4}
+    assert np.count_nonzero(seeds < 3) == np.count_nonzero(
+        (population == names.index("j0")) | (population == names.index("j2")))
+    # a changed cluster drops the warm start
+    assert pol._warm_start(tuple(v.name for v in views2), np.array([4, 4])) is None
+
+
+def test_decision_keeps_unchanged_placements_and_fits_the_cluster():
+    views = [_view(_spec(f"j{i}"), placement=Placement.of({i: 2}),
+                   estimator=_estimator({(1, 1): 0.0, (1, 2): 0.002}), restarts=0)
+             for i in range(4)]
+    decision = create_policy("pollux").decide(_snapshot(views, t=120.0))
+    used = decision.used_gpus(4)
+    assert all(u <= 4 for u in used)
+    assert all(decision.get(v.name) is not None for v in views)
+
+
+def test_pollux_beats_fifo_on_a_small_workload():
+    truth = CatalogTruth()
+    apps = truth.limits()
+    workload = synthetic(apps, num_jobs=14, rate_per_hour=40, seed=4,
+                         mix={"cifar10": 0.6, "deepspeech2": 0.2, "bert": 0.2},
+                         gpus_choices={"cifar10": [1, 2, 4], "deepspeech2": [2, 4], "bert": [4]})
+    config = EngineConfig(max_time_s=4 * 86400)
+    avg = {}
+    for name in ("fifo", "pollux"):
+        result = Simulator(truth, create_policy(name), Cluster.parse("2x4"), config).run(workload)
+        s = summarize(result)
+        assert s.unfinished == 0
+        avg[name] = s.avg_jct_s
+    assert avg["pollux"] < avg["fifo"]

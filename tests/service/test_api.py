@@ -1,0 +1,115 @@
+"""The REST API in-process: authentication, submissions and their one-line errors, job queries,
+cancel, logs, OpenAPI and Prometheus metrics."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+with warnings.catch_warnings():  # starlette's test client warns about its httpx dependency
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient  # noqa: E402
+
+from corral.core.policy import create_policy  # noqa: E402
+from corral.service.api import create_app  # noqa: E402
+from corral.service.loop import ControlLoop  # noqa: E402
+from corral.service.store import Store  # noqa: E402
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def api(tmp_path: Path, fake_executor):
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, fake_executor, create_policy("fifo"), interval_s=1)
+    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
+    yield client, loop
+    client.close()
+    store.close()
+
+
+def test_calls_without_the_right_token_are_refused(api) -> None:
+    client, _ = api
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}):
+        resp = client.get("/jobs", headers=headers)
+        assert resp.status_code == 401
+        assert resp.json()["detail"] == "missing or wrong bearer token"
+    assert client.post("/jobs", json={"command": ["true"]}).status_code == 401
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_openapi_schema_lists_the_endpoints(api) -> None:
+    client, _ = api
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/jobs", "/jobs/{job_id}", "/jobs/{job_id}/cancel", "/jobs/{job_id}/logs",
+            "/metrics", "/cluster"} <= set(paths)
+
+
+@pytest.mark.parametrize("body, field, words", [
+    ({"command": []}, "command", "at least 1 item"),
+    ({"command": ["x"], "batch_size": 0}, "batch_size", "greater than or equal to 1"),
+    ({"command": ["x"], "gpus": "two"}, "gpus", "valid integer"),
+    ({"command": ["x"], "lr_rule": "cubic"}, "lr_rule", "'adascale', 'sqrt' or 'linear'"),
+    ({"command": ["x"], "colour": "red"}, "colour", "Extra inputs are not permitted"),
+    ({"gpus": 1}, "command", "Field required"),
+])
+def test_malformed_submission_gets_a_one_line_error(api, body, field, words) -> None:
+    client, _ = api
+    resp = client.post("/jobs", json=body, headers=AUTH)
+    assert resp.status_code == 422
+    detail = resp.json()["detail"]
+    assert detail.startswith(f"invalid submission: {field}: ") and words in detail
+    assert "\n" not in detail
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"command": ["x"], "min_gpus": 3, "max_gpus": 2}, "min_gpus (3) is larger than max_gpus (2)"),
+    ({"command": ["x"], "gpus": 8}, "gpus (8) must lie within min_gpus..max_gpus (1..4)"),
+    ({"command": ["x"], "min_gpus": 5, "max_gpus": 8}, "the job needs 5 GPUs but the cluster has 4"),
+    ({"command": ["x"], "batch_size": 64, "max_batch_size": 32}, "max_batch_size (32) is smaller than batch_size (64)"),
+    ({"command": [" "]}, "command: the program name is empty"),
+])
+def test_inconsistent_submission_is_refused_with_the_reason(api, body, message) -> None:
+    client, _ = api
+    resp = client.post("/jobs", json=body, headers=AUTH)
+    assert resp.status_code == 400 and resp.json()["detail"] == message
+
+
+def test_submit_list_schedule_cancel(api, fake_executor) -> None:
+    client, loop = api
+    resp = client.post("/jobs", headers=AUTH, json={
+        "command": ["python", "train.py"], "gpus": 2, "batch_size": 64, "adaptive": True})
+    assert resp.status_code == 201
+    job = resp.json()
+    assert job["id"] == "job-1" and job["status"] == "queued" and job["name"] == "train"
+    assert job["spec"]["max_batch_size"] == 512 and job["spec"]["min_local_bsz"] == 8
+    loop.tick()
+    listed = client.get("/jobs", headers=AUTH).json()
+    assert [(j["id"], j["status"], j["gpus"]) for j in listed] == [("job-1", "running", 2)]
+    detail = client.get("/jobs/job-1", headers=AUTH).json()
+    assert [e["kind"] for e in detail["events"]] == ["submitted", "started"]
+    assert client.get("/jobs/job-1/logs", headers=AUTH).text == "log of job-1 rank 0\n"
+    assert client.get("/jobs/nope", headers=AUTH).status_code == 404
+    assert client.post("/jobs/job-1/cancel", headers=AUTH).status_code == 202
+    loop.tick()
+    assert client.get("/jobs/job-1", headers=AUTH).json()["status"] == "cancelled"
+    again = client.post("/jobs/job-1/cancel", headers=AUTH)
+    assert again.status_code == 409 and again.json()["detail"] == "job job-1 is already cancelled"
+
+
+def test_prometheus_metrics(api) -> None:
+    client, loop = api
+    client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 3})
+    loop.tick()
+    text = client.get("/metrics", headers=AUTH).text
+    assert 'corral_jobs{status="running"} 1.0' in text
+    assert "corral_gpus_total 4.0" in text and "corral_gpus_allocated 3.0" in text
+    assert 'corral_job_gpus{job="job-1"} 3.0' in text
+    assert "corral_scheduling_rounds_total 1.0" in text
+    cluster = client.get("/cluster", headers=AUTH).json()
+    assert cluster["total_gpus"] == 4 and cluster["policy"] == "fifo"

@@ -1,0 +1,205 @@
+"""End to end: `corral serve` on 4 CPU slots runs real training jobs submitted at staggered
+times under a policy; jobs are resized while they train, resume from their checkpoints and
+reach the examples' stated accuracy. Then the faults: a worker killed with SIGKILL, the service
+killed with SIGKILL and started again, an unauthenticated call, a malformed submission.
+
+The policies are the real ones when their modules have landed (pollux, tiresias-las); until
+then the elastic test policy `test-share` (tests/service/share_policy.py) stands in, so the
+resize path is always exercised.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("uvicorn")
+
+from corral.core.policy import policy_names  # noqa: E402
+from corral.executors.procs import is_job_worker  # noqa: E402
+
+
+def _load(name: str):
+    path = Path(__file__).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"corral_test_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+live = _load("livecluster")
+TARGET = 0.95  # the examples' stated accuracy after their default epochs
+JOB_TIMEOUT_S = 240
+DIGITS = ["--adaptive", "--batch-size", "32", "--max-batch-size", "256", "--max-local-bsz", "64",
+          "--min-local-bsz", "8", "--max-gpus", "4"]
+DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
+                     min_local_bsz=8, max_gpus=4)
+
+
+#: Policy settings for these minute-long runs: Pollux's re-allocation penalty assumes the
+#: restart delay it measured (30 s on its testbed), here jobs live seconds, not hours;
+#: Tiresias demotes a job after 1 GPU-hour, here after 18 GPU-seconds.
+SETTINGS = {"pollux": ("--set", "restart_penalty_s=1"),
+            "tiresias-las": ("--set", "threshold_gpu_h=0.005")}
+
+
+def _policy(name: str) -> str:
+    """The real policy when it is registered, else the elastic test policy."""
+    return name if name in policy_names() else "test-share"
+
+
+@pytest.fixture
+def service_factory(tmp_path: Path):
+    started = []
+
+    def make(policy: str) -> "live.LiveService":
+        svc = live.LiveService(tmp_path / "data", policy, extra_args=SETTINGS.get(policy, ()))
+        svc.data_dir.mkdir(parents=True, exist_ok=True)
+        started.append(svc)
+        return svc.start()
+
+    yield make
+    for svc in reversed(started):
+        svc.close()
+
+
+def _launches(telemetry: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {}
+    for row in telemetry:
+        out.setdefault(row["launch"], []).append(row)
+    return out
+
+
+def _resumed_after(svc, job_id: str, launch: int) -> bool:
+    """A launch after `launch` reported training resumed from a checkpoint."""
+    return any(r["launch"] > launch and (r["resumed_steps"] or 0) > 0
+               for r in svc.client.telemetry(job_id))
+
+
+def _resizes_from_checkpoint(svc, job_id: str) -> list[tuple[dict, dict]]:
+    """(last report of a launch, first report of the next) where the job moved to another
+    world size and resumed from a checkpoint taken after at least one epoch (45 steps)."""
+    by_launch = _launches(svc.client.telemetry(job_id))
+    order = sorted(by_launch)
+    return [(by_launch[x][-1], by_launch[y][0]) for x, y in zip(order, order[1:])
+            if by_launch[y][0]["world_size"] != by_launch[x][-1]["world_size"]
+            and (by_launch[y][0]["resumed_steps"] or 0) >= 45]
+
+
+@pytest.mark.parametrize("policy", ["pollux"])
+def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, policy) -> None:
+    svc = service_factory(_policy(policy))
+    # 8 epochs (the stated accuracy needs 5): long enough for the policy to grow and shrink
+    # the jobs after they have trained a while, on a fast machine as on a busy one
+    script, epochs = str(live.EXAMPLES / "digits_elastic.py"), ("--epochs", "8")
+    ids = [svc.submit_cli(*DIGITS, "--", sys.executable, script, *epochs)]
+    svc.wait_training(ids[0], 120, steps=20)  # staggered: the next arrives while it trains
+    ids.append(svc.submit("digits_elastic.py", *epochs, **DIGITS_FIELDS))
+    svc.wait_training(ids[1], 120, steps=20)
+    ids.append(svc.submit("digits_elastic.py", *epochs, **DIGITS_FIELDS))
+    jobs = svc.wait_all_done(ids, JOB_TIMEOUT_S)
+
+    for job in jobs:
+        assert job["metric"] >= TARGET, job
+        assert live.final_accuracy(svc.client.logs(job["id"])) >= TARGET
+    resized = {j["id"]: _resizes_from_checkpoint(svc, j["id"]) for j in jobs if j["restarts"]}
+    resized = {k: v for k, v in resized.items() if v}
+    assert resized, f"no job was resized after training an epoch: {jobs}"
+    for job_id, pairs in resized.items():
+        by_launch = _launches(svc.client.telemetry(job_id))
+        first_loss = by_launch[min(by_launch)][0]["loss"]  # its first reported step
+        for last, first in pairs:
+            # the step count continues from the checkpoint taken when it was stopped...
+            assert first["resumed_steps"] >= last["steps"]
+            assert first["steps"] > first["resumed_steps"]
+            # ...and so does the loss (not back at its starting value)
+            assert first["resumed_loss"] < 0.5 * first_loss and first["loss"] < 0.5 * first_loss
+    # the adaptive jobs' batch sizes changed with their allocations
+    assert any(first["total_bsz"] != last["total_bsz"]
+               for pairs in resized.values() for last, first in pairs)
+
+
+@pytest.mark.parametrize("policy", ["tiresias-las"])
+def test_non_intrusive_jobs_are_stopped_and_restarted(service_factory, policy) -> None:
+    name = _policy(policy)
+    svc = service_factory(name)
+    script = str(live.EXAMPLES / "plain_sigterm.py")
+    # 10 epochs (the stated accuracy needs 6): the first job still trains when the others
+    # arrive, so it is preempted after demotion (or resized), not just queued behind
+    ids = [svc.submit_cli("--gpus", "2", "--max-gpus", "4", "--", sys.executable, script,
+                          "--epochs", "10")]
+    svc.wait_log(ids[0], "epoch 1 ", 120)
+    for _ in range(2):
+        ids.append(svc.submit("plain_sigterm.py", "--epochs", "10", gpus=2, max_gpus=4))
+    jobs = svc.wait_all_done(ids, JOB_TIMEOUT_S)
+
+    logs = {j["id"]: svc.client.logs(j["id"]) for j in jobs}
+    for log in logs.values():
+        assert live.final_accuracy(log) >= TARGET
+    resumed = [i for i, log in logs.items()
+               if "checkpointed at epoch" in log and "resumed at epoch" in log]
+    assert resumed, logs  # preempted (tiresias-las) or resized (test-share), then resumed
+    for job_id in resumed:
+        log = logs[job_id]
+        stop_line = next(l for l in log.splitlines() if l.startswith("checkpointed at epoch"))
+        epoch, step = stop_line.split()[3], stop_line.split()[5].rstrip(";")
+        assert f"resumed at epoch {epoch} step {step} with" in log  # from its own checkpoint
+
+
+def test_faults_worker_kill_service_kill_auth_and_bad_input(service_factory) -> None:
+    svc = service_factory("test-share")
+    a = svc.submit("digits_elastic.py", "--epochs", "10", **DIGITS_FIELDS)
+    svc.wait_training(a, 120, steps=60)  # one epoch is 45 steps: a checkpoint exists
+    # the second job trains longer, so that it outlives the service's downtime below
+    b = svc.submit("digits_elastic.py", "--epochs", "20", **DIGITS_FIELDS)
+
+    # unauthenticated and malformed calls, against the real server
+    assert httpx.get(f"{svc.client.url}/jobs").status_code == 401
+    bad = svc.cli("submit", "--batch-size", "0", "--", "python", "x.py")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().count("\n") == 0
+    assert "invalid submission: batch_size:" in bad.stderr
+    none = svc.cli("submit")
+    assert none.returncode == 2 and "Missing argument" in none.stderr
+
+    # kill -9 the service while both train, start it again: every job is still there
+    svc.wait_training(b, 120, steps=1)
+    ids_before = [j["id"] for j in svc.client.jobs()]
+    last_launch = {j: max(_launches(svc.client.telemetry(j))) for j in (a, b)}
+    svc.kill9()
+    orphans = svc.worker_pids()
+    assert any(is_job_worker(p, j) for p, j in orphans)  # still running without a service
+    svc2 = service_factory("test-share")
+    assert [j["id"] for j in svc2.client.jobs()] == ids_before
+    assert not any(is_job_worker(p, j) for p, j in orphans)  # reclaimed: checkpointed, stopped
+    # a job that finished meanwhile is done; the others queue again and resume
+    requeued = [j for j in (a, b) if "requeued" in [e["kind"] for e in svc2.job(j)["events"]]]
+    assert b in requeued
+    for job_id in requeued:
+        live.wait_until(lambda: _resumed_after(svc2, job_id, last_launch[job_id]), 120,
+                        f"{job_id} to resume from its checkpoint under the new service")
+
+    # kill -9 one worker of a running job: it restarts from its last checkpoint
+    launch_before = max(_launches(svc2.client.telemetry(b)))
+    pids = [p for p, job in svc2.worker_pids() if job == b]
+    os.kill(pids[-1], signal.SIGKILL)
+    live.wait_until(lambda: svc2.job(b)["crashes"] >= 1, 60, "the crash to be noticed")
+
+    jobs = svc2.wait_all_done([a, b], JOB_TIMEOUT_S)
+    for job in jobs:
+        assert job["metric"] >= TARGET
+    assert _resumed_after(svc2, b, launch_before)  # after the crash, from its checkpoint
+    assert "worker-failure" in [e["kind"] for e in svc2.job(b)["events"]]
+    out = svc2.cli("jobs")
+    assert out.returncode == 0 and a in out.stdout and b in out.stdout
+    log = svc2.cli("logs", b)
+    assert "restarting from the last checkpoint" in log.stdout
+    assert "left by an earlier service" in log.stdout and "resumed from" in log.stdout

@@ -1,0 +1,176 @@
+"""The control loop on a fake executor and a fake clock: the same policies, snapshots built like
+the simulator's, assignments handed to the executor, state that survives a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corral.core.cluster import Placement
+from corral.core.errors import CorralError
+from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
+from corral.core.policy import Policy, create_policy
+from corral.executors.base import ExecState
+from corral.perf.estimator import JobEstimator
+from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.loop import ControlLoop
+from corral.service.store import Store
+from corral.service.submission import Submission
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "state.db")
+    s.set_meta("origin", "0")
+    yield s
+    s.close()
+
+
+def submit(store: Store, now: float, **fields) -> str:
+    sub = Submission(command=["python", "train.py"], **fields).checked(4)
+    return store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, now)).to_doc())["id"]
+
+
+def make_loop(store, executor, policy="fifo", clock=None, **kw) -> ControlLoop:
+    return ControlLoop(store, executor, create_policy(policy), interval_s=10, clock=clock or Clock(),
+                       **kw)
+
+
+def test_fifo_places_jobs_at_the_users_configuration(store, fake_executor) -> None:
+    a = submit(store, 100, gpus=2, batch_size=64, max_local_bsz=16)
+    b = submit(store, 100, gpus=4)
+    loop = make_loop(store, fake_executor)
+    loop.tick()
+    plan = fake_executor.plans[a]
+    assert plan.placement == Placement(((0, 2),))
+    assert plan.batch.local_bsz == 16 and plan.batch.accum_steps == 1  # 64 over 2 x 16 + accum
+    assert b not in fake_executor.plans  # head-of-line blocking: 2 + 4 > 4
+    assert loop.jobs[a].status is LiveStatus.RUNNING and loop.jobs[b].status is LiveStatus.QUEUED
+    launch = fake_executor.launches[a]
+    assert launch.command == ("python", "train.py") and launch.config.init_bsz == 64
+    assert [e["kind"] for e in store.events(a)] == ["started"]
+    assert store.assignments(a)[0]["num_gpus"] == 2
+
+
+def test_time_is_accounted_and_completion_frees_the_gpus(store, fake_executor) -> None:
+    clock = Clock()
+    a = submit(store, 100, gpus=3)
+    b = submit(store, 100, gpus=2)
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.tick()
+    clock.t = 105.0
+    loop.tick()
+    job_a, job_b = loop.jobs[a], loop.jobs[b]
+    assert job_a.run_time_s == pytest.approx(5) and job_a.attained_gpu_s == pytest.approx(15)
+    assert job_b.queue_time_s == pytest.approx(5) and job_b.run_time_s == 0
+    fake_executor.states[a] = ExecState.DONE
+    clock.t = 106.0
+    loop.tick()
+    assert store.job(a)["status"] == "done" and store.job(a)["finish_s"] == pytest.approx(106)
+    assert b not in fake_executor.plans  # fifo is called at the next round, as in the engine
+    clock.t = 110.0
+    loop.tick()
+    assert fake_executor.plans[b].placement.num_gpus == 2
+    assert [v.name for v in loop.completed] == [a]
+
+
+def test_live_view_is_built_like_the_simulators(store, fake_executor, share_policy) -> None:
+    a = submit(store, 100, adaptive=True, batch_size=32, max_gpus=1)
+    loop = make_loop(store, fake_executor, policy=share_policy)
+    loop.tick()
+    est = JobEstimator(32, 256, 4, 32)
+    est.observe_step(1, 1, 32, 0.1, 0.0)
+    fake_executor.reports[a] = {"time": 1.0, "steps": 40, "epoch": 2, "progress": 38.5,
+                                "batch": [32, 1], "world_size": 1, "estimator": est.to_dict(),
+                                "metrics": [[20, 1, 0.5], [40, 2, 0.8]], "loss": 0.3}
+    loop.tick()
+    view = loop.jobs[a].view()
+    assert isinstance(view, JobView) and view.status is JobStatus.RUNNING
+    assert (view.steps, view.epoch, view.progress) == (40, 2, 38.5)
+    assert view.batch.local_bsz == 32 and view.batch.accum_steps == 1
+    assert view.assignment.batch is None  # the policy left the batch to the job
+    assert view.metrics == ((20, 1, 0.5), (40, 2, 0.8))
+    assert view.estimator.profile() == est.profile()
+    assert view.epochs_since_change == 2 and view.max_gpus_held == 1
+    # a job that has not reported has an empty estimator with its limits, as a SimJob has
+    b = submit(store, 100, adaptive=True, batch_size=32)
+    loop.tick()
+    fresh = loop.jobs[b].view().estimator
+    assert not fresh.has_observations and fresh.max_bsz == 256 and fresh.adaptive
+    assert len(store.telemetry(a)) == 1
+
+
+def test_elastic_policy_resizes_and_counts_restarts(store, fake_executor, share_policy) -> None:
+    clock = Clock()
+    a = submit(store, 100, adaptive=True, max_gpus=4)
+    loop = make_loop(store, fake_executor, policy="test-share", clock=clock)
+    loop.tick()
+    assert fake_executor.plans[a].num_workers == 4
+    b = submit(store, 101, adaptive=True)
+    clock.t = 111.0
+    loop.tick()
+    assert fake_executor.plans[a].num_workers == 2 and fake_executor.plans[b].num_workers == 2
+    assert loop.jobs[a].restarts == 1 and loop.restarts_total == 1
+    assert [e["kind"] for e in store.events(a)] == ["started", "resized"]
+
+
+def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path) -> None:
+    a = submit(store, 100, gpus=2)
+    b = submit(store, 100, gpus=2)
+    c = submit(store, 100, gpus=4)
+    loop = make_loop(store, fake_executor)
+    loop.tick()
+    loop.tick()  # the workers' ids are recorded once they exist
+    workers_a = fake_executor.workers[a]
+    del loop  # the service dies; a new one starts on the same database with a new executor
+    again = Store(store.path)
+    new_exec = type(fake_executor)()
+    new_exec.reports[b] = {"time": 5.0, "state": "finished", "steps": 10, "epoch": 1}
+    loop2 = make_loop(again, new_exec)
+    loop2.recover()
+    assert (a, workers_a) in new_exec.reclaimed
+    assert again.job(b)["status"] == "done"  # it finished while the service was down
+    assert set(loop2.jobs) == {a, c}
+    assert all(j.status is LiveStatus.QUEUED and not j.placement for j in loop2.jobs.values())
+    loop2.tick()
+    assert new_exec.plans[a].num_workers == 2  # placed again, resumes from its checkpoint
+    again.close()
+
+
+def test_cancel_request_stops_the_job(store, fake_executor) -> None:
+    a = submit(store, 100)
+    loop = make_loop(store, fake_executor)
+    loop.tick()
+    store.request_cancel(a)
+    loop.tick()
+    assert ("cancel", a) in fake_executor.calls and store.job(a)["status"] == "cancelled"
+    assert a not in loop.jobs
+
+
+def test_failing_policy_keeps_the_previous_assignments(store, fake_executor) -> None:
+    class Broken(Policy):
+        name = "broken"
+
+        def decide(self, snapshot: Snapshot) -> Decision:
+            return Decision({"job-99": Assignment(Placement(((0, 1),)))})
+
+    submit(store, 100)
+    loop = ControlLoop(store, fake_executor, Broken(), interval_s=10, clock=Clock())
+    loop.tick()
+    assert [e["kind"] for e in store.events() if e["job_id"] is None] == ["policy-error"]
+    assert "unknown or finished job 'job-99'" in store.events()[-1]["detail"]
+    assert not fake_executor.plans
+
+
+def test_oracle_policies_cannot_run_live(store, fake_executor) -> None:
+    with pytest.raises(CorralError, match="oracle"):
+        make_loop(store, fake_executor, policy="srtf")

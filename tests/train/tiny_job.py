@@ -1,0 +1,56 @@
+"""A tiny corral.train job for the trainer tests: logistic regression on fixed random data.
+
+    python tiny_job.py --epochs 3 [--stop-at-step N] [--out weights.json] [--adam]
+
+--stop-at-step N sends SIGTERM to this worker after step N of its first launch (as an executor
+would), so the job checkpoints and exits with status 143. --out writes the final weights, steps,
+epoch and progress as JSON (rank 0).
+"""
+
+import argparse
+import json
+import os
+import signal
+
+import torch
+import torch.nn.functional as F
+
+from corral.train import ElasticTrainer
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--epochs", type=int, default=3)
+ap.add_argument("--stop-at-step", type=int, default=None)
+ap.add_argument("--out", default=None)
+ap.add_argument("--adam", action="store_true")
+ap.add_argument("--batch-size", type=int, default=16)
+ap.add_argument("--max-batch-size", type=int, default=None)
+args = ap.parse_args()
+
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(7)
+x = torch.randn(200, 5, generator=g)
+y = (x @ torch.tensor([1.0, -2.0, 0.5, 0.0, 1.5]) + 0.3 * torch.randn(200, generator=g) > 0).long()
+data = torch.utils.data.TensorDataset(x, y)
+torch.manual_seed(0)
+model = torch.nn.Linear(5, 2)
+opt = (torch.optim.Adam(model.parameters(), lr=0.01) if args.adam
+       else torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+trainer = ElasticTrainer(model, opt, data, batch_size=args.batch_size,
+                         max_batch_size=args.max_batch_size)
+first_launch = trainer.resumed is None
+for _ in trainer.epochs(args.epochs):
+    for xb, yb in trainer.batches():
+        trainer.backward(F.cross_entropy(model(xb), yb))
+        if first_launch and args.stop_at_step is not None and trainer.steps == args.stop_at_step:
+            os.kill(os.getpid(), signal.SIGTERM)
+    with torch.no_grad():
+        trainer.record_metric((model(x).argmax(1) == y).float().mean().item())
+if trainer.is_chief and args.out:
+    with open(args.out, "w") as f:
+        json.dump({"weights": [p.detach().flatten().tolist() for p in model.parameters()],
+                   "steps": trainer.steps, "epoch": trainer.epoch, "progress": trainer.progress,
+                   "resumed": trainer.resumed, "noise_updates": trainer.noise.updates,
+                   "grad": None if trainer.grad_stats is None else
+                   [trainer.grad_stats.sqr, trainer.grad_stats.var],
+                   "profiled": trainer.profiler.profiled_steps,
+                   "configs": trainer.estimator.num_configs}, f)

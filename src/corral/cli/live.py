@@ -41,7 +41,10 @@ def _client(data_dir: Optional[Path], url: Optional[str], token: Optional[str]):
 @user_errors
 def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", help="Scheduling policy (see `corral policies`)."),
-    executor: str = typer.Option("local", help="Where workers run: local (this machine)."),
+    executor: str = typer.Option("local", help="Where workers run: local (this machine) or ray (a Ray cluster)."),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
+    ray_storage: Optional[Path] = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
+    ray_resource: Optional[str] = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
     slots: Optional[int] = typer.Option(None, help="CPU slots to offer when there are no GPUs (default: CPU count)."),
     gpus: Optional[str] = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
     interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
@@ -76,6 +79,10 @@ def serve(
         raise InputError("--slots must be >= 1")
     options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval)
+    if executor == "ray":
+        options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
+    elif ray_address or ray_storage or ray_resource:
+        raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout)

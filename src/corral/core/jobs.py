@@ -188,3 +188,25 @@ class Decision:
             for node, gpus in a.placement.slots:
                 used[node] += gpus
         return used
+
+
+def check_decision(decision: Decision, active: set[str], cluster: Cluster, policy: str) -> None:
+    """Raise DecisionError when a decision names an inactive job or over-allocates a node.
+
+    The simulator and the live service both apply a decision only after this check.
+    """
+    from corral.core.errors import DecisionError
+
+    used = [0] * cluster.num_nodes
+    for name, assignment in decision.assignments.items():
+        if name not in active:
+            raise DecisionError(f"policy {policy} assigned GPUs to unknown or finished job {name!r}")
+        for node, gpus in assignment.placement.slots:
+            if not 0 <= node < cluster.num_nodes or gpus < 0:
+                raise DecisionError(f"policy {policy} used node {node}, which does not exist")
+            used[node] += gpus
+    for node, gpus in enumerate(used):
+        cap = cluster.nodes[node].gpus
+        if gpus > cap:
+            raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
+                                f"{gpus} GPUs assigned, {cap} available")

@@ -15,6 +15,10 @@ time a new schedule leaves it waiting. The best schedule is deployed with the ba
 Decided where the paper is silent (spec §3, §8):
 * b = the job's M0 (`init_bsz`, the batch its learning rate was tuned for), clamped to its
   per-GPU range; fixed-batch jobs keep their batch and only change GPUs (no limit ramp).
+  Linear learning-rate scaling is the job's side of the contract (lr = lr0 x B / b); in the
+  simulator the ground truth charges the statistical cost of a batch size (the measured
+  gradient-noise gain) whatever rule the job uses, which ONES's model ignores (it assumes an
+  epoch does the same work at any batch size, §3.3.2).
 * Work is measured in epochs: s = epochs processed (the job's scale-invariant progress over the
   application's mean epoch width, learned from completed or running jobs), seconds per epoch =
   E x step time / B, with E = epoch width x M0 samples (ONES's assumption: the samples an epoch

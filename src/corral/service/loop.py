@@ -22,33 +22,17 @@ import time
 from typing import Callable
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.errors import CorralError, DecisionError
-from corral.core.jobs import Decision, JobView, Snapshot
+from corral.core.errors import CorralError
+from corral.core.jobs import Decision, JobView, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.store import Store
 
-__all__ = ["ControlLoop", "validate_decision"]
+__all__ = ["ControlLoop"]
 
 log = logging.getLogger("corral.service")
 _SAVE_EVERY_S = 1.0  # time accounting is written at least this often
-
-
-def validate_decision(decision: Decision, names: set[str], cluster: Cluster, policy: str) -> None:
-    """DecisionError when a decision names unknown jobs or over-allocates a node."""
-    used = [0] * cluster.num_nodes
-    for name, assignment in decision.assignments.items():
-        if name not in names:
-            raise DecisionError(f"policy {policy} assigned GPUs to unknown or finished job {name!r}")
-        for node, gpus in assignment.placement.slots:
-            if not 0 <= node < cluster.num_nodes or gpus < 0:
-                raise DecisionError(f"policy {policy} used node {node}, which does not exist")
-            used[node] += gpus
-    for node, gpus in enumerate(used):
-        if gpus > cluster.nodes[node].gpus:
-            raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
-                                f"{gpus} GPUs assigned, {cluster.nodes[node].gpus} available")
 
 
 class ControlLoop:
@@ -203,13 +187,14 @@ class ControlLoop:
         return finished
 
     def _round(self, now: float) -> None:
+        self.cluster = self.executor.cluster()  # nodes may have joined or left (Ray)
         views = tuple(job.view() for job in self.jobs.values())
         snapshot = Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=self.previous,
                             completed=tuple(self.completed))
         started = time.perf_counter()
         try:
             decision = self.policy.decide(snapshot)
-            validate_decision(decision, set(self.jobs), self.cluster, self.policy.name)
+            check_decision(decision, set(self.jobs), self.cluster, self.policy.name)
         except Exception as exc:  # noqa: BLE001 - keep the previous assignments
             self.store.add_event(now, None, "policy-error", f"{type(exc).__name__}: {exc}")
             log.exception("policy %s failed; keeping the previous assignments", self.policy.name)

@@ -16,8 +16,8 @@ import time
 from typing import Callable
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.errors import DecisionError, InfeasibleJobError
-from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot
+from corral.core.errors import InfeasibleJobError
+from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.job import SimJob
@@ -180,21 +180,7 @@ class Simulator:
         return OracleInfo(remaining_steps_user=steps, remaining_s_user=secs)
 
     def _validate(self, decision: Decision, active: list[SimJob]) -> None:
-        names = {j.spec.name for j in active}
-        used = [0] * self.cluster.num_nodes
-        for name, assignment in decision.assignments.items():
-            if name not in names:
-                raise DecisionError(f"policy {self.policy.name} assigned GPUs to unknown or finished job {name!r}")
-            for node, gpus in assignment.placement.slots:
-                if not 0 <= node < self.cluster.num_nodes or gpus < 0:
-                    raise DecisionError(f"policy {self.policy.name} used node {node}, which does not exist")
-                used[node] += gpus
-        for node, gpus in enumerate(used):
-            cap = self.cluster.nodes[node].gpus
-            if gpus > cap:
-                raise DecisionError(
-                    f"policy {self.policy.name} over-allocated node {self.cluster.nodes[node].name}: "
-                    f"{gpus} GPUs assigned, {cap} available")
+        check_decision(decision, {j.spec.name for j in active}, self.cluster, self.policy.name)
 
     def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
         """Give every active job its assignment; returns the jobs whose placement or batch changed."""

@@ -41,7 +41,7 @@ from corral.perf.estimator import JobEstimator
 from corral.train.checkpoint import CheckpointStore
 from corral.train.distributed import Group
 from corral.train.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
-from corral.train.lr import LrScaler, lr_scaler
+from corral.train.lr import LrScaler, adascale, lr_scaler
 from corral.train.noise import GradNoise
 from corral.train.profiler import StepProfiler
 from corral.train.report import Reporter
@@ -268,10 +268,11 @@ class ElasticTrainer:
         if k > 1 or b.accum_steps:
             self._write_grads(flat)
         stats = self.grad_stats
-        self._optimizer_step(stats)
+        step_gain = float(gain(stats or NO_STATS, scale))
+        self._optimizer_step(stats, step_gain)
         self.steps += 1
         self.samples += self.total_bsz
-        self.progress += float(gain(stats or NO_STATS, scale))
+        self.progress += step_gain
         now = time.perf_counter()
         if self.is_chief and self._step_started is not None:
             self.profiler.record(self.config.num_nodes, k, b, now - self._step_started, sync_s)
@@ -328,9 +329,12 @@ class ElasticTrainer:
                 parts.append((v_hat.sqrt() + eps).reshape(-1))
         return torch.cat(parts) if len(parts) == len(self._params) else None
 
-    def _optimizer_step(self, stats: GradStats | None) -> None:
+    def _optimizer_step(self, stats: GradStats | None, step_gain: float) -> None:
         """optimizer.step() at lr = lambda * lr (the rule's lambda), then zero_grad()."""
-        self.lr_scale = float(self.lr_scale_fn(self.config.init_bsz, self.total_bsz, stats))
+        if self.lr_scale_fn is adascale:  # lambda is the gain, computed once per step
+            self.lr_scale = step_gain
+        else:
+            self.lr_scale = float(self.lr_scale_fn(self.config.init_bsz, self.total_bsz, stats))
         if self.lr_scale == 1.0:
             self.optimizer.step()
         else:

@@ -93,11 +93,13 @@ def sidecar_workload(truth: ProfileTruth, kind: str, jobs: int, seed: int) -> Wo
 def run(truth, workload: Workload, cluster: str, policy: str, mechanism: str, interval_s: float = 60.0,
         **params):
     config = EngineConfig(interval_s=interval_s, mechanism=mechanism_named(mechanism))
-    result = Simulator(truth, create_policy(policy, params), Cluster.parse(cluster), config).run(workload)
+    sim = Simulator(truth, create_policy(policy, params), Cluster.parse(cluster), config)
+    result = sim.run(workload)
     return summarize(result)
 
 
-def table(title: str, rows: dict[str, list], ref: str, others: list[str]) -> None:
+def table(title: str, rows: dict[str, list], ref: str, others: list[str]) -> dict:
+    """Print mean metrics per approach and `ref`'s reductions against `others`; the means."""
     print(f"\n{title}")
     print(f"{'approach':38s} {'avg JCT':>9s} {'p99 JCT':>9s} {'makespan':>9s} {'restarts':>8s}")
     means = {}
@@ -109,7 +111,7 @@ def table(title: str, rows: dict[str, list], ref: str, others: list[str]) -> Non
               f"{m['restarts_per_job']:8.2f}")
     for other in others:
         for key, label in (("avg_jct_s", "avg JCT"), ("makespan_s", "makespan")):
-            per = [1 - a.__getattribute__(key) / b.__getattribute__(key)
+            per = [1 - getattr(a, key) / getattr(b, key)
                    for a, b in zip(rows[ref], rows[other])]
             print(f"  {ref} vs {other}: {label} {100 * statistics.mean(per):.1f}% lower "
                   f"(per seed: {', '.join(f'{100 * p:.1f}%' for p in per)})")
@@ -135,7 +137,8 @@ def ones_part(truth, seeds: list[int]) -> dict:
     table("... all on checkpoint-restart (30 s), every 60 s",
           {k: rows[k] for k in ("ones (ckpt-restart, 60 s)", "tiresias-las (ckpt-restart, 60 s)",
                                 "optimus (ckpt-restart, 60 s)")},
-          "ones (ckpt-restart, 60 s)", ["tiresias-las (ckpt-restart, 60 s)", "optimus (ckpt-restart, 60 s)"])
+          "ones (ckpt-restart, 60 s)",
+          ["tiresias-las (ckpt-restart, 60 s)", "optimus (ckpt-restart, 60 s)"])
     return rows
 
 
@@ -179,7 +182,8 @@ def plot(out: Path, ones_rows: dict | None, sidecar_rows: dict | None) -> None:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
         labels = list(sidecar_rows)
         x = np.arange(len(labels))
-        for ax, key, title in ((axes[0], "makespan_s", "makespan (s)"), (axes[1], "avg_jct_s", "average JCT (s)")):
+        panels = ((axes[0], "makespan_s", "makespan (s)"), (axes[1], "avg_jct_s", "average JCT (s)"))
+        for ax, key, title in panels:
             for k, name in enumerate(("sidecar", "termination", "default")):
                 vals = [statistics.mean(getattr(s, key) for s in sidecar_rows[w][name]) for w in labels]
                 ax.bar(x + (k - 1) * 0.27, vals, 0.27, label=name)

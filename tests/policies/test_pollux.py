@@ -13,7 +13,7 @@ from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux import Pollux, PolluxParams, max_gpus_for, realloc_factor
+from corral.policies.pollux import PolluxParams, max_gpus_for, realloc_factor
 from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
@@ -122,20 +122,28 @@ def test_operators_never_overfill_a_node():
 
 
 def test_interference_avoidance_switch():
-    # Three jobs that scale perfectly everywhere on 2 nodes x 2 GPUs: each wants to span.
-    caps = [4, 4, 4]
-    tables = [np.tile(np.arange(5, dtype=float), (3, 1)) for _ in caps]
-    for t in tables:
-        t[0] = 0
-    pb = _problem([2, 2], caps, tables=tables, p=1.0)
+    # 2 nodes x 2 GPUs, two jobs that (oddly) run best spread over both nodes: without
+    # avoidance both spread and share both nodes; with it, no node hosts two distributed jobs.
+    table = np.array([[0, 0, 0], [0, 1.0, 1.0], [0, 0, 3.0]])  # [N, K]
+    pb = _problem([2, 2], [2, 2], tables=[table, table], p=1.0)
     for avoid in (True, False):
-        st = SearchSettings(generations=30, avoid_interference=avoid)
-        for seed in range(5):
-            A = genetic_search(pb, st, np.random.default_rng(seed)).allocation
-            dist = (A > 0).sum(axis=1) > 1
-            shared = ((A > 0) & dist[:, None]).sum(axis=0)
-            if avoid:
-                assert np.all(shared <= 1)
+        st = SearchSettings(generations=40, avoid_interference=avoid)
+        A = genetic_search(pb, st, np.random.default_rng(0)).allocation
+        dist = (A > 0).sum(axis=1) > 1
+        shared = ((A > 0) & dist[:, None]).sum(axis=0)
+        if avoid:
+            assert np.all(shared <= 1)
+        else:
+            assert np.array_equal(A, [[1, 1], [1, 1]])
+
+
+def test_reallocation_penalty_keeps_a_job_where_it_is():
+    # One 4-GPU node, one job on 2 GPUs; 4 GPUs would be 30% faster.
+    table = np.array([[0, 0, 0, 0, 0], [0, 1.0, 2.0, 2.3, 2.6]])
+    for penalty, expected in ((0.5, 2), (1.0, 4)):  # 2.6 * 0.5 < 2.0 < 2.6
+        pb = _problem([4], [4], tables=[table], base=[[2]], penalty=[penalty], p=-1.0)
+        A = genetic_search(pb, SearchSettings(generations=20), np.random.default_rng(0)).allocation
+        assert A[0, 0] == expected
 
 
 def test_encode_decode_round_trip_and_truncation():

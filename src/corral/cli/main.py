@@ -192,3 +192,4 @@ def main() -> None:  # pragma: no cover - entry point
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 from corral.cli import live as _live  # noqa: E402,F401
+from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401

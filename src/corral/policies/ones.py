@@ -10,7 +10,8 @@ remaining epochs `s (1 - p) / p` (Eq. 7) with p drawn from the job's predicted B
 distribution (`corral.perf.progress`: GPR on completed jobs), scored by sampling (Algorithm 1).
 Batch-size limits L (§3.3.2) cap each job at floor(L / b) GPUs: L starts at one GPU's batch,
 doubles after each epoch, and for a preempted job is its batch before preemption, halved each
-time a new schedule leaves it waiting. The best schedule is deployed with the batch sizes in the assignments.
+time a new schedule leaves it waiting. The best schedule is deployed with the batch sizes in
+the assignments.
 
 Decided where the paper is silent (spec §3, §8):
 * b = the job's M0 (`init_bsz`, the batch its learning rate was tuned for), clamped to its
@@ -37,7 +38,8 @@ Decided where the paper is silent (spec §3, §8):
   t the job's run time, lambda the mean inter-arrival time seen so far (the spec's recommended
   form). On the shared workloads, whose ImageNet jobs run for hours against arrivals minutes
   apart, it pins every long job to one GPU whenever anyone waits; applied even with nobody
-  waiting it leaves the cluster idle once arrivals stop. Rescaling cost is the mechanism's (`--mechanism in-place`: ~1 s).
+  waiting it leaves the cluster idle once arrivals stop.
+* Rescaling cost is the mechanism's (`--mechanism in-place`: ~1 s).
 * When deploying, a job whose GPU count is unchanged keeps its current placement.
 * "Each time it is rejected": each round whose deployed schedule changes some job's GPUs and
   still leaves it waiting (not every scheduling round: an unchanged schedule rejects no one).
@@ -97,7 +99,8 @@ class _JobState:
 @register_policy
 class Ones(Policy):
     name = "ones"
-    summary = "ONES: evolutionary search over per-GPU schedules, batch size grows with GPUs, SRUF with GPR progress"
+    summary = ("ONES: evolutionary search over per-GPU schedules, batch size grows with GPUs, "
+               "SRUF with GPR progress")
     Params = OnesParams
     reacts_to_events = True
 

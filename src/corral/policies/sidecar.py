@@ -48,8 +48,8 @@ from corral.perf.overheads import OVERHEADS, overheads_named
 from corral.perf.sidecar_time import SidecarTimeModel
 from corral.policies.placement import consolidated, free_gpus, take
 
-__all__ = ["Sidecar", "SidecarParams", "allowed_counts", "check_params", "grow_placement", "shrink_placement",
-           "SidecarPlan"]
+__all__ = ["Sidecar", "SidecarParams", "SidecarPlan", "allowed_counts", "check_params",
+           "grow_placement", "shrink_placement"]
 
 
 @dataclass
@@ -163,7 +163,8 @@ class SidecarPlan:
 @register_policy
 class Sidecar(Policy):
     name = "sidecar"
-    summary = "SideCar's adaptive GPU scheduler: reshape down for incoming jobs, up into idle GPUs, min predicted makespan"
+    summary = ("SideCar's adaptive GPU scheduler: reshape down for incoming jobs, up into idle "
+               "GPUs, min predicted makespan")
     Params = SidecarParams
     oracle = True
     reacts_to_events = True

@@ -58,8 +58,9 @@ class SidecarTermination(Sidecar):
             best = None
             for name, a in plan.assignments.items():
                 view = views[name]
-                recent = view.last_change_s is not None and snapshot.time_s - view.last_change_s < settle_s
-                if name in plan.touched or recent:
+                changed = view.last_change_s
+                if name in plan.touched or (changed is not None
+                                            and snapshot.time_s - changed < settle_s):
                     continue
                 cur = a.placement.num_gpus
                 step = next((n for n in self.counts(view.spec, cluster) if n > cur), None)

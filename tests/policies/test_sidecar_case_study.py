@@ -1,5 +1,5 @@
 """The SideCar paper's 4-GPU case study (Wang et al. SC'20 §II-C, Table I, Figs. 3-4; spec
-/work/shared/specs/sidecar.md §4.1 and §5.1), reproduced in the simulator.
+../shared/specs/sidecar.md §4.1 and §5.1), reproduced in the simulator.
 
 Table I: job 1 arrives at 0 s asking for 4 GPUs, job 2 at 180 s asking for 2; one epoch each;
 allowed GPU counts {1, 2, 4}. Three approaches:

@@ -5,7 +5,7 @@ After a (re)start a job adopts the goodput-optimal configuration for its allocat
 within a run it switches only when the model predicts a clear gain (hysteresis), so small model
 updates do not make it flap. Before any model exists it splits M0 evenly over its GPUs.
 Source: Qiao et al., Pollux (OSDI'21) Sec. 4.1 and 4.3; the restart/hysteresis/no-model rules
-are the artifact's, per /work/shared/specs/pollux.md section 1.2 ("Decides").
+are the artifact's, per ../shared/specs/pollux.md section 1.2 ("Decides").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Optimus's online convergence fit: predict how many epochs a job still needs.
 
-Optimus (Peng et al., EuroSys'18, §3.1, §4.1, §7; spec /work/shared/specs/optimus.md §2.1)
+Optimus (Peng et al., EuroSys'18, §3.1, §4.1, §7; spec ../shared/specs/optimus.md §2.1)
 fits the loss curve seen so far with the SGD O(1/k) form
 
     l(k) = 1 / (β0·k + β1) + β2        (Eq. 1, β0, β1 >= 0)

@@ -5,7 +5,7 @@ gradient statistics into that trade-off: the gain r(S) (progress of one step at 
 the initial batch, in M0-steps) and efficiency r(S)/S (progress per example relative to M0).
 
 Source: Qiao et al., Pollux (OSDI'21), Eq. 5-6; the r(S) form and the no-statistics convention
-(sqr=0, var=1 -> efficiency 1) are those of /work/shared/specs/pollux.md sections 2.3 and 1.6.
+(sqr=0, var=1 -> efficiency 1) are those of ../shared/specs/pollux.md sections 2.3 and 1.6.
 r(S) = (var + sqr) / (var/S + sqr) is algebraically Eq. 6 with phi = M0 * var / sqr.
 """
 

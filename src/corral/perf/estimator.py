@@ -6,7 +6,7 @@ The simulator and a real training library feed a `JobEstimator` the same way (on
 scheduler and the job-side batch choice see identical models in both worlds. The throughput
 model is fitted lazily and cached until the profile changes materially (a new (N, K, m)
 configuration, or a mean moving by more than 1%): a large simulation must not fit models nobody
-reads. Fitting follows Pollux's agent (spec /work/shared/specs/pollux.md 1.2, 1.2.1-1.2.2).
+reads. Fitting follows Pollux's agent (spec ../shared/specs/pollux.md 1.2, 1.2.1-1.2.2).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Tiresias (Gu et al., NSDI'19, §3.2.2, Pseudocode 1) ranks a job that has attain
 where S is a job's total service drawn from the history distribution D: the chance to finish
 within the next quantum Δ per unit of service the quantum is expected to use. Higher = run first.
 
-Decided where the paper is silent (spec /work/shared/specs/tiresias.md §6.2 item 2-3):
+Decided where the paper is silent (spec ../shared/specs/tiresias.md §6.2 item 2-3):
 * the empirical form uses `s - a` in the expectation (the reference simulator used raw `s`,
   which deviates from the formula);
 * a job beyond the largest sample (no survivors) gets index 0, as in the reference simulator;

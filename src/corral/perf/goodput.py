@@ -7,7 +7,7 @@ scheduler compares allocations by the best goodput each allows, relative to a ba
 
 Source: Qiao et al., Pollux (OSDI'21), Eq. 4, 7, 13, 15; the candidate procedure (50
 geometric total batch sizes, fewest accumulation steps, single-GPU s >= 1 rule, simulator cap on
-m) is /work/shared/specs/pollux.md section 2.5.
+m) is ../shared/specs/pollux.md section 2.5.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and policies that predict the cost of a reshape (SideCar's time predictions, Wan
 §III-C-1: "the profiled initialization, checkpoint and termination overheads") read the same
 profile by name, so the two never drift apart.
 
-Sources of the numbers (spec /work/shared/specs/sidecar.md §2.4, §4.1, §5.1; ones.md §2.3):
+Sources of the numbers (spec ../shared/specs/sidecar.md §2.4, §4.1, §5.1; ones.md §2.3):
 
 * SideCar's 4-GPU case study (§II-C, Fig. 3) measured 27 s to reshape a job down and 37 s to
   reshape it up with SideCar, against 204 s and 242 s with termination-based reshaping. The

@@ -1,6 +1,6 @@
 """ONES's training-progress predictor: Gaussian-process regression on completed jobs' training
 logs, giving a Beta distribution over a running job's progress (Bian et al. SC'21 §3.2.1,
-Eq. 6-7, footnote 1; spec /work/shared/specs/ones.md §3.3).
+Eq. 6-7, footnote 1; spec ../shared/specs/ones.md §3.3).
 
 A job's progress p (fraction of its total work done) is `Beta(alpha, beta)`, where alpha and
 beta "approximate the number of processed epochs and epochs to process". The expected remaining

@@ -1,6 +1,6 @@
 """Optimus's resource-speed model for parameter-server training, and its NNLS fit.
 
-Optimus (Peng et al., EuroSys'18, §3.2, Eq. 3-4; spec /work/shared/specs/optimus.md §2.2) models
+Optimus (Peng et al., EuroSys'18, §3.2, Eq. 3-4; spec ../shared/specs/optimus.md §2.2) models
 the training speed (steps per second) of a job with p parameter servers and w workers as
 
     synchronous:   f(p, w) = (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p)^-1      (Eq. 4, global batch M)

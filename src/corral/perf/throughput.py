@@ -6,7 +6,7 @@ parameters (Eq. 12) from measured step times (RMSLE + L-BFGS-B with the explorat
 
 Source: Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for Goodput-Optimized Deep
 Learning", OSDI'21, Eq. 8-12 and Sec. 4.1; the fitting objective, initial values, bounds and
-prior pinning follow /work/shared/specs/pollux.md sections 1.2.1, 1.2.2 and 2.4.
+prior pinning follow ../shared/specs/pollux.md sections 1.2.1, 1.2.2 and 2.4.
 """
 
 from __future__ import annotations

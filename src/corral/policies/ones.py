@@ -1,5 +1,5 @@
 """`ones`: ONES, online evolutionary batch-size orchestration (Bian, Li, Wang, You, SC'21;
-spec /work/shared/specs/ones.md). The seed text lost its formulas; the spec rebuilds them.
+spec ../shared/specs/ones.md). The seed text lost its formulas; the spec rebuilds them.
 
 ONES schedules each job's *batch size*: a job keeps a fixed per-GPU batch b, so its GPU count n
 sets its global batch B = n b (learning rate scaled linearly from the one tuned for b, §3.3.2).

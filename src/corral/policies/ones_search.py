@@ -1,5 +1,5 @@
 """ONES's online evolutionary search over schedules (Bian et al. SC'21 §3.2.2, Figs. 1, 5, 7-10;
-spec /work/shared/specs/ones.md §3.4-3.5).
+spec ../shared/specs/ones.md §3.4-3.5).
 
 A schedule is a genome with one gene per GPU (GPUs in node order): the job on that GPU, or -1
 for an idle GPU. A job's GPU count is how many genes it has; its per-GPU batch is fixed, so its

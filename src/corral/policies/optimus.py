@@ -1,6 +1,6 @@
 """`optimus` and `optimus-oracle`: Optimus's marginal-gain GPU allocation at the user's batch.
 
-Optimus (Peng et al., EuroSys'18, §3-4, Algorithm 1; spec /work/shared/specs/optimus.md §2)
+Optimus (Peng et al., EuroSys'18, §3-4, Algorithm 1; spec ../shared/specs/optimus.md §2)
 minimises the sum of remaining completion times t_j = Q_j x step_time_j(K_j): every active job
 first gets one GPU (starvation avoidance), then GPUs go one at a time to the job whose
 remaining time drops most from one more GPU, Q_j x (step(K) - step(K+1)) (Eq. 9; the dominant

@@ -10,7 +10,7 @@ algorithm with interference avoidance (at most one distributed job per node), no
 repair and the exploration cap (at most twice the most GPUs a job has run on), warm-started
 from the previous round's final population. Jobs choose their own batch size for the GPUs
 they get (the agent, `corral.perf.agent.choose_batch`), so assignments carry no batch.
-Spec: /work/shared/specs/pollux.md §1.3-1.5, §2.7-2.10.
+Spec: ../shared/specs/pollux.md §1.3-1.5, §2.7-2.10.
 
 Decided where the paper is silent [D] (artifact behaviour reproduced unless said otherwise):
 * Fair share a_f: ceil(G/J) GPUs on ceil(nodes/G) nodes (= 1 node with one GPU per replica),

@@ -3,7 +3,7 @@
 The search maximises FITNESS_p (Eq. 14): the power mean over all J active jobs of each job's
 speedup (Eq. 15), a job whose allocation differs from its current one having its speedup
 multiplied by its re-allocation factor. It is a genetic algorithm with the artifact's
-operators (spec /work/shared/specs/pollux.md §2.9): binary-tournament selection, single-point
+operators (spec ../shared/specs/pollux.md §2.9): binary-tournament selection, single-point
 crossover over the job dimension, mutation (reset a job's row to its current allocation; zero
 some of its per-node entries; grow entries on nodes with free GPUs), repair (interference
 avoidance, per-job GPU cap, at most 16 nodes per job, node capacity with jobs earlier in the

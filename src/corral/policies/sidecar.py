@@ -1,6 +1,6 @@
 """`sidecar`: the Adaptive GPU Scheduler of Wang et al., "An Efficient and Non-Intrusive GPU
 Scheduling Framework for Deep Learning Training Systems" (SC'20), §III-C; spec
-/work/shared/specs/sidecar.md §2.
+../shared/specs/sidecar.md §2.
 
 Every decision minimises the predicted makespan over a small search space:
 

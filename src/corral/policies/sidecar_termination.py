@@ -1,5 +1,5 @@
 """`sidecar-termination`: the termination-based baseline of the SideCar paper (Wang et al.
-SC'20 §V; spec /work/shared/specs/sidecar.md §4, "Approaches compared" 2).
+SC'20 §V; spec ../shared/specs/sidecar.md §4, "Approaches compared" 2).
 
 "It adopts the scheduling algorithm proposed in Optimus": it only reshapes up. An incoming job
 gets one GPU (its smallest allowed count) while any GPU is idle, and waits otherwise; idle GPUs

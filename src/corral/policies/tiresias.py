@@ -1,6 +1,6 @@
 """`tiresias-las` and `tiresias-gittins`: Tiresias's Discretized 2D-LAS and 2D-Gittins.
 
-Tiresias (Gu et al., NSDI'19, §3.2-3.3, Pseudocode 1-2; spec /work/shared/specs/tiresias.md
+Tiresias (Gu et al., NSDI'19, §3.2-3.3, Pseudocode 1-2; spec ../shared/specs/tiresias.md
 §2) schedules gang jobs on the GPUs their users asked for, without knowing durations. A job's
 attained service is GPUs x time run (GPU-seconds). K priority queues (default 2) split it at
 demotion thresholds; a job drops to the next queue when its service crosses the threshold.
@@ -54,7 +54,7 @@ from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
 
 #: Largest tensor / model size of the Tiresias simulator's models (`models.py` tensor lists,
-#: derived in /work/shared/specs/tiresias.md Appendix A); GoogLeNet falls back to Inception-v3
+#: derived in ../shared/specs/tiresias.md Appendix A); GoogLeNet falls back to Inception-v3
 #: there too.
 MODEL_SKEW: dict[str, float] = {
     "vgg19": 0.72, "vgg16": 0.74, "vgg11": 0.77, "alexnet": 0.61,

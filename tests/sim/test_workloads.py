@@ -16,7 +16,7 @@ from corral.sim.workloads import (POLLUX_MIX, SIZE_CLASS_APPS, TUNED_GPUS, Workl
                                   load_workloads, natural_key, size_class, synthetic,
                                   tuned_config)
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"  # tests/sim -> /work/shared
+SHARED = Path(__file__).resolve().parents[3] / "shared"  # tests/sim -> ../shared beside the repo
 DATA = SHARED / "data"
 POLLUX_DIR = DATA / "pollux" / "workloads"
 PHILLY = DATA / "pollux" / "philly.csv"

@@ -1,7 +1,7 @@
 """Print the SideCar 4-GPU case study as simulated (the runs of
 tests/policies/test_sidecar_case_study.py) against the paper's Fig. 4, and how the termination
 run moves with the donor's restart time after a termination-based shrink (the one overhead the
-paper's text does not give; see that test's docstring).
+paper's text does not give; `corral.perf.overheads` solves it from the termination timeline).
 
 Run: python benchmarks/sidecar_case_study.py
 """
@@ -44,7 +44,7 @@ def main() -> None:
         print(f"{name:12s} {s.makespan_s:9.1f} {makespan:6.0f} {s.makespan_s / makespan - 1:+7.1%} "
               f"{s.avg_jct_s:8.1f} {avg:6.1f} {s.avg_jct_s / avg - 1:+7.1%}  {finishes}")
     print("\ntermination run vs the donor's restart time after a termination-based shrink:")
-    for shrink_s in (204.0, 150.0, 120.0):
+    for shrink_s in (OVERHEADS["termination"].shrink_s, 150.0, 204.0):
         mech = Mechanism(dataclasses.replace(OVERHEADS["termination"], shrink_s=shrink_s))
         workload = Workload("table-1", [cs.job("job1", 0.0, 4), cs.job("job2", 180.0, 2)], "")
         result = Simulator(cs.CaseTruth(), create_policy("sidecar", {"gpu_counts": "1,2,4"}),

@@ -45,6 +45,14 @@ def save(path: str, state: dict) -> None:
     os.replace(tmp, path)
 
 
+def leave(world: int) -> None:
+    """Wait for every worker, then close the process group: a worker that exits while a
+    peer still holds its gloo connections can be aborted (SIGABRT) by the peer's teardown."""
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,6 +103,7 @@ def main() -> None:
                     save(path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                 "epoch": epoch, "step_in_epoch": i + 1})
                     print(f"checkpointed at epoch {epoch} step {i + 1}; stopping", flush=True)
+                leave(world)
                 sys.exit(143)
         epoch, step_in_epoch = epoch + 1, 0
         if rank == 0:
@@ -105,6 +114,7 @@ def main() -> None:
     if rank == 0:
         print(f"final test accuracy {accuracy(model, test):.4f} (target {TARGET_ACCURACY})",
               flush=True)
+    leave(world)
 
 
 if __name__ == "__main__":

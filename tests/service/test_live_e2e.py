@@ -46,9 +46,10 @@ DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local
 
 #: Policy settings for these minute-long runs: Pollux's re-allocation penalty assumes the
 #: restart delay it measured (30 s on its testbed), here jobs live seconds, not hours;
-#: Tiresias demotes a job after 1 GPU-hour, here after 18 GPU-seconds.
+#: Tiresias demotes a job after 1 GPU-hour, here after 3.6 GPU-seconds (under 2 s on
+#: 2 slots): a job is demoted before the next arrives, however fast the machine.
 SETTINGS = {"pollux": ("--set", "restart_penalty_s=1"),
-            "tiresias-las": ("--set", "threshold_gpu_h=0.005")}
+            "tiresias-las": ("--set", "threshold_gpu_h=0.001")}
 
 
 def _policy(name: str) -> str:

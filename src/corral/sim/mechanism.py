@@ -10,9 +10,9 @@ changes, so policies can be compared on equal mechanisms or each on its own. Mec
   27 s to shrink, 37 s to grow, 110 s to start a job whose initialisation overlaps the donor's
   training (early initialisation); growing onto another host is a Kubernetes restart.
 * `termination` -- Kubernetes termination-based reshaping, the paper's baseline and the default
-  scheduler's job start: 204 s to shrink, 242 s to grow; GPUs a job gives up are unusable for
-  64 s after it finishes (94 s after a resize: checkpoint + termination) and a job placed on
-  them starts only after that. Resized jobs resume from their checkpoint.
+  scheduler's job start: a shrunk job pauses 117 s, a grown one 242 s; GPUs a job gives up are
+  unusable for 64 s after it finishes (94 s after a resize: checkpoint + termination) and a job
+  placed on them starts only after that (110 s later: 204 s, the paper's reshape-down time). Resized jobs resume from their checkpoint.
 * `termination-epoch` -- the same costs, but a resized or preempted job restarts from its last
   completed epoch (a job that does not checkpoint on the termination signal).
 * `in-place` -- ONES's elastic scaling (SC'21 §3.3.1): about 1 s per rescale, 20 s to start.

@@ -193,3 +193,4 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 from corral.cli import live as _live  # noqa: E402,F401
 from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401
+from corral.cli import replay_cmd as _replay  # noqa: E402,F401

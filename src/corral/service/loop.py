@@ -16,6 +16,8 @@ queues again and resumes from its checkpoint when the policy next places it.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import threading
 import time
@@ -29,10 +31,19 @@ from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.store import Store
 
-__all__ = ["ControlLoop"]
+__all__ = ["ControlLoop", "run_settings"]
 
 log = logging.getLogger("corral.service")
 _SAVE_EVERY_S = 1.0  # time accounting is written at least this often
+
+
+def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
+    """What a replay of this run in the simulator needs to schedule as the service did."""
+    params = policy.params
+    return {"policy": policy.name,
+            "params": dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {},
+            "interval_s": interval_s,
+            "nodes": [[node.name, node.gpus] for node in cluster.nodes]}
 
 
 class ControlLoop:
@@ -53,6 +64,7 @@ class ControlLoop:
         self.clock = clock
         self.origin = store.origin()
         self.cluster = executor.cluster()
+        store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
         self.completed: list[JobView] = []
         self.previous = Decision({})

@@ -39,11 +39,15 @@ CREATE TABLE IF NOT EXISTS telemetry (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
     launch INTEGER, world_size INTEGER, steps INTEGER, epoch INTEGER, progress REAL, loss REAL,
     local_bsz INTEGER, accum_steps INTEGER, total_bsz INTEGER, metric REAL, state TEXT,
-    resumed_steps INTEGER, resumed_loss REAL
+    resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 """
+
+
+#: Telemetry columns added after the first release: databases made before get them on open.
+_TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL"}
 
 
 class Store:
@@ -59,6 +63,13 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            self._add_missing_columns("telemetry", _TELEMETRY_ADDED)
+
+    def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
+        have = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -151,17 +162,23 @@ class Store:
         return [dict(r) for r in rows]
 
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
+        """One report of a job: progress, batch, loss, gradient statistics and, for the replay
+        in the simulator (corral.service.replay), when its launch took its first step."""
         batch = report.get("batch") or [None, None]
         metrics = report.get("metrics") or []
         resumed = report.get("resumed") or {}
+        grad = (report.get("estimator") or {}).get("grad") or {}
+        first = report.get("first_step_time")
         self._exec(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
-            "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss, "
+            "grad_sqr, grad_var, first_step_s) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, time_s, report.get("launch"), report.get("world_size"), report.get("steps"),
              report.get("epoch"), report.get("progress"), report.get("loss"), batch[0], batch[1],
              report.get("total_bsz"), metrics[-1][2] if metrics else None, report.get("state"),
-             resumed.get("steps"), resumed.get("loss")))
+             resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
+             None if first is None else float(first) - self.origin()))
 
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:
         rows = self._exec("SELECT * FROM telemetry WHERE job_id = ? ORDER BY seq", (job_id,))

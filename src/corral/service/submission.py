@@ -21,6 +21,7 @@ from corral.train.env import JobConfig
 __all__ = ["Submission", "ADAPTIVE_MAX_FACTOR"]
 
 ADAPTIVE_MAX_FACTOR = 8
+_SCRIPTS = (".py", ".sh", ".ipynb")
 
 
 class Submission(BaseModel):
@@ -69,8 +70,11 @@ class Submission(BaseModel):
                                        "max_local_bsz": hi})
 
     def display_name(self) -> str:
-        return self.name or PurePath(self.command[-1] if len(self.command) > 1
-                                     else self.command[0]).stem or "job"
+        """The given name, else the script's (`python train.py --epochs 8` -> train)."""
+        if self.name:
+            return self.name
+        scripts = [PurePath(part) for part in self.command if PurePath(part).suffix in _SCRIPTS]
+        return (scripts[0] if scripts else PurePath(self.command[0])).stem or "job"
 
     def spec(self, job_id: str, submit_time_s: float) -> JobSpec:
         """The JobSpec policies see (call on a `checked()` submission)."""

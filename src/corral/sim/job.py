@@ -32,7 +32,7 @@ class SimJob:
         "policy_batch", "pause_left_s", "clock_s", "epoch", "progress", "steps",
         "attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "max_gpus_held",
         "first_start_s", "last_change_s", "finish_s", "metrics", "epochs_since_change",
-        "slowdown", "_rate", "active_at_arrival", "dry", "epoch_start_steps",
+        "slowdown", "_rate", "active_at_arrival", "dry", "epoch_start_steps", "ending",
     )
 
     def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
@@ -68,6 +68,7 @@ class SimJob:
         self._rate: tuple | None = None  # (gain per epoch, steps/s) of the current configuration
         self.active_at_arrival = 1
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
+        self.ending = False  # trained its last epoch; finishes when its pause is over
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
@@ -177,6 +178,9 @@ class SimJob:
                 d = min(self.pause_left_s, to_s - t)
                 self.pause_left_s -= d
                 t += d
+                if self.ending and self.pause_left_s <= 0:
+                    self._complete(t)
+                    break
                 continue
             rate, speed = self._current_rate()
             boundary = self.boundaries[self.epoch]
@@ -207,10 +211,15 @@ class SimJob:
         metric = None if self.dry else self.truth.metric(self.epoch, total)
         if metric is not None:
             self.metrics.append((int(self.steps), self.epoch, metric))
+        overhead = self.truth.epoch_overhead_s  # validation, checkpoint: outside the steps
         if self.epoch >= self.total_epochs:
-            self.finish_s = now_s
-            self.status = JobStatus.DONE
+            if overhead > 0:
+                self.ending = True
+                self.pause_left_s = overhead
+            else:
+                self._complete(now_s)
             return
+        self.pause_left_s += overhead
         if self.spec.adaptive and not self.policy_batch and not self.dry:
             self._observe_grad()
             batch = choose_batch(self.estimator, self.placement.num_nodes,
@@ -218,6 +227,10 @@ class SimJob:
             if batch != self.batch:
                 self.batch = batch
                 self._rate = None
+
+    def _complete(self, now_s: float) -> None:
+        self.finish_s = now_s
+        self.status = JobStatus.DONE
 
     def predict_finish_s(self, horizon_s: float) -> float:
         """When the job would finish if nothing changed (inf beyond `horizon_s`).

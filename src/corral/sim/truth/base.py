@@ -33,6 +33,9 @@ class AppTruth(ABC):
     """True behaviour of one application (model + dataset)."""
 
     limits: AppLimits
+    #: Seconds a job spends outside its training steps at the end of each epoch (validation,
+    #: checkpoint; after the last, also exiting). The measured profiles leave it out (0).
+    epoch_overhead_s: float = 0.0
 
     @abstractmethod
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:

@@ -50,6 +50,7 @@ class CatalogApp(AppTruth):
             width = float(entry["progress_per_epoch"])
             self._boundaries = tuple(width * (e + 1) for e in range(epochs))
             self._metric = entry.get("metric")
+            self.epoch_overhead_s = float(entry.get("epoch_overhead_s", 0.0))
             self.limits = AppLimits(
                 app=name, init_bsz=int(entry["init_bsz"]), max_bsz=int(entry["max_bsz"]),
                 min_local_bsz=int(entry["min_local_bsz"]), max_local_bsz=int(entry["max_local_bsz"]),
@@ -109,7 +110,18 @@ class CatalogTruth(Truth):
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{self.source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(data, dict) or data.get("version") != CATALOG_VERSION or "models" not in data:
+        self._load(data)
+
+    @classmethod
+    def from_document(cls, data: Mapping, source: str) -> "CatalogTruth":
+        """A truth from a catalog document made in memory (e.g. from a live run's measurements)."""
+        truth = cls.__new__(cls)
+        truth.source = source
+        truth._load(data)
+        return truth
+
+    def _load(self, data: Mapping) -> None:
+        if not isinstance(data, Mapping) or data.get("version") != CATALOG_VERSION or "models" not in data:
             raise InputError(f"{self.source}: not a corral catalog (version {CATALOG_VERSION})")
         self.origin = data.get("source", "")
         self._apps = {name: CatalogApp(name, entry) for name, entry in data["models"].items()}

@@ -1,0 +1,49 @@
+"""`corral replay`: a finished live run replayed in the simulator from what its jobs measured;
+prints each job's real and simulated JCT, and can write the measured catalog for `simulate`.
+
+Registered on the main `corral` app when this module is imported. Thin: parses arguments and
+calls `corral.service.sim_replay`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from corral.cli.live import _DATA_DIR_HELP, _load_policy_modules
+from corral.cli.main import app, console, user_errors
+
+
+@app.command()
+@user_errors
+def replay(
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="Replay under this policy instead of the run's own (a what-if)."),
+    policy_module: Optional[List[Path]] = typer.Option(None, help="Python file registering extra policies (repeatable)."),
+    catalog_out: Optional[Path] = typer.Option(None, help="Write the measured catalog here (for `corral simulate --catalog`)."),
+) -> None:
+    """Replay a live run in the simulator and compare each job's JCT with the real one."""
+    from corral.core.policy import create_policy
+    from corral.service.endpoint import data_dir as resolve
+    from corral.service.sim_replay import LiveRun, measured_catalog, replay as run_replay
+
+    _load_policy_modules(policy_module or [])
+    run = LiveRun.load(resolve(data_dir))
+    chosen = create_policy(policy) if policy else None
+    rows, delay = run_replay(run, chosen)
+    table = Table(title=f"live run under {run.policy} vs the simulator under "
+                        f"{policy or run.policy} (restart pause {delay:.1f} s, measured)")
+    for col in ("job", "app", "real JCT (s)", "simulated JCT (s)", "error"):
+        table.add_column(col)
+    for r in rows:
+        sim = "unfinished" if r.sim_jct_s is None else f"{r.sim_jct_s:.1f}"
+        err = "" if r.error is None else f"{r.error:+.1%}"
+        table.add_row(r.job_id, r.app, f"{r.real_jct_s:.1f}", sim, err)
+    console.print(table)
+    if catalog_out is not None:
+        catalog_out.write_text(json.dumps(measured_catalog(run), indent=1) + "\n")
+        console.print(f"wrote {catalog_out}")

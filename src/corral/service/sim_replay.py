@@ -1,0 +1,234 @@
+"""Sim-to-real: replay a finished live run in the simulator, from what its jobs measured.
+
+A live run's store holds everything the simulator needs to run the same jobs again:
+
+* the workload: each job's spec and submission time, and the epochs it trained;
+* the ground truth, as a catalog document (`corral.sim.truth.catalog`) with one entry per job:
+  the throughput model fitted to the step times its application's jobs measured (pooled over
+  them, with the same fit the jobs' own estimators use), the gradient noise scale over training
+  fitted to the statistics they reported, the progress of one epoch, and the time per epoch
+  spent outside training steps (validation, checkpoints, and at the end exiting): the wall time
+  between a launch's reports that the fitted step times do not explain, plus the time from the
+  last report to the job's exit, over its epochs;
+* the mechanism: checkpoint-restart whose pause is the mean time the run's launches took from
+  the service's decision to their first training step (process start, rendezvous, restore);
+* the policy with its parameters, the interval and the cluster, as the service recorded them.
+
+`replay()` runs it and sets each job's simulated JCT beside its real one; `corral replay` prints
+them. The same catalog can be replayed under another policy: a what-if on one's own jobs.
+
+Decided here: the noise scale is fitted over training progress only, not batch size (the
+gradient noise scale is a property of the gradient, and a short run sees few batch sizes), as a
+quadratic when there are at least six reports, else its mean. Step times of a launch are
+predicted as if its workers shared one node (reports do not say how a launch was spread).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from corral.core.cluster import Cluster, Node
+from corral.core.errors import InputError
+from corral.core.jobs import JobSpec
+from corral.core.policy import Policy, create_policy
+from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
+from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.store import Store
+from corral.sim.config import EngineConfig
+from corral.sim.engine import Simulator
+from corral.sim.mechanism import CheckpointRestart
+from corral.sim.truth.catalog import CATALOG_VERSION, CatalogTruth, noise_features
+from corral.sim.workloads import Workload
+
+__all__ = ["LiveRun", "ReplayedJob", "measured_catalog", "restart_delay_s", "replay"]
+
+_NOISE_DEG_EPOCH = 2
+_MIN_NOISE_POINTS = 6
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """One job of the run that finished, with what it reported."""
+
+    job: LiveJob
+    telemetry: list[dict[str, Any]]
+    assignments: list[dict[str, Any]]
+
+    @property
+    def jct_s(self) -> float:
+        return self.job.finish_s - self.job.spec.submit_time_s
+
+    @property
+    def epochs(self) -> int:
+        return self.job.epoch
+
+    @property
+    def estimator(self) -> Mapping[str, Any]:
+        return (self.job.report or {}).get("estimator") or {}
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A live run's record, read from a service data directory."""
+
+    jobs: list[FinishedJob]
+    policy: str
+    params: Mapping[str, Any]
+    interval_s: float
+    cluster: Cluster
+
+    @classmethod
+    def load(cls, data_dir: Path | str) -> "LiveRun":
+        """Read the run; InputError when there is no run or no job that finished training."""
+        path = Path(data_dir) / "state.db"
+        if not path.is_file():
+            raise InputError(f"{data_dir}: no corral service state here (state.db missing)")
+        store = Store(path)
+        try:
+            settings = store.meta("run")
+            if settings is None:
+                raise InputError(f"{path}: the run's settings were not recorded (a service "
+                                 "older than `corral replay`)")
+            run = json.loads(settings)
+            jobs = []
+            for doc in store.jobs():
+                job = LiveJob.from_doc(doc)
+                if job.status is not LiveStatus.DONE or not (job.report or {}).get("estimator"):
+                    continue  # only jobs that trained to the end under corral.train can replay
+                jobs.append(FinishedJob(job, store.telemetry(job.id), store.assignments(job.id)))
+        finally:
+            store.close()
+        if not jobs:
+            raise InputError(f"{path}: no job finished training with corral.train reports")
+        cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in run["nodes"]))
+        return cls(jobs, run["policy"], run["params"], float(run["interval_s"]), cluster)
+
+
+@dataclass(frozen=True)
+class ReplayedJob:
+    """A job's real JCT beside the simulator's."""
+
+    job_id: str
+    app: str
+    real_jct_s: float
+    sim_jct_s: float | None
+
+    @property
+    def error(self) -> float | None:
+        """(simulated - real) / real."""
+        return None if self.sim_jct_s is None else self.sim_jct_s / self.real_jct_s - 1.0
+
+
+def _throughput(jobs: list[FinishedJob]) -> dict[str, float]:
+    """The throughput model fitted to every step time the jobs' estimators profiled."""
+    rows = [(n, k, m, step_s, sync_s) for job in jobs
+            for n, k, m, _count, step_s, sync_s, *_ in job.estimator.get("configs", [])]
+    if not rows:
+        raise InputError(f"job {jobs[0].job.id}: it reported no profiled step")
+    arr = np.asarray(rows, dtype=float)
+    return fit_throughput(*arr.T, prior_driven=True).to_dict()
+
+
+def _progress_per_epoch(job: FinishedJob) -> float:
+    return float(job.job.progress) / max(job.epochs, 1)
+
+
+def _noise_scale(jobs: list[FinishedJob]) -> dict[str, Any]:
+    """log(var / sqr) over the training fraction, from every report with statistics."""
+    fracs, logs = [], []
+    for job in jobs:
+        total = max(float(job.job.progress), 1e-9)
+        for row in job.telemetry:
+            sqr, var = row.get("grad_sqr"), row.get("grad_var")
+            if sqr and var and sqr > 0 and var > 0 and row.get("progress") is not None:
+                fracs.append(min(row["progress"] / total, 1.0))
+                logs.append(math.log(var / sqr))
+    if not logs:
+        if any(job.job.spec.adaptive for job in jobs):
+            raise InputError(f"job {jobs[0].job.id}: it reported no gradient statistics")
+        return {"deg_epoch": 0, "deg_bsz": 0, "coef": [0.0]}  # fixed batch: no effect
+    deg = _NOISE_DEG_EPOCH if len(logs) >= _MIN_NOISE_POINTS else 0
+    feats = noise_features(np.asarray(fracs), np.zeros(len(fracs)), deg, 0)
+    coef, *_ = np.linalg.lstsq(feats, np.asarray(logs), rcond=None)
+    return {"deg_epoch": deg, "deg_bsz": 0, "coef": [float(c) for c in coef]}
+
+
+def _epoch_overhead_s(job: FinishedJob, params: ThroughputParams) -> float:
+    """Seconds per epoch the job spent outside the steps the throughput model predicts."""
+    outside = max(0.0, job.job.finish_s - job.telemetry[-1]["time_s"]) if job.telemetry else 0.0
+    for prev, row in zip(job.telemetry, job.telemetry[1:]):
+        if row["launch"] != prev["launch"] or row.get("state") == "stopped" or not row["world_size"]:
+            continue
+        steps = (row["steps"] or 0) - (prev["steps"] or 0)
+        step_s = float(iteration_time(params, 1, row["world_size"], row["local_bsz"],
+                                      row["accum_steps"] or 0))
+        outside += (row["time_s"] - prev["time_s"]) - steps * step_s
+    return max(0.0, outside / max(job.epochs, 1))
+
+
+def measured_catalog(run: LiveRun) -> dict[str, Any]:
+    """A catalog document with one entry per finished job (named by its id)."""
+    by_app: dict[str, list[FinishedJob]] = {}
+    for job in run.jobs:
+        by_app.setdefault(job.job.spec.app, []).append(job)
+    models = {}
+    for app, jobs in by_app.items():
+        throughput, noise = _throughput(jobs), _noise_scale(jobs)
+        params = ThroughputParams.from_dict(throughput)
+        overhead = statistics.fmean(_epoch_overhead_s(job, params) for job in jobs)
+        for job in jobs:
+            s = job.job.spec
+            models[job.job.id] = {
+                "throughput": throughput, "noise_scale": noise,
+                "progress_per_epoch": _progress_per_epoch(job), "epochs": max(job.epochs, 1),
+                "epoch_overhead_s": overhead,
+                "init_bsz": s.init_bsz, "max_bsz": s.max_bsz, "min_local_bsz": s.min_local_bsz,
+                "max_local_bsz": s.max_local_bsz, "lr_rule": s.lr_rule.value,
+                "adaptive": s.adaptive, "fixed_bsz": None if s.adaptive else s.batch_size,
+                "max_gpus": s.max_gpus, "metric": None, "app": app,
+            }
+    return {"version": CATALOG_VERSION, "created": _dt.date.today().isoformat(),
+            "source": "measured by the jobs of a live corral run (corral replay)",
+            "models": models}
+
+
+def restart_delay_s(run: LiveRun) -> float:
+    """Mean seconds from a placement decision to the first training step of the launch it made."""
+    delays = []
+    for job in run.jobs:
+        decided = sorted(a["time_s"] for a in job.assignments if a["num_gpus"] > 0)
+        firsts: dict[int, float] = {}
+        for row in job.telemetry:
+            if row.get("first_step_s") is not None and row.get("launch") is not None:
+                firsts.setdefault(row["launch"], row["first_step_s"])
+        for first in firsts.values():
+            before = [t for t in decided if t <= first]
+            if before:
+                delays.append(first - before[-1])
+    if not delays:
+        raise InputError("no launch of the run reported its first step")
+    return statistics.fmean(delays)
+
+
+def replay(run: LiveRun, policy: Policy | None = None) -> tuple[list[ReplayedJob], float]:
+    """Each job's real and simulated JCT (under the run's own policy unless given another),
+    and the restart pause the simulation charged."""
+    catalog = measured_catalog(run)
+    truth = CatalogTruth.from_document(catalog, "live run")
+    delay = restart_delay_s(run)
+    policy = policy or create_policy(run.policy, run.params)
+    specs: list[JobSpec] = [replace(j.job.spec, app=j.job.id, epochs=None) for j in run.jobs]
+    workload = Workload("live-run", sorted(specs, key=lambda s: s.submit_time_s), "live run")
+    sim = Simulator(truth, policy, run.cluster,
+                    EngineConfig(interval_s=run.interval_s, mechanism=CheckpointRestart(delay)))
+    result = {r.name: r for r in sim.run(workload).jobs}
+    return [ReplayedJob(j.job.id, j.job.spec.app, j.jct_s, result[j.job.id].jct_s)
+            for j in run.jobs], delay

@@ -32,3 +32,21 @@ def test_readme_policy_example_runs():
     finally:
         _REGISTRY.pop("mine", None)
         sys.modules.pop(module.__name__, None)
+
+
+def test_readme_commands_exist():
+    """Every `corral <command>` in the README's shell blocks is a subcommand of the CLI."""
+    import typer.main
+
+    from corral.cli.main import app
+
+    shell, lang = [], None  # lines of ``` and ```bash blocks; lang None: outside a block
+    for line in README.read_text().splitlines():
+        if line.startswith("```"):
+            lang = line[3:].strip() if lang is None else None
+        elif lang in ("", "bash"):
+            shell.append(line)
+    named = set(re.findall(r"(?<![\w./-])corral ([a-z][a-z-]*)", "\n".join(shell)))
+    known = set(typer.main.get_command(app).commands)
+    assert {"simulate", "serve", "submit", "replay"} <= named
+    assert named <= known, f"not corral commands: {sorted(named - known)}"

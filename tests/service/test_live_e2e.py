@@ -204,3 +204,24 @@ def test_faults_worker_kill_service_kill_auth_and_bad_input(service_factory) -> 
     log = svc2.cli("logs", b)
     assert "restarting from the last checkpoint" in log.stdout
     assert "left by an earlier service" in log.stdout and "resumed from" in log.stdout
+
+
+def test_sigterm_stops_the_service_cleanly_and_the_next_one_resumes(service_factory) -> None:
+    svc = service_factory("test-share")
+    a = svc.submit("digits_elastic.py", "--epochs", "10", **DIGITS_FIELDS)
+    svc.wait_training(a, 120, steps=60)  # past its first epoch
+    last_launch = max(_launches(svc.client.telemetry(a)))
+    svc.proc.send_signal(signal.SIGTERM)
+    assert svc.proc.wait(timeout=60) == 0
+    # the workers were asked to checkpoint and stop before the service exited
+    assert not any(is_job_worker(p, j) for p, j in svc.worker_pids())
+    assert not (svc.data_dir / "service.json").exists()
+    log = (svc.data_dir / "jobs" / a / "job.log").read_text()
+    assert "(checkpointed)" in log and log.splitlines()[-1].endswith("(shutdown)"), log[-500:]
+
+    svc2 = service_factory("test-share")
+    live.wait_until(lambda: _resumed_after(svc2, a, last_launch), 120,
+                    "the job to resume from the checkpoint it took on shutdown")
+    (job,) = svc2.wait_all_done([a], JOB_TIMEOUT_S)
+    assert job["metric"] >= TARGET
+

@@ -45,7 +45,7 @@ def serve(
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
     ray_storage: Optional[Path] = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
     ray_resource: Optional[str] = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
-    slots: Optional[int] = typer.Option(None, help="CPU slots to offer when there are no GPUs (default: CPU count)."),
+    slots: Optional[int] = typer.Option(None, help="Offer this many CPU slots instead of GPUs (default: the visible GPUs, else one slot per CPU)."),
     gpus: Optional[str] = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
     interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),

@@ -8,11 +8,13 @@ leaves its workers running; the next one reclaims them (corral.service.loop.Cont
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from corral.core.errors import CorralError
 from corral.core.policy import create_policy
@@ -51,6 +53,25 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def _signals_end_serving() -> Iterator[None]:
+    """While uvicorn serves, SIGINT and SIGTERM only end serving, so the shutdown below runs.
+
+    uvicorn handles both itself, then raises the signal again under the handlers it found: with
+    Python's default SIGTERM handler that killed the process before its workers were asked to
+    checkpoint. Under these no-op handlers the second raise does nothing. Main thread only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     """Run the service until SIGINT/SIGTERM."""
     import uvicorn
@@ -79,7 +100,8 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
             on_ready(url, token)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
         try:
-            server.run(sockets=[sock])
+            with _signals_end_serving():
+                server.run(sockets=[sock])
         finally:
             stop.set()
             worker.join(timeout=10)

@@ -1,7 +1,9 @@
 """corral.train's per-step overhead against the same plain PyTorch loop.
 
 The model and data are the example's (examples/digits_common.py: the digits CNN, batch 16 per
-worker). "plain" is the loop a user writes without corral: on 2 workers DistributedDataParallel
+worker), at several widths so that a step takes from ~1 ms (the example's width 16, a toy) to
+tens of ms (width 128; real models' steps on GPUs take 10s to 100s of ms): corral.train's cost
+is mostly fixed per step, so the figure that matters is the overhead at a realistic step time. "plain" is the loop a user writes without corral: on 2 workers DistributedDataParallel
 (gloo, CPU), one worker without it; each worker indexes its share of a shuffled pass. "corral"
 is the same model under `ElasticTrainer` with the batch fixed (as a non-adaptive job runs),
 doing what it does under the service: the gradient all-reduce with the noise statistics and
@@ -12,6 +14,7 @@ best round of each (on a machine shared with other work the best is the steadier
 Issue 6 goal: <= 5 % (AdaptDL users measured 2.6x).
 
 Run: python benchmarks/bench_train_overhead.py [--steps 300] [--rounds 3] [--workers 1 2]
+         [--widths 16 64 128]   (timed steps: --steps at width 16, proportionally fewer wider)
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from _common import machine
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 WARMUP_STEPS = 20
+RUN_TIMEOUT_S = 180.0
 LOCAL_BSZ = 16
 
 
-def _worker(mode: str, steps: int) -> None:
+def _worker(mode: str, steps: int, width: int) -> None:
     import torch
     import torch.nn.functional as F
 
@@ -43,7 +47,7 @@ def _worker(mode: str, steps: int) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     train, _ = digits()
-    model = make_model(16)
+    model = make_model(width)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     total = WARMUP_STEPS + steps
@@ -88,7 +92,19 @@ def _worker(mode: str, steps: int) -> None:
         print(json.dumps({"ms_per_step": 1000 * elapsed / steps}), flush=True)
 
 
-def _run(mode: str, workers: int, steps: int) -> float:
+def _run(mode: str, workers: int, steps: int, width: int, attempts: int = 3) -> float:
+    """ms per step of one run; a run whose workers hang (seen rarely in gloo's rendezvous on
+    this machine) is killed after RUN_TIMEOUT_S and tried again, at most `attempts` times."""
+    for attempt in range(attempts):
+        try:
+            return _run_once(mode, workers, steps, width)
+        except subprocess.TimeoutExpired:
+            print(f"  ({mode}, {workers} workers, width {width}: hung, killed; "
+                  f"attempt {attempt + 1} of {attempts})", flush=True)
+    raise RuntimeError(f"{mode} workers hung {attempts} times")
+
+
+def _run_once(mode: str, workers: int, steps: int, width: int) -> float:
     from corral.executors.procs import free_port
     from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv
 
@@ -105,9 +121,17 @@ def _run(mode: str, workers: int, steps: int) -> float:
             if mode == "corral":
                 env[ENV_CONFIG] = config.to_json()
             procs.append(subprocess.Popen([sys.executable, __file__, "--worker", mode,
-                                           "--steps", str(steps)], env=env,
-                                          stdout=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=600)[0] for p in procs]
+                                           "--steps", str(steps), "--widths", str(width)],
+                                          env=env, stdout=subprocess.PIPE, text=True))
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        try:
+            outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+                    for p in procs]
+        finally:
+            for p in procs:  # only the workers this run started
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
     if any(p.returncode for p in procs):
         raise RuntimeError(f"{mode} workers failed: {[p.returncode for p in procs]}")
     return json.loads(outs[0].strip().splitlines()[-1])["ms_per_step"]
@@ -118,26 +142,31 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--widths", type=int, nargs="+", default=[16, 64, 128])
     ap.add_argument("--worker", choices=["plain", "corral"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        _worker(args.worker, args.steps)
+        _worker(args.worker, args.steps, args.widths[0])
         return
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows as it goes
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
-    print(f"digits CNN, {LOCAL_BSZ} per worker, {args.steps} timed steps after {WARMUP_STEPS}, "
-          f"{args.rounds} rounds (median)")
-    for workers in args.workers:
-        times: dict[str, list[float]] = {"plain": [], "corral": []}
-        for _ in range(args.rounds):
-            for mode in times:
-                times[mode].append(_run(mode, workers, args.steps))
-        loop = f"plain {'DDP ' if workers > 1 else ''}loop"
-        for name, pick in (("median", statistics.median), ("best", min)):
-            plain, corral = pick(times["plain"]), pick(times["corral"])
-            print(f"{workers} worker(s), {name} of rounds: {loop} {plain:.2f} ms/step, "
-                  f"corral.train {corral:.2f} ms/step, overhead {100 * (corral / plain - 1):+.1f} %")
-        print(f"  rounds: plain {[round(t, 2) for t in times['plain']]}, "
-              f"corral {[round(t, 2) for t in times['corral']]}")
+    print(f"digits CNN, {LOCAL_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
+          f"{args.rounds} rounds (median and best)")
+    for width in args.widths:
+        steps = max(60, args.steps * 16 // width)
+        for workers in args.workers:
+            times: dict[str, list[float]] = {"plain": [], "corral": []}
+            for _ in range(args.rounds):
+                for mode in times:
+                    times[mode].append(_run(mode, workers, steps, width))
+            loop = f"plain {'DDP ' if workers > 1 else ''}loop"
+            for name, pick in (("median", statistics.median), ("best", min)):
+                plain, corral = pick(times["plain"]), pick(times["corral"])
+                print(f"width {width:3d}, {workers} worker(s), {steps} steps, {name} of rounds: "
+                      f"{loop} {plain:.2f} ms/step, corral.train {corral:.2f} ms/step, "
+                      f"overhead {100 * (corral / plain - 1):+.1f} %")
+            print(f"  rounds: plain {[round(t, 2) for t in times['plain']]}, "
+                  f"corral {[round(t, 2) for t in times['corral']]}")
 
 
 if __name__ == "__main__":

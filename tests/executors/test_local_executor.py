@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,16 +14,7 @@ from corral.executors.slots import SlotPool, detect_gpus
 from corral.core.errors import InputError
 
 
-def _load_contract():
-    path = Path(__file__).resolve().parent / "contract.py"
-    spec = importlib.util.spec_from_file_location("corral_executor_contract", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-contract = _load_contract()
+import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 
 
 class TestLocalExecutorContract(contract.ExecutorContract):

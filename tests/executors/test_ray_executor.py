@@ -9,7 +9,6 @@ down at the end of the module, whatever happened. Skipped when ray is not instal
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -37,16 +36,7 @@ FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500
                    "health_check_failure_threshold": 3}
 
 
-def _load_contract():
-    path = Path(__file__).resolve().parent / "contract.py"
-    spec = importlib.util.spec_from_file_location("corral_executor_contract", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-contract = _load_contract()
+import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 
 
 @pytest.fixture(scope="module")

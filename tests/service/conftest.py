@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -12,18 +12,14 @@ import pytest
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 
-SHARE_POLICY = Path(__file__).resolve().parent / "share_policy.py"
+# The helpers beside this file (livecluster, share_policy) import as top-level modules in the
+# test modules of this folder: `import livecluster as live`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load_share_policy() -> None:
-    """Register `test-share` once per test session."""
-    name = "corral_test_share_policy"
-    if name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(name, SHARE_POLICY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    """Register `test-share` (importing the module registers it, once per session)."""
+    importlib.import_module("share_policy")
 
 
 class FakeExecutor(Executor):

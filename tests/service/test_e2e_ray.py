@@ -17,8 +17,6 @@ Both reach the example's stated accuracy. The service helpers are the runtime is
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,16 +29,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 
 
-def _load(name: str):
-    path = Path(__file__).resolve().parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"corral_test_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-live = _load("livecluster")
+import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
 JOB_TIMEOUT_S = 150
 DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,

@@ -10,7 +10,6 @@ resize path is always exercised.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -26,16 +25,7 @@ from corral.core.policy import policy_names  # noqa: E402
 from corral.executors.procs import is_job_worker  # noqa: E402
 
 
-def _load(name: str):
-    path = Path(__file__).resolve().parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"corral_test_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-live = _load("livecluster")
+import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 TARGET = 0.95  # the examples' stated accuracy after their default epochs
 JOB_TIMEOUT_S = 240
 DIGITS = ["--adaptive", "--batch-size", "32", "--max-batch-size", "256", "--max-local-bsz", "64",

@@ -12,9 +12,6 @@ testbed's. Typical errors on the development machine: -9 %..+1 %.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,10 +20,7 @@ pytest.importorskip("uvicorn")
 
 from corral.service.sim_replay import LiveRun, replay  # noqa: E402
 
-_path = Path(__file__).resolve().parent / "livecluster.py"
-_spec = importlib.util.spec_from_file_location("corral_test_livecluster_s2r", _path)
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 
 JOB = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64, min_local_bsz=8,
            max_gpus=2)

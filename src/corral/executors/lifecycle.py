@@ -1,0 +1,340 @@
+"""`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
+
+It holds what does not depend on how workers run: the contract's bookkeeping (place, stop,
+cancel, status, shutdown), the background thread that advances every job, the decision taken
+when a worker set has exited (DONE, CANCELLED, FAILED after `max_retries` crashes, QUEUED or
+STOPPED), the environment shared by a launch's workers, and the per-job files under
+`<root>/jobs/<job id>/`. An executor subclass says how its worker sets start, are signalled and
+are released through the hooks at the end of the class (see corral.executors.local for the
+state machine).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Mapping, Sequence, TypeVar
+
+from corral.core.jobs import BatchConfig
+from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.train.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
+from corral.train.files import atomic_write_json, read_json
+from corral.train.report import REPORT_FILE, read_report
+
+__all__ = ["JobRecord", "JobTableExecutor"]
+
+WORKERS_FILE = "workers.json"  # ids of the current launch's workers, for a later service to reclaim
+
+
+@dataclass
+class JobRecord:
+    """What an executor knows of one job; subclasses add their worker set."""
+
+    launch: JobLaunch
+    target: Any  # where it should run now, in the executor's terms (None: nowhere)
+    state: ExecState = ExecState.QUEUED
+    plan: WorkerPlan | None = None  # what its workers run with
+    launches: int = 0
+    crashes: int = 0
+    exit_codes: tuple[int, ...] = ()
+    message: str = ""
+    reason: str = ""  # why it is stopping: resize, stop, cancel, crash, shutdown
+    deadline: float = 0.0
+    killed: int = 0  # escalation steps taken after the deadline
+    started_at: float | None = None
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+J = TypeVar("J", bound=JobRecord)
+
+
+class JobTableExecutor(Executor, Generic[J]):
+    """The shared lifecycle; a subclass calls `__init__` last (it starts the background thread)."""
+
+    _job_type: ClassVar[type[JobRecord]]  # the subclass's job record
+    _join_timeout_s: ClassVar[float] = 5.0  # how long shutdown waits for the background thread
+
+    def __init__(self, root: Path, *, thread_name: str, max_retries: int, stop_timeout_s: float,
+                 crash_grace_s: float, report_interval_s: float, checkpoint_interval_s: float,
+                 poll_s: float) -> None:
+        self._root = root
+        self.max_retries = max_retries
+        self.stop_timeout_s = stop_timeout_s
+        self.crash_grace_s = crash_grace_s
+        self.report_interval_s = report_interval_s
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.poll_s = poll_s
+        self._jobs: dict[str, J] = {}
+        self._lock = threading.RLock()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self._thread.start()
+
+    # -- the contract -------------------------------------------------------------------------
+    def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
+        with self._lock:
+            target = self._target_for(job.job_id, plan)
+            j = self._jobs.get(job.job_id)
+            if j is None:
+                self._jobs[job.job_id] = self._job_type(job, target)  # type: ignore[assignment]
+                return
+            if j.state in TERMINAL:
+                return
+            j.launch, j.target = job, target
+            if j.state is ExecState.STOPPED:
+                j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
+            elif j.state is ExecState.STOPPING and j.reason == "stop":
+                j.reason = "resize"
+
+    def stop(self, job_id: str) -> None:
+        self._halt(job_id, "stop", ExecState.STOPPED)
+
+    def cancel(self, job_id: str) -> None:
+        self._halt(job_id, "cancel", ExecState.CANCELLED)
+
+    def _halt(self, job_id: str, reason: str, idle_state: ExecState) -> None:
+        """Stop or cancel: at once when no worker set exists, else through STOPPING (a cancel
+        overrides whatever a stopping job was stopping for; a stop overrides a resize)."""
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None or j.state in TERMINAL:
+                return
+            j.target = None
+            if not self._has_workers(j):
+                j.state = idle_state
+            elif j.state is not ExecState.STOPPING:
+                self._terminate(j, reason, self.stop_timeout_s)
+            elif reason == "cancel" or j.reason == "resize":
+                j.reason = reason
+
+    def status(self, job_id: str) -> ExecStatus:
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None:
+                return ExecStatus(job_id, ExecState.UNKNOWN)
+            live = self._live_workers(j)
+            return ExecStatus(job_id, j.state, j.plan if live else None, j.launches, j.crashes,
+                              j.exit_codes, j.message, live, j.started_at)
+
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        return read_report(self._dir(job_id) / REPORT_FILE)
+
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        path = self._log_path(job_id, rank)
+        if not path.exists():
+            return ""
+        with open(path, "rb") as f:
+            if tail_bytes is not None:
+                f.seek(max(0, path.stat().st_size - tail_bytes))
+            return f.read().decode(errors="replace")
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return self._dir(job_id) / "checkpoints"
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        with self._lock:
+            for j in self._jobs.values():
+                if self._has_workers(j) and j.state is not ExecState.STOPPING:
+                    self._terminate(j, "shutdown", timeout_s)
+                j.target = None
+        deadline = time.monotonic() + timeout_s + 5
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not any(self._has_workers(j) for j in self._jobs.values()):
+                    break
+            time.sleep(self.poll_s)
+        self._closing.set()
+        self._thread.join(timeout=self._join_timeout_s)
+        with self._lock:
+            for j in self._jobs.values():
+                if self._has_workers(j):
+                    self._release(j)
+
+    # -- the background loop ------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            self._refresh()
+            with self._lock:
+                for j in list(self._jobs.values()):
+                    try:
+                        self._advance(j)
+                    except Exception as exc:  # noqa: BLE001 - one job must not stop the others
+                        j.message = f"executor error: {type(exc).__name__}: {exc}".splitlines()[0]
+                        self._note(j.launch.job_id, j.message)
+                self._start_queued()
+            self._closing.wait(self.poll_s)
+
+    def _watch(self, j: J, codes: Sequence[int | None], running: Any) -> None:
+        """Act on a started worker set's exit statuses (None: still running); `running` is the
+        target it was started for."""
+        if j.state is ExecState.RUNNING:
+            if all(c is not None for c in codes):
+                self._exited(j)
+            elif any(c not in (None, 0) for c in codes):
+                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+                self._note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
+                           + self._codes_note([c for _, c in bad]) + "; stopping the rest")
+                self._terminate(j, "crash", self.crash_grace_s)
+            elif j.target is not None and j.target != running:
+                self._terminate(j, "resize", self.stop_timeout_s)
+        elif j.state is ExecState.STOPPING:
+            if all(c is not None for c in codes):
+                self._exited(j)
+            elif time.monotonic() > j.deadline:
+                self._escalate(j)
+                j.killed += 1
+
+    def _exited(self, j: J) -> None:
+        """The current worker set is gone (or was called off before it started): what next."""
+        job_id = j.launch.job_id
+        codes = self._final_codes(j)
+        self._release(j)
+        reason, j.reason = (j.reason if j.state is ExecState.STOPPING else ""), ""
+        if codes is not None:
+            j.exit_codes = tuple(codes)
+            self._note(job_id, f"launch {j.launches - 1} exited with {list(codes)}"
+                       + (f" ({reason})" if reason else "") + self._codes_note(codes))
+            if reason != "cancel" and (all(c == 0 for c in codes) or self._reported_finished(j)):
+                j.state = ExecState.DONE
+                return
+        if reason == "cancel":
+            j.state = ExecState.CANCELLED
+            return
+        if codes is not None and reason in ("", "crash"):
+            j.crashes += 1
+            if j.crashes > self.max_retries:
+                j.state = ExecState.FAILED
+                j.message = (f"workers failed {j.crashes} times (exit statuses "
+                             f"{list(j.exit_codes)}); see its log")
+                self._note(job_id, j.message)
+                return
+            self._note(job_id, f"restarting from the last checkpoint (retry {j.crashes} of "
+                       f"{self.max_retries})")
+        if j.target is not None:
+            j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
+        else:
+            j.state = ExecState.STOPPED
+
+    def _reported_finished(self, j: J) -> bool:
+        """The launch that just exited reported that training finished (a signal may have
+        caught it while the interpreter was shutting down, turning status 0 into -15)."""
+        report = self.report(j.launch.job_id)
+        return bool(report and report.get("state") == "finished"
+                    and report.get("launch") == self._launch_number(j) - 1)
+
+    def _terminate(self, j: J, reason: str, timeout_s: float) -> None:
+        j.state, j.reason, j.killed = ExecState.STOPPING, reason, 0
+        j.deadline = time.monotonic() + timeout_s
+        if self._has_workers(j):
+            self._signal(j, signal.SIGTERM)
+
+    def _fail(self, j: J, message: str) -> None:
+        if self._has_workers(j):
+            self._release(j)
+        j.state, j.message = ExecState.FAILED, message
+        self._note(j.launch.job_id, message)
+
+    def _start_queued(self) -> None:
+        queued = sorted((j for j in self._jobs.values()
+                         if j.state is ExecState.QUEUED and not self._has_workers(j)),
+                        key=lambda j: j.queued_at)
+        for j in queued:
+            if j.target is None:
+                j.state = ExecState.STOPPED
+            else:
+                self._try_start(j)
+
+    # -- launching ----------------------------------------------------------------------------
+    @staticmethod
+    def _launch_number(j: JobRecord) -> int:
+        """The number workers of the job's next launch are told (see JobLaunch)."""
+        return j.launch.config.launch + j.launches
+
+    def _worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
+                    inherit: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment every worker of the job's next launch gets, before its rank's
+        variables: `inherit`, the job's env, CORRAL_* (and no GPU, one BLAS thread on CPU)."""
+        job = j.launch
+        ckpt = self.checkpoint_dir(job.job_id)
+        ckpt.mkdir(parents=True, exist_ok=True)
+        config = job.config.replace(
+            job_id=job.job_id, num_nodes=num_nodes, launch=self._launch_number(j),
+            batch=(batch.local_bsz, batch.accum_steps) if batch else None,
+            checkpoint_dir=str(ckpt), report_path=str(self._dir(job.job_id) / REPORT_FILE),
+            report_interval_s=self.report_interval_s,
+            checkpoint_interval_s=self.checkpoint_interval_s)
+        env = {**(inherit or {}), **job.env, ENV_JOB_ID: job.job_id, ENV_CHECKPOINT_DIR: str(ckpt),
+               ENV_CONFIG: config.to_json(), "PYTHONUNBUFFERED": "1"}
+        if not gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env.setdefault(var, "1")
+        return env
+
+    # -- files --------------------------------------------------------------------------------
+    def _dir(self, job_id: str) -> Path:
+        path = self._root / "jobs" / job_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _log_path(self, job_id: str, rank: int) -> Path:
+        return self._dir(job_id) / ("job.log" if rank == 0 else f"worker-{rank}.log")
+
+    def _note(self, job_id: str, text: str) -> None:
+        with open(self._log_path(job_id, 0), "a") as f:
+            f.write(f"[corral {time.strftime('%H:%M:%S')}] {text}\n")
+
+    def _record_workers(self, job_id: str, ids: Sequence[Any]) -> None:
+        atomic_write_json(self._dir(job_id) / WORKERS_FILE, list(ids))
+
+    def _recorded_workers(self, job_id: str) -> list[Any]:
+        return read_json(self._dir(job_id) / WORKERS_FILE) or []
+
+    # -- hooks: how this executor's worker sets behave ------------------------------------------
+    def _target_for(self, job_id: str, plan: WorkerPlan) -> Any:
+        """`plan` as this executor's target (raises ValueError for one it cannot run)."""
+        return plan
+
+    def _refresh(self) -> None:
+        """Called by the background thread before each round, without the lock."""
+
+    @staticmethod
+    def _codes_note(codes: Sequence[int]) -> str:
+        """What to add to a note about these exit statuses."""
+        return ""
+
+    @abstractmethod
+    def _has_workers(self, j: J) -> bool:
+        """The job has a worker set (being started, running or stopping)."""
+
+    @abstractmethod
+    def _live_workers(self, j: J) -> tuple[str, ...]:
+        """Ids of the job's workers that are running."""
+
+    @abstractmethod
+    def _advance(self, j: J) -> None:
+        """Move the job's worker set on (calls `_watch` once it has started)."""
+
+    @abstractmethod
+    def _signal(self, j: J, signum: int) -> None:
+        """Send `signum` to the job's running workers."""
+
+    @abstractmethod
+    def _escalate(self, j: J) -> None:
+        """A stopping job is past its deadline (step `j.killed`): force it, set a new deadline."""
+
+    @abstractmethod
+    def _final_codes(self, j: J) -> list[int] | None:
+        """Exit statuses of the worker set that has exited; None if it never started."""
+
+    @abstractmethod
+    def _release(self, j: J) -> None:
+        """Kill what is left of the job's worker set and free its resources."""
+
+    @abstractmethod
+    def _try_start(self, j: J) -> None:
+        """Start a launch of a queued job on `j.target` if its resources are free."""

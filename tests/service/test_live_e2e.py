@@ -111,9 +111,12 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
             # the step count continues from the checkpoint taken when it was stopped...
             assert first["resumed_steps"] >= last["steps"]
             assert first["steps"] > first["resumed_steps"]
-            # ...and so does the loss: below the job's first report, where a fresh start would
-            # be (an early resize at the large adaptive batch has not halved it yet)
-            assert first["resumed_loss"] < first_loss and first["loss"] < first_loss
+            # ...and so does the loss: the checkpoint's, and the new launch's over its reports,
+            # below the job's first report, where a fresh start would be (one step's loss right
+            # after a resize is too noisy to compare: it has been seen above it)
+            losses = [r["loss"] for r in by_launch[first["launch"]] if r["loss"] is not None]
+            assert first["resumed_loss"] < first_loss
+            assert sum(losses) / len(losses) < first_loss, losses
     # the adaptive jobs' batch sizes changed with their allocations
     assert any(first["total_bsz"] != last["total_bsz"]
                for pairs in resized.values() for last, first in pairs)

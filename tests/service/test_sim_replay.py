@@ -11,7 +11,8 @@ import pytest
 from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
-from corral.service.sim_replay import LiveRun, measured_catalog, replay, restart_delay_s
+from corral.service.run_record import read_run
+from corral.sim.measured_run import MeasuredRun, measured_catalog, replay, restart_delay_s
 from corral.service.store import Store
 from corral.service.submission import Submission
 
@@ -53,7 +54,7 @@ def _record(tmp_path: Path, finished: bool = True, settings: bool = True) -> Pat
 
 
 def test_restart_pause_and_time_outside_steps_are_measured(tmp_path):
-    run = LiveRun.load(_record(tmp_path))
+    run = MeasuredRun.from_record(read_run(_record(tmp_path)))
     assert restart_delay_s(run) == pytest.approx(2.0)  # placed 1.0 s, first step 3.0 s
     entry = measured_catalog(run)["models"]["job-1"]
     assert entry["epochs"] == 2 and entry["progress_per_epoch"] == pytest.approx(45.0)
@@ -62,7 +63,7 @@ def test_restart_pause_and_time_outside_steps_are_measured(tmp_path):
 
 
 def test_the_replay_predicts_the_jct_of_the_record(tmp_path):
-    rows, delay = replay(LiveRun.load(_record(tmp_path)))
+    rows, delay = replay(MeasuredRun.from_record(read_run(_record(tmp_path))))
     (row,) = rows
     overhead = (2.0 - 89 * STEP_S + 1.0) / 2
     # placed at the 1 s round, 2 s pause, then per epoch 45 steps and the time outside them
@@ -74,8 +75,8 @@ def test_the_replay_predicts_the_jct_of_the_record(tmp_path):
 
 def test_a_run_without_what_the_replay_needs_is_refused_in_one_line(tmp_path):
     with pytest.raises(InputError, match="state.db missing"):
-        LiveRun.load(tmp_path / "nowhere")
+        MeasuredRun.from_record(read_run(tmp_path / "nowhere"))
     with pytest.raises(InputError, match="no job finished training"):
-        LiveRun.load(_record(tmp_path / "a", finished=False))
+        MeasuredRun.from_record(read_run(_record(tmp_path / "a", finished=False)))
     with pytest.raises(InputError, match="settings were not recorded"):
-        LiveRun.load(_record(tmp_path / "b", settings=False))
+        MeasuredRun.from_record(read_run(_record(tmp_path / "b", settings=False)))

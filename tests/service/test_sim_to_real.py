@@ -1,5 +1,5 @@
 """Sim-to-real: three elastic jobs run live under `pollux`, then the run is replayed in the
-simulator from what the jobs measured (corral.service.sim_replay); each job's simulated JCT is
+simulator from what the jobs measured (corral.sim.measured_run); each job's simulated JCT is
 within 20% of its real one.
 
 The run uses 2 CPU slots, one per core of the 2-core test machine, so a slot behaves as a GPU
@@ -18,7 +18,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("uvicorn")
 
-from corral.service.sim_replay import LiveRun, replay  # noqa: E402
+from corral.service.run_record import read_run  # noqa: E402
+from corral.sim.measured_run import MeasuredRun, replay  # noqa: E402
 
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 
@@ -44,7 +45,7 @@ def test_replay_of_a_live_pollux_run_predicts_each_jct_within_20_percent(tmp_pat
         svc.close()
     assert all(j["status"] == "done" for j in jobs), jobs
 
-    rows, delay = replay(LiveRun.load(svc.data_dir))
+    rows, delay = replay(MeasuredRun.from_record(read_run(svc.data_dir)))
     assert 0.5 < delay < 20.0  # a process start, not zero and not a hang
     assert sorted(r.job_id for r in rows) == sorted(ids)
     report = {r.job_id: (round(r.real_jct_s, 1), r.sim_jct_s and round(r.sim_jct_s, 1)) for r in rows}

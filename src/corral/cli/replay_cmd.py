@@ -2,7 +2,7 @@
 prints each job's real and simulated JCT, and can write the measured catalog for `simulate`.
 
 Registered on the main `corral` app when this module is imported. Thin: parses arguments and
-calls `corral.service.sim_replay`.
+joins `corral.service.run_record` (reads the run) and `corral.sim.measured_run` (replays it).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ def replay(
     """Replay a live run in the simulator and compare each job's JCT with the real one."""
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
-    from corral.service.sim_replay import LiveRun, measured_catalog, replay as run_replay
+    from corral.service.run_record import read_run
+    from corral.sim.measured_run import MeasuredRun, measured_catalog, replay as run_replay
 
     _load_policy_modules(policy_module or [])
-    run = LiveRun.load(resolve(data_dir))
+    run = MeasuredRun.from_record(read_run(resolve(data_dir)))
     chosen = create_policy(policy) if policy else None
     rows, delay = run_replay(run, chosen)
     table = Table(title=f"live run under {run.policy} vs the simulator under "

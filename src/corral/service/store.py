@@ -163,7 +163,7 @@ class Store:
 
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
-        in the simulator (corral.service.replay), when its launch took its first step."""
+        in the simulator (corral.sim.measured_run), when its launch took its first step."""
         batch = report.get("batch") or [None, None]
         metrics = report.get("metrics") or []
         resumed = report.get("resumed") or {}

@@ -1,6 +1,7 @@
 """Sim-to-real: replay a finished live run in the simulator, from what its jobs measured.
 
-A live run's store holds everything the simulator needs to run the same jobs again:
+A live run's record (read from the service's store by `corral.service.run_record`) holds
+everything the simulator needs to run the same jobs again:
 
 * the workload: each job's spec and submission time, and the epochs it trained;
 * the ground truth, as a catalog document (`corral.sim.truth.catalog`) with one entry per job:
@@ -26,11 +27,9 @@ predicted as if its workers shared one node (reports do not say how a launch was
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import statistics
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -40,15 +39,13 @@ from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
 from corral.core.policy import Policy, create_policy
 from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
-from corral.service.jobs import LiveJob, LiveStatus
-from corral.service.store import Store
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
 from corral.sim.mechanism import CheckpointRestart
 from corral.sim.truth.catalog import CATALOG_VERSION, CatalogTruth, noise_features
 from corral.sim.workloads import Workload
 
-__all__ = ["LiveRun", "ReplayedJob", "measured_catalog", "restart_delay_s", "replay"]
+__all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "measured_catalog", "restart_delay_s", "replay"]
 
 _NOISE_DEG_EPOCH = 2
 _MIN_NOISE_POINTS = 6
@@ -58,26 +55,23 @@ _MIN_NOISE_POINTS = 6
 class FinishedJob:
     """One job of the run that finished, with what it reported."""
 
-    job: LiveJob
-    telemetry: list[dict[str, Any]]
-    assignments: list[dict[str, Any]]
+    id: str
+    spec: JobSpec
+    finish_s: float
+    progress: float  # scale-invariant iterations trained, from its last report
+    epochs: int  # epochs it trained
+    estimator: Mapping[str, Any]  # its last report's JobEstimator.to_dict()
+    telemetry: list[dict[str, Any]]  # its reports, as the service stored them
+    assignments: list[dict[str, Any]]  # the service's placement decisions for it
 
     @property
     def jct_s(self) -> float:
-        return self.job.finish_s - self.job.spec.submit_time_s
-
-    @property
-    def epochs(self) -> int:
-        return self.job.epoch
-
-    @property
-    def estimator(self) -> Mapping[str, Any]:
-        return (self.job.report or {}).get("estimator") or {}
+        return self.finish_s - self.spec.submit_time_s
 
 
 @dataclass(frozen=True)
-class LiveRun:
-    """A live run's record, read from a service data directory."""
+class MeasuredRun:
+    """A live run's record: its finished jobs and the settings it was scheduled with."""
 
     jobs: list[FinishedJob]
     policy: str
@@ -86,30 +80,11 @@ class LiveRun:
     cluster: Cluster
 
     @classmethod
-    def load(cls, data_dir: Path | str) -> "LiveRun":
-        """Read the run; InputError when there is no run or no job that finished training."""
-        path = Path(data_dir) / "state.db"
-        if not path.is_file():
-            raise InputError(f"{data_dir}: no corral service state here (state.db missing)")
-        store = Store(path)
-        try:
-            settings = store.meta("run")
-            if settings is None:
-                raise InputError(f"{path}: the run's settings were not recorded (a service "
-                                 "older than `corral replay`)")
-            run = json.loads(settings)
-            jobs = []
-            for doc in store.jobs():
-                job = LiveJob.from_doc(doc)
-                if job.status is not LiveStatus.DONE or not (job.report or {}).get("estimator"):
-                    continue  # only jobs that trained to the end under corral.train can replay
-                jobs.append(FinishedJob(job, store.telemetry(job.id), store.assignments(job.id)))
-        finally:
-            store.close()
-        if not jobs:
-            raise InputError(f"{path}: no job finished training with corral.train reports")
-        cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in run["nodes"]))
-        return cls(jobs, run["policy"], run["params"], float(run["interval_s"]), cluster)
+    def from_record(cls, record: Mapping[str, Any]) -> "MeasuredRun":
+        """From `corral.service.run_record.read_run`'s plain record."""
+        jobs = [FinishedJob(**job) for job in record["jobs"]]
+        cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in record["nodes"]))
+        return cls(jobs, record["policy"], record["params"], float(record["interval_s"]), cluster)
 
 
 @dataclass(frozen=True)
@@ -132,28 +107,28 @@ def _throughput(jobs: list[FinishedJob]) -> dict[str, float]:
     rows = [(n, k, m, step_s, sync_s) for job in jobs
             for n, k, m, _count, step_s, sync_s, *_ in job.estimator.get("configs", [])]
     if not rows:
-        raise InputError(f"job {jobs[0].job.id}: it reported no profiled step")
+        raise InputError(f"job {jobs[0].id}: it reported no profiled step")
     arr = np.asarray(rows, dtype=float)
     return fit_throughput(*arr.T, prior_driven=True).to_dict()
 
 
 def _progress_per_epoch(job: FinishedJob) -> float:
-    return float(job.job.progress) / max(job.epochs, 1)
+    return float(job.progress) / max(job.epochs, 1)
 
 
 def _noise_scale(jobs: list[FinishedJob]) -> dict[str, Any]:
     """log(var / sqr) over the training fraction, from every report with statistics."""
     fracs, logs = [], []
     for job in jobs:
-        total = max(float(job.job.progress), 1e-9)
+        total = max(float(job.progress), 1e-9)
         for row in job.telemetry:
             sqr, var = row.get("grad_sqr"), row.get("grad_var")
             if sqr and var and sqr > 0 and var > 0 and row.get("progress") is not None:
                 fracs.append(min(row["progress"] / total, 1.0))
                 logs.append(math.log(var / sqr))
     if not logs:
-        if any(job.job.spec.adaptive for job in jobs):
-            raise InputError(f"job {jobs[0].job.id}: it reported no gradient statistics")
+        if any(job.spec.adaptive for job in jobs):
+            raise InputError(f"job {jobs[0].id}: it reported no gradient statistics")
         return {"deg_epoch": 0, "deg_bsz": 0, "coef": [0.0]}  # fixed batch: no effect
     deg = _NOISE_DEG_EPOCH if len(logs) >= _MIN_NOISE_POINTS else 0
     feats = noise_features(np.asarray(fracs), np.zeros(len(fracs)), deg, 0)
@@ -163,7 +138,7 @@ def _noise_scale(jobs: list[FinishedJob]) -> dict[str, Any]:
 
 def _epoch_overhead_s(job: FinishedJob, params: ThroughputParams) -> float:
     """Seconds per epoch the job spent outside the steps the throughput model predicts."""
-    outside = max(0.0, job.job.finish_s - job.telemetry[-1]["time_s"]) if job.telemetry else 0.0
+    outside = max(0.0, job.finish_s - job.telemetry[-1]["time_s"]) if job.telemetry else 0.0
     for prev, row in zip(job.telemetry, job.telemetry[1:]):
         if row["launch"] != prev["launch"] or row.get("state") == "stopped" or not row["world_size"]:
             continue
@@ -174,19 +149,19 @@ def _epoch_overhead_s(job: FinishedJob, params: ThroughputParams) -> float:
     return max(0.0, outside / max(job.epochs, 1))
 
 
-def measured_catalog(run: LiveRun) -> dict[str, Any]:
+def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
     """A catalog document with one entry per finished job (named by its id)."""
     by_app: dict[str, list[FinishedJob]] = {}
     for job in run.jobs:
-        by_app.setdefault(job.job.spec.app, []).append(job)
+        by_app.setdefault(job.spec.app, []).append(job)
     models = {}
     for app, jobs in by_app.items():
         throughput, noise = _throughput(jobs), _noise_scale(jobs)
         params = ThroughputParams.from_dict(throughput)
         overhead = statistics.fmean(_epoch_overhead_s(job, params) for job in jobs)
         for job in jobs:
-            s = job.job.spec
-            models[job.job.id] = {
+            s = job.spec
+            models[job.id] = {
                 "throughput": throughput, "noise_scale": noise,
                 "progress_per_epoch": _progress_per_epoch(job), "epochs": max(job.epochs, 1),
                 "epoch_overhead_s": overhead,
@@ -200,7 +175,7 @@ def measured_catalog(run: LiveRun) -> dict[str, Any]:
             "models": models}
 
 
-def restart_delay_s(run: LiveRun) -> float:
+def restart_delay_s(run: MeasuredRun) -> float:
     """Mean seconds from a placement decision to the first training step of the launch it made."""
     delays = []
     for job in run.jobs:
@@ -218,17 +193,17 @@ def restart_delay_s(run: LiveRun) -> float:
     return statistics.fmean(delays)
 
 
-def replay(run: LiveRun, policy: Policy | None = None) -> tuple[list[ReplayedJob], float]:
+def replay(run: MeasuredRun, policy: Policy | None = None) -> tuple[list[ReplayedJob], float]:
     """Each job's real and simulated JCT (under the run's own policy unless given another),
     and the restart pause the simulation charged."""
     catalog = measured_catalog(run)
     truth = CatalogTruth.from_document(catalog, "live run")
     delay = restart_delay_s(run)
     policy = policy or create_policy(run.policy, run.params)
-    specs: list[JobSpec] = [replace(j.job.spec, app=j.job.id, epochs=None) for j in run.jobs]
+    specs: list[JobSpec] = [replace(j.spec, app=j.id, epochs=None) for j in run.jobs]
     workload = Workload("live-run", sorted(specs, key=lambda s: s.submit_time_s), "live run")
     sim = Simulator(truth, policy, run.cluster,
                     EngineConfig(interval_s=run.interval_s, mechanism=CheckpointRestart(delay)))
     result = {r.name: r for r in sim.run(workload).jobs}
-    return [ReplayedJob(j.job.id, j.job.spec.app, j.jct_s, result[j.job.id].jct_s)
+    return [ReplayedJob(j.id, j.spec.app, j.jct_s, result[j.id].jct_s)
             for j in run.jobs], delay

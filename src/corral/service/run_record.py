@@ -1,0 +1,47 @@
+"""A finished live run's record, read from the service's store, for the simulator to replay
+(`corral.sim.measured_run`; `corral replay` joins the two).
+
+The record is plain data - the run's settings and, for every job that trained to the end under
+corral.train, its spec, finish time, last report's progress, epochs and estimator, its stored
+reports and the placement decisions made for it - so the service needs nothing of the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from corral.core.errors import InputError
+from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.store import Store
+
+__all__ = ["read_run"]
+
+
+def read_run(data_dir: Path | str) -> dict[str, Any]:
+    """The run's record; InputError when there is no run or no job that finished training."""
+    path = Path(data_dir) / "state.db"
+    if not path.is_file():
+        raise InputError(f"{data_dir}: no corral service state here (state.db missing)")
+    store = Store(path)
+    try:
+        settings = store.meta("run")
+        if settings is None:
+            raise InputError(f"{path}: the run's settings were not recorded (a service older "
+                             "than `corral replay`)")
+        jobs = []
+        for doc in store.jobs():
+            job = LiveJob.from_doc(doc)
+            estimator = (job.report or {}).get("estimator")
+            if job.status is not LiveStatus.DONE or not estimator:
+                continue  # only jobs that trained to the end under corral.train can replay
+            jobs.append({"id": job.id, "spec": job.spec, "finish_s": job.finish_s,
+                         "progress": job.progress, "epochs": job.epoch, "estimator": estimator,
+                         "telemetry": store.telemetry(job.id),
+                         "assignments": store.assignments(job.id)})
+    finally:
+        store.close()
+    if not jobs:
+        raise InputError(f"{path}: no job finished training with corral.train reports")
+    return {**json.loads(settings), "jobs": jobs}

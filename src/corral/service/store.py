@@ -59,6 +59,7 @@ class Store:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
+        self._origin: float | None = None
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -89,12 +90,15 @@ class Store:
                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
     def origin(self) -> float:
-        """Wall-clock time that is t = 0 of the service's clock (fixed on first start)."""
-        value = self.meta("origin")
-        if value is None:
-            value = repr(time.time())
-            self.set_meta("origin", value)
-        return float(value)
+        """Wall-clock time that is t = 0 of the service's clock (fixed on first start; read
+        once, since every stored report converts its times with it)."""
+        if self._origin is None:
+            value = self.meta("origin")
+            if value is None:
+                value = repr(time.time())
+                self.set_meta("origin", value)
+            self._origin = float(value)
+        return self._origin
 
     # -- jobs -----------------------------------------------------------------------------
     def add_job(self, make_doc: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from corral.core.jobs import LrRule
+from corral.perf.efficiency import GradStats, gain
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,7 @@ class AppTruth(ABC):
     def gain(self, total_bsz: float, epoch: int) -> float:
         """Scale-invariant iterations made per optimizer step (AdaScale's gain r)."""
         sqr, var = self.grad_stats(total_bsz, epoch)
-        scale = total_bsz / self.limits.init_bsz
-        denom = var / scale + sqr
-        return (var + sqr) / denom if denom > 0 else 1.0
+        return float(gain(GradStats(sqr=sqr, var=var), total_bsz / self.limits.init_bsz))
 
     def metric(self, epoch: int, total_bsz: float) -> float | None:
         """Validation metric after `epoch` epochs, where the source has it."""

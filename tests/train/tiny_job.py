@@ -40,7 +40,7 @@ trainer = ElasticTrainer(model, opt, data, batch_size=args.batch_size,
 first_launch = trainer.resumed is None
 for _ in trainer.epochs(args.epochs):
     for xb, yb in trainer.batches():
-        trainer.backward(F.cross_entropy(model(xb), yb))
+        trainer.backward(F.cross_entropy(trainer.model(xb), yb))
         if first_launch and args.stop_at_step is not None and trainer.steps == args.stop_at_step:
             os.kill(os.getpid(), signal.SIGTERM)
     with torch.no_grad():

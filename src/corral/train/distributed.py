@@ -1,56 +1,82 @@
-"""Process-group setup and the few collectives the trainer needs, over torch.distributed.
+"""Process-group setup, the DistributedDataParallel wrapper, and the few collectives the
+trainer needs outside DDP, over torch.distributed.
 
-The rendezvous is the executor's `env://` variables (corral.train.env.WorkerEnv); gloo on CPU,
-nccl on GPUs. A one-worker job creates no process group. The timeout is short (default 120 s)
+The rendezvous is the executor's `env://` variables (corral.train.env.WorkerEnv); the backend
+and device come from corral.train.device (nccl on GPUs, gloo on the CPU). A one-worker job
+creates no process group and trains the module as it is. The timeout is short (default 120 s)
 so that a worker whose peer died does not hang for torch's default 30 minutes: the executor
 restarts the job from its checkpoint instead.
+
+DDP is built with `gradient_as_bucket_view` (no gradient copies) and without buffer broadcasts
+(batch-norm statistics stay per worker, rank 0's are checkpointed, as before DDP), and with the
+trainer's communication hook, which carries the gradient-noise statistics and the stop and
+divergence flags in the gradient buckets (corral.train.grad_stats).
 """
 
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
+from corral.train.device import Placement
 from corral.train.env import WorkerEnv
 
 __all__ = ["Group"]
 
 _TIMEOUT_S = float(os.environ.get("CORRAL_DIST_TIMEOUT_S", "120"))
+# DDP's switch for syncing buffers before each forward: renamed in recent torch releases
+_NO_BUFFER_SYNC = ("forward_sync_buffers" if "forward_sync_buffers" in
+                   inspect.signature(DistributedDataParallel.__init__).parameters
+                   else "broadcast_buffers")
 
 
 class Group:
     """This worker's process group (a no-op one for a single worker)."""
 
-    def __init__(self, worker: WorkerEnv) -> None:
+    def __init__(self, worker: WorkerEnv, placement: Placement) -> None:
         self.worker = worker
         self.rank = worker.rank
         self.size = worker.world_size
-        if worker.backend == "nccl" and torch.cuda.is_available():
-            self.device = torch.device("cuda", worker.local_rank % torch.cuda.device_count())
+        self.device = placement.device
+        if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        else:
-            self.device = torch.device("cpu")
         self.active = self.size > 1
         if self.active and not dist.is_initialized():
             dist.init_process_group(
-                backend=worker.backend if self.device.type == "cuda" else "gloo",
+                backend=placement.backend,
                 init_method=f"tcp://{worker.master_addr}:{worker.master_port}",
                 rank=worker.rank, world_size=worker.world_size,
                 timeout=datetime.timedelta(seconds=_TIMEOUT_S))
 
-    def all_reduce_sum(self, tensor: torch.Tensor) -> None:
-        if self.active:
-            dist.all_reduce(tensor)
+    def data_parallel(self, module: torch.nn.Module,
+                      hook: Callable[[Any, dist.GradBucket], torch.futures.Future]
+                      ) -> torch.nn.Module:
+        """`module` wrapped in DDP with `hook` (several workers), else `module` itself."""
+        if not self.active:
+            return module
+        ddp = DistributedDataParallel(
+            module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            gradient_as_bucket_view=True, **{_NO_BUFFER_SYNC: False})
+        # DDP checks a hook's annotations against the real classes; string annotations (this
+        # package's `from __future__ import annotations`) fail that check, a lambda has none
+        ddp.register_comm_hook(None, lambda state, bucket: hook(state, bucket))
+        return ddp
 
-    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> None:
+    def broadcast_module(self, module: torch.nn.Module, src: int = 0) -> None:
+        """Every parameter and buffer of `module` as rank `src` has them."""
         if self.active:
-            dist.broadcast(tensor, src)
+            with torch.no_grad():
+                for t in list(module.parameters()) + list(module.buffers()):
+                    dist.broadcast(t.data, src)
 
     def broadcast_ints(self, values: list[int], src: int = 0) -> list[int]:
-        """`values` of rank `src`, on every rank."""
+        """`values` of rank `src`, on every rank (a synchronisation: batch decisions only)."""
         if not self.active:
             return list(values)
         t = torch.tensor(values, dtype=torch.int64, device=self.device)

@@ -84,7 +84,7 @@ class WorkerEnv:
     local_world_size: int = 1
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    backend: str = "gloo"
+    backend: str = ""  # "nccl" or "gloo" as the executor set it; "" standalone (trainer decides)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkerEnv":
@@ -95,10 +95,10 @@ class WorkerEnv:
                    local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))),
                    master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
                    master_port=int(env.get("MASTER_PORT", "29500")),
-                   backend=env.get(ENV_BACKEND, "gloo"))
+                   backend=env.get(ENV_BACKEND, ""))
 
     def to_env(self) -> dict[str, str]:
         return {"RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
                 "LOCAL_RANK": str(self.local_rank), "LOCAL_WORLD_SIZE": str(self.local_world_size),
                 "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port),
-                ENV_BACKEND: self.backend}
+                **({ENV_BACKEND: self.backend} if self.backend else {})}

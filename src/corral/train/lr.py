@@ -20,7 +20,8 @@ from corral.core.errors import InputError
 from corral.core.jobs import LrRule
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 
-__all__ = ["LrScaler", "adascale", "sqrt_scaling", "linear_scaling", "lr_scaler", "LR_RULES"]
+__all__ = ["LrScaler", "LrScaling", "adascale", "sqrt_scaling", "linear_scaling", "lr_scaler",
+           "LR_RULES", "DEFAULT_MAX_LR_SCALE"]
 
 LrScaler = Callable[[int, int, Union[GradStats, None]], float]
 
@@ -53,3 +54,48 @@ def lr_scaler(rule: str | LrRule | LrScaler) -> LrScaler:
         return LR_RULES[name]
     except KeyError:
         raise InputError(f"unknown lr rule {name!r}; known: {', '.join(LR_RULES)}") from None
+
+
+#: Largest factor the learning rate is ever scaled by, unless the job says otherwise.
+DEFAULT_MAX_LR_SCALE = 8.0
+#: A rising scale grows by at most this fraction per step (decreases apply at once).
+DEFAULT_MAX_RISE_PER_STEP = 0.02
+
+
+class LrScaling:
+    """The learning-rate factor of each step: the job's rule, bounded and rate-limited.
+
+    A jump of the factor (a batch grown 6x at a resize, a gain computed from a noisy early
+    estimate) applied at once to a momentum optimizer can throw a converged model off; so the
+    factor stays within [1/max_scale, max_scale] and rises by at most `max_rise` per step
+    (falls at once: the safe direction). Checkpointed, so a restart continues the ramp.
+    """
+
+    def __init__(self, rule: str | LrRule | LrScaler, max_scale: float = DEFAULT_MAX_LR_SCALE,
+                 max_rise: float = DEFAULT_MAX_RISE_PER_STEP) -> None:
+        if max_scale < 1 or max_rise <= 0:
+            raise InputError("max_lr_scale must be >= 1 and the rise per step > 0")
+        self.rule = lr_scaler(rule)
+        self.max_scale = float(max_scale)
+        self.max_rise = float(max_rise)
+        self.scale = 1.0
+
+    def target(self, init_bsz: int, total_bsz: int, stats: GradStats | None) -> float:
+        """The rule's factor within the bounds (what the ramp moves toward)."""
+        raw = float(self.rule(init_bsz, total_bsz, stats))
+        return min(max(raw, 1.0 / self.max_scale), self.max_scale)
+
+    def step(self, init_bsz: int, total_bsz: int, stats: GradStats | None) -> float:
+        """The factor for the next optimizer step."""
+        target = self.target(init_bsz, total_bsz, stats)
+        self.scale = min(target, self.scale * (1.0 + self.max_rise))
+        return self.scale
+
+    def reset(self) -> None:
+        self.scale = 1.0
+
+    def state_dict(self) -> dict[str, float]:
+        return {"scale": self.scale}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.scale = float(state.get("scale", 1.0))

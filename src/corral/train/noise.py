@@ -14,7 +14,8 @@ S = twice the step's scale); it is biased because the weights moved in between -
 learning rate it reads consecutive gradients as pure noise - which is why one-worker jobs above
 M0 accumulate (s >= 1, corral.perf.goodput, spec 2.5) and measure across micro-batches instead.
 Both quantities are smoothed by a bias-corrected EMA with factor 0.999^S (spec 2.3 [A]) and
-floored (sqr >= 0, var >= 1e-6) by the estimator. Torch-free: the trainer computes the norms.
+floored (sqr >= 0, var >= 1e-6) by the estimator. Torch-free: the trainer computes the norms
+(corral.train.grad_stats keeps the same EMA on the training device).
 """
 
 from __future__ import annotations
@@ -23,9 +24,18 @@ from typing import Any
 
 from corral.perf.efficiency import GradStats
 
-__all__ = ["GradNoise", "DEFAULT_SMOOTHING"]
+__all__ = ["GradNoise", "DEFAULT_SMOOTHING", "estimate"]
 
 DEFAULT_SMOOTHING = 0.999
+
+
+def estimate(local_sqr: Any, total_sqr: Any, count: int, scale: float) -> tuple[Any, Any]:
+    """One step's (|g|^2, var) from `count` >= 2 samples; floats or (device) tensors alike."""
+    if count < 2:
+        raise ValueError("the noise estimate needs at least two gradient samples")
+    sqr = (count * total_sqr - local_sqr) / (count - 1)
+    var = (local_sqr - total_sqr) * scale / (count - 1)
+    return sqr, var
 
 
 class GradNoise:
@@ -40,10 +50,7 @@ class GradNoise:
 
     def update(self, local_sqr: float, total_sqr: float, count: int, scale: float) -> None:
         """One step's estimate from `count` >= 2 samples whose combined scale is `scale`."""
-        if count < 2:
-            raise ValueError("the noise estimate needs at least two gradient samples")
-        sqr = (count * total_sqr - local_sqr) / (count - 1)
-        var = (local_sqr - total_sqr) * scale / (count - 1)
+        sqr, var = estimate(local_sqr, total_sqr, count, scale)
         theta = self.smoothing ** scale
         self._sqr = theta * self._sqr + (1 - theta) * sqr
         self._var = theta * self._var + (1 - theta) * var

@@ -1,28 +1,32 @@
 """`ElasticTrainer`: the in-job half of co-adaptive scheduling (Pollux's PolluxAgent, spec 1.2).
 
-One object wraps a job's model, optimizer and dataset. It
+One object wraps a job's model, optimizer and dataset, and composes parts with one job each:
 
-* reads its rank, world size and batch limits from the executor's environment
-  (corral.train.env) and joins the process group (gloo on CPU, nccl on GPUs);
-* feeds every worker its micro-batches from a shared sample stream (corral.train.stream), so a
-  resume with a different world size or batch size continues with exactly the next samples;
-* after each step's local backward passes, all-reduces one flat buffer holding the gradient,
-  this worker's squared gradient norm and its stop flag: a single collective gives the averaged
-  gradient, the per-replica noise statistics (corral.train.noise) and the agreement to stop;
-* scales the learning rate with a pluggable rule (corral.train.lr), counts progress in
-  scale-invariant iterations (AdaScale's sum of gains, spec 2.6), and ends an epoch when the
-  progress reaches `|X|/M0` more iterations (spec 2.6 [A]);
-* measures step and sync times per configuration into a `JobEstimator` (corral.train.profiler),
-  the same class the simulator feeds, and reports it with its progress (corral.train.report);
-* picks its per-GPU batch and accumulation steps with `corral.perf.agent.choose_batch` after
-  every (re)start and at each epoch boundary when it is adaptive and the policy left the batch
-  to it (spec 1.2 "Decides");
-* checkpoints model, optimizer, stream position and its own statistics atomically at epoch
-  ends, periodically, and on SIGTERM, then exits with status 143 (spec 1.4 steps 3-5).
+* corral.train.device / distributed: the worker's device (the GPU LOCAL_RANK names, else the
+  CPU) and process group; several workers train through DistributedDataParallel, whose
+  bucketed all-reduce overlaps backward;
+* corral.train.grad_stats: gradient-noise statistics carried in DDP's own buckets by a
+  communication hook, smoothed on the device; corral.train.host_view brings the few figures
+  the host needs per step (the LR gain, the stop and divergence flags) back without stalling;
+* corral.train.data: micro-batches from the shared sample stream (corral.train.stream), so a
+  resume with another world size or batch continues with exactly the next samples, fetched one
+  micro-batch ahead into pinned memory on GPUs;
+* corral.train.lr.LrScaling: the LR rule's factor, bounded and rate-limited;
+* corral.train.batch_choice: the agent's goodput-optimal batch, changed only for a clear gain
+  and held for a minimum number of steps;
+* corral.train.guard: a non-finite or exploding loss restores the last good checkpoint and
+  returns to the initial batch, recorded as an event the service shows;
+* corral.train.precision: autocast (bf16, fp16) and the fp16 GradScaler; gradient clipping;
+* corral.train.profiler / report / checkpoint: step times into the `JobEstimator` the simulator
+  also feeds, the report file the executor reads, atomic checkpoints (at epoch ends,
+  periodically, and on SIGTERM, then exit status 143; spec 1.4 steps 3-5).
+
+The steady-state step reads nothing back from the device: losses, statistics and flags stay
+there until a report, a checkpoint or a batch decision needs them.
 
 Decided where the papers are silent: rank 0 alone measures, fits and decides the batch, and
-broadcasts the decision (the estimator state is not replicated); batch-norm buffers are not
-synchronised (rank 0's are checkpointed); the Adam moment reset on batch change is not done.
+broadcasts the decision; batch-norm buffers are not synchronised (rank 0's are checkpointed);
+the Adam moment reset on batch change is not done.
 """
 
 from __future__ import annotations
@@ -30,28 +34,40 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator
 
 import torch
 
 from corral.core.jobs import BatchConfig
-from corral.perf.agent import choose_batch, initial_batch
-from corral.perf.efficiency import GradStats, gain, NO_STATS
+from corral.perf.agent import initial_batch
+from corral.perf.efficiency import NO_STATS, GradStats, gain
 from corral.perf.estimator import JobEstimator
+from corral.train.batch_choice import BatchController
 from corral.train.checkpoint import CheckpointStore
+from corral.train.data import BatchFetcher
+from corral.train.device import place_worker
 from corral.train.distributed import Group
 from corral.train.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
-from corral.train.lr import LrScaler, adascale, lr_scaler
-from corral.train.noise import GradNoise
+from corral.train.grad_stats import (DIVERGED, STOP, DeviceNoise, GradientSampler,
+                                     Preconditioner)
+from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
+from corral.train.host_view import LaggedHostView
+from corral.train.lr import DEFAULT_MAX_LR_SCALE, LrScaler, LrScaling, adascale
+from corral.train.precision import Precision
 from corral.train.profiler import StepProfiler
+from corral.train.progress import TrainingProgress
 from corral.train.report import Reporter
 from corral.train.signals import StopSignal
 from corral.train.stream import SampleStream
 
-__all__ = ["ElasticTrainer"]
+__all__ = ["ElasticTrainer", "TrainingDiverged"]
 
 _MIN_VAR = 1e-6  # floors of reported statistics, as JobEstimator.observe_grad (spec 2.3)
-_ADAM_WARMUP_STEPS = 5  # Adam's preconditioner is used once its step count exceeds this
+_MAX_RECOVERIES = 3  # divergences in a row (no epoch finished between) before giving up
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss kept diverging after restoring the last good state."""
 
 
 def _log(msg: str) -> None:
@@ -65,14 +81,21 @@ class ElasticTrainer:
 
         trainer = ElasticTrainer(model, optimizer, train_set, batch_size=32, max_batch_size=256)
         for epoch in trainer.epochs(10):
-            for x, y in trainer.batches():
-                trainer.backward(loss_fn(model(x), y))
-            trainer.record_metric(evaluate(model))
+            for x, y in trainer.batches():          # already on trainer.device
+                with trainer.autocast():
+                    loss = loss_fn(trainer.model(x), y)
+                trainer.backward(loss)
+            trainer.record_metric(evaluate(model, trainer.device))
 
-    `batch_size`, `max_batch_size`, `local_bsz_bounds` and `lr_rule` apply when the script runs
-    on its own; under an executor the submitted job's values win (the scheduler plans with
-    them). `extra_state` holds further objects with `state_dict()`/`load_state_dict()` (an LR
-    scheduler) to checkpoint.
+    Train through `trainer.model` (the DDP wrapper when there are several workers; the module
+    itself otherwise); evaluate with the module. `batch_size`, `max_batch_size`,
+    `local_bsz_bounds` and `lr_rule` apply when the script runs on its own; under an executor
+    the submitted job's values win (the scheduler plans with them). `extra_state` holds further
+    objects with `state_dict()`/`load_state_dict()` (an LR scheduler) to checkpoint.
+    `precision` is "fp32", "bf16" or "fp16"; `clip_grad_norm` clips the averaged gradient;
+    `max_lr_scale` bounds the LR factor; `divergence_factor` is how far above its running mean
+    a loss counts as exploded (None: only non-finite losses); `device` overrides the choice
+    of corral.train.device ("cpu", "cuda", "cuda:1").
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -81,62 +104,72 @@ class ElasticTrainer:
                  lr_rule: str | LrScaler = "adascale", seed: int = 0,
                  extra_state: dict[str, Any] | None = None,
                  checkpoint_dir: str | None = None,
-                 collate_fn: Callable[[list], Any] | None = None) -> None:
+                 collate_fn: Callable[[list], Any] | None = None,
+                 device: str | torch.device | None = None, precision: str = "fp32",
+                 clip_grad_norm: float | None = None,
+                 max_lr_scale: float = DEFAULT_MAX_LR_SCALE,
+                 divergence_factor: float | None = DEFAULT_EXPLODE_FACTOR,
+                 host_period: int = 4) -> None:
         self._stop = StopSignal().install()
         self.config = JobConfig.from_env() or self._standalone_config(
             batch_size, max_batch_size, local_bsz_bounds, lr_rule, checkpoint_dir)
         cfg = self.config
         self.worker = WorkerEnv.from_env()
-        self.group = Group(self.worker)
-        self.device = self.group.device
-        self.model = model.to(self.device)
+        placement = place_worker(self.worker, device)
+        self.device = placement.device
+        self.group = Group(self.worker, placement)
+        self.module = model.to(self.device)
         self.optimizer = optimizer
         self.dataset = dataset
         self.extra_state = dict(extra_state or {})
-        self._collate = collate_fn or torch.utils.data.default_collate
+        self.clip_grad_norm = clip_grad_norm
         self._params = [p for p in model.parameters() if p.requires_grad]
-        self._numel = sum(p.numel() for p in self._params)
-        self.lr_scale_fn = lr_scaler(lr_rule if callable(lr_rule) else cfg.lr_rule)
+        # the parts, each with its own state
+        self.progress_state = TrainingProgress()
+        self.precision = Precision(precision, self.device)
+        self.lr = LrScaling(lr_rule if callable(lr_rule) else cfg.lr_rule, max_lr_scale)
         self.estimator = JobEstimator(cfg.init_bsz, cfg.max_bsz, cfg.min_local_bsz,
                                       cfg.max_local_bsz, accumulation=True, adaptive=cfg.adaptive)
-        self.noise = GradNoise()
         self.profiler = StepProfiler(self.estimator)
+        self.batch_control = BatchController()
+        self.noise = DeviceNoise(self.device)
+        self.preconditioner = Preconditioner(optimizer, self._params)
+        self.sampler = GradientSampler(self._params, self.preconditioner, self.noise,
+                                       self.device, self.world_size)
+        self.guard = DivergenceGuard(self.device, divergence_factor)
         self.stream = SampleStream(len(dataset), seed)
+        self.fetcher = BatchFetcher(dataset, self.device, collate_fn)
         self.store = CheckpointStore(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         self.reporter = Reporter(cfg.report_path if self.is_chief else None, cfg.report_interval_s)
-        # progress state (checkpointed)
-        self.steps = 0
-        self.epoch = 0
-        self.progress = 0.0  # scale-invariant iterations: sum of gains r(S) (spec 2.6)
-        self.samples = 0  # stream position
-        self.metrics: list[tuple[int, int, float]] = []
-        self.last_loss: float | None = None
-        self.lr_scale = 1.0
+        self.events: list[dict[str, Any]] = []  # what the service shows (divergences)
         self.resumed: dict[str, Any] | None = None
         self.first_step_time: float | None = None
-        self.finished = False
+        self._view = LaggedHostView(6, self.device, host_period)
+        self._host_stats: GradStats | None = None  # lagged, for the per-step LR gain
+        self._lost = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._lost_seen = 0.0  # progress of skipped (non-finite) steps taken back so far
         self._loss_sum = torch.zeros((), device=self.device)
         self._loss_count = 0
         self._micro = 0
+        self._forwards = 0
         self._step_started: float | None = None
-        self._prev_grad: torch.Tensor | None = None  # preconditioned, for the 1-worker estimate
-        self._prev_sqr = 0.0  # its squared norm
-        self._pinv: torch.Tensor | None = None  # preconditioner of the step being accumulated
-        self._acc_prev: torch.Tensor | None = None  # accumulated gradient before this micro-batch
-        self._micro_sqr = 0.0  # sum of squared micro-batch gradient norms in this step
-        self._buffer = torch.zeros(self._numel + 2, device=self.device)
         self._last_checkpoint = time.monotonic()
+        self._good_state: dict[str, Any] | None = None  # without a store: last good state
+        self._recoveries = 0
+        self._restored = False
         self._restore()
-        if self.resumed is None:
-            self._broadcast_model()
+        self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
+        if self.model is not self.module:
+            self.model.register_forward_pre_hook(self._count_forward)
         self.batch = self._choose_batch(restart=True)
         self.profiler.skip_next()
         if self.is_chief:
             b = self.batch
             where = (f"resumed from {self.resumed['checkpoint']} at step {self.steps} epoch "
                      f"{self.epoch} loss {self.resumed['loss']}") if self.resumed else "fresh start"
-            _log(f"launch {cfg.launch}: world_size={self.world_size} batch={b.local_bsz}x"
-                 f"{b.accum_steps + 1} (total {b.total(self.world_size)}); {where}")
+            _log(f"launch {cfg.launch}: world_size={self.world_size} device={self.device} "
+                 f"batch={b.local_bsz}x{b.accum_steps + 1} (total {b.total(self.world_size)}); "
+                 f"{where}")
 
     # ------------------------------------------------------------------------- properties
     @property
@@ -156,18 +189,55 @@ class ElasticTrainer:
         return self.batch.total(self.world_size)
 
     @property
+    def steps(self) -> int:
+        return self.progress_state.steps
+
+    @property
+    def epoch(self) -> int:
+        return self.progress_state.epoch
+
+    @property
+    def progress(self) -> float:
+        return self.progress_state.progress
+
+    @property
+    def samples(self) -> int:
+        return self.progress_state.samples
+
+    @property
+    def metrics(self) -> list[tuple[int, int, float]]:
+        return self.progress_state.metrics
+
+    @property
+    def finished(self) -> bool:
+        return self.progress_state.finished
+
+    @property
+    def lr_scale(self) -> float:
+        """The learning-rate factor of the last step."""
+        return self.lr.scale
+
+    @property
     def grad_stats(self) -> GradStats | None:
-        """Latest smoothed gradient statistics, floored as the estimator floors them."""
-        stats = self.noise.stats
+        """Latest smoothed gradient statistics, floored as the estimator floors them (reads
+        the device: for reports and decisions, not every step)."""
+        stats = DeviceNoise.stats_from(self.noise.values())
         if stats is None:
             return None
-        return GradStats(sqr=max(stats.sqr, 0.0), var=max(stats.var, _MIN_VAR))
+        return GradStats(sqr=max(stats[0], 0.0), var=max(stats[1], _MIN_VAR))
+
+    def autocast(self) -> ContextManager[Any]:
+        """The context for the forward pass and loss under the trainer's precision."""
+        return self.precision.autocast()
 
     # ---------------------------------------------------------------------------- the loop
     def epochs(self, total: int) -> Iterator[int]:
         """Epochs still to train, from where the job resumed; finishes the job at the end."""
         while self.epoch < total:
             yield self.epoch
+            if self._restored:  # a divergence rolled the job back: train that epoch again
+                self._restored = False
+                continue
             self._end_of_epoch()
         self.finish()
 
@@ -176,35 +246,48 @@ class ElasticTrainer:
 
         Call `backward(loss)` exactly once for every batch yielded.
         """
-        boundary = self.stream.num_samples * (self.epoch + 1) / self.config.init_bsz
+        state = self.progress_state
+        boundary = state.epoch_boundary(self.stream.num_samples, self.config.init_bsz)
         self.profiler.skip_next()
-        while self.progress < boundary - 1e-9:
+        while state.progress < boundary - 1e-9:
             b = self.batch
             for micro in range(b.accum_steps + 1):
                 if micro == 0:
                     self._step_started = time.perf_counter()
-                idx = self.stream.micro_batch(self.samples, self.rank, self.world_size,
-                                              b.local_bsz, micro)
                 self._micro = micro
-                expected = self.steps
-                yield self._fetch(idx)
-                if micro == b.accum_steps and self.steps != expected + 1:
+                if self.model is not self.module:  # DDP syncs on the last micro-batch only
+                    self.model.require_backward_grad_sync = micro == b.accum_steps
+                expected = state.steps
+                yield self.fetcher.fetch(self._indices(b, micro), self._indices_after(b, micro))
+                if self._restored:
+                    return
+                if micro == b.accum_steps and state.steps != expected + 1:
                     raise RuntimeError("call trainer.backward(loss) once for every batch")
-        self.epoch += 1
+        state.epoch += 1
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backward pass of one micro-batch; the last one of a step also syncs and steps."""
-        loss.backward()
-        self._loss_sum += loss.detach()
+        last = self._micro == self.batch.accum_steps
+        if self._micro == 0:
+            self.sampler.begin_step(self.batch.accum_steps + 1, self.precision.grad_scale())
+        if last and self.model is not self.module and self._forwards == 0:
+            raise RuntimeError("with several workers, compute the loss with trainer.model(x) "
+                               "(the DistributedDataParallel wrapper), not the module passed in")
+        self._loss_sum += loss.detach().float()
         self._loss_count += 1
-        if self.batch.accum_steps:
-            self._sample_micro_batch()
-        if self._micro == self.batch.accum_steps:
-            self._step()
+        self.guard.observe(loss, self.sampler.flags)
+        if self._stop.requested:
+            self.sampler.flags[STOP] = 1.0
+        self.precision.backward(loss)
+        if not last:
+            self.sampler.after_micro_backward()
+            return
+        self._forwards = 0
+        self._step()
 
     def record_metric(self, value: float) -> None:
         """A validation metric (e.g. accuracy) after the current epoch; reported to the service."""
-        self.metrics.append((self.steps, self.epoch, float(value)))
+        self.progress_state.metrics.append((self.steps, self.epoch, float(value)))
         if self.is_chief:
             _log(f"epoch {self.epoch} step {self.steps} metric {float(value):.4f} "
                  f"loss {self._mean_loss(reset=False)}")
@@ -213,138 +296,95 @@ class ElasticTrainer:
         """Mark the job finished: a final checkpoint and report; leaves the process group."""
         if self.finished:
             return
-        self.finished = True
+        self.progress_state.finished = True
         if self.is_chief:
             self._checkpoint()
             self._report("finished")
+        self.fetcher.close()
         self.group.close()
 
     # ----------------------------------------------------------------------------- a step
-    def _sample_micro_batch(self) -> None:
-        """With accumulation, each micro-batch's gradient is one sample for the noise scale."""
-        if self._micro == 0:
-            self._pinv = self._preconditioner()
-            self._acc_prev = None
-            self._micro_sqr = 0.0
-        now = torch.cat([self._grad_of(p).reshape(-1) for p in self._params])
-        micro = now - self._acc_prev if self._acc_prev is not None else now
-        if self._pinv is not None:
-            micro = micro / self._pinv
-        self._micro_sqr += float(micro.dot(micro))
-        self._acc_prev = now
+    def _count_forward(self, _module: torch.nn.Module, _args: Any) -> None:
+        self._forwards += 1
+
+    def _indices(self, b: BatchConfig, micro: int) -> Any:
+        return self.stream.micro_batch(self.samples, self.rank, self.world_size, b.local_bsz,
+                                       micro)
+
+    def _indices_after(self, b: BatchConfig, micro: int) -> Any:
+        if micro < b.accum_steps:
+            return self._indices(b, micro + 1)
+        return self.stream.micro_batch(self.samples + b.total(self.world_size), self.rank,
+                                       self.world_size, b.local_bsz, 0)
 
     def _step(self) -> None:
-        b = self.batch
-        k = self.world_size
-        flat = self._buffer[:self._numel]
-        torch.cat([self._grad_of(p).reshape(-1) for p in self._params], out=flat)
-        pinv = self._pinv if b.accum_steps else self._preconditioner()
-        if b.accum_steps:  # samples: the micro-batches; the step's gradient: their mean
-            local_sqr = self._micro_sqr
-            flat /= b.accum_steps + 1
-            self._acc_prev = None
-        else:  # the sample: this worker's gradient
-            pg = flat / pinv if pinv is not None else flat
-            local_sqr = float(pg.dot(pg))
-        samples = k * (b.accum_steps + 1)
-        scale = self.total_bsz / self.config.init_bsz
-        sync_s = 0.0
-        if k > 1:
-            self._buffer[-2] = local_sqr
-            self._buffer[-1] = 1.0 if self._stop.requested else 0.0
-            t0 = time.perf_counter()
-            self.group.all_reduce_sum(self._buffer)
-            sync_s = time.perf_counter() - t0
-            flat /= k
-            stop = bool(self._buffer[-1] > 0)
-            local_sqr = float(self._buffer[-2])
-        else:
-            stop = self._stop.requested
-        pg = flat / pinv if pinv is not None else flat
-        if samples > 1:
-            self.noise.update(local_sqr / samples, float(pg.dot(pg)), samples, scale)
-        else:  # one worker, one micro-batch: the differenced estimator (previous step's gradient)
-            self._differenced_sample(pg, local_sqr, scale)
-        if k > 1 or b.accum_steps:
-            self._write_grads(flat)
-        stats = self.grad_stats
-        step_gain = float(gain(stats or NO_STATS, scale))
-        self._optimizer_step(stats, step_gain)
-        self.steps += 1
-        self.samples += self.total_bsz
-        self.progress += step_gain
+        state, cfg = self.progress_state, self.config
+        scale = self.total_bsz / cfg.init_bsz
+        first_hook = self.sampler.first_hook_at
+        sync_s = time.perf_counter() - first_hook if first_hook is not None else 0.0
+        self.sampler.finish_step(scale)
+        self.precision.unscale(self.optimizer)
+        if self.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self._params, self.clip_grad_norm, foreach=True)
+        step_gain = float(gain(self._host_stats or NO_STATS, scale))
+        lr_scale = self.lr.step(cfg.init_bsz, self.total_bsz, self._host_stats)
+        self._optimizer_step(lr_scale)
+        counted = min(step_gain, lr_scale) if self.lr.rule is adascale else step_gain
+        self._lost += self.sampler.step_skipped * counted
+        state.steps += 1
+        state.samples += self.total_bsz
+        state.progress += counted
         now = time.perf_counter()
         if self.is_chief and self._step_started is not None:
-            self.profiler.record(self.config.num_nodes, k, b, now - self._step_started, sync_s)
+            self.profiler.record(cfg.num_nodes, self.world_size, self.batch,
+                                 now - self._step_started, sync_s)
+        if self._view.refresh(state.steps, self._host_vector()) and self._act_on_view():
+            return
         if self.first_step_time is None:
             self.first_step_time = time.time()
             self._report("running")
         elif self.reporter.due():
             self._report("running")
         if self.store is not None and self.is_chief and (
-                time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval_s):
+                time.monotonic() - self._last_checkpoint >= cfg.checkpoint_interval_s):
             self._checkpoint()
-        if stop:
+        if self.world_size == 1 and self._stop.requested:
             self._stop_now()
 
-    def _differenced_sample(self, pg: torch.Tensor, sqr: float, scale: float) -> None:
-        """Noise estimate from this step's and the previous step's gradients (one worker):
-        |mean|^2 = (|a|^2 + |b|^2 + 2 a.b) / 4, so one dot product per step suffices."""
-        prev = self._prev_grad
-        if prev is not None:
-            cross = float(prev.dot(pg))
-            self.noise.update((self._prev_sqr + sqr) / 2, (self._prev_sqr + sqr + 2 * cross) / 4,
-                              2, 2 * scale)
-            prev.copy_(pg)
-        else:
-            self._prev_grad = pg.clone()
-        self._prev_sqr = sqr
+    def _host_vector(self) -> torch.Tensor:
+        flags = self.sampler.reduced_flags if self.world_size > 1 else self.sampler.flags
+        return torch.cat([self.noise.ema, flags[STOP:].double(), self._lost.view(1)])
 
-    def _grad_of(self, p: torch.nn.Parameter) -> torch.Tensor:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        return p.grad
+    def _act_on_view(self) -> bool:
+        """Take in the lagged figures; True when the step ended the launch or rolled back."""
+        values = self._view.values
+        stats = DeviceNoise.stats_from(values[:3])
+        self._host_stats = None if stats is None else GradStats(max(stats[0], 0.0),
+                                                                max(stats[1], _MIN_VAR))
+        lost = values[5]
+        if lost > self._lost_seen:
+            self.progress_state.progress -= lost - self._lost_seen
+            self._lost_seen = lost
+        if values[3 + DIVERGED - STOP] > 0:
+            self._recover("the loss diverged")
+            return True
+        if values[3] > 0:
+            self._stop_now()
+        return False
 
-    def _write_grads(self, flat: torch.Tensor) -> None:
-        offset = 0
-        for p in self._params:
-            n = p.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p))
-            offset += n
-
-    def _preconditioner(self) -> torch.Tensor | None:
-        """sqrt(v_hat) + eps of Adam/AdamW once warmed up; None (identity) otherwise (spec 2.3)."""
-        if not isinstance(self.optimizer, (torch.optim.Adam, torch.optim.AdamW)):
-            return None
-        parts = []
-        for group in self.optimizer.param_groups:
-            beta2, eps = group["betas"][1], group["eps"]
-            for p in group["params"]:
-                if not p.requires_grad:
-                    continue
-                st = self.optimizer.state.get(p)
-                if not st or float(st["step"]) <= _ADAM_WARMUP_STEPS:
-                    return None
-                v_hat = st["exp_avg_sq"] / (1 - beta2 ** float(st["step"]))
-                parts.append((v_hat.sqrt() + eps).reshape(-1))
-        return torch.cat(parts) if len(parts) == len(self._params) else None
-
-    def _optimizer_step(self, stats: GradStats | None, step_gain: float) -> None:
+    def _optimizer_step(self, lr_scale: float) -> None:
         """optimizer.step() at lr = lambda * lr (the rule's lambda), then zero_grad()."""
-        if self.lr_scale_fn is adascale:  # lambda is the gain, computed once per step
-            self.lr_scale = step_gain
-        else:
-            self.lr_scale = float(self.lr_scale_fn(self.config.init_bsz, self.total_bsz, stats))
-        if self.lr_scale == 1.0:
-            self.optimizer.step()
+        if lr_scale == 1.0:
+            self.precision.step(self.optimizer)
         else:
             saved = [g["lr"] for g in self.optimizer.param_groups]
             for g in self.optimizer.param_groups:
-                g["lr"] = g["lr"] * self.lr_scale
-            self.optimizer.step()
+                g["lr"] = g["lr"] * lr_scale
+            self.precision.step(self.optimizer)
             for g, lr in zip(self.optimizer.param_groups, saved):
                 g["lr"] = lr
         self.optimizer.zero_grad()
+        self.preconditioner.refresh()
 
     # ----------------------------------------------------------------------- batch choice
     def _choose_batch(self, restart: bool) -> BatchConfig:
@@ -356,10 +396,11 @@ class ElasticTrainer:
         choice = None
         if self.is_chief:
             if cfg.adaptive:
-                if self.grad_stats is not None:
-                    self.estimator.observe_grad(self.grad_stats.sqr, self.grad_stats.var)
-                choice = choose_batch(self.estimator, cfg.num_nodes, k,
-                                      None if restart else self.batch)
+                stats = self.grad_stats
+                if stats is not None:
+                    self.estimator.observe_grad(stats.sqr, stats.var)
+                choice = self.batch_control.choose(self.estimator, cfg.num_nodes, k, self.steps,
+                                                   None if restart else self.batch)
             else:
                 choice = initial_batch(self.estimator, k)
         local, accum = self.group.broadcast_ints(
@@ -367,8 +408,16 @@ class ElasticTrainer:
         return BatchConfig(local, accum)
 
     def _end_of_epoch(self) -> None:
-        if self.is_chief:
+        if self._diverged_now():
+            self._recover("the loss diverged (seen at the end of the epoch)")
+            self._restored = False
+            return
+        self._recoveries = 0
+        if self.store is None:
+            self._checkpoint()  # every rank keeps the last good state in memory
+        elif self.is_chief:
             self._checkpoint()
+        if self.is_chief:
             self._report("running")
         if self.config.adaptive and self.config.batch is None:
             batch = self._choose_batch(restart=False)
@@ -377,46 +426,97 @@ class ElasticTrainer:
                     _log(f"batch {self.batch.local_bsz}x{self.batch.accum_steps + 1} -> "
                          f"{batch.local_bsz}x{batch.accum_steps + 1} (total "
                          f"{batch.total(self.world_size)})")
-                self.batch = batch
-                self.profiler.skip_next()
+                self._set_batch(batch)
 
-    # -------------------------------------------------------------------------- data
-    def _fetch(self, idx: Any) -> Any:
-        ds = self.dataset
-        if isinstance(ds, torch.utils.data.TensorDataset):
-            index = torch.from_numpy(idx)
-            batch = tuple(t[index] for t in ds.tensors)
-        else:
-            batch = self._collate([ds[int(i)] for i in idx])
-        return _to_device(batch, self.device)
+    def _set_batch(self, batch: BatchConfig) -> None:
+        self.batch = batch
+        self.sampler.reset()
+        self.profiler.skip_next()
+
+    # ------------------------------------------------------------------------- divergence
+    def _diverged_now(self) -> bool:
+        """The divergence flag read now (a synchronisation: epoch ends and checkpoints only)."""
+        flags = self.sampler.reduced_flags if self.world_size > 1 else self.sampler.flags
+        return bool(flags[DIVERGED] > 0)
+
+    def _recover(self, why: str) -> None:
+        """Restore the last good state, go back to the initial batch, record the event."""
+        self._recoveries += 1
+        at = f"step {self.steps} epoch {self.epoch}"
+        if self._recoveries > _MAX_RECOVERIES:
+            raise TrainingDiverged(f"{why} at {at} again after {_MAX_RECOVERIES} restores of "
+                                   "the last good state; lower the learning rate")
+        source = self._restore_good_state()
+        self.sampler.flags.zero_()
+        self.sampler.reduced_flags.zero_()
+        self.sampler.reset()
+        self._view.reset()
+        self._host_stats = None
+        self._lost.zero_()
+        self._lost_seen = 0.0
+        self.lr.reset()
+        initial = initial_batch(self.estimator, self.world_size)
+        if self.config.batch is None:
+            self.batch_control.restart_from(initial, self.world_size, self.steps)
+            self.batch = initial
+        self._loss_sum.zero_()
+        self._loss_count = 0
+        self._restored = True
+        self.profiler.skip_next()
+        message = (f"{why} at {at}: restored {source} (step {self.steps}, epoch {self.epoch}) "
+                   f"and returned to the initial batch {self.total_bsz}")
+        self.events.append({"time": time.time(), "kind": "diverged", "message": message})
+        if self.is_chief:
+            _log(message)
+            self._report("running")
+
+    def _restore_good_state(self) -> str:
+        if self.store is not None:
+            loaded = self.store.load()
+            if loaded is not None:
+                self._load_state(loaded[0])
+                self.group.broadcast_module(self.module)
+                return f"checkpoint {loaded[1].name}"
+        if self._good_state is not None:
+            self._load_state(self._good_state)
+            self.group.broadcast_module(self.module)
+            return "the state at the last epoch end"
+        raise TrainingDiverged("the loss diverged before any good state was saved; lower the "
+                               "learning rate or the batch size")
 
     # -------------------------------------------------------------------- checkpointing
     def _mean_loss(self, reset: bool) -> float | None:
+        state = self.progress_state
         if self._loss_count:
             loss = float(self._loss_sum) / self._loss_count
             if reset:
-                self.last_loss = loss
+                state.loss = loss
                 self._loss_sum.zero_()
                 self._loss_count = 0
             return loss
-        return self.last_loss
+        return state.loss
 
     def _state(self) -> dict[str, Any]:
+        trainer = self.progress_state.state_dict()
+        trainer.update({
+            "loss": self._mean_loss(reset=False), "noise": self.noise.state_dict(),
+            "estimator": self.estimator.to_dict(), "lr": self.lr.state_dict(),
+            "batch_control": self.batch_control.state_dict(), "guard": self.guard.state_dict(),
+            "precision": self.precision.state_dict(), "events": list(self.events),
+        })
         return {
-            "model": self.model.state_dict(),
+            "model": self.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "extra": {k: v.state_dict() for k, v in self.extra_state.items()},
-            "trainer": {
-                "steps": self.steps, "epoch": self.epoch, "progress": self.progress,
-                "samples": self.samples, "metrics": [list(m) for m in self.metrics],
-                "loss": self._mean_loss(reset=False), "noise": self.noise.state_dict(),
-                "estimator": self.estimator.to_dict(), "finished": self.finished,
-            },
+            "trainer": trainer,
             "rng": torch.get_rng_state(),
         }
 
     def _checkpoint(self) -> None:
+        if self._diverged_now():  # never keep a diverged state as the last good one
+            return
         if self.store is None:
+            self._good_state = _to_cpu(self._state())
             return
         self.store.save(self._state())
         self._last_checkpoint = time.monotonic()
@@ -428,17 +528,25 @@ class ElasticTrainer:
         if loaded is None:
             return
         state, path = loaded
-        self.model.load_state_dict(state["model"])
+        self._load_state(state)
+        self.resumed = {"steps": self.steps, "epoch": self.epoch,
+                        "loss": self.progress_state.loss, "checkpoint": path.name}
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         for key, obj in self.extra_state.items():
             if key in state.get("extra", {}):
                 obj.load_state_dict(state["extra"][key])
         t = state["trainer"]
-        self.steps, self.epoch = int(t["steps"]), int(t["epoch"])
-        self.progress, self.samples = float(t["progress"]), int(t["samples"])
-        self.metrics = [(int(s), int(e), float(v)) for s, e, v in t["metrics"]]
-        self.last_loss = t.get("loss")
+        self.progress_state.load_state_dict(t)
         self.noise.load_state_dict(t["noise"])
+        self.lr.load_state_dict(t.get("lr", {}))
+        self.batch_control.load_state_dict(t.get("batch_control", {}))
+        if "guard" in t:
+            self.guard.load_state_dict(t["guard"])
+        self.precision.load_state_dict(t.get("precision", {}))
+        self.events = list(t.get("events", []))
         est = JobEstimator.from_dict(t["estimator"])
         if (est.init_bsz, est.max_bsz, est.min_local_bsz, est.max_local_bsz, est.adaptive) == (
                 self.estimator.init_bsz, self.estimator.max_bsz, self.estimator.min_local_bsz,
@@ -447,8 +555,7 @@ class ElasticTrainer:
             self.profiler = StepProfiler(est)
         if "rng" in state:
             torch.set_rng_state(state["rng"])
-        self.resumed = {"steps": self.steps, "epoch": self.epoch, "loss": self.last_loss,
-                        "checkpoint": path.name}
+        self.preconditioner.refresh()
 
     def _stop_now(self) -> None:
         """Agreed stop: checkpoint (rank 0), report, leave the group, exit with status 143.
@@ -464,25 +571,21 @@ class ElasticTrainer:
         sys.stderr.flush()
         os._exit(STOP_EXIT_CODE)  # skips interpreter teardown (about 1 s with torch loaded)
 
-    def _broadcast_model(self) -> None:
-        if self.group.active:
-            with torch.no_grad():
-                for t in list(self.model.parameters()) + list(self.model.buffers()):
-                    self.group.broadcast(t.data)
-
     def _report(self, state: str) -> None:
         loss = self._mean_loss(reset=True)
         if not self.is_chief or self.reporter.path is None:
             return
+        p = self.progress_state
         self.reporter.write({
             "state": state, "launch": self.config.launch, "world_size": self.world_size,
-            "num_nodes": self.config.num_nodes,
+            "num_nodes": self.config.num_nodes, "device": str(self.device),
             "batch": [self.batch.local_bsz, self.batch.accum_steps], "total_bsz": self.total_bsz,
-            "steps": self.steps, "epoch": self.epoch, "progress": self.progress,
-            "samples": self.samples, "loss": loss,
-            "lr_scale": self.lr_scale, "metrics": [list(m) for m in self.metrics],
+            "steps": p.steps, "epoch": p.epoch, "progress": p.progress,
+            "samples": p.samples, "loss": loss,
+            "lr_scale": self.lr_scale, "metrics": [list(m) for m in p.metrics],
             "estimator": self.estimator.to_dict(), "resumed": self.resumed,
             "first_step_time": self.first_step_time, "pid": os.getpid(),
+            "events": list(self.events),
         })
 
     @staticmethod
@@ -497,13 +600,11 @@ class ElasticTrainer:
                          checkpoint_dir=checkpoint_dir or os.environ.get(ENV_CHECKPOINT_DIR))
 
 
-def _to_device(batch: Any, device: torch.device) -> Any:
-    if device.type == "cpu":
-        return batch
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, Sequence) and not isinstance(batch, str):
-        return type(batch)(_to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    return batch
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj

@@ -1,0 +1,56 @@
+"""Which device a worker trains on, and which torch.distributed backend it uses.
+
+* Under an executor (`CORRAL_BACKEND` set): with `nccl`, the GPU that LOCAL_RANK names among
+  the GPUs CUDA_VISIBLE_DEVICES lists (the local executor lists all of a job's GPUs on a node;
+  Ray lists the one it assigned, so index 0); with `gloo`, the CPU.
+* Standalone (no `CORRAL_BACKEND`): cuda:LOCAL_RANK when CUDA is present (nccl for several
+  workers), else the CPU (gloo).
+* `requested` (the trainer's `device=` argument) overrides both: "cpu" trains on the CPU with
+  gloo even where GPUs exist; "cuda" or "cuda:N" asks for a GPU and fails clearly without one.
+
+The device comes from here only; every tensor the trainer makes is put on `Placement.device`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from corral.train.env import WorkerEnv
+
+__all__ = ["Placement", "place_worker"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A worker's device and the process-group backend that goes with it."""
+
+    device: torch.device
+    backend: str  # "nccl" or "gloo"
+
+
+def _gpu(index: int) -> Placement:
+    count = torch.cuda.device_count()
+    if count < 1:
+        raise RuntimeError("a GPU was asked for but torch sees none (torch.cuda.device_count() "
+                           "is 0: check CUDA_VISIBLE_DEVICES and that torch is a CUDA build)")
+    return Placement(torch.device("cuda", index % count), "nccl")
+
+
+def place_worker(worker: WorkerEnv, requested: str | torch.device | None = None) -> Placement:
+    """The device and backend for `worker`; see the module docstring for the rules."""
+    if requested is not None:
+        dev = torch.device(requested)
+        if dev.type == "cpu":
+            return Placement(dev, "gloo")
+        if dev.type == "cuda":
+            return _gpu(worker.local_rank if dev.index is None else dev.index)
+        raise ValueError(f"unsupported training device {str(dev)!r}: use 'cpu' or 'cuda[:N]'")
+    if worker.backend == "nccl":
+        return _gpu(worker.local_rank)
+    if worker.backend == "gloo":
+        return Placement(torch.device("cpu"), "gloo")
+    if torch.cuda.is_available():  # standalone on a GPU machine
+        return _gpu(worker.local_rank)
+    return Placement(torch.device("cpu"), "gloo")

@@ -49,9 +49,12 @@ def make_model(width: int) -> nn.Module:
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, data: torch.utils.data.TensorDataset) -> float:
+def accuracy(model: nn.Module, data: torch.utils.data.TensorDataset,
+             device: torch.device | str | None = None) -> float:
+    """Test accuracy, computed on `device` (default: where the model's weights are)."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
     model.eval()
-    x, y = data.tensors
+    x, y = (t.to(device) for t in data.tensors)
     acc = (model(x).argmax(1) == y).float().mean().item()
     model.train()
     return acc

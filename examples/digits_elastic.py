@@ -33,6 +33,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--width", type=int, default=16, help="channels of the first convolution")
     ap.add_argument("--checkpoint-dir", default=None, help="when run on its own")
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU "
+                    "LOCAL_RANK names when CUDA is present, else the CPU)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -42,14 +45,17 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     trainer = ElasticTrainer(model, optimizer, train, batch_size=args.batch_size,
                              max_batch_size=args.max_batch_size, lr_rule="adascale",
-                             checkpoint_dir=args.checkpoint_dir)
+                             checkpoint_dir=args.checkpoint_dir, device=args.device,
+                             precision=args.precision)
     for epoch in trainer.epochs(args.epochs):
         for group in optimizer.param_groups:  # cosine decay, a function of the epoch alone
             group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * epoch / args.epochs))
-        for x, y in trainer.batches():
-            trainer.backward(F.cross_entropy(model(x), y))
-        trainer.record_metric(accuracy(model, test))
-    acc = accuracy(model, test)
+        for x, y in trainer.batches():  # on trainer.device already
+            with trainer.autocast():
+                loss = F.cross_entropy(trainer.model(x), y)
+            trainer.backward(loss)
+        trainer.record_metric(accuracy(model, test, trainer.device))
+    acc = accuracy(model, test, trainer.device)
     if trainer.is_chief:
         print(f"final test accuracy {acc:.4f} after {trainer.steps} steps "
               f"(target {TARGET_ACCURACY})", flush=True)

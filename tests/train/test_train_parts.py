@@ -1,0 +1,266 @@
+"""The trainer's parts on their own and in the loop: device choice (torch.cuda mocked), the
+lagged host view, bounded LR scaling, batch restraint, mixed precision, clipping, schedulers in
+extra_state, divergence recovery, and a steady-state step that never reads the device."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+torch.set_num_threads(1)
+
+from corral.core.jobs import BatchConfig  # noqa: E402
+from corral.perf.estimator import JobEstimator  # noqa: E402
+from corral.train import ElasticTrainer  # noqa: E402
+from corral.train.batch_choice import BatchController, split_total  # noqa: E402
+from corral.train.device import place_worker  # noqa: E402
+from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
+from corral.train.host_view import LaggedHostView  # noqa: E402
+from corral.train.lr import LrScaling  # noqa: E402
+from corral.train.report import read_report  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch):
+    old = signal.getsignal(signal.SIGTERM)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", ENV_CONFIG, "CORRAL_CHECKPOINT_DIR",
+                "CORRAL_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+# -- device choice ---------------------------------------------------------------------------
+def _mock_gpus(monkeypatch, count: int) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+
+def test_executor_nccl_worker_uses_the_gpu_its_local_rank_names(monkeypatch) -> None:
+    _mock_gpus(monkeypatch, 4)
+    p = place_worker(WorkerEnv(rank=5, world_size=8, local_rank=2, backend="nccl"))
+    assert p.device == torch.device("cuda", 2) and p.backend == "nccl"
+    _mock_gpus(monkeypatch, 1)  # Ray shows each worker only the GPU it assigned
+    assert place_worker(WorkerEnv(local_rank=3, backend="nccl")).device == torch.device("cuda", 0)
+
+
+def test_gloo_worker_and_explicit_cpu_stay_on_the_cpu_even_with_gpus(monkeypatch) -> None:
+    _mock_gpus(monkeypatch, 2)
+    assert place_worker(WorkerEnv(backend="gloo")).device.type == "cpu"
+    assert place_worker(WorkerEnv(backend="nccl"), "cpu") == place_worker(WorkerEnv(), "cpu")
+    assert place_worker(WorkerEnv(), "cpu").backend == "gloo"
+
+
+def test_standalone_uses_cuda_0_when_present_else_the_cpu(monkeypatch) -> None:
+    _mock_gpus(monkeypatch, 2)
+    standalone = WorkerEnv.from_env({})
+    assert standalone.backend == ""
+    assert place_worker(standalone).device == torch.device("cuda", 0)
+    assert place_worker(standalone, "cuda:1").device == torch.device("cuda", 1)
+    _mock_gpus(monkeypatch, 0)
+    assert place_worker(standalone).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="sees none"):
+        place_worker(standalone, "cuda")
+    with pytest.raises(ValueError, match="unsupported training device"):
+        place_worker(standalone, "meta")
+
+
+# -- small parts ------------------------------------------------------------------------------
+def test_host_view_publishes_values_a_period_later_on_a_fixed_schedule() -> None:
+    view = LaggedHostView(2, torch.device("cpu"), period=3)
+    seen = []
+    for step in range(1, 10):
+        vec = torch.tensor([float(step), 0.0])
+        if view.refresh(step, vec):
+            seen.append((step, view.values[0]))
+    assert seen == [(6, 3.0), (9, 6.0)]  # published at step 6: the copy taken at step 3
+    view.reset()
+    assert view.values is None
+
+
+def test_lr_scaling_is_bounded_and_rises_gradually() -> None:
+    lr = LrScaling("linear", max_scale=4.0, max_rise=0.5)
+    assert [round(lr.step(16, 128, None), 3) for _ in range(5)] == [1.5, 2.25, 3.375, 4.0, 4.0]
+    assert lr.step(16, 16, None) == 1.0  # falls at once
+    restored = LrScaling("linear", max_scale=4.0, max_rise=0.5)
+    restored.load_state_dict(lr.state_dict())
+    assert restored.scale == 1.0
+
+
+def _estimator_preferring(total: int) -> JobEstimator:
+    """An estimator whose goodput favours large batches (fast larger batches, high noise)."""
+    est = JobEstimator(16, 128, 4, 64)
+    for m, t in ((4, 0.010), (8, 0.011), (16, 0.012), (32, 0.014), (64, 0.018)):
+        est.observe_step(1, 1, m, t, 0.0, count=5)
+    est.observe_grad(1e-3, 1.0)
+    return est
+
+
+def test_batch_controller_holds_a_choice_and_needs_a_clear_gain() -> None:
+    est = _estimator_preferring(128)
+    ctl = BatchController(hysteresis=1.1, min_hold_steps=50)
+    first = ctl.choose(est, 1, 1, step=0, current=None)
+    assert ctl.total == first.total(1)
+    # within the hold nothing changes, whatever the model says; a restart keeps the total
+    small = BatchConfig(16, 0)
+    assert ctl.choose(est, 1, 1, step=10, current=small) == small
+    again = ctl.choose(est, 1, 2, step=20, current=None)
+    assert again.total(2) == pytest.approx(ctl.total, abs=2) and ctl.changes == 1
+    # after the hold the optimum is taken when it beats the current one clearly
+    later = ctl.choose(est, 1, 1, step=200, current=small)
+    assert later.total(1) > 16 and ctl.changes == 2
+    assert split_total(est, 100, 4) == BatchConfig(25, 0)
+    assert split_total(est, 512, 2) == BatchConfig(64, 3)
+
+
+# -- the loop -----------------------------------------------------------------------------------
+def _data(n: int = 128):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(n, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, (x.sum(1) > 0).long())
+
+
+def _trainer(monkeypatch, config: JobConfig | None = None, adam: bool = False, **kwargs):
+    if config is not None:
+        monkeypatch.setenv(ENV_CONFIG, config.to_json())
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = (torch.optim.Adam(model.parameters(), lr=0.01) if adam
+           else torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    return model, ElasticTrainer(model, opt, _data(), batch_size=16, **kwargs)
+
+
+def _run(trainer: ElasticTrainer, epochs: int, loss_hook=None) -> None:
+    for _ in trainer.epochs(epochs):
+        for x, y in trainer.batches():
+            with trainer.autocast():
+                loss = F.cross_entropy(trainer.model(x), y)
+            trainer.backward(loss_hook(trainer, loss) if loss_hook else loss)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_and_checkpoints_its_scaler(monkeypatch, tmp_path: Path,
+                                                           precision: str) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, checkpoint_dir=str(tmp_path))
+    model, trainer = _trainer(monkeypatch, config, precision=precision)
+    first = F.cross_entropy(model(_data().tensors[0]), _data().tensors[1]).item()
+    _run(trainer, 4)
+    last = F.cross_entropy(model(_data().tensors[0]), _data().tensors[1]).item()
+    assert last < first and trainer.noise.updates > 0 and trainer.grad_stats is not None
+    from corral.train.checkpoint import CheckpointStore
+    state, _ = CheckpointStore(tmp_path).load()
+    assert ("scale" in state["trainer"]["precision"]) == (precision == "fp16")
+
+
+def test_fp16_overflow_is_a_skipped_step_with_no_progress(monkeypatch) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0))
+    model, trainer = _trainer(monkeypatch, config, precision="fp16", host_period=1,
+                              divergence_factor=None)
+    poisoned = {"done": False}
+
+    def overflow_once(t: ElasticTrainer, loss: torch.Tensor) -> torch.Tensor:
+        if t.steps == 3 and not poisoned["done"]:
+            poisoned["done"] = True
+            return loss * 1e38  # fp16 gradients overflow: the scaler skips this step
+        return loss
+
+    # a fixed batch at M0 counts one unit of progress per step, except the skipped one
+    _run(trainer, 1, overflow_once)
+    assert poisoned["done"]
+    assert trainer.progress == pytest.approx(8.0)  # 128 samples / 16 = 8 units in the epoch
+    assert trainer.steps == 9  # one extra step to make up for the skipped one
+
+
+def test_clipping_bounds_every_update(monkeypatch) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0))
+    model, trainer = _trainer(monkeypatch, config, clip_grad_norm=1e-3)
+    trainer.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # no momentum: update = grad
+    before = torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
+    _run(trainer, 1)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert float((after - before).norm()) <= trainer.steps * 1e-3 + 1e-6
+
+
+def test_scheduler_in_extra_state_resumes_where_it_was(monkeypatch, tmp_path: Path) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, checkpoint_dir=str(tmp_path))
+    monkeypatch.setenv(ENV_CONFIG, config.to_json())
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        return ElasticTrainer(model, opt, _data(), batch_size=16, extra_state={"sched": sched}), \
+            opt, sched
+
+    trainer, opt, sched = make()
+    for _ in trainer.epochs(2):
+        for x, y in trainer.batches():
+            trainer.backward(F.cross_entropy(trainer.model(x), y))
+        sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    again, opt2, sched2 = make()
+    assert again.resumed is not None and sched2.last_epoch == 2
+    assert opt2.param_groups[0]["lr"] == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize("bad", ["nan", "explode"])
+def test_divergence_restores_the_last_good_checkpoint_and_the_initial_batch(
+        monkeypatch, tmp_path: Path, bad: str) -> None:
+    report = tmp_path / "report.json"
+    config = JobConfig(init_bsz=16, max_bsz=64, min_local_bsz=4, max_local_bsz=64,
+                       adaptive=True, checkpoint_dir=str(tmp_path / "ckpt"),
+                       report_path=str(report), report_interval_s=0.0)
+    model, trainer = _trainer(monkeypatch, config)
+    trainer.batch_control.min_hold_steps = 0
+    hit = {"step": None}
+
+    def poison(t: ElasticTrainer, loss: torch.Tensor) -> torch.Tensor:
+        if t.epoch == 3 and hit["step"] is None:
+            hit["step"] = t.steps
+            return loss * (float("nan") if bad == "nan" else 1e4)
+        return loss
+
+    _run(trainer, 5, poison)
+    assert hit["step"] is not None and trainer.epoch == 5 and trainer.finished
+    [event] = trainer.events
+    assert event["kind"] == "diverged" and "restored checkpoint" in event["message"]
+    assert "epoch 3" in event["message"] and "initial batch 16" in event["message"]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert read_report(report)["events"] == trainer.events  # the service reads them here
+
+
+def test_repeated_divergence_fails_the_job_clearly(monkeypatch) -> None:
+    _, trainer = _trainer(monkeypatch, None)
+    from corral.train.trainer import TrainingDiverged
+    with pytest.raises(TrainingDiverged, match="lower the learning rate"):
+        _run(trainer, 3, lambda t, loss: loss * float("nan") if t.epoch >= 1 else loss)
+
+
+def test_steady_state_steps_never_read_the_device(monkeypatch) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=64, min_local_bsz=4, max_local_bsz=64, adaptive=True)
+    model, trainer = _trainer(monkeypatch, config, adam=True)
+    _run(trainer, 2)  # warm-up: Adam's preconditioner, the first report, batch choice
+    # Adam keeps its step counters on the host on purpose (on GPUs too): reading them is free
+    host_counters = {id(st["step"]) for st in trainer.optimizer.state.values()}
+    reads = []
+    for name in ("item", "tolist", "__float__", "__bool__", "__int__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *a, _name=name, _original=original, **k):
+            if id(self) not in host_counters:
+                reads.append(_name)
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    steps = 0
+    for x, y in trainer.batches():  # the rest of one epoch, no epoch end
+        trainer.backward(F.cross_entropy(trainer.model(x), y))
+        steps += 1
+    # the only reads are the lagged view's, one every `period` steps
+    assert steps >= 2 * trainer._view.period
+    assert set(reads) == {"tolist"} and len(reads) <= steps // trainer._view.period + 1

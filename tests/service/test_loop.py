@@ -174,3 +174,18 @@ def test_failing_policy_keeps_the_previous_assignments(store, fake_executor) -> 
 def test_oracle_policies_cannot_run_live(store, fake_executor) -> None:
     with pytest.raises(CorralError, match="oracle"):
         make_loop(store, fake_executor, policy="srtf")
+
+
+def test_training_events_in_reports_become_job_events_once(store, fake_executor) -> None:
+    clock = Clock()
+    a = submit(store, 100, gpus=1)
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.tick()
+    diverged = {"time": 1.0, "kind": "diverged", "message": "the loss diverged at step 40: "
+                "restored checkpoint ckpt-00000003.pt"}
+    for t, events in ((101.0, []), (102.0, [diverged]), (103.0, [diverged])):
+        fake_executor.reports[a] = {"time": t, "state": "running", "events": events}
+        clock.t = t
+        loop.tick()
+    recorded = [e for e in store.events(a) if e["kind"] == "training-diverged"]
+    assert [e["detail"] for e in recorded] == [diverged["message"]]

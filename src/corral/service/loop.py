@@ -184,6 +184,7 @@ class ControlLoop:
                 self.store.save_job(job.to_doc())  # reclaimable even after a crash right now
             report = self.executor.report(job.id)
             if report is not None and (job.report is None or report.get("time") != job.report.get("time")):
+                self._record_training_events(now, job, report)
                 job.report = report
                 self.store.add_telemetry(now, job.id, report)
             terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
@@ -239,6 +240,16 @@ class ControlLoop:
             self.executor.stop(job.id)
             self.store.add_event(now, job.id, "preempted")
         self.store.save_job(job.to_doc())
+
+    def _record_training_events(self, now: float, job: LiveJob, report: dict) -> None:
+        """Events the job's trainer reported (a divergence restored from a checkpoint) that
+        the previous report did not hold yet; each is stored once, as "training-<kind>"."""
+        seen = {(e.get("time"), e.get("message"))
+                for e in (job.report or {}).get("events", []) if isinstance(e, dict)}
+        for event in report.get("events", []):
+            if isinstance(event, dict) and (event.get("time"), event.get("message")) not in seen:
+                self.store.add_event(now, job.id, f"training-{event.get('kind', 'event')}",
+                                     str(event.get("message", "")))
 
     @staticmethod
     def _launch(job: LiveJob) -> JobLaunch:

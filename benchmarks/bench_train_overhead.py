@@ -1,20 +1,26 @@
-"""corral.train's per-step overhead against the same plain PyTorch loop.
+"""corral.train's per-step overhead against the plain data-parallel loop a user writes.
 
-The model and data are the example's (examples/digits_common.py: the digits CNN, batch 16 per
-worker), at several widths so that a step takes from ~1 ms (the example's width 16, a toy) to
-tens of ms (width 128; real models' steps on GPUs take 10s to 100s of ms): corral.train's cost
-is mostly fixed per step, so the figure that matters is the overhead at a realistic step time. "plain" is the loop a user writes without corral: on 2 workers DistributedDataParallel
-(gloo, CPU), one worker without it; each worker indexes its share of a shuffled pass. "corral"
-is the same model under `ElasticTrainer` with the batch fixed (as a non-adaptive job runs),
-doing what it does under the service: the gradient all-reduce with the noise statistics and
-stop flag in one buffer, the noise-scale estimate, LR scaling, step profiling into the
-JobEstimator, a report every second. Both time the same steps after a warm-up; the variants
-take turns, round after round, so a busy machine slows both alike. Printed: the median and the
-best round of each (on a machine shared with other work the best is the steadier figure).
-Issue 6 goal: <= 5 % (AdaptDL users measured 2.6x).
+Two settings, one script:
 
-Run: python benchmarks/bench_train_overhead.py [--steps 300] [--rounds 3] [--workers 1 2]
-         [--widths 16 64 128]   (timed steps: --steps at width 16, proportionally fewer wider)
+* `--device cpu` (default): the example's digits CNN (examples/digits_common.py, 16 per
+  worker) at widths 16, 64 and 128 (a ~1 ms toy step to tens of ms), on 1 and 2 gloo workers.
+  "plain" is DistributedDataParallel on 2 workers (the bare model on one), each worker indexing
+  its share of a shuffled pass.
+* `--device cuda`: ResNet-18 on 32x32 images (batch 256 per GPU) and ResNet-50 on 224x224
+  (batch 64 per GPU) on synthetic data in host memory, fp32 and bf16 autocast, one worker per
+  GPU (`--workers`). "plain" is DDP (several GPUs) over a DataLoader with pinned memory, worker
+  processes and non_blocking copies.
+
+"corral" is the same model under `ElasticTrainer` with the batch fixed (as a non-adaptive job
+runs), doing what it does under the service: DDP with the noise-statistics hook, the
+noise-scale estimate on the device, LR scaling, the divergence guard, step profiling into the
+JobEstimator, a report every second. Both time the same steps after a warm-up (GPU work
+synchronised at both ends); the variants take turns, round after round, so a busy machine slows
+both alike. Printed: the median and the best round of each. Targets (issue 11): <= 5 % on CPU
+at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
+
+Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 3]
+         [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50]
 """
 
 from __future__ import annotations
@@ -33,42 +39,94 @@ from _common import machine
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 WARMUP_STEPS = 20
-RUN_TIMEOUT_S = 180.0
-LOCAL_BSZ = 16
+RUN_TIMEOUT_S = 300.0
+DIGITS_BSZ = 16
+GPU_MODELS = {"resnet18": (18, 32, 256), "resnet50": (50, 224, 64)}  # depth, image side, batch
 
 
-def _worker(mode: str, steps: int, width: int) -> None:
+def _build(spec: dict):
+    """(model, train set, per-worker batch) for a benchmark spec."""
+    import torch
+
+    if spec["model"] == "digits":
+        from digits_common import digits, make_model
+        return make_model(spec["width"]), digits()[0], DIGITS_BSZ
+    from resnet import resnet
+    depth, side, batch = GPU_MODELS[spec["model"]]
+    g = torch.Generator().manual_seed(0)
+    n = batch * 8
+    images = torch.randn(n, 3, side, side, generator=g)
+    labels = torch.randint(0, 10, (n,), generator=g)
+    return (resnet(depth, small_input=side <= 64), torch.utils.data.TensorDataset(images, labels),
+            batch)
+
+
+def _batches_plain(data, local_bsz: int, rank: int, world: int, cuda: bool):
+    """The plain loop's batches: a DataLoader with pinned memory on GPUs, direct indexing of
+    a shuffled pass on the CPU (as the example's users write it)."""
+    import torch
+
+    if cuda:
+        from torch.utils.data import DataLoader, DistributedSampler
+        sampler = DistributedSampler(data, world, rank, seed=0, drop_last=True)
+        loader = DataLoader(data, batch_size=local_bsz, sampler=sampler, drop_last=True,
+                            pin_memory=True, num_workers=4, persistent_workers=True)
+        epoch = 0
+        while True:
+            sampler.set_epoch(epoch)
+            yield from loader
+            epoch += 1
+    x_all, y_all = data.tensors
+    perm = torch.randperm(len(y_all), generator=torch.Generator().manual_seed(0))
+    step = 0
+    while True:
+        lo = ((step * world + rank) * local_bsz) % (len(perm) - local_bsz)
+        idx = perm[lo:lo + local_bsz]
+        yield x_all[idx], y_all[idx]
+        step += 1
+
+
+def _worker(mode: str, steps: int, spec: dict) -> None:
     import torch
     import torch.nn.functional as F
 
-    from digits_common import digits, make_model
-
-    torch.set_num_threads(1)
+    torch.set_num_threads(1 if spec["device"] == "cpu" else 4)
     torch.manual_seed(0)
-    train, _ = digits()
-    model = make_model(width)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    model, data, local_bsz = _build(spec)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    cuda = spec["device"] == "cuda"
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda \
+        else torch.device("cpu")
+    amp = torch.bfloat16 if spec["precision"] == "bf16" else None
     total = WARMUP_STEPS + steps
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     if mode == "plain":
         import torch.distributed as dist
 
+        if cuda:
+            torch.cuda.set_device(device)
+        model = model.to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         net = model
         if world > 1:
-            dist.init_process_group("gloo", init_method="env://")
-            net = torch.nn.parallel.DistributedDataParallel(model)
-        x_all, y_all = train.tensors
-        perm = torch.randperm(len(y_all), generator=torch.Generator().manual_seed(0))
+            dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
+            net = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if cuda else None)
+        batches = _batches_plain(data, local_bsz, rank, world, cuda)
         for step in range(total):
             if step == WARMUP_STEPS:
+                sync()
                 start = time.perf_counter()
-            lo = ((step * world + rank) * LOCAL_BSZ) % (len(perm) - LOCAL_BSZ)
-            idx = perm[lo:lo + LOCAL_BSZ]
-            loss = F.cross_entropy(net(x_all[idx]), y_all[idx])
+            x, y = next(batches)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                loss = F.cross_entropy(net(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
+        sync()
         elapsed = time.perf_counter() - start
         if world > 1:
             dist.barrier()  # leave together (a lone teardown can hang the peer's)
@@ -76,43 +134,51 @@ def _worker(mode: str, steps: int, width: int) -> None:
     else:
         from corral.train import ElasticTrainer
 
-        trainer = ElasticTrainer(model, opt, train, batch_size=LOCAL_BSZ * world)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        trainer = ElasticTrainer(model, opt, data, batch_size=local_bsz * world,
+                                 device=str(device), precision=spec["precision"])
         step = 0
         for _ in trainer.epochs(10_000):
             for x, y in trainer.batches():
                 if step == WARMUP_STEPS:
+                    sync()
                     start = time.perf_counter()
-                trainer.backward(F.cross_entropy(model(x), y))
+                with trainer.autocast():
+                    loss = F.cross_entropy(trainer.model(x), y)
+                trainer.backward(loss)
                 step += 1
                 if step == total:
                     break
             if step == total:
                 break
+        sync()
         elapsed = time.perf_counter() - start
+        trainer.group.close()
     if rank == 0:
         print(json.dumps({"ms_per_step": 1000 * elapsed / steps}), flush=True)
 
 
-def _run(mode: str, workers: int, steps: int, width: int, attempts: int = 3) -> float:
+def _run(mode: str, workers: int, steps: int, spec: dict, attempts: int = 3) -> float:
     """ms per step of one run; a run whose workers hang (seen rarely in gloo's rendezvous on
     this machine) is killed after RUN_TIMEOUT_S and tried again, at most `attempts` times."""
     for attempt in range(attempts):
         try:
-            return _run_once(mode, workers, steps, width)
+            return _run_once(mode, workers, steps, spec)
         except subprocess.TimeoutExpired:
-            print(f"  ({mode}, {workers} workers, width {width}: hung, killed; "
+            print(f"  ({mode}, {workers} workers, {spec}: hung, killed; "
                   f"attempt {attempt + 1} of {attempts})", flush=True)
     raise RuntimeError(f"{mode} workers hung {attempts} times")
 
 
-def _run_once(mode: str, workers: int, steps: int, width: int) -> float:
+def _run_once(mode: str, workers: int, steps: int, spec: dict) -> float:
     from corral.executors.procs import free_port
     from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv
 
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        config = JobConfig(init_bsz=LOCAL_BSZ * workers, max_bsz=LOCAL_BSZ * workers,
-                           max_local_bsz=LOCAL_BSZ, batch=(LOCAL_BSZ, 0),
+        local = DIGITS_BSZ if spec["model"] == "digits" else GPU_MODELS[spec["model"]][2]
+        config = JobConfig(init_bsz=local * workers, max_bsz=local * workers,
+                           max_local_bsz=local, batch=(local, 0),
                            report_path=str(Path(tmp) / "report.json"), report_interval_s=1.0)
         procs = []
         for rank in range(workers):
@@ -122,7 +188,7 @@ def _run_once(mode: str, workers: int, steps: int, width: int) -> float:
             if mode == "corral":
                 env[ENV_CONFIG] = config.to_json()
             procs.append(subprocess.Popen([sys.executable, __file__, "--worker", mode,
-                                           "--steps", str(steps), "--widths", str(width)],
+                                           "--steps", str(steps), "--spec", json.dumps(spec)],
                                           env=env, stdout=subprocess.PIPE, text=True))
         deadline = time.monotonic() + RUN_TIMEOUT_S
         try:
@@ -138,36 +204,61 @@ def _run_once(mode: str, workers: int, steps: int, width: int) -> float:
     return json.loads(outs[0].strip().splitlines()[-1])["ms_per_step"]
 
 
+def _compare(label: str, workers: int, steps: int, rounds: int, spec: dict) -> None:
+    times: dict[str, list[float]] = {"plain": [], "corral": []}
+    for _ in range(rounds):
+        for mode in times:
+            times[mode].append(_run(mode, workers, steps, spec))
+    loop = f"plain {'DDP ' if workers > 1 else ''}loop"
+    for name, pick in (("median", statistics.median), ("best", min)):
+        plain, corral = pick(times["plain"]), pick(times["corral"])
+        print(f"{label}, {workers} worker(s), {steps} steps, {name} of rounds: {loop} "
+              f"{plain:.2f} ms/step, corral.train {corral:.2f} ms/step, overhead "
+              f"{100 * (corral / plain - 1):+.1f} %")
+    print(f"  rounds: plain {[round(t, 2) for t in times['plain']]}, "
+          f"corral {[round(t, 2) for t in times['corral']]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps (CPU: at width 16, proportionally fewer wider; GPU: 200)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--workers", type=int, nargs="+", default=None)
     ap.add_argument("--widths", type=int, nargs="+", default=[16, 64, 128])
+    ap.add_argument("--models", nargs="+", default=list(GPU_MODELS), choices=list(GPU_MODELS))
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
     ap.add_argument("--worker", choices=["plain", "corral"], help=argparse.SUPPRESS)
+    ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        _worker(args.worker, args.steps, args.widths[0])
+        _worker(args.worker, args.steps, json.loads(args.spec))
         return
     sys.stdout.reconfigure(line_buffering=True)  # progress shows as it goes
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
-    print(f"digits CNN, {LOCAL_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
+    if args.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("skipped: --device cuda needs a CUDA GPU and a CUDA build of torch")
+        print(f"GPU: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}, "
+              f"torch {torch.__version__}; synthetic data in host memory, SGD momentum, "
+              f"{WARMUP_STEPS} warm-up steps, {args.rounds} rounds (median and best)")
+        for model in args.models:
+            depth, side, batch = GPU_MODELS[model]
+            for precision in args.precisions:
+                for workers in args.workers or [1]:
+                    spec = {"model": model, "device": "cuda", "precision": precision}
+                    _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
+                             args.steps or 200, args.rounds, spec)
+        return
+    print(f"digits CNN, {DIGITS_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
           f"{args.rounds} rounds (median and best)")
     for width in args.widths:
-        steps = max(60, args.steps * 16 // width)
-        for workers in args.workers:
-            times: dict[str, list[float]] = {"plain": [], "corral": []}
-            for _ in range(args.rounds):
-                for mode in times:
-                    times[mode].append(_run(mode, workers, steps, width))
-            loop = f"plain {'DDP ' if workers > 1 else ''}loop"
-            for name, pick in (("median", statistics.median), ("best", min)):
-                plain, corral = pick(times["plain"]), pick(times["corral"])
-                print(f"width {width:3d}, {workers} worker(s), {steps} steps, {name} of rounds: "
-                      f"{loop} {plain:.2f} ms/step, corral.train {corral:.2f} ms/step, "
-                      f"overhead {100 * (corral / plain - 1):+.1f} %")
-            print(f"  rounds: plain {[round(t, 2) for t in times['plain']]}, "
-                  f"corral {[round(t, 2) for t in times['corral']]}")
+        steps = max(60, (args.steps or 300) * 16 // width)
+        for workers in args.workers or [1, 2]:
+            spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32"}
+            _compare(f"width {width:3d}", workers, steps, args.rounds, spec)
 
 
 if __name__ == "__main__":

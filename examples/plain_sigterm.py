@@ -79,6 +79,8 @@ def main() -> None:
     torch.manual_seed(0)
     train, test = digits()
     model = make_model(16).to(device)
+    if rank == 0:
+        print(f"training on {device} with {world} worker(s)", flush=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     path = os.path.join(args.checkpoint_dir, "plain.pt")
     epoch, step_in_epoch = 0, 0

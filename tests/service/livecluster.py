@@ -40,11 +40,12 @@ class LiveService:
     """One `corral serve` process on a data directory (restartable)."""
 
     def __init__(self, data_dir: Path, policy: str, slots: int = 4, interval_s: float = 1.0,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), gpus: str | None = None) -> None:
         self.data_dir = data_dir
+        self.gpus = gpus  # "0,1": this machine's GPUs instead of CPU slots
         self.policy = policy
         self.extra_args = tuple(extra_args)
-        self.slots = slots
+        self.slots = len(gpus.split(",")) if gpus else slots
         self.interval_s = interval_s
         self.proc: subprocess.Popen | None = None
         self.client: Client | None = None
@@ -55,7 +56,8 @@ class LiveService:
     # -- the service process --------------------------------------------------------------
     def start(self, timeout_s: float = 60.0) -> "LiveService":
         args = [*CLI, "serve", "--policy", self.policy, "--policy-module", str(SHARE_POLICY),
-                "--slots", str(self.slots), "--interval", str(self.interval_s), "--port", "0",
+                *(("--gpus", self.gpus) if self.gpus else ("--slots", str(self.slots))),
+                "--interval", str(self.interval_s), "--port", "0",
                 "--report-interval", "1", "--stop-timeout", "20", "--checkpoint-interval", "3",
                 *self.extra_args]
         log = open(self.data_dir / "service.log", "ab")

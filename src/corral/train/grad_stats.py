@@ -145,6 +145,7 @@ class GradientSampler:
         self._micro_sqr: list[torch.Tensor] = []  # local squared norms of this step's samples
         self._prev_step: list[torch.Tensor] | None = None  # one worker: last step's sample
         self._prev_sqr: torch.Tensor | None = None
+        self._scratch: dict[str, list[torch.Tensor]] = {}
         self._bucket_local: list[torch.Tensor] = []
         self._bucket_total: list[torch.Tensor] = []
         self._micro_count = 1
@@ -166,11 +167,27 @@ class GradientSampler:
         """A non-final micro-batch's gradient: its squared norm, and remember the sum so far."""
         grads = [self._grad(p) for p in self._params]
         self._micro_sqr.append(self._sample_sqr(grads, self._acc_prev, self._pre.current))
-        self._acc_prev = [g.clone() for g in grads]
+        if self._acc_prev is None:
+            self._acc_prev = self._buffers("acc", grads)
+        torch._foreach_copy_(self._acc_prev, grads)
+
+    def _buffers(self, name: str, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Persistent scratch tensors shaped like `like`: fresh large allocations every step
+        cost page faults on the CPU and allocator traffic on GPUs."""
+        bufs = self._scratch.get(name)
+        if bufs is None or len(bufs) != len(like) or any(
+                b.shape != t.shape or b.dtype != t.dtype for b, t in zip(bufs, like)):
+            bufs = [torch.empty_like(t) for t in like]
+            self._scratch[name] = bufs
+        return bufs
 
     def _sample_sqr(self, grads: Sequence[torch.Tensor], prev: Sequence[torch.Tensor] | None,
                     pinv: Sequence[torch.Tensor] | None) -> torch.Tensor:
-        sample = torch._foreach_sub(list(grads), list(prev)) if prev is not None else list(grads)
+        if prev is None and pinv is None:
+            return _sqnorm(grads)
+        sample = list(grads)
+        if prev is not None:
+            sample = torch._foreach_sub(sample, list(prev))
         if pinv is not None:
             sample = torch._foreach_div(sample, list(pinv))
         return _sqnorm(sample)
@@ -243,15 +260,25 @@ class GradientSampler:
 
     def _differenced(self, grads: list[torch.Tensor], scale: float,
                      unscale: torch.Tensor | float) -> None:
-        """One worker, one micro-batch: the previous step's gradient is the second sample."""
+        """One worker, one micro-batch: the previous step's gradient is the second sample.
+        |mean|^2 = |a + b|^2 / 4, computed in place in the buffer that holds b."""
         pinv = self._pre.current
-        sample = torch._foreach_div(grads, pinv) if pinv is not None else [g.clone() for g in grads]
+        sample = grads
+        if pinv is not None:
+            sample = self._buffers("preconditioned", grads)
+            torch._foreach_copy_(sample, grads)
+            torch._foreach_div_(sample, pinv)
         sqr = _sqnorm(sample) * unscale
         self._mark_finite(sqr)
-        if self._prev_step is not None and self._prev_sqr is not None:
-            both = _sqnorm(torch._foreach_add(sample, self._prev_step)) * unscale
+        prev = self._prev_step
+        if prev is not None and self._prev_sqr is not None:
+            torch._foreach_add_(prev, sample)
+            both = _sqnorm(prev) * unscale
             self.noise.update((self._prev_sqr + sqr) / 2, both / 4, 2, 2 * scale)
-        self._prev_step, self._prev_sqr = sample, sqr
+        else:
+            prev = self._prev_step = self._buffers("previous", grads)
+        torch._foreach_copy_(prev, sample)
+        self._prev_sqr = sqr
 
     def _unscale2(self) -> torch.Tensor | float:
         if self._grad_scale is None:

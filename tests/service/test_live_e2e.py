@@ -117,9 +117,17 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
             losses = [r["loss"] for r in by_launch[first["launch"]] if r["loss"] is not None]
             assert first["resumed_loss"] < first_loss
             assert sum(losses) / len(losses) < first_loss, losses
-    # the adaptive jobs' batch sizes changed with their allocations
-    assert any(first["total_bsz"] != last["total_bsz"]
-               for pairs in resized.values() for last, first in pairs)
+    # the adaptive jobs chose their batch sizes, and changed them only after holding them for
+    # the trainer's minimum (no flipping at every resize or epoch)
+    from corral.train.batch_choice import DEFAULT_MIN_HOLD_STEPS
+    changes = {}
+    for job in jobs:
+        rows = [r for r in svc.client.telemetry(job["id"]) if r["total_bsz"]]
+        changes[job["id"]] = [(b["steps"], a["total_bsz"], b["total_bsz"])
+                              for a, b in zip(rows, rows[1:]) if a["total_bsz"] != b["total_bsz"]]
+    assert any(changes.values()), f"no adaptive job ever changed its batch: {changes}"
+    for steps in ([s for s, _, _ in c] for c in changes.values()):
+        assert all(b - a >= DEFAULT_MIN_HOLD_STEPS // 2 for a, b in zip(steps, steps[1:])), changes
 
 
 @pytest.mark.parametrize("policy", ["tiresias-las"])

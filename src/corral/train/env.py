@@ -73,6 +73,16 @@ class JobConfig:
     def replace(self, **changes: object) -> "JobConfig":
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def standalone(cls, batch_size: int, max_batch_size: int | None = None,
+                   local_bsz_bounds: tuple[int, int] | None = None, lr_rule: str = "adascale",
+                   checkpoint_dir: str | None = None) -> "JobConfig":
+        """The config of a script run on its own: adaptive when it allows a larger batch."""
+        max_bsz = max_batch_size or batch_size
+        lo, hi = local_bsz_bounds or (max(1, batch_size // 8), batch_size)
+        return cls(init_bsz=batch_size, max_bsz=max_bsz, min_local_bsz=lo, max_local_bsz=hi,
+                   adaptive=max_bsz > batch_size, lr_rule=lr_rule, checkpoint_dir=checkpoint_dir)
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerEnv:

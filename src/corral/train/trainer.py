@@ -58,16 +58,17 @@ from corral.train.profiler import StepProfiler
 from corral.train.progress import TrainingProgress
 from corral.train.report import Reporter
 from corral.train.signals import StopSignal
+from corral.train.recovery import LastGoodState, TrainingDiverged
+from corral.train.state import load_trainer_state, trainer_state
 from corral.train.stream import SampleStream
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
 
 _MIN_VAR = 1e-6  # floors of reported statistics, as JobEstimator.observe_grad (spec 2.3)
-_MAX_RECOVERIES = 3  # divergences in a row (no epoch finished between) before giving up
 
 
-class TrainingDiverged(RuntimeError):
-    """The loss kept diverging after restoring the last good state."""
+def _progress_field(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self.progress_state, name), doc=doc)
 
 
 def _log(msg: str) -> None:
@@ -111,8 +112,10 @@ class ElasticTrainer:
                  divergence_factor: float | None = DEFAULT_EXPLODE_FACTOR,
                  host_period: int = 4) -> None:
         self._stop = StopSignal().install()
-        self.config = JobConfig.from_env() or self._standalone_config(
-            batch_size, max_batch_size, local_bsz_bounds, lr_rule, checkpoint_dir)
+        self.config = JobConfig.from_env() or JobConfig.standalone(
+            batch_size, max_batch_size, local_bsz_bounds,
+            lr_rule if isinstance(lr_rule, str) else "adascale",
+            checkpoint_dir or os.environ.get(ENV_CHECKPOINT_DIR))
         cfg = self.config
         self.worker = WorkerEnv.from_env()
         placement = place_worker(self.worker, device)
@@ -154,9 +157,8 @@ class ElasticTrainer:
         self._forwards = 0
         self._step_started: float | None = None
         self._last_checkpoint = time.monotonic()
-        self._good_state: dict[str, Any] | None = None  # without a store: last good state
-        self._recoveries = 0
         self._restored = False
+        self.good_state = LastGoodState(self.store)
         self._restore()
         self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
         if self.model is not self.module:
@@ -188,29 +190,12 @@ class ElasticTrainer:
     def total_bsz(self) -> int:
         return self.batch.total(self.world_size)
 
-    @property
-    def steps(self) -> int:
-        return self.progress_state.steps
-
-    @property
-    def epoch(self) -> int:
-        return self.progress_state.epoch
-
-    @property
-    def progress(self) -> float:
-        return self.progress_state.progress
-
-    @property
-    def samples(self) -> int:
-        return self.progress_state.samples
-
-    @property
-    def metrics(self) -> list[tuple[int, int, float]]:
-        return self.progress_state.metrics
-
-    @property
-    def finished(self) -> bool:
-        return self.progress_state.finished
+    steps = _progress_field("steps", "optimizer steps taken")
+    epoch = _progress_field("epoch", "epochs finished")
+    progress = _progress_field("progress", "scale-invariant iterations (sum of gains)")
+    samples = _progress_field("samples", "position in the shared sample stream")
+    metrics = _progress_field("metrics", "[(steps, epoch, value)] of record_metric")
+    finished = _progress_field("finished", "whether the job finished")
 
     @property
     def lr_scale(self) -> float:
@@ -412,10 +397,8 @@ class ElasticTrainer:
             self._recover("the loss diverged (seen at the end of the epoch)")
             self._restored = False
             return
-        self._recoveries = 0
-        if self.store is None:
-            self._checkpoint()  # every rank keeps the last good state in memory
-        elif self.is_chief:
+        self.good_state.keep(lambda: trainer_state(self))  # in memory without a store
+        if self.is_chief:
             self._checkpoint()
         if self.is_chief:
             self._report("running")
@@ -441,24 +424,19 @@ class ElasticTrainer:
 
     def _recover(self, why: str) -> None:
         """Restore the last good state, go back to the initial batch, record the event."""
-        self._recoveries += 1
         at = f"step {self.steps} epoch {self.epoch}"
-        if self._recoveries > _MAX_RECOVERIES:
-            raise TrainingDiverged(f"{why} at {at} again after {_MAX_RECOVERIES} restores of "
-                                   "the last good state; lower the learning rate")
-        source = self._restore_good_state()
-        self.sampler.flags.zero_()
-        self.sampler.reduced_flags.zero_()
+        state, source = self.good_state.take(why, at)
+        load_trainer_state(self, state)
+        self.group.broadcast_module(self.module)
+        for flags in (self.sampler.flags, self.sampler.reduced_flags, self._lost):
+            flags.zero_()
         self.sampler.reset()
         self._view.reset()
-        self._host_stats = None
-        self._lost.zero_()
-        self._lost_seen = 0.0
+        self._host_stats, self._lost_seen = None, 0.0
         self.lr.reset()
-        initial = initial_batch(self.estimator, self.world_size)
         if self.config.batch is None:
-            self.batch_control.restart_from(initial, self.world_size, self.steps)
-            self.batch = initial
+            self.batch = self.batch_control.restart_from(
+                initial_batch(self.estimator, self.world_size), self.world_size, self.steps)
         self._loss_sum.zero_()
         self._loss_count = 0
         self._restored = True
@@ -469,20 +447,6 @@ class ElasticTrainer:
         if self.is_chief:
             _log(message)
             self._report("running")
-
-    def _restore_good_state(self) -> str:
-        if self.store is not None:
-            loaded = self.store.load()
-            if loaded is not None:
-                self._load_state(loaded[0])
-                self.group.broadcast_module(self.module)
-                return f"checkpoint {loaded[1].name}"
-        if self._good_state is not None:
-            self._load_state(self._good_state)
-            self.group.broadcast_module(self.module)
-            return "the state at the last epoch end"
-        raise TrainingDiverged("the loss diverged before any good state was saved; lower the "
-                               "learning rate or the batch size")
 
     # -------------------------------------------------------------------- checkpointing
     def _mean_loss(self, reset: bool) -> float | None:
@@ -496,29 +460,10 @@ class ElasticTrainer:
             return loss
         return state.loss
 
-    def _state(self) -> dict[str, Any]:
-        trainer = self.progress_state.state_dict()
-        trainer.update({
-            "loss": self._mean_loss(reset=False), "noise": self.noise.state_dict(),
-            "estimator": self.estimator.to_dict(), "lr": self.lr.state_dict(),
-            "batch_control": self.batch_control.state_dict(), "guard": self.guard.state_dict(),
-            "precision": self.precision.state_dict(), "events": list(self.events),
-        })
-        return {
-            "model": self.module.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "extra": {k: v.state_dict() for k, v in self.extra_state.items()},
-            "trainer": trainer,
-            "rng": torch.get_rng_state(),
-        }
-
     def _checkpoint(self) -> None:
-        if self._diverged_now():  # never keep a diverged state as the last good one
+        if self.store is None or self._diverged_now():  # never keep a diverged state
             return
-        if self.store is None:
-            self._good_state = _to_cpu(self._state())
-            return
-        self.store.save(self._state())
+        self.store.save(trainer_state(self))
         self._last_checkpoint = time.monotonic()
 
     def _restore(self) -> None:
@@ -528,34 +473,9 @@ class ElasticTrainer:
         if loaded is None:
             return
         state, path = loaded
-        self._load_state(state)
+        load_trainer_state(self, state)
         self.resumed = {"steps": self.steps, "epoch": self.epoch,
                         "loss": self.progress_state.loss, "checkpoint": path.name}
-
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.module.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        for key, obj in self.extra_state.items():
-            if key in state.get("extra", {}):
-                obj.load_state_dict(state["extra"][key])
-        t = state["trainer"]
-        self.progress_state.load_state_dict(t)
-        self.noise.load_state_dict(t["noise"])
-        self.lr.load_state_dict(t.get("lr", {}))
-        self.batch_control.load_state_dict(t.get("batch_control", {}))
-        if "guard" in t:
-            self.guard.load_state_dict(t["guard"])
-        self.precision.load_state_dict(t.get("precision", {}))
-        self.events = list(t.get("events", []))
-        est = JobEstimator.from_dict(t["estimator"])
-        if (est.init_bsz, est.max_bsz, est.min_local_bsz, est.max_local_bsz, est.adaptive) == (
-                self.estimator.init_bsz, self.estimator.max_bsz, self.estimator.min_local_bsz,
-                self.estimator.max_local_bsz, self.estimator.adaptive):
-            self.estimator = est
-            self.profiler = StepProfiler(est)
-        if "rng" in state:
-            torch.set_rng_state(state["rng"])
-        self.preconditioner.refresh()
 
     def _stop_now(self) -> None:
         """Agreed stop: checkpoint (rank 0), report, leave the group, exit with status 143.
@@ -587,24 +507,3 @@ class ElasticTrainer:
             "first_step_time": self.first_step_time, "pid": os.getpid(),
             "events": list(self.events),
         })
-
-    @staticmethod
-    def _standalone_config(batch_size: int, max_batch_size: int | None,
-                           bounds: tuple[int, int] | None, lr_rule: Any,
-                           checkpoint_dir: str | None) -> JobConfig:
-        max_bsz = max_batch_size or batch_size
-        lo, hi = bounds or (max(1, batch_size // 8), batch_size)
-        return JobConfig(init_bsz=batch_size, max_bsz=max_bsz, min_local_bsz=lo, max_local_bsz=hi,
-                         adaptive=max_bsz > batch_size,
-                         lr_rule=lr_rule if isinstance(lr_rule, str) else "adascale",
-                         checkpoint_dir=checkpoint_dir or os.environ.get(ENV_CHECKPOINT_DIR))
-
-
-def _to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj

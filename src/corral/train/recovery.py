@@ -1,0 +1,54 @@
+"""Where a diverged job goes back to, and when to give up.
+
+The last good state is the newest checkpoint that loads (corral.train.checkpoint; a
+checkpoint is never written while the divergence flag is up), or, for a script run without a
+checkpoint directory, an in-memory copy taken at every epoch end. Restores are counted until an
+epoch finishes; more than `max_in_a_row` in a row fail the job with `TrainingDiverged` rather
+than loop forever on a learning rate that cannot work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from corral.train.checkpoint import CheckpointStore
+from corral.train.state import to_cpu
+
+__all__ = ["LastGoodState", "TrainingDiverged", "MAX_RESTORES_IN_A_ROW"]
+
+MAX_RESTORES_IN_A_ROW = 3
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss kept diverging after restoring the last good state."""
+
+
+class LastGoodState:
+    """The state a divergence rolls back to."""
+
+    def __init__(self, store: CheckpointStore | None,
+                 max_in_a_row: int = MAX_RESTORES_IN_A_ROW) -> None:
+        self.store = store
+        self.max_in_a_row = max_in_a_row
+        self.in_a_row = 0
+        self._memory: dict[str, Any] | None = None
+
+    def keep(self, state: Callable[[], dict[str, Any]]) -> None:
+        """At an epoch end: a copy in memory when there is no checkpoint directory."""
+        self.in_a_row = 0
+        if self.store is None:
+            self._memory = to_cpu(state())
+
+    def take(self, why: str, at: str) -> tuple[dict[str, Any], str]:
+        """(state, where it came from) to go back to; raises when restores keep failing."""
+        self.in_a_row += 1
+        if self.in_a_row > self.max_in_a_row:
+            raise TrainingDiverged(f"{why} at {at} again after {self.max_in_a_row} restores of "
+                                   "the last good state; lower the learning rate")
+        loaded = self.store.load() if self.store is not None else None
+        if loaded is not None:
+            return loaded[0], f"checkpoint {loaded[1].name}"
+        if self._memory is not None:
+            return self._memory, "the state at the last epoch end"
+        raise TrainingDiverged(f"{why} at {at}, before any good state was saved; lower the "
+                               "learning rate or the batch size")

@@ -1,0 +1,75 @@
+"""What a `corral.train` checkpoint holds, and how it is put back.
+
+    model, optimizer        the module's and the optimizer's state_dict()
+    extra                   {name: state_dict()} of the objects passed as `extra_state`
+    trainer                 the counters of corral.train.progress (steps, epoch, progress,
+                            samples, metrics, loss, finished) and, by part: noise (the device
+                            EMA, in GradNoise's format), estimator (JobEstimator.to_dict()),
+                            lr, batch_control, guard, precision, events
+    rng                     torch's CPU random state
+
+Parts missing from an older checkpoint keep their fresh state. The estimator is kept only when
+its batch limits match the job's (a resubmission with other limits starts a new one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from corral.perf.estimator import JobEstimator
+from corral.train.profiler import StepProfiler
+
+if TYPE_CHECKING:
+    from corral.train.trainer import ElasticTrainer
+
+__all__ = ["trainer_state", "load_trainer_state", "to_cpu"]
+
+_PARTS = ("lr", "batch_control", "guard", "precision")
+
+
+def trainer_state(t: "ElasticTrainer") -> dict[str, Any]:
+    """The checkpoint of trainer `t` (reads the device: checkpoints only)."""
+    trainer = t.progress_state.state_dict()
+    trainer.update({"loss": t._mean_loss(reset=False), "noise": t.noise.state_dict(),
+                    "estimator": t.estimator.to_dict(), "events": list(t.events)})
+    trainer.update({name: getattr(t, name).state_dict() for name in _PARTS})
+    return {"model": t.module.state_dict(), "optimizer": t.optimizer.state_dict(),
+            "extra": {k: v.state_dict() for k, v in t.extra_state.items()},
+            "trainer": trainer, "rng": torch.get_rng_state()}
+
+
+def load_trainer_state(t: "ElasticTrainer", state: dict[str, Any]) -> None:
+    """Put trainer `t` back where `state` (a `trainer_state`) was."""
+    t.module.load_state_dict(state["model"])
+    t.optimizer.load_state_dict(state["optimizer"])
+    for key, obj in t.extra_state.items():
+        if key in state.get("extra", {}):
+            obj.load_state_dict(state["extra"][key])
+    saved = state["trainer"]
+    t.progress_state.load_state_dict(saved)
+    t.noise.load_state_dict(saved["noise"])
+    for name in _PARTS:
+        if name in saved:
+            getattr(t, name).load_state_dict(saved[name])
+    t.events = list(saved.get("events", []))
+    est = JobEstimator.from_dict(saved["estimator"])
+    limits = ("init_bsz", "max_bsz", "min_local_bsz", "max_local_bsz", "adaptive")
+    if all(getattr(est, k) == getattr(t.estimator, k) for k in limits):
+        t.estimator = est
+        t.profiler = StepProfiler(est)
+    if "rng" in state:
+        torch.set_rng_state(state["rng"])
+    t.preconditioner.refresh()
+
+
+def to_cpu(obj: Any) -> Any:
+    """A copy of `obj` (nested dicts, lists, tuples of tensors) with every tensor on the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj

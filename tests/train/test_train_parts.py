@@ -264,3 +264,24 @@ def test_steady_state_steps_never_read_the_device(monkeypatch) -> None:
     # the only reads are the lagged view's, one every `period` steps
     assert steps >= 2 * trainer._view.period
     assert set(reads) == {"tolist"} and len(reads) <= steps // trainer._view.period + 1
+
+
+def _guard_flags(losses: list[float]) -> list[bool]:
+    from corral.train.grad_stats import DIVERGED
+    from corral.train.guard import DivergenceGuard
+    guard = DivergenceGuard(torch.device("cpu"))
+    out = []
+    for value in losses:
+        flags = torch.zeros(3)
+        guard.observe(torch.tensor(value), flags)
+        out.append(bool(flags[DIVERGED]))
+    return out
+
+
+def test_guard_flags_explosions_and_collapses_but_not_late_noise() -> None:
+    start = [2.3 * 0.9 ** i for i in range(60)]  # a loss falling from 2.3 towards 0.004
+    assert not any(_guard_flags(start + [0.3, 0.01, 0.4, 0.02]))  # noisy batches near zero
+    assert _guard_flags(start + [float("nan")])[-1]
+    assert _guard_flags(start + [50.0])[-1]  # one exploded batch
+    collapse = _guard_flags(start + [0.004 + 0.115 * i for i in range(20)])  # back to 2.3
+    assert any(collapse[60:]) and not any(collapse[:60])

@@ -1,11 +1,16 @@
 """Divergence detection on the training device: a loss that is not finite or has exploded.
 
-Each micro-batch's loss is compared, on the device, with a running mean of the finite losses
-seen before it: a non-finite loss, or one above `factor` x that mean once `warmup` losses have
-been seen, sets the divergence flag (corral.train.grad_stats.DIVERGED). The flag travels with
-the gradients (several workers agree on it) and reaches the host through the lagged host view;
-the trainer then restores the last good checkpoint and returns to the initial batch. No host
-synchronisation per step. `factor=None` checks finiteness only.
+Each micro-batch's loss updates, on the device, a fast running mean (about the last 10
+losses), a slow one (about the last 1,000) and, over the first `warmup` losses, the level the
+job started from. The divergence flag (corral.train.grad_stats.DIVERGED) is set by a non-finite
+loss, or, after the warm-up, when the fast mean (this loss included) exceeds `factor` x the
+slow mean before it *and* half the starting level: a model that climbs back towards where it started (the collapse to chance
+accuracy seen live) or beyond. A single noisy micro-batch does not trip it, and neither do the
+relative swings of a loss near zero late in training (0.02 -> 0.25 is not a divergence).
+
+The flag travels with the gradients (several workers agree on it) and reaches the host through
+the lagged host view; the trainer then restores the last good state and returns to the initial
+batch. No host synchronisation per step. `factor=None` checks finiteness only.
 """
 
 from __future__ import annotations
@@ -19,37 +24,42 @@ from corral.train.grad_stats import DIVERGED
 __all__ = ["DivergenceGuard", "DEFAULT_EXPLODE_FACTOR"]
 
 DEFAULT_EXPLODE_FACTOR = 10.0
+_FAST, _SLOW, _START, _SEEN = 0, 1, 2, 3
 
 
 class DivergenceGuard:
-    """Running loss mean and the divergence flag, on the device."""
+    """Running loss means and the divergence flag, on the device."""
 
     def __init__(self, device: torch.device, factor: float | None = DEFAULT_EXPLODE_FACTOR,
-                 warmup: int = 20, smoothing: float = 0.98) -> None:
+                 warmup: int = 20, fast: float = 0.9, slow: float = 0.999) -> None:
         self.factor = factor
         self.warmup = warmup
-        self.smoothing = smoothing
-        self._mean = torch.zeros((), dtype=torch.float64, device=device)
-        self._seen = torch.zeros((), dtype=torch.float64, device=device)
+        self._betas = torch.tensor([fast, slow], dtype=torch.float64, device=device)
+        self._state = torch.zeros(4, dtype=torch.float64, device=device)  # fast, slow, start, n
 
     def observe(self, loss: torch.Tensor, flags: torch.Tensor) -> None:
         """Check one micro-batch's loss; sets flags[DIVERGED] when it diverged."""
         value = loss.detach().double()
+        st = self._state
         finite = torch.isfinite(value)
+        seen = st[_SEEN]
+        betas = torch.where(seen > 0, self._betas, 0.0)
+        means = betas * st[_FAST:_START] + (1 - betas) * value
         bad = ~finite
         if self.factor is not None:
-            exploded = (self._seen >= self.warmup) & (self._mean > 0) & (
-                value > self.factor * self._mean)
-            bad = bad | exploded
+            bad = bad | ((seen >= self.warmup) & (means[0] > self.factor * st[_SLOW])
+                         & (means[0] > 0.5 * st[_START]))
+        start = torch.where(seen < self.warmup, (st[_START] * seen + value) / (seen + 1),
+                            st[_START])
+        new = torch.cat([means, start.view(1), (seen + 1).view(1)])
+        st.copy_(torch.where(finite, new, st))
         flags[DIVERGED] = torch.maximum(flags[DIVERGED], bad.to(flags.dtype))
-        good = ~bad
-        beta = torch.where(self._seen > 0, self.smoothing, 0.0)
-        self._mean.copy_(torch.where(good, beta * self._mean + (1 - beta) * value, self._mean))
-        self._seen.add_(good.double())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mean": float(self._mean), "seen": float(self._seen)}
+        fast, slow, start, seen = self._state.tolist()
+        return {"fast": fast, "slow": slow, "start": start, "seen": seen}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._mean.fill_(float(state.get("mean", 0.0)))
-        self._seen.fill_(float(state.get("seen", 0.0)))
+        if "fast" in state:
+            self._state.copy_(torch.tensor([state["fast"], state["slow"], state["start"],
+                                            state["seen"]], dtype=torch.float64))

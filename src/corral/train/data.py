@@ -97,7 +97,7 @@ class BatchFetcher:
 
     def _load(self, indices: np.ndarray) -> tuple[Any, torch.cuda.Event]:
         host = _pin(self.gather(indices))
-        with torch.cuda.stream(self._copy_stream):
+        with torch.cuda.device(self.device), torch.cuda.stream(self._copy_stream):
             batch = to_device(host, self.device, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self._copy_stream)

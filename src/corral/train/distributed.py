@@ -88,7 +88,8 @@ class Group:
         uses them can abort the peer (SIGABRT) or leave it hanging in its own teardown."""
         if self.active and dist.is_initialized():
             try:
-                dist.barrier()
+                dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda"
+                             else None)
             except RuntimeError:
                 pass  # a peer is gone already: nothing to wait for
             dist.destroy_process_group()

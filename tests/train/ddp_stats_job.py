@@ -8,6 +8,8 @@ statistics of several workers come from the DDP communication hook).
 
 import argparse
 import json
+import os
+import signal
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,8 @@ ap.add_argument("--out", required=True)
 ap.add_argument("--steps", type=int, default=6)
 ap.add_argument("--adam", action="store_true")
 ap.add_argument("--clip", type=float, default=None)
+ap.add_argument("--sigterm-rank", type=int, default=None, help="SIGTERM this rank only ...")
+ap.add_argument("--sigterm-at", type=int, default=3, help="... after this step")
 args = ap.parse_args()
 
 torch.set_num_threads(1)
@@ -41,11 +45,15 @@ def model_and_optimizer(adam: bool):
 
 if __name__ == "__main__":
     model, opt = model_and_optimizer(args.adam)
-    trainer = ElasticTrainer(model, opt, data(), batch_size=16, clip_grad_norm=args.clip)
+    trainer = ElasticTrainer(model, opt, data(), batch_size=16, clip_grad_norm=args.clip,
+                             checkpoint_dir=os.environ.get("CORRAL_CHECKPOINT_DIR"))
     done = False
     for _ in trainer.epochs(100):
         for xb, yb in trainer.batches():
             trainer.backward(F.cross_entropy(trainer.model(xb), yb))
+            if trainer.rank == args.sigterm_rank and trainer.steps == args.sigterm_at \
+                    and trainer.resumed is None:
+                os.kill(os.getpid(), signal.SIGTERM)  # as a late signal from the executor
             if trainer.steps == args.steps:
                 done = True
                 break

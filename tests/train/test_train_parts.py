@@ -285,3 +285,16 @@ def test_guard_flags_explosions_and_collapses_but_not_late_noise() -> None:
     assert _guard_flags(start + [50.0])[-1]  # one exploded batch
     collapse = _guard_flags(start + [0.004 + 0.115 * i for i in range(20)])  # back to 2.3
     assert any(collapse[300:]) and not any(collapse[:300])
+
+
+def test_sync_timer_measures_on_the_host_clock_on_the_cpu() -> None:
+    import time as _time
+    from corral.train.sync_timer import SyncTimer
+    timer = SyncTimer(torch.device("cpu"))
+    assert timer.latest() == 0.0
+    timer.start()
+    _time.sleep(0.02)
+    timer.stop()
+    assert 0.015 < timer.latest() < 1.0
+    timer.stop()  # a stop without a start (no bucket this step) keeps the last figure
+    assert 0.015 < timer.latest() < 1.0

@@ -26,13 +26,13 @@ All kernels are foreach kernels over the parameter list (a few launches, not one
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
 
 from corral.train.noise import DEFAULT_SMOOTHING, estimate
+from corral.train.sync_timer import SyncTimer
 
 __all__ = ["DeviceNoise", "GradientSampler", "Preconditioner", "EXTRA_SLOTS", "STOP", "DIVERGED"]
 
@@ -151,7 +151,8 @@ class GradientSampler:
         self._micro_count = 1
         self._grad_scale: Callable[[], torch.Tensor] | None = None
         self.step_skipped = torch.zeros((), dtype=torch.float64, device=device)  # 1: not finite
-        self.first_hook_at: float | None = None  # host time the first bucket was ready
+        self.sync_timer = SyncTimer(device)
+        self._hooked = False  # the first bucket of this step has been seen
 
     # -- per step -------------------------------------------------------------------------
     def begin_step(self, micro_count: int,
@@ -161,7 +162,7 @@ class GradientSampler:
         self._acc_prev = None
         self._micro_sqr = []
         self._bucket_local, self._bucket_total = [], []
-        self.first_hook_at = None
+        self._hooked = False
 
     def after_micro_backward(self) -> None:
         """A non-final micro-batch's gradient: its squared norm, and remember the sum so far."""
@@ -199,8 +200,9 @@ class GradientSampler:
     # -- several workers: the DDP communication hook ----------------------------------------
     def comm_hook(self, _state: object, bucket: dist.GradBucket) -> torch.futures.Future:
         """Average the bucket across workers; its local squared norm and the flags go along."""
-        if self.first_hook_at is None:
-            self.first_hook_at = time.perf_counter()
+        if not self._hooked:
+            self._hooked = True
+            self.sync_timer.start()
         buf = bucket.buffer()
         params = bucket.parameters()
         local = self._sample_sqr(bucket.gradients(), self._subset(self._acc_prev, params),
@@ -237,6 +239,8 @@ class GradientSampler:
     def finish_step(self, scale: float) -> None:
         """Update the noise estimate from this step's samples (after the final backward)."""
         k, count = self.world_size, self.world_size * self._micro_count
+        if self._hooked:
+            self.sync_timer.stop()
         unscale = self._unscale2()
         if k > 1:
             local = torch.stack(self._bucket_local).sum()

@@ -305,9 +305,8 @@ class ElasticTrainer:
     def _step(self) -> None:
         state, cfg = self.progress_state, self.config
         scale = self.total_bsz / cfg.init_bsz
-        first_hook = self.sampler.first_hook_at
-        sync_s = time.perf_counter() - first_hook if first_hook is not None else 0.0
         self.sampler.finish_step(scale)
+        sync_s = self.sampler.sync_timer.latest() if self.world_size > 1 else 0.0
         self.precision.unscale(self.optimizer)
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self._params, self.clip_grad_norm, foreach=True)

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import signal
+import time
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,9 @@ ap.add_argument("--out", default=None)
 ap.add_argument("--adam", action="store_true")
 ap.add_argument("--batch-size", type=int, default=16)
 ap.add_argument("--max-batch-size", type=int, default=None)
+ap.add_argument("--hold-at-step", type=int, default=None,
+                help="after this step of the first launch, wait until --hold-file exists")
+ap.add_argument("--hold-file", default=None)
 args = ap.parse_args()
 
 torch.set_num_threads(1)
@@ -43,6 +47,10 @@ for _ in trainer.epochs(args.epochs):
         trainer.backward(F.cross_entropy(trainer.model(xb), yb))
         if first_launch and args.stop_at_step is not None and trainer.steps == args.stop_at_step:
             os.kill(os.getpid(), signal.SIGTERM)
+        if first_launch and trainer.steps == args.hold_at_step:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(args.hold_file) and time.monotonic() < deadline:
+                time.sleep(0.01)
     with torch.no_grad():
         trainer.record_metric((model(x).argmax(1) == y).float().mean().item())
 if trainer.is_chief and args.out:

@@ -39,7 +39,8 @@ _NO_BUFFER_SYNC = ("forward_sync_buffers" if "forward_sync_buffers" in
 class Group:
     """This worker's process group (a no-op one for a single worker)."""
 
-    def __init__(self, worker: WorkerEnv, placement: Placement) -> None:
+    def __init__(self, worker: WorkerEnv, placement: Placement,
+                 timeout_s: float = _TIMEOUT_S) -> None:
         self.worker = worker
         self.rank = worker.rank
         self.size = worker.world_size
@@ -52,7 +53,7 @@ class Group:
                 backend=placement.backend,
                 init_method=f"tcp://{worker.master_addr}:{worker.master_port}",
                 rank=worker.rank, world_size=worker.world_size,
-                timeout=datetime.timedelta(seconds=_TIMEOUT_S))
+                timeout=datetime.timedelta(seconds=timeout_s))
 
     def data_parallel(self, module: torch.nn.Module,
                       hook: Callable[[Any, dist.GradBucket], torch.futures.Future]
@@ -74,6 +75,15 @@ class Group:
             with torch.no_grad():
                 for t in list(module.parameters()) + list(module.buffers()):
                     dist.broadcast(t.data, src)
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank `src`'s picklable `obj` on every rank (the training state in a resize)."""
+        if not self.active:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src,
+                                   device=self.device if self.device.type == "cuda" else None)
+        return box[0]
 
     def broadcast_ints(self, values: list[int], src: int = 0) -> list[int]:
         """`values` of rank `src`, on every rank (a synchronisation: batch decisions only)."""

@@ -8,7 +8,7 @@ step's gradient. Where the squared norms come from:
   gradient bucket as backward produces it, computes the squared norm of this worker's local
   sample(s) in that bucket, and sends it *in the same all-reduce* as the bucket's gradients
   (the bucket is packed with `EXTRA_SLOTS` more elements: local squared norm, stop flag,
-  divergence flag). When the reduction completes it takes the averaged bucket's squared norm.
+  divergence flag, in-place resize flag). When the reduction completes it takes the averaged bucket's squared norm.
   So the statistics ride DDP's overlapped, bucketed communication and add no collective.
 * One worker: the same norms from the parameters' gradients after backward.
 * Accumulation (s >= 1): each micro-batch's gradient is the difference of the accumulated
@@ -34,11 +34,12 @@ import torch.distributed as dist
 from corral.train.noise import DEFAULT_SMOOTHING, estimate
 from corral.train.sync_timer import SyncTimer
 
-__all__ = ["DeviceNoise", "GradientSampler", "Preconditioner", "EXTRA_SLOTS", "STOP", "DIVERGED"]
+__all__ = ["DeviceNoise", "GradientSampler", "Preconditioner", "EXTRA_SLOTS", "STOP", "DIVERGED",
+           "REGROUP"]
 
-#: Elements appended to every bucket: [local squared norm, stop flag, divergence flag].
-EXTRA_SLOTS = 3
-STOP, DIVERGED = 1, 2  # indices of the flags among the extras
+#: Elements appended to every bucket: [local squared norm, stop, divergence, regroup flags].
+EXTRA_SLOTS = 4
+STOP, DIVERGED, REGROUP = 1, 2, 3  # indices of the flags among the extras
 _ADAM_WARMUP_STEPS = 5  # Adam's preconditioner is used once its step count exceeds this
 
 

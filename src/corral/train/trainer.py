@@ -31,7 +31,9 @@ the Adam moment reset on batch change is not done.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable, ContextManager, Iterator
@@ -45,13 +47,15 @@ from corral.perf.estimator import JobEstimator
 from corral.train.batch_choice import BatchController
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
-from corral.train.device import place_worker
+from corral.train.device import Placement, place_worker
 from corral.train.distributed import Group
 from corral.train.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
-from corral.train.grad_stats import (DIVERGED, STOP, DeviceNoise, GradientSampler,
-                                     Preconditioner)
+from corral.train.grad_stats import (DIVERGED, EXTRA_SLOTS, REGROUP, STOP, DeviceNoise,
+                                     GradientSampler, Preconditioner)
 from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
 from corral.train.host_view import LaggedHostView
+from corral.train.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION, LEAVE_EXIT_CODE,
+                                  mark_ready, read_request)
 from corral.train.lr import DEFAULT_MAX_LR_SCALE, LrScaler, LrScaling, adascale
 from corral.train.precision import Precision
 from corral.train.profiler import StepProfiler
@@ -59,11 +63,13 @@ from corral.train.progress import TrainingProgress
 from corral.train.report import Reporter
 from corral.train.signals import StopSignal
 from corral.train.recovery import LastGoodState, TrainingDiverged
-from corral.train.state import load_trainer_state, trainer_state
+from corral.train.state import load_trainer_state, to_cpu, trainer_state
 from corral.train.stream import SampleStream
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
 
+#: Seconds the workers of an in-place resize wait for each other before falling back.
+_REGROUP_TIMEOUT_S = float(os.environ.get("CORRAL_REGROUP_TIMEOUT_S", "30"))
 _MIN_VAR = 1e-6  # floors of reported statistics, as JobEstimator.observe_grad (spec 2.3)
 
 
@@ -112,6 +118,9 @@ class ElasticTrainer:
                  divergence_factor: float | None = DEFAULT_EXPLODE_FACTOR,
                  host_period: int = 4) -> None:
         self._stop = StopSignal().install()
+        self._resize = StopSignal().install(signal.SIGUSR1)  # an in-place resize is ready
+        self._control_dir = os.environ.get(ENV_CONTROL_DIR)
+        joining = os.environ.get(ENV_JOIN_GENERATION)
         self.config = JobConfig.from_env() or JobConfig.standalone(
             batch_size, max_batch_size, local_bsz_bounds,
             lr_rule if isinstance(lr_rule, str) else "adascale",
@@ -120,6 +129,9 @@ class ElasticTrainer:
         self.worker = WorkerEnv.from_env()
         placement = place_worker(self.worker, device)
         self.device = placement.device
+        self._backend = placement.backend
+        if joining is not None and self._control_dir:  # built; now wait for the old workers
+            mark_ready(self._control_dir, int(joining), self.rank)
         self.group = Group(self.worker, placement)
         self.module = model.to(self.device)
         self.optimizer = optimizer
@@ -147,7 +159,7 @@ class ElasticTrainer:
         self.events: list[dict[str, Any]] = []  # what the service shows (divergences)
         self.resumed: dict[str, Any] | None = None
         self.first_step_time: float | None = None
-        self._view = LaggedHostView(6, self.device, host_period)
+        self._view = LaggedHostView(3 + EXTRA_SLOTS, self.device, host_period)
         self._host_stats: GradStats | None = None  # lagged, for the per-step LR gain
         self._lost = torch.zeros((), dtype=torch.float64, device=self.device)
         self._lost_seen = 0.0  # progress of skipped (non-finite) steps taken back so far
@@ -159,10 +171,14 @@ class ElasticTrainer:
         self._last_checkpoint = time.monotonic()
         self._restored = False
         self.good_state = LastGoodState(self.store)
-        self._restore()
-        self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
-        if self.model is not self.module:
-            self.model.register_forward_pre_hook(self._count_forward)
+        if joining is not None:  # an in-place resize: the state comes from rank 0
+            load_trainer_state(self, self.group.broadcast_object(None))
+            self.resumed = {"steps": self.steps, "epoch": self.epoch,
+                            "loss": self.progress_state.loss, "checkpoint": None,
+                            "in_place": int(joining)}
+        else:
+            self._restore()
+        self._wrap_model()
         self.batch = self._choose_batch(restart=True)
         self.profiler.skip_next()
         if self.is_chief:
@@ -263,6 +279,8 @@ class ElasticTrainer:
         self.guard.observe(loss, self.sampler.flags)
         if self._stop.requested:
             self.sampler.flags[STOP] = 1.0
+        if self._resize.requested:
+            self.sampler.flags[REGROUP] = 1.0
         self.precision.backward(loss)
         if not last:
             self.sampler.after_micro_backward()
@@ -334,6 +352,8 @@ class ElasticTrainer:
             self._checkpoint()
         if self.world_size == 1 and self._stop.requested:
             self._stop_now()
+        if self.world_size == 1 and self._resize.requested:
+            self._regroup()
 
     def _host_vector(self) -> torch.Tensor:
         flags = self.sampler.reduced_flags if self.world_size > 1 else self.sampler.flags
@@ -345,15 +365,18 @@ class ElasticTrainer:
         stats = DeviceNoise.stats_from(values[:3])
         self._host_stats = None if stats is None else GradStats(max(stats[0], 0.0),
                                                                 max(stats[1], _MIN_VAR))
-        lost = values[5]
+        flags = {flag: values[2 + flag] > 0 for flag in (STOP, DIVERGED, REGROUP)}
+        lost = values[2 + EXTRA_SLOTS]
         if lost > self._lost_seen:
             self.progress_state.progress -= lost - self._lost_seen
             self._lost_seen = lost
-        if values[3 + DIVERGED - STOP] > 0:
+        if flags[DIVERGED]:
             self._recover("the loss diverged")
             return True
-        if values[3] > 0:
+        if flags[STOP]:
             self._stop_now()
+        if flags[REGROUP]:
+            self._regroup()
         return False
 
     def _optimizer_step(self, lr_scale: float) -> None:
@@ -476,6 +499,66 @@ class ElasticTrainer:
         self.resumed = {"steps": self.steps, "epoch": self.epoch,
                         "loss": self.progress_state.loss, "checkpoint": path.name}
 
+    def _wrap_model(self) -> None:
+        self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
+        if self.model is not self.module:
+            self.model.register_forward_pre_hook(self._count_forward)
+
+    def _regroup(self) -> None:
+        """In-place resize (corral.train.inplace): leave this process group, join the next
+        generation or leave the job; new rank 0 broadcasts the training state."""
+        started = time.perf_counter()
+        request = read_request(self._control_dir) if self._control_dir else None
+        if request is None:
+            raise RuntimeError("asked to resize in place (SIGUSR1) but no resize request "
+                               f"is in {ENV_CONTROL_DIR}={self._control_dir!r}")
+        was_chief, old = self.is_chief, self.world_size
+        new_rank = request.new_rank(self.rank)
+        self.group.close()
+        if new_rank is None:
+            _log(f"left the job in an in-place resize at step {self.steps}")
+            self._exit(LEAVE_EXIT_CODE)
+        self.worker = dataclasses.replace(
+            self.worker, rank=new_rank, world_size=request.world_size,
+            master_addr=request.master_addr, master_port=request.master_port)
+        try:
+            self.group = Group(self.worker, Placement(self.device, self._backend),
+                               timeout_s=_REGROUP_TIMEOUT_S)
+            state = self.group.broadcast_object(to_cpu(trainer_state(self)) if self.is_chief
+                                                else None)
+        except Exception as exc:  # noqa: BLE001 - any failure: back to checkpoint-restart
+            _log(f"in-place resize to {request.world_size} workers failed ({exc}); "
+                 "checkpointing for a restart instead")
+            if was_chief:
+                self.worker = dataclasses.replace(self.worker, rank=0)
+                self._checkpoint()
+            self._exit(STOP_EXIT_CODE)
+        if not self.is_chief:
+            load_trainer_state(self, state)
+        self.sampler.world_size = self.world_size
+        self.config = self.config.replace(num_nodes=request.num_nodes, batch=request.batch,
+                                          launch=request.launch)
+        for flags in (self.sampler.flags, self.sampler.reduced_flags):
+            flags.zero_()
+        self._resize.requested = False
+        self.sampler.reset()
+        self._view.reset()
+        self._wrap_model()
+        self._set_batch(self._choose_batch(restart=True))
+        paused = time.perf_counter() - started
+        message = (f"resized in place from {old} to {self.world_size} workers at step "
+                   f"{self.steps}; paused {paused:.2f} s")
+        self.events.append({"time": time.time(), "kind": "resized-in-place",
+                            "message": message, "pause_s": paused})
+        if self.is_chief:
+            _log(message)
+            self._report("running")
+
+    def _exit(self, status: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)  # skips interpreter teardown (about 1 s with torch loaded)
+
     def _stop_now(self) -> None:
         """Agreed stop: checkpoint (rank 0), report, leave the group, exit with status 143.
 
@@ -486,9 +569,7 @@ class ElasticTrainer:
             self._report("stopped")
             _log(f"stopped at step {self.steps} epoch {self.epoch} (checkpointed)")
         self.group.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(STOP_EXIT_CODE)  # skips interpreter teardown (about 1 s with torch loaded)
+        self._exit(STOP_EXIT_CODE)
 
     def _report(self, state: str) -> None:
         loss = self._mean_loss(reset=True)

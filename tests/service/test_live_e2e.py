@@ -119,7 +119,7 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
             assert sum(losses) / len(losses) < first_loss, losses
     # the adaptive jobs chose their batch sizes, and changed them only after holding them for
     # the trainer's minimum (no flipping at every resize or epoch)
-    from corral.train.batch_choice import DEFAULT_MIN_HOLD_STEPS
+    from corral.perf.agent import DEFAULT_MIN_HOLD_STEPS
     changes = {}
     for job in jobs:
         rows = [r for r in svc.client.telemetry(job["id"]) if r["total_bsz"]]

@@ -17,7 +17,7 @@ torch.set_num_threads(1)
 from corral.core.jobs import BatchConfig  # noqa: E402
 from corral.perf.estimator import JobEstimator  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
-from corral.train.batch_choice import BatchController, split_total  # noqa: E402
+from corral.perf.agent import BatchController, split_total  # noqa: E402
 from corral.train.device import place_worker  # noqa: E402
 from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.host_view import LaggedHostView  # noqa: E402

@@ -12,7 +12,7 @@ One object wraps a job's model, optimizer and dataset, and composes parts with o
   resume with another world size or batch continues with exactly the next samples, fetched one
   micro-batch ahead into pinned memory on GPUs;
 * corral.train.lr.LrScaling: the LR rule's factor, bounded and rate-limited;
-* corral.train.batch_choice: the agent's goodput-optimal batch, changed only for a clear gain
+* corral.perf.agent: the agent's goodput-optimal batch, changed only for a clear gain
   and held for a minimum number of steps;
 * corral.train.guard: a non-finite or exploding loss restores the last good checkpoint and
   returns to the initial batch, recorded as an event the service shows;
@@ -44,7 +44,7 @@ from corral.core.jobs import BatchConfig
 from corral.perf.agent import initial_batch
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 from corral.perf.estimator import JobEstimator
-from corral.train.batch_choice import BatchController
+from corral.perf.agent import BatchController
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
 from corral.train.device import Placement, place_worker

@@ -36,6 +36,8 @@ class FakeExecutor(Executor):
         self.workers: dict[str, tuple[str, ...]] = {}
         self.calls: list[tuple[str, str]] = []
         self.reclaimed: list[tuple[str, tuple[str, ...]]] = []
+        self.crashes: dict[str, int] = {}
+        self.events: dict[str, list[tuple[str, str]]] = {}
 
     def cluster(self) -> Cluster:
         return Cluster((Node("here", self.slots),))
@@ -57,7 +59,9 @@ class FakeExecutor(Executor):
 
     def status(self, job_id: str) -> ExecStatus:
         state = self.states.get(job_id, ExecState.UNKNOWN)
-        return ExecStatus(job_id, state, self.plans.get(job_id), workers=self.workers.get(job_id, ()))
+        return ExecStatus(job_id, state, self.plans.get(job_id), crashes=self.crashes.get(job_id, 0),
+                          workers=self.workers.get(job_id, ()),
+                          events=tuple(self.events.get(job_id, ())))
 
     def report(self, job_id: str) -> dict[str, Any] | None:
         return self.reports.get(job_id)
@@ -73,6 +77,16 @@ class FakeExecutor(Executor):
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         self.calls.append(("shutdown", ""))
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    from corral.service.store import Store
+
+    s = Store(tmp_path / "state.db")
+    s.set_meta("origin", "0")
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -59,7 +59,10 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": one_line_validation_error(exc.errors())}, status_code=422)
+        errors = list(exc.errors())
+        in_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors)
+        return JSONResponse({"detail": one_line_validation_error(
+            errors, "submission" if in_body else "request")}, status_code=422)
 
     @app.exception_handler(CorralError)
     async def _user_error(request: Request, exc: CorralError) -> JSONResponse:
@@ -74,7 +77,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     def job_or_404(job_id: str) -> LiveJob:
         doc = store.job(job_id)
         if doc is None:
-            raise HTTPException(404, f"no job {safe_text(job_id, 80)!r}")
+            raise HTTPException(404, f"no job '{safe_text(job_id, 80)}'")
         return LiveJob.from_doc(doc)
 
     @app.get("/healthz")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import Annotated, Any, Sequence
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -57,7 +57,7 @@ def _clean(text: str) -> str:
 
 def _env_key(key: str) -> str:
     if not _ENV_KEY.fullmatch(key):
-        raise ValueError(f"env key {safe_text(key)!r} is not a variable name "
+        raise ValueError(f"env key '{safe_text(key)}' is not a variable name "
                          "([A-Za-z_][A-Za-z0-9_]*)")
     return key
 
@@ -70,14 +70,15 @@ def safe_text(text: str, limit: int = 80) -> str:
         "..." if len(text) > limit else "")
 
 
-def one_line_validation_error(errors: list[dict[str, Any]]) -> str:
-    """pydantic errors as one line: `field: problem; field: problem` (client text escaped)."""
+def one_line_validation_error(errors: Sequence[Any], what: str = "submission") -> str:
+    """pydantic errors as one line: `invalid <what>: field: problem; field: problem` (client
+    text escaped, at most five problems)."""
     parts = []
     for err in errors[:5]:
         loc = [safe_text(str(x), 40) for x in err.get("loc", ()) if x not in ("body",)]
         parts.append(f"{'.'.join(loc) or 'body'}: {safe_text(str(err.get('msg', 'invalid')), 200)}")
     more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
-    return "invalid submission: " + "; ".join(parts) + more
+    return f"invalid {what}: " + "; ".join(parts) + more
 
 
 Text = Annotated[str, Field(max_length=MAX_STRING), AfterValidator(_clean)]

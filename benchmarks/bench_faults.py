@@ -174,14 +174,16 @@ BAD_BODIES = {
 }
 
 
-def bad_body(body: bytes) -> Callable[[Path], tuple[int, int, float]]:
+def beside_a_job(name: str, fault: Callable[[live.LiveService, Path], None]
+                 ) -> Callable[[Path], tuple[int, int, float]]:
+    """A trial of a fault that must leave scheduling alone: `fault(svc, root)` runs (and checks
+    what it must) while a counting job runs; recovery = until a job submitted after it ends."""
     def run(root: Path) -> tuple[int, int, float]:
-        svc = start(root, "bad")
+        svc = start(root, name)
         try:
             job = counting_job(svc)
             t0 = time.monotonic()
-            code = raw_post(svc, body)
-            expect(400 <= code < 500, f"answered {code}")
+            fault(svc, root)
             took, done, lost = probe(svc, t0)
             d2, l2 = settle(svc, [job])
             return done + d2, lost + l2, took
@@ -190,29 +192,27 @@ def bad_body(body: bytes) -> Callable[[Path], tuple[int, int, float]]:
     return run
 
 
-def unstartable(kind: str) -> Callable[[Path], tuple[int, int, float]]:
-    def run(root: Path) -> tuple[int, int, float]:
-        svc = start(root, "unstartable")
-        try:
-            job = counting_job(svc)
-            t0 = time.monotonic()
-            if kind == "program":
-                bad = svc.client.submit({"command": ["/nonexistent/program"], "cwd": "/"})["id"]
-            else:
-                gone = Path(tempfile.mkdtemp(dir=root))
-                # 2 slots: it waits for the counting job, long after its directory is gone
-                bad = svc.client.submit({"command": ["true"], "cwd": str(gone), "gpus": 2})["id"]
-                gone.rmdir()
-            settle(svc, [bad], 60)
-            failed = svc.job(bad)
-            expect(failed["status"] == "failed" and failed["message"], f"the bad job {failed['status']}")
-            expect(any(e["kind"] == "start-failed" for e in failed["events"]), "no start-failed event")
-            took, done, lost = probe(svc, t0)
-            d2, l2 = settle(svc, [job])
-            return done + d2, lost + l2, took
-        finally:
-            svc.close()
-    return run
+def bad_body(body: bytes) -> Callable[[live.LiveService, Path], None]:
+    def send(svc: live.LiveService, root: Path) -> None:
+        code = raw_post(svc, body)
+        expect(400 <= code < 500, f"answered {code}")
+    return send
+
+
+def unstartable(kind: str) -> Callable[[live.LiveService, Path], None]:
+    def submit(svc: live.LiveService, root: Path) -> None:
+        if kind == "program":
+            bad = svc.client.submit({"command": ["/nonexistent/program"], "cwd": "/"})["id"]
+        else:
+            gone = Path(tempfile.mkdtemp(dir=root))
+            # 2 slots: it waits for the counting job, long after its directory is gone
+            bad = svc.client.submit({"command": ["true"], "cwd": str(gone), "gpus": 2})["id"]
+            gone.rmdir()
+        settle(svc, [bad], 60)
+        failed = svc.job(bad)
+        expect(failed["status"] == "failed" and failed["message"], f"the bad job {failed['status']}")
+        expect(any(e["kind"] == "start-failed" for e in failed["events"]), "no start-failed event")
+    return submit
 
 
 def second_service(root: Path) -> tuple[int, int, float]:
@@ -390,10 +390,10 @@ def burst(count: int) -> Callable[[Path], tuple[int, int, float]]:
 
 def catalogue(burst_size: int) -> dict[str, Callable[[Path], tuple[int, int, float]]]:
     faults: dict[str, Callable[[Path], tuple[int, int, float]]] = {
-        name: bad_body(body) for name, body in BAD_BODIES.items()}
+        name: beside_a_job("bad", bad_body(body)) for name, body in BAD_BODIES.items()}
     faults.update({
-        "unstartable job: no such program": unstartable("program"),
-        "unstartable job: cwd removed": unstartable("cwd"),
+        "unstartable job: no such program": beside_a_job("unstartable", unstartable("program")),
+        "unstartable job: cwd removed": beside_a_job("unstartable", unstartable("cwd")),
         "second service on the data dir": second_service,
         "start on a port in use": port_in_use,
         "kill -9 of a worker": kill_worker,

@@ -229,3 +229,22 @@ def test_an_arrival_on_idle_gpus_starts_before_the_next_round(store) -> None:
     loop.tick()
     assert c not in ex.plans and [k for k, _ in ex.calls].count("place") == 2
     assert loop.previous.get(b) is None  # a fill-in round is not the policy's round
+
+
+def test_a_stored_job_an_older_version_accepted_is_repaired_on_restart(store) -> None:
+    """A lone surrogate stored by a version without the checks made every GET /jobs fail."""
+    good = submit(store, 100)
+    bad = submit(store, 100)
+    doc = store.job(bad)
+    doc["submission"]["command"] = ["python", "-c", "print('\ud800')"]
+    doc["submission"]["env"] = {"A=B": "1"}
+    store.save_job(doc)
+    loop = make_loop(store, FakeExecutor())
+    loop.recover()
+    repaired = store.job(bad)
+    assert repaired["status"] == "failed" and repaired["message"].startswith("invalid submission")
+    assert repaired["submission"]["command"][2] == "print('\\ud800')"
+    assert set(loop.jobs) == {good}
+    from corral.service.jobs import LiveJob
+
+    assert [LiveJob.from_doc(d).summary()["id"] for d in store.jobs()] == [good, bad]

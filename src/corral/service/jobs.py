@@ -269,14 +269,16 @@ def checked_report(report: Any) -> dict[str, Any] | None:
 
 def repaired_doc(doc: dict[str, Any], problem: str, now_s: float) -> dict[str, Any]:
     """A stored job whose submission no longer passes validation (stored by a version that
-    accepted it), made readable: its command and name escaped, the rest of the submission reset
-    to defaults, and the job failed if it was still active (it could never start)."""
+    accepted it), made readable: its command escaped, the rest of the submission reset to
+    defaults, and the job failed if it was still active (it could never start). `problem` is
+    one line saying what was wrong."""
     sub = doc.get("submission") if isinstance(doc.get("submission"), dict) else {}
     command = sub.get("command") if isinstance(sub.get("command"), list) else []
     safe = [safe_text(str(a), 200) for a in command[:20]] or ["?"]
-    doc = {**doc, "submission": {"command": safe, "cwd": "/"}}
+    readable = Submission(command=safe, cwd="/").checked(1)
+    doc = {**doc, "submission": readable.model_dump(mode="json")}
     if doc.get("status") in (LiveStatus.QUEUED.value, LiveStatus.RUNNING.value, "new"):
         doc.update(status=LiveStatus.FAILED.value, finish_s=now_s, placement=[], workers=[],
                    policy_batch=None)
-    doc["message"] = safe_text(f"invalid submission: {problem}", 300)
+    doc["message"] = safe_text(problem, 300)
     return doc

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Callable
 
+from pydantic import ValidationError
+
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
@@ -39,6 +41,7 @@ from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.store import Store
+from corral.service.submission import one_line_validation_error
 
 __all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
@@ -144,7 +147,8 @@ class ControlLoop:
         try:
             return LiveJob.from_doc(doc)
         except (ValueError, TypeError, KeyError) as exc:
-            problem = " ".join(str(exc).split())
+            problem = (one_line_validation_error(exc.errors()) if isinstance(exc, ValidationError)
+                       else f"unreadable stored job: {type(exc).__name__}: {exc}")
             fixed = repaired_doc(doc, problem, now)
             self.store.save_job(fixed)
             self.store.add_event(now, fixed["id"], "failed", fixed["message"])

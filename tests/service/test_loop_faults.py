@@ -12,7 +12,7 @@ import pytest
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy
+from corral.core.policy import Policy, policy_class, policy_names
 from corral.executors.base import ExecState
 from corral.service.loop import ControlLoop
 
@@ -248,3 +248,20 @@ def test_a_stored_job_an_older_version_accepted_is_repaired_on_restart(store) ->
     from corral.service.jobs import LiveJob
 
     assert [LiveJob.from_doc(d).summary()["id"] for d in store.jobs()] == [good, bad]
+
+
+LIVE_POLICIES = [p for p in policy_names() if not policy_class(p).oracle]
+
+
+@pytest.mark.parametrize("policy", LIVE_POLICIES)
+def test_every_policy_starts_an_arrival_on_idle_gpus_at_once(store, policy) -> None:
+    ex = FakeExecutor()
+    clock = Clock()
+    a = submit(store, 99, gpus=2, max_gpus=2)
+    loop = make_loop(store, ex, policy=policy, clock=clock)  # the next round is at 110
+    loop.tick()
+    assert a in ex.plans
+    b = submit(store, 101, gpus=2, max_gpus=2)
+    clock.t = 101.5
+    loop.tick()
+    assert b in ex.plans and ex.plans[a].num_workers >= 1

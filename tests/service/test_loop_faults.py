@@ -16,7 +16,7 @@ from corral.core.policy import Policy, policy_class, policy_names
 from corral.executors.base import ExecState
 from corral.service.loop import ControlLoop
 
-from conftest import FakeExecutor  # noqa: E402  (tests/service is on sys.path)
+from fakes import FakeExecutor  # noqa: E402  (tests/service is on sys.path)
 from loopkit import Clock, make_loop, submit  # noqa: E402
 
 

@@ -84,12 +84,12 @@ def test_a_failure_to_signal_fails_that_job_and_frees_its_slots(ex: LocalExecuto
 
 def test_crash_retries_back_off(tmp_path: Path) -> None:
     ex = LocalExecutor(tmp_path, slots=1, max_retries=1, crash_grace_s=1, poll_s=0.02,
-                       retry_backoff_s=2.0)
+                       retry_backoff_s=3.0)
     try:
         ex.place(launch("crashy", "crash"), plan(1))
         wait_until(lambda: ex.status("crashy").events, what="the first crash")
         st = ex.status("crashy")
-        assert st.events[0] == ("retry", "restarting from the last checkpoint in 2 s "
+        assert st.events[0] == ("retry", "restarting from the last checkpoint in 3 s "
                                          "(retry 1 of 1)")
         seen = time.monotonic()
         while time.monotonic() - seen < 1.5:  # no second launch during the back-off

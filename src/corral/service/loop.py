@@ -273,11 +273,13 @@ class ControlLoop:
         if st.workers and st.workers != job.workers:
             job.workers = st.workers
             self.store.save_job(job.to_doc())  # reclaimable even after a crash right now
-        report = checked_report(self.executor.report(job.id))
-        if report is not None and (job.report is None or report.get("time") != job.report.get("time")):
-            job.report = report
-            self.store.add_telemetry(now, job.id, report)
-            self._note_launch(now, job, report)
+        raw = self.executor.report(job.id)
+        if isinstance(raw, dict) and (job.report is None or raw.get("time") != job.report.get("time")):
+            report = checked_report(raw)  # only a new report is checked
+            if report is not None:
+                job.report = report
+                self.store.add_telemetry(now, job.id, report)
+                self._note_launch(now, job, report)
         terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
                     ExecState.CANCELLED: LiveStatus.CANCELLED}.get(st.state)
         if terminal is None:

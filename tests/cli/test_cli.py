@@ -107,3 +107,16 @@ def test_calibrate_writes_catalog(tmp_path):
     assert set(doc["models"]) >= {"cifar10", "imagenet"} and "Pollux" in doc["source"]
     result = invoke("simulate", "-p", "fifo", "--catalog", str(out))
     assert result.exit_code == 0, result.output
+
+
+def test_submit_refuses_what_the_service_would_in_one_line(tmp_path):
+    # checked before any service is contacted (none runs here)
+    assert_one_line_error(invoke("submit", "--cwd", str(tmp_path / "missing"), "--", "python", "x.py"),
+                          f"--cwd {tmp_path / 'missing'}: no such directory")
+    # an argument that is not valid UTF-8 arrives in Python as a lone surrogate (surrogateescape)
+    assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--", "python", "\udcff.py"),
+                          "invalid submission: command.1: ")
+    assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--env", "A B=1", "--",
+                                 "python", "x.py"), "env key 'A B' is not a variable name")
+    assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--batch-size", str(10 ** 30),
+                                 "--", "python", "x.py"), "batch_size")

@@ -39,12 +39,14 @@ def env_lines(ex: Executor, job_id: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_until(predicate, timeout_s: float = TIMEOUT_S, what: str = "condition") -> None:
+def wait_until(predicate, timeout_s: float = TIMEOUT_S, what: str = "condition"):
+    """The predicate's first true value, polled until `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while not predicate():
+    while not (value := predicate()):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.05)
+    return value
 
 
 class ExecutorContract:

@@ -319,3 +319,21 @@ def test_pollux_beats_fifo_on_a_small_workload():
         assert s.unfinished == 0
         avg[name] = s.avg_jct_s
     assert avg["pollux"] < avg["fifo"]
+
+
+def test_a_job_that_never_reports_gets_its_requested_gpus():
+    import dataclasses
+
+    spec = dataclasses.replace(_spec("plain", adaptive=False), gpus=4)
+    empty = JobEstimator(spec.init_bsz, spec.max_bsz, spec.min_local_bsz, spec.max_local_bsz,
+                         accumulation=True, adaptive=False)
+    young = dataclasses.replace(_view(spec, placement=Placement.of({0: 1}), estimator=empty),
+                                run_time_s=60.0)
+    silent = dataclasses.replace(young, run_time_s=121.0)
+    assert max_gpus_for(young, 16, 120.0) == 1  # still exploring: it may report yet
+    assert max_gpus_for(silent, 16, 120.0) == 4
+    assert max_gpus_for(silent, 16) == 1  # the rule is off by default in the helper
+    alone = create_policy("pollux").decide(_snapshot([silent]))
+    assert alone.get("plain").num_gpus == 4
+    reporting = dataclasses.replace(silent, estimator=_estimator({(1, 1): 0.0}))
+    assert max_gpus_for(reporting, 16, 120.0) == 2  # a job with a model explores as before

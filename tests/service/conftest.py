@@ -1,20 +1,20 @@
-"""Shared fixtures of the service tests: the test-only elastic policy and a fake executor."""
+"""Shared fixtures of the service tests: the test-only elastic policy, a store and a fake
+executor (fakes.FakeExecutor)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 from pathlib import Path
-from typing import Any, Sequence
 
 import pytest
 
-from corral.core.cluster import Cluster, Node
-from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 
 # The helpers beside this file (livecluster, share_policy) import as top-level modules in the
 # test modules of this folder: `import livecluster as live`.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fakes import FakeExecutor  # noqa: E402
 
 
 def load_share_policy() -> None:
@@ -22,57 +22,14 @@ def load_share_policy() -> None:
     importlib.import_module("share_policy")
 
 
-class FakeExecutor(Executor):
-    """An in-memory executor: records calls; tests move jobs between states by hand."""
+@pytest.fixture
+def store(tmp_path: Path):
+    from corral.service.store import Store
 
-    name = "fake"
-
-    def __init__(self, slots: int = 4) -> None:
-        self.slots = slots
-        self.states: dict[str, ExecState] = {}
-        self.plans: dict[str, WorkerPlan] = {}
-        self.launches: dict[str, JobLaunch] = {}
-        self.reports: dict[str, dict[str, Any]] = {}
-        self.workers: dict[str, tuple[str, ...]] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.reclaimed: list[tuple[str, tuple[str, ...]]] = []
-
-    def cluster(self) -> Cluster:
-        return Cluster((Node("here", self.slots),))
-
-    def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
-        self.calls.append(("place", job.job_id))
-        self.launches[job.job_id], self.plans[job.job_id] = job, plan
-        self.states[job.job_id] = ExecState.RUNNING
-        self.workers[job.job_id] = tuple(str(1000 + i) for i in range(plan.num_workers))
-
-    def stop(self, job_id: str) -> None:
-        self.calls.append(("stop", job_id))
-        self.states[job_id] = ExecState.STOPPED
-        self.workers[job_id] = ()
-
-    def cancel(self, job_id: str) -> None:
-        self.calls.append(("cancel", job_id))
-        self.states[job_id] = ExecState.CANCELLED
-
-    def status(self, job_id: str) -> ExecStatus:
-        state = self.states.get(job_id, ExecState.UNKNOWN)
-        return ExecStatus(job_id, state, self.plans.get(job_id), workers=self.workers.get(job_id, ()))
-
-    def report(self, job_id: str) -> dict[str, Any] | None:
-        return self.reports.get(job_id)
-
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        return f"log of {job_id} rank {rank}\n"
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return Path("/nonexistent") / job_id
-
-    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
-        self.reclaimed.append((job_id, tuple(workers)))
-
-    def shutdown(self, timeout_s: float = 30.0) -> None:
-        self.calls.append(("shutdown", ""))
+    s = Store(tmp_path / "state.db")
+    s.set_meta("origin", "0")
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_calls_without_the_right_token_are_refused(api) -> None:
         assert resp.json()["detail"] == "missing or wrong bearer token"
     assert client.post("/jobs", json={"command": ["true"]}).status_code == 401
     assert client.get("/metrics").status_code == 401
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json()["status"] == "ok"
 
 
 def test_openapi_schema_lists_the_endpoints(api) -> None:
@@ -113,3 +113,25 @@ def test_prometheus_metrics(api) -> None:
     assert "corral_scheduling_rounds_total 1.0" in text
     cluster = client.get("/cluster", headers=AUTH).json()
     assert cluster["total_gpus"] == 4 and cluster["policy"] == "fifo"
+
+
+def test_metrics_count_completions_failures_preemptions_and_running_gpus(api, fake_executor) -> None:
+    from corral.executors.base import ExecState
+
+    client, loop = api
+    for gpus in (2, 1):
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": gpus})
+    loop.tick()
+    fake_executor.states["job-2"] = ExecState.QUEUED  # reserved, its workers not started yet
+    fake_executor.workers["job-2"] = ()
+    loop.tick()
+    text = client.get("/metrics", headers=AUTH).text
+    assert "corral_gpus_reserved 3.0" in text and "corral_gpus_running 2.0" in text
+    fake_executor.states["job-1"] = ExecState.DONE
+    fake_executor.states["job-2"] = ExecState.FAILED
+    loop.tick()
+    text = client.get("/metrics", headers=AUTH).text
+    for counter, value in (("completions", 1), ("failures", 1), ("preemptions", 0),
+                           ("crash_retries", 0)):
+        assert f"corral_{counter}_total {value:.1f}" in text, counter
+    assert "corral_gpus_reserved 0.0" in text

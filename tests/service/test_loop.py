@@ -10,39 +10,14 @@ import pytest
 from corral.core.cluster import Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
 from corral.executors.base import ExecState
 from corral.perf.estimator import JobEstimator
-from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.jobs import LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.store import Store
-from corral.service.submission import Submission
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "state.db")
-    s.set_meta("origin", "0")
-    yield s
-    s.close()
-
-
-def submit(store: Store, now: float, **fields) -> str:
-    sub = Submission(command=["python", "train.py"], **fields).checked(4)
-    return store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, now)).to_doc())["id"]
-
-
-def make_loop(store, executor, policy="fifo", clock=None, **kw) -> ControlLoop:
-    return ControlLoop(store, executor, create_policy(policy), interval_s=10, clock=clock or Clock(),
-                       **kw)
+from loopkit import Clock, make_loop, submit  # noqa: E402  (tests/service is on sys.path)
 
 
 def test_fifo_places_jobs_at_the_users_configuration(store, fake_executor) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from corral.cli.main import app, console, err_console, user_errors
@@ -58,6 +59,7 @@ def serve(
     stop_timeout: float = typer.Option(30.0, help="Seconds a job may take to checkpoint and exit before it is killed."),
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
     checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
+    retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
@@ -69,6 +71,8 @@ def serve(
                                           for s in (set_ or [])])[0].overrides
     if interval <= 0 or stop_timeout <= 0 or report_interval <= 0 or checkpoint_interval <= 0:
         raise CorralError("--interval, --stop-timeout, --report-interval and --checkpoint-interval must be > 0")
+    if retry_backoff < 0 or max_retries < 0:
+        raise CorralError("--retry-backoff and --max-retries must be >= 0")
     gpu_ids = None
     if gpus:
         try:
@@ -78,7 +82,8 @@ def serve(
     if slots is not None and slots < 1:
         raise InputError("--slots must be >= 1")
     options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
-                   report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval)
+                   report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
+                   retry_backoff_s=retry_backoff)
     if executor == "ray":
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
     elif ray_address or ray_storage or ray_resource:
@@ -115,17 +120,23 @@ def submit(
     token: Optional[str] = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the data directory's)."),
 ) -> None:
     """Submit a job: `corral submit --adaptive -- python train.py`."""
+    from corral.service.submission import check_body, safe_text
+
     extra = {}
     for item in env or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InputError(f"--env {item!r}: expected KEY=VALUE")
+            raise InputError(f"--env {safe_text(item)!r}: expected KEY=VALUE")
         extra[key] = value
-    body = {"command": list(command), "name": name, "cwd": str((cwd or Path.cwd()).resolve()),
+    workdir = (cwd or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise InputError(f"--cwd {safe_text(str(workdir))}: no such directory")
+    body = {"command": list(command), "name": name, "cwd": str(workdir),
             "env": extra, "gpus": gpus, "min_gpus": min_gpus, "max_gpus": max_gpus,
             "batch_size": batch_size, "max_batch_size": max_batch_size,
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
             "adaptive": adaptive, "lr_rule": lr_rule}
+    check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
     console.print(job["id"])
@@ -147,14 +158,16 @@ def jobs_(
         return
     table = Table(title="jobs")
     for col in ("id", "name", "status", "gpus", "batch", "steps", "epoch", "loss", "metric",
-                "restarts", "message"):
+                "launches", "preempted", "retries", "restarts", "message"):
         table.add_column(col)
     for r in rows:
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
-        table.add_row(r["id"], r["name"], r["status"], str(r["gpus"]), batch, str(r["steps"]),
-                      str(r["epoch"]), fmt(r.get("loss")), fmt(r.get("metric")),
-                      str(r["restarts"]), r.get("message") or "")
+        cells = (r["id"], r["name"], r["status"], str(r["gpus"]), batch, str(r["steps"]),
+                 str(r["epoch"]), fmt(r.get("loss")), fmt(r.get("metric")),
+                 str(r.get("launches", 0)), str(r.get("preemptions", 0)),
+                 str(r.get("crash_retries", 0)), str(r["restarts"]), r.get("message") or "")
+        table.add_row(*(escape(str(c)) for c in cells))  # names and messages are user text
     console.print(table)
 
 

@@ -7,7 +7,9 @@ checkpoint-restart mechanism of Pollux (spec 1.4) and SideCar (spec 1.5): signal
 (SIGTERM), wait until they have checkpointed and exited, start the new set of workers with the
 new world size and rendezvous variables. A worker that dies unexpectedly makes the executor
 restart the job from its last checkpoint, at most `max_retries` times before it marks the job
-failed. Exit status 0 from every worker means the job finished; so does a corral.train job's
+failed, waiting longer before each retry (exponential back-off). A failure of the executor's own
+work on one job (its command cannot start, a signal or a clean-up raises) fails that job with
+an event and never stops the executor. Exit status 0 from every worker means the job finished; so does a corral.train job's
 report saying so for the launch that exited (whatever its exit statuses).
 
 Every executor (local processes, Ray) passes the same contract tests
@@ -85,6 +87,10 @@ class ExecStatus:
     message: str = ""
     workers: tuple[str, ...] = ()  # opaque ids of live workers (pids for the local executor)
     started_at: float | None = None  # wall-clock start of the current worker set
+    #: what happened to the job that the service should record, oldest first, as
+    #: (kind, detail): "start-failed", "executor-error", "killed" (at the stop timeout),
+    #: "retry" (a crash restart and its back-off); every event since the job was first placed
+    events: tuple[tuple[str, str], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -137,6 +143,11 @@ class Executor(ABC):
     @abstractmethod
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop every job's workers (checkpointing) and the background work."""
+
+    def last_round(self) -> float | None:
+        """`time.monotonic()` when the executor's background work last finished a pass over its
+        jobs (for /healthz: an old one means it is stuck); None when it has no background work."""
+        return None
 
     # -- shared helpers ----------------------------------------------------------------------
     def wait_for(self, job_id: str, states: Sequence[ExecState] | ExecState,

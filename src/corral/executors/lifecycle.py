@@ -7,17 +7,25 @@ STOPPED), the environment shared by a launch's workers, and the per-job files un
 `<root>/jobs/<job id>/`. An executor subclass says how its worker sets start, are signalled and
 are released through the hooks at the end of the class (see corral.executors.local for the
 state machine).
+
+Fault isolation: every step taken for one job (advancing it, starting it, signalling or
+releasing its workers) runs under `_guarded`, so an exception fails that job (FAILED, with a
+"start-failed" or "executor-error" event) and the background thread goes on with the others;
+`last_round` tells /healthz that it does. Crash retries wait `retry_backoff_s * 2**(n-1)`
+seconds before retry n (at most `MAX_BACKOFF_S`), so a job that crashes at once does not spin.
+The service's own secrets (SERVICE_ENV) are never passed on to workers.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
@@ -25,9 +33,15 @@ from corral.train.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
 from corral.train.files import atomic_write_json, read_json
 from corral.train.report import REPORT_FILE, read_report
 
-__all__ = ["JobRecord", "JobTableExecutor"]
+__all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
 
 WORKERS_FILE = "workers.json"  # ids of the current launch's workers, for a later service to reclaim
+TAG_FILE = "launch.tag"  # the current launch's tag (corral.executors.procs), where one is used
+#: Variables of the service's environment that are its own (its token, where clients find it):
+#: removed from what workers inherit.
+SERVICE_ENV = ("CORRAL_TOKEN", "CORRAL_URL", "CORRAL_HOME")
+MAX_BACKOFF_S = 300.0  # the longest wait before a crash retry
+log = logging.getLogger("corral.executors")
 
 
 @dataclass
@@ -47,6 +61,8 @@ class JobRecord:
     killed: int = 0  # escalation steps taken after the deadline
     started_at: float | None = None
     queued_at: float = field(default_factory=time.monotonic)
+    not_before: float = 0.0  # monotonic time before which it is not started (retry back-off)
+    events: list[tuple[str, str]] = field(default_factory=list)  # see ExecStatus.events
 
 
 J = TypeVar("J", bound=JobRecord)
@@ -60,9 +76,11 @@ class JobTableExecutor(Executor, Generic[J]):
 
     def __init__(self, root: Path, *, thread_name: str, max_retries: int, stop_timeout_s: float,
                  crash_grace_s: float, report_interval_s: float, checkpoint_interval_s: float,
-                 poll_s: float) -> None:
+                 poll_s: float, retry_backoff_s: float = 1.0) -> None:
         self._root = root
         self.max_retries = max_retries
+        self.retry_backoff_s = retry_backoff_s
+        self._last_round: float | None = time.monotonic()
         self.stop_timeout_s = stop_timeout_s
         self.crash_grace_s = crash_grace_s
         self.report_interval_s = report_interval_s
@@ -107,7 +125,8 @@ class JobTableExecutor(Executor, Generic[J]):
             if not self._has_workers(j):
                 j.state = idle_state
             elif j.state is not ExecState.STOPPING:
-                self._terminate(j, reason, self.stop_timeout_s)
+                self._guarded(j, f"cannot {reason} it", self._terminate, j, reason,
+                              self.stop_timeout_s)
             elif reason == "cancel" or j.reason == "resize":
                 j.reason = reason
 
@@ -118,7 +137,10 @@ class JobTableExecutor(Executor, Generic[J]):
                 return ExecStatus(job_id, ExecState.UNKNOWN)
             live = self._live_workers(j)
             return ExecStatus(job_id, j.state, j.plan if live else None, j.launches, j.crashes,
-                              j.exit_codes, j.message, live, j.started_at)
+                              j.exit_codes, j.message, live, j.started_at, tuple(j.events))
+
+    def last_round(self) -> float | None:
+        return self._last_round
 
     def report(self, job_id: str) -> dict[str, Any] | None:
         return read_report(self._dir(job_id) / REPORT_FILE)
@@ -139,7 +161,7 @@ class JobTableExecutor(Executor, Generic[J]):
         with self._lock:
             for j in self._jobs.values():
                 if self._has_workers(j) and j.state is not ExecState.STOPPING:
-                    self._terminate(j, "shutdown", timeout_s)
+                    self._guarded(j, "cannot stop it", self._terminate, j, "shutdown", timeout_s)
                 j.target = None
         deadline = time.monotonic() + timeout_s + 5
         while time.monotonic() < deadline:
@@ -152,21 +174,40 @@ class JobTableExecutor(Executor, Generic[J]):
         with self._lock:
             for j in self._jobs.values():
                 if self._has_workers(j):
-                    self._release(j)
+                    self._guarded(j, "cannot release its workers", self._release, j)
 
     # -- the background loop ------------------------------------------------------------------
     def _run(self) -> None:
         while not self._closing.is_set():
-            self._refresh()
+            try:
+                self._refresh()
+            except Exception:  # noqa: BLE001 - a refresh failing is retried next round
+                log.exception("executor refresh failed")
             with self._lock:
                 for j in list(self._jobs.values()):
-                    try:
-                        self._advance(j)
-                    except Exception as exc:  # noqa: BLE001 - one job must not stop the others
-                        j.message = f"executor error: {type(exc).__name__}: {exc}".splitlines()[0]
-                        self._note(j.launch.job_id, j.message)
+                    self._guarded(j, "executor error", self._advance, j)
                 self._start_queued()
+            self._last_round = time.monotonic()
             self._closing.wait(self.poll_s)
+
+    def _guarded(self, j: J, what: str, step: Callable[..., Any], *args: Any,
+                 kind: str = "executor-error") -> None:
+        """Run one step for job `j`; if it raises, the job fails with a `kind` event (its
+        workers are released if they can be) and nothing else is affected."""
+        try:
+            step(*args)
+        except Exception as exc:  # noqa: BLE001 - one job must not stop the others
+            detail = " ".join(f"{what}: {type(exc).__name__}: {exc}".split())[:500]
+            try:
+                self._fail(j, detail, kind)
+            except Exception as again:  # noqa: BLE001 - even its clean-up failed: mark it only
+                j.state, j.message = ExecState.FAILED, detail
+                j.events.append((kind, f"{detail}; clean-up failed too: {again}"[:600]))
+
+    def _event(self, j: J, kind: str, detail: str) -> None:
+        """Something the service records for this job (and the job's log)."""
+        j.events.append((kind, detail))
+        self._note(j.launch.job_id, detail)
 
     def _watch(self, j: J, codes: Sequence[int | None], running: Any) -> None:
         """Act on a started worker set's exit statuses (None: still running); `running` is the
@@ -185,6 +226,10 @@ class JobTableExecutor(Executor, Generic[J]):
             if all(c is not None for c in codes):
                 self._exited(j)
             elif time.monotonic() > j.deadline:
+                if j.killed == 0:
+                    alive = sum(c is None for c in codes)
+                    self._event(j, "killed", f"killed at stop timeout: {alive} worker(s) still "
+                                f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
                 self._escalate(j)
                 j.killed += 1
 
@@ -212,8 +257,10 @@ class JobTableExecutor(Executor, Generic[J]):
                              f"{list(j.exit_codes)}); see its log")
                 self._note(job_id, j.message)
                 return
-            self._note(job_id, f"restarting from the last checkpoint (retry {j.crashes} of "
-                       f"{self.max_retries})")
+            wait_s = min(MAX_BACKOFF_S, self.retry_backoff_s * 2 ** (j.crashes - 1))
+            j.not_before = time.monotonic() + wait_s
+            self._event(j, "retry", f"restarting from the last checkpoint in {wait_s:g} s "
+                        f"(retry {j.crashes} of {self.max_retries})")
         if j.target is not None:
             j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
         else:
@@ -232,21 +279,23 @@ class JobTableExecutor(Executor, Generic[J]):
         if self._has_workers(j):
             self._signal(j, signal.SIGTERM)
 
-    def _fail(self, j: J, message: str) -> None:
+    def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
+        """The job ends FAILED with `message` (its workers released first)."""
+        j.state, j.message, j.target = ExecState.FAILED, message, None
+        self._event(j, kind, message)
         if self._has_workers(j):
             self._release(j)
-        j.state, j.message = ExecState.FAILED, message
-        self._note(j.launch.job_id, message)
 
     def _start_queued(self) -> None:
+        now = time.monotonic()
         queued = sorted((j for j in self._jobs.values()
                          if j.state is ExecState.QUEUED and not self._has_workers(j)),
                         key=lambda j: j.queued_at)
         for j in queued:
             if j.target is None:
                 j.state = ExecState.STOPPED
-            else:
-                self._try_start(j)
+            elif now >= j.not_before:
+                self._guarded(j, "cannot start it", self._try_start, j, kind="start-failed")
 
     # -- launching ----------------------------------------------------------------------------
     @staticmethod
@@ -267,7 +316,8 @@ class JobTableExecutor(Executor, Generic[J]):
             checkpoint_dir=str(ckpt), report_path=str(self._dir(job.job_id) / REPORT_FILE),
             report_interval_s=self.report_interval_s,
             checkpoint_interval_s=self.checkpoint_interval_s)
-        env = {**(inherit or {}), **job.env, ENV_JOB_ID: job.job_id, ENV_CHECKPOINT_DIR: str(ckpt),
+        inherited = {k: v for k, v in (inherit or {}).items() if k not in SERVICE_ENV}
+        env = {**inherited, **job.env, ENV_JOB_ID: job.job_id, ENV_CHECKPOINT_DIR: str(ckpt),
                ENV_CONFIG: config.to_json(), "PYTHONUNBUFFERED": "1"}
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
@@ -288,11 +338,19 @@ class JobTableExecutor(Executor, Generic[J]):
         with open(self._log_path(job_id, 0), "a") as f:
             f.write(f"[corral {time.strftime('%H:%M:%S')}] {text}\n")
 
-    def _record_workers(self, job_id: str, ids: Sequence[Any]) -> None:
+    def _record_workers(self, job_id: str, ids: Sequence[Any], tag: str | None = None) -> None:
+        """Record the launch's worker ids (and its tag) before they can outlive this service."""
+        if tag is not None:
+            atomic_write_json(self._dir(job_id) / TAG_FILE, tag)
         atomic_write_json(self._dir(job_id) / WORKERS_FILE, list(ids))
 
     def _recorded_workers(self, job_id: str) -> list[Any]:
-        return read_json(self._dir(job_id) / WORKERS_FILE) or []
+        ids = read_json(self._dir(job_id) / WORKERS_FILE)
+        return list(ids) if isinstance(ids, list) else []
+
+    def _recorded_tag(self, job_id: str) -> str | None:
+        tag = read_json(self._dir(job_id) / TAG_FILE)
+        return tag if isinstance(tag, str) and tag else None
 
     # -- hooks: how this executor's worker sets behave ------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> Any:

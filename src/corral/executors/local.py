@@ -14,8 +14,13 @@ CUDA_VISIBLE_DEVICES lists the job's GPUs (LOCAL_RANK indexes them) and the back
 on CPU slots, no GPU, one BLAS thread and gloo. A new launch waits until the slots it needs
 are no longer held by a job that is still stopping. Per-job files live under
 `<data_dir>/jobs/<job id>/`: job.log (rank 0 and the executor's notes), worker-<r>.log,
-report.json, checkpoints/, workers.json (the pids of the latest launch, written as it starts, so
-that a service killed before it recorded them can still reclaim them).
+report.json, checkpoints/, workers.json and launch.tag (the pids and the tag of the latest
+launch, written as it starts, so that a service killed before it recorded them can still reclaim
+them).
+
+Every launch is contained (corral.executors.procs): its workers lead sessions of their own and
+carry a launch tag that all their descendants inherit; releasing a launch, whatever ended it,
+kills every process still carrying its tag, torchrun's trainers included.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from typing import IO, Sequence
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
-from corral.executors.procs import free_port, is_job_worker, signal_group, spawn, stop_pids
+from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
+                                   new_launch_tag, signal_group, spawn, stop_pids)
 from corral.executors.slots import SlotPool, detect_gpus
 from corral.train.env import WorkerEnv
 
@@ -44,6 +50,7 @@ class _Job(JobRecord):
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
     prefer: list[int] = field(default_factory=list)  # the slots it held last (kept on restart)
+    tag: str | None = None  # the current launch's tag
 
 
 class LocalExecutor(JobTableExecutor[_Job]):
@@ -56,7 +63,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
                  gpus: Sequence[int] | None = None, max_retries: int = 3,
                  stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
-                 poll_s: float = 0.05, node_name: str = "localhost") -> None:
+                 poll_s: float = 0.05, node_name: str = "localhost",
+                 retry_backoff_s: float = 1.0) -> None:
         self.data_dir = Path(data_dir)
         ids = list(gpus) if gpus is not None else ([] if slots else detect_gpus())
         if ids:
@@ -67,7 +75,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
         super().__init__(self.data_dir, thread_name="corral-local-executor",
                          max_retries=max_retries, stop_timeout_s=stop_timeout_s,
                          crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
-                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s)
+                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
+                         retry_backoff_s=retry_backoff_s)
 
     # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
     def cluster(self) -> Cluster:
@@ -76,9 +85,15 @@ class LocalExecutor(JobTableExecutor[_Job]):
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         ids = {int(w) for w in [*workers, *self._recorded_workers(job_id)] if str(w).isdigit()}
         pids = sorted(p for p in ids if is_job_worker(p, job_id))
+        tag = self._recorded_tag(job_id)
         if pids:
             self._note(job_id, f"stopping {len(pids)} worker(s) left by an earlier service: {pids}")
             stop_pids(pids, self.stop_timeout_s)
+        if tag is not None:
+            stragglers = end_launch(tag)
+            if stragglers:
+                self._note(job_id, f"killed {len(stragglers)} process(es) its workers had "
+                           f"started: {stragglers}")
 
     # -- hooks --------------------------------------------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> WorkerPlan:
@@ -110,14 +125,20 @@ class LocalExecutor(JobTableExecutor[_Job]):
         return [int(p.returncode) for p in j.procs]
 
     def _release(self, j: _Job) -> None:
-        for p in j.procs:  # no worker is left behind in its process group
-            signal_group(p.pid, signal.SIGKILL)
+        """Free the slots and logs first (that cannot fail), then end every process left."""
+        procs, logs, tag = j.procs, j.logs, j.tag
         j.prefer = self.pool.held(j.launch.job_id)
         self.pool.release(j.launch.job_id)
-        j.procs = []
-        for f in j.logs:
+        j.procs, j.logs, j.tag = [], [], None
+        for f in logs:
             f.close()
-        j.logs = []
+        for p in procs:  # no worker is left behind in its process group
+            signal_group(p.pid, signal.SIGKILL)
+        if tag is not None:  # nor anything it started elsewhere (its own sessions)
+            end_launch(tag)
+        for p in procs:
+            if p.poll() is None:
+                p.wait(timeout=5)
 
     def _try_start(self, j: _Job) -> None:
         slots = self.pool.acquire(j.launch.job_id, j.target.num_workers, j.prefer)
@@ -127,9 +148,14 @@ class LocalExecutor(JobTableExecutor[_Job]):
     def _launch(self, j: _Job, plan: WorkerPlan, slots: list[int]) -> None:
         job = j.launch
         k = len(slots)
+        if not os.path.isdir(job.cwd):
+            self.pool.release(job.job_id)
+            self._fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
+            return
         port = free_port()
         backend = "nccl" if self.pool.gpu else "gloo"
         base = self._worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        j.tag = base[ENV_LAUNCH_TAG] = new_launch_tag(job.job_id)
         if self.pool.gpu:
             base["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in slots)
         self._note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
@@ -144,10 +170,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
                 log = open(self._log_path(job.job_id, rank), "ab")
                 j.logs.append(log)
                 j.procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env()}, log))
-            self._record_workers(job.job_id, [p.pid for p in j.procs])
-        except OSError as exc:
-            procs = list(j.procs)
+            self._record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
+        except (OSError, ValueError) as exc:  # no such program, not executable, bad argument
             self._release(j)  # also when no process started: the slots and the logs
-            for p in procs:
-                p.wait()
-            self._fail(j, f"cannot start {job.command[0]!r}: {exc.strerror or exc}")
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self._fail(j, f"cannot start {job.command[0]!r}: {reason}")

@@ -1,15 +1,24 @@
-"""Worker processes on this machine: start one in its own session, signal its process group,
-find and stop leftovers of an earlier service by pid.
+"""Worker processes on this machine: start one contained, signal it, and end every process a
+launch started, also after the service that started it was killed.
 
-A worker is started with `start_new_session=True`, so its pid is its process group id and a
-signal to the group also reaches what the command started (a shell wrapper's python). A pid
-recorded by an earlier service is trusted only if /proc shows that process carrying the job's
-CORRAL_JOB_ID, so a reused pid is never signalled.
+Containment has two parts:
+* a worker starts in its own session (`start_new_session=True`), so its pid is its process
+  group id and a signal to the group reaches what the command started in that group (a shell
+  wrapper's python);
+* every worker of a launch carries a unique launch tag in its environment (ENV_LAUNCH_TAG), which
+  every descendant inherits, also those that leave the group with a session of their own (as
+  torchrun's trainers do). `tagged_pids` finds them in /proc and `end_launch` kills them, so a
+  stop, cancel, crash or reclaim leaves nothing behind. The tag is recorded with the pids
+  (workers.json), so a later service reclaims by it.
+
+A pid recorded by an earlier service is trusted only if /proc shows that process carrying the
+job's CORRAL_JOB_ID (or the launch tag), so a reused pid is never signalled.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,11 +28,21 @@ from typing import IO, Mapping, Sequence
 
 from corral.train.env import ENV_JOB_ID
 
-__all__ = ["spawn", "signal_group", "free_port", "is_job_worker", "stop_pids"]
+__all__ = ["spawn", "signal_group", "free_port", "is_job_worker", "stop_pids", "new_launch_tag",
+           "tagged_pids", "end_launch", "ENV_LAUNCH_TAG"]
+
+#: Environment variable naming the launch a process belongs to (set by the local executor).
+ENV_LAUNCH_TAG = "CORRAL_LAUNCH_TAG"
+
+
+def new_launch_tag(job_id: str) -> str:
+    """A tag no other launch, of this or any other service, carries."""
+    return f"{job_id}.{secrets.token_hex(8)}"
 
 
 def spawn(command: Sequence[str], cwd: str, env: Mapping[str, str], log: IO[bytes]
           ) -> subprocess.Popen:
+    """Start one worker in a session of its own, its output to `log`."""
     return subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
@@ -52,25 +71,56 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie is gone for our purposes
 
 
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def is_job_worker(pid: int, job_id: str) -> bool:
     """True if `pid` is alive and was started for `job_id` (its environment says so)."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return _alive(pid) and f"{ENV_JOB_ID}={job_id}".encode() in environ.split(b"\0")
+    return f"{ENV_JOB_ID}={job_id}".encode() in _environ(pid) and _alive(pid)
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes (of this user) whose environment carries launch tag `tag`."""
+    entry = f"{ENV_LAUNCH_TAG}={tag}".encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me and entry in _environ(int(name)) \
+                and _alive(int(name)):
+            found.append(int(name))
+    return sorted(found)
+
+
+def _wait_gone(pids: Sequence[int], timeout_s: float, poll_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+
+
+def end_launch(tag: str, timeout_s: float = 5.0) -> list[int]:
+    """SIGKILL every process still carrying launch tag `tag` (and its group); wait until they
+    are gone (bounded). Returns the pids it killed."""
+    pids = tagged_pids(tag)
+    for pid in pids:
+        signal_group(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _wait_gone(pids, timeout_s)
+    return pids
 
 
 def stop_pids(pids: Sequence[int], timeout_s: float, poll_s: float = 0.05) -> None:
     """SIGTERM the groups of `pids`, wait up to `timeout_s` for them to exit, then SIGKILL."""
     for pid in pids:
         signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(poll_s)
+    _wait_gone(pids, timeout_s, poll_s)
     for pid in pids:
         if _alive(pid):
             signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5.0
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(poll_s)
+    _wait_gone(pids, 5.0, poll_s)

@@ -87,7 +87,8 @@ class RayExecutor(JobTableExecutor[_Job]):
                  slots: int | None = None, gpus: Sequence[int] | None = None,
                  max_retries: int = 3, stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
-                 poll_s: float = 0.05, nodes_poll_s: float = 0.5) -> None:
+                 poll_s: float = 0.05, nodes_poll_s: float = 0.5,
+                 retry_backoff_s: float = 1.0) -> None:
         if gpus:
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
                              "(start Ray with the GPUs it should offer)")
@@ -106,7 +107,8 @@ class RayExecutor(JobTableExecutor[_Job]):
         super().__init__(self.storage, thread_name="corral-ray-executor", max_retries=max_retries,
                          stop_timeout_s=stop_timeout_s, crash_grace_s=crash_grace_s,
                          report_interval_s=report_interval_s,
-                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s)
+                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
+                         retry_backoff_s=retry_backoff_s)
 
     @property
     def resource(self) -> str:

@@ -26,6 +26,12 @@ Decided where the paper is silent [D] (artifact behaviour reproduced unless said
   on its new GPUs) nor below its min_gpus (else it could never start), and at most the job's
   max_gpus, max batch / min per-GPU batch (the user's batch for a fixed-batch job) and the
   cluster size. At most 16 nodes per job.
+* A job that has held GPUs for `silent_after_s` (default 120 s) of run time without a single
+  observed step reports nothing (a plain script run by `corral serve`: no goodput model will
+  ever come): it is given its requested GPU count (`JobSpec.gpus`, `corral submit --gpus`) as
+  both its cap and its preferred size, instead of staying on the one GPU exploration starts it
+  on. A simulated job observes its first step when its restart pause ends, so this never
+  applies in simulation while the restart delay is below `silent_after_s`.
 * Job priority in capacity conflicts: ascending attained GPU-seconds, then submission time.
 * The current allocation is always in the initial population, next to last round's final
   population (re-indexed to the current jobs; dropped if the cluster's nodes changed).
@@ -47,7 +53,7 @@ from corral.policies.pollux_search import (AllocationProblem, SearchSettings, Sp
                                            genetic_search, remap_population)
 from corral.policies.pollux_speedup import SpeedupGrids
 
-__all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for"]
+__all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for", "is_silent"]
 
 #: Most nodes one job may span (artifact).
 MAX_NODES_PER_JOB = 16
@@ -62,6 +68,7 @@ class PolluxParams:
     patience: int = 5  # stop after this many generations without improvement (0 = never)
     interference_avoidance: bool = True  # at most one distributed job per node
     seed: int = 0
+    silent_after_s: float = 120.0  # run time without an observed step after which a job is silent
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.p):
@@ -70,6 +77,8 @@ class PolluxParams:
             raise ValueError("restart_penalty_s must be >= 0")
         if self.population < 2 or self.generations < 0 or self.patience < 0:
             raise ValueError("need population >= 2, generations >= 0, patience >= 0")
+        if self.silent_after_s < 0:
+            raise ValueError("silent_after_s must be >= 0")
 
 
 def realloc_factor(age_s: float, restarts: int, delay_s: float) -> float:
@@ -79,9 +88,18 @@ def realloc_factor(age_s: float, restarts: int, delay_s: float) -> float:
     return max(age_s - restarts * delay_s, 0.0) / (age_s + delay_s)
 
 
-def max_gpus_for(view: JobView, total_gpus: int) -> int:
-    """The most GPUs the search may give a job (exploration cap and hard limits)."""
+def is_silent(view: JobView, silent_after_s: float) -> bool:
+    """The job has run `silent_after_s` seconds and observed no step: it never reports."""
+    observed = view.estimator.max_gpus_observed if view.estimator is not None else 0
+    return observed == 0 and view.run_time_s >= silent_after_s
+
+
+def max_gpus_for(view: JobView, total_gpus: int, silent_after_s: float = math.inf) -> int:
+    """The most GPUs the search may give a job (exploration cap and hard limits); a silent job
+    (`is_silent`) gets its requested count."""
     spec = view.spec
+    if is_silent(view, silent_after_s):
+        return max(1, min(max(spec.gpus, spec.min_gpus), spec.max_gpus, total_gpus))
     observed = view.estimator.max_gpus_observed if view.estimator is not None else 0
     explore = max(2 * observed, view.num_gpus, spec.min_gpus, 1)
     batch = spec.max_bsz if spec.adaptive else spec.batch_size
@@ -150,7 +168,7 @@ class Pollux(Policy):
         max_nodes = min(MAX_NODES_PER_JOB, num_nodes)
         delay = self.params.restart_penalty_s
         self._grids.forget_except({v.name for v in jobs})
-        caps = [max_gpus_for(v, total) for v in jobs]
+        caps = [max_gpus_for(v, total, self.params.silent_after_s) for v in jobs]
         tables = self._grids.tables(
             [(v.name, v.estimator.goodput_fn() if v.estimator is not None else None,
               min(max_nodes, cap), cap) for v, cap in zip(jobs, caps)], fair_nodes, fair_gpus)

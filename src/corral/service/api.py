@@ -2,16 +2,21 @@
 
 Every endpoint but /healthz and the schema needs `Authorization: Bearer <token>`; a missing or
 wrong token gets 401. Errors are one line in `detail`: a malformed body (422) names the field
-and what is wrong with it; an inconsistent job (400) says why. The API only reads the store and
-the executor's logs and writes submissions and cancel requests; the control loop does the rest.
+and what is wrong with it; an inconsistent job (400) says why; a body over MAX_BODY_BYTES gets
+413 before it is parsed. No request can make a 500 on purpose: what a body may hold is bounded
+in corral.service.submission, and every message echoes client text only through `safe_text`.
+The API only reads the store and the executor's logs and writes submissions and cancel
+requests; the control loop does the rest. `/healthz` says whether the control loop and the
+executor still go round (corral.service.health).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -20,27 +25,30 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import corral
 from corral.core.errors import CorralError
 from corral.executors.base import Executor
+from corral.service.health import Health
 from corral.service.jobs import LiveJob
+from corral.service.limits import BodyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
 from corral.service.store import Store
-from corral.service.submission import Submission
+from corral.service.submission import (MAX_BODY_BYTES, Submission, one_line_validation_error,
+                                       safe_text)
 
 __all__ = ["create_app", "one_line_validation_error"]
 
-
-def one_line_validation_error(errors: list[dict[str, Any]]) -> str:
-    """pydantic errors as one line: `field: problem; field: problem`."""
-    parts = []
-    for err in errors:
-        loc = [str(x) for x in err.get("loc", ()) if x not in ("body",)]
-        parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}")
-    return "invalid submission: " + "; ".join(parts)
+log = logging.getLogger("corral.service")
+MAX_LOG_BYTES = 16 << 20  # the most of a log one request returns (its end)
+_MAX_RANK = 1 << 16
 
 
-def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str) -> FastAPI:
+def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
+               stall_after_s: float = 30.0) -> FastAPI:
+    """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
+    not finished a round for `stall_after_s` seconds."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.")
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    health = Health(loop, executor, stall_after_s)
     bearer = HTTPBearer(auto_error=False)
     registry = service_registry(store, loop)
 
@@ -51,21 +59,31 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str) 
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": one_line_validation_error(exc.errors())}, status_code=422)
+        errors = list(exc.errors())
+        in_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors)
+        return JSONResponse({"detail": one_line_validation_error(
+            errors, "submission" if in_body else "request")}, status_code=422)
 
     @app.exception_handler(CorralError)
     async def _user_error(request: Request, exc: CorralError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse({"detail": safe_text(str(exc), 500)}, status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"detail": safe_text(f"internal error: {type(exc).__name__}: {exc}",
+                                                 300)}, status_code=500)
 
     def job_or_404(job_id: str) -> LiveJob:
         doc = store.job(job_id)
         if doc is None:
-            raise HTTPException(404, f"no job {job_id!r}")
+            raise HTTPException(404, f"no job '{safe_text(job_id, 80)}'")
         return LiveJob.from_doc(doc)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz() -> JSONResponse:
+        doc = health.check()
+        return JSONResponse(doc, status_code=200 if doc["status"] == "ok" else 503)
 
     @app.get("/cluster", dependencies=[Depends(authorized)])
     def cluster() -> dict[str, Any]:
@@ -107,9 +125,10 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str) 
 
     @app.get("/jobs/{job_id}/logs", response_class=PlainTextResponse,
              dependencies=[Depends(authorized)])
-    def logs(job_id: str, rank: int = 0, tail: int | None = None) -> str:
+    def logs(job_id: str, rank: int = Query(0, ge=0, le=_MAX_RANK),
+             tail: int | None = Query(None, ge=0, le=MAX_LOG_BYTES)) -> str:
         job_or_404(job_id)
-        return executor.read_log(job_id, rank, tail)
+        return executor.read_log(job_id, rank, MAX_LOG_BYTES if tail is None else tail)
 
     @app.get("/metrics", dependencies=[Depends(authorized)])
     def metrics() -> Response:

@@ -4,8 +4,17 @@ The view is built field for field as the simulator builds it (corral.sim.job.Sim
 policy cannot tell the two worlds apart: time held and waited is accounted by the service's
 clock; steps, epoch, progress, batch and metrics come from the job's latest report; the
 estimator is rebuilt from the report's `JobEstimator.to_dict()` (an empty one, as a simulated
-job starts with, until the job reports - a non-intrusive job never does). `restarts` counts
-placement changes of a running job, as in the simulator.
+job starts with, until the job reports - a non-intrusive job never does).
+
+`restarts` counts as the simulator counts them (corral.sim.job.SimJob.assign): every placement
+of a job that has run before - a resize, a resume after preemption - plus every crash retry
+(the simulator has no crashes). `preemptions` and `crash_retries` count those two causes apart.
+Time is GPU time (`attained_gpu_s`, `run_time_s`) only while the job's workers hold their slots:
+a placed job still waiting for a stopping job to free them is queueing, so a policy that ranks by
+attained service (Tiresias) does not charge it for another job's stop.
+
+A report is written by the job, so it is checked (`checked_report`) before the service uses it:
+one with a wrong type anywhere is ignored, as if the job had not reported.
 """
 
 from __future__ import annotations
@@ -17,9 +26,9 @@ from typing import Any
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView
 from corral.perf.estimator import JobEstimator
-from corral.service.submission import Submission
+from corral.service.submission import Submission, safe_text
 
-__all__ = ["LiveJob", "LiveStatus"]
+__all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc"]
 
 
 class LiveStatus(str, enum.Enum):
@@ -58,9 +67,14 @@ class LiveJob:
     launches: int = 0  # worker sets started, by this and earlier service instances
     crashes: int = 0
     report: dict[str, Any] | None = None
+    preemptions: int = 0
+    crash_retries: int = 0
+    noted_launch: int = -1  # the last launch whose start (resumed / fresh) was recorded
     #: launches and crashes counted by earlier service instances (this executor counts from 0)
     launch_base: int = 0
     crash_base: int = 0
+    exec_events_seen: int = 0  # executor events already recorded (this executor's)
+    holding: bool = False  # its workers hold their slots (set from the executor's state)
     _estimator: JobEstimator | None = field(default=None, repr=False)
     _estimator_key: Any = field(default=None, repr=False)
 
@@ -127,25 +141,32 @@ class LiveJob:
         changed = placement != self.placement
         if changed:
             if placement:
-                if self.placement:
-                    self.restarts += 1
+                if self.placement or self.first_start_s is not None:
+                    self.restarts += 1  # resized, or resumed after preemption (as SimJob)
                 if self.first_start_s is None:
                     self.first_start_s = now_s
                 self.status = LiveStatus.RUNNING
                 self.max_gpus_held = max(self.max_gpus_held, placement.num_gpus)
             else:
                 self.status = LiveStatus.QUEUED
+                self.preemptions += 1
             self.placement = placement
             self.last_change_s = now_s
             self.epoch_at_change = self.epoch
         self.policy_batch = batch if placement else None
         return changed
 
+    def crash_retry(self, count: int = 1) -> None:
+        """The executor restarted the job after its workers failed, `count` times."""
+        self.crash_retries += count
+        self.restarts += count
+
     def account(self, dt_s: float) -> None:
-        """Time passing: GPU time while placed, queueing time while waiting."""
+        """Time passing: GPU time while placed with its workers holding their slots,
+        queueing time otherwise."""
         if dt_s <= 0 or not self.status.active:
             return
-        if self.placement:
+        if self.placement and self.holding:
             self.run_time_s += dt_s
             self.attained_gpu_s += dt_s * self.placement.num_gpus
         else:
@@ -173,6 +194,8 @@ class LiveJob:
             "last_change_s": self.last_change_s, "epoch_at_change": self.epoch_at_change,
             "finish_s": self.finish_s, "message": self.message, "workers": list(self.workers),
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
+            "preemptions": self.preemptions, "crash_retries": self.crash_retries,
+            "noted_launch": self.noted_launch,
         }
 
     @classmethod
@@ -190,7 +213,8 @@ class LiveJob:
             last_change_s=doc["last_change_s"], epoch_at_change=doc["epoch_at_change"],
             finish_s=doc["finish_s"], message=doc["message"], workers=tuple(doc["workers"]),
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
-            report=doc.get("report"))
+            report=doc.get("report"), preemptions=doc.get("preemptions", 0),
+            crash_retries=doc.get("crash_retries", 0), noted_launch=doc.get("noted_launch", -1))
 
     def summary(self) -> dict[str, Any]:
         """What the API shows of the job."""
@@ -204,8 +228,57 @@ class LiveJob:
             "total_bsz": b.total(self.placement.num_gpus) if b and self.placement else None,
             "submit_time_s": self.spec.submit_time_s, "first_start_s": self.first_start_s,
             "finish_s": self.finish_s, "restarts": self.restarts, "launches": self.launches,
-            "crashes": self.crashes, "steps": self.steps, "epoch": self.epoch,
+            "crashes": self.crashes, "preemptions": self.preemptions,
+            "crash_retries": self.crash_retries, "steps": self.steps, "epoch": self.epoch,
             "progress": self.progress, "loss": report.get("loss"),
             "metric": metrics[-1][2] if metrics else None, "attained_gpu_s": self.attained_gpu_s,
             "message": self.message, "spec": self.submission.model_dump(mode="json"),
         }
+
+
+def checked_report(report: Any) -> dict[str, Any] | None:
+    """`report` (written by the job) if every field the service reads has its type; else None.
+
+    The service reads steps, epoch, launch, world_size (int), progress, time, loss (number),
+    batch ([int, int]), metrics ([[int, int, number], ...]), resumed (dict or null), state
+    (str) and estimator (a JobEstimator document)."""
+    if not isinstance(report, dict):
+        return None
+    try:
+        for key in ("steps", "epoch", "launch", "world_size"):
+            if report.get(key) is not None:
+                int(report[key])
+        for key in ("progress", "time", "loss"):
+            if report.get(key) is not None:
+                float(report[key])
+        if report.get("batch"):
+            m, k = report["batch"]
+            int(m), int(k)
+        for s, e, v in report.get("metrics") or []:
+            int(s), int(e), float(v)
+        if not isinstance(report.get("resumed") or {}, dict):
+            return None
+        if not isinstance(report.get("state", ""), str):
+            return None
+        if report.get("estimator"):
+            JobEstimator.from_dict(report["estimator"])
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        return None
+    return report
+
+
+def repaired_doc(doc: dict[str, Any], problem: str, now_s: float) -> dict[str, Any]:
+    """A stored job whose submission no longer passes validation (stored by a version that
+    accepted it), made readable: its command escaped, the rest of the submission reset to
+    defaults, and the job failed if it was still active (it could never start). `problem` is
+    one line saying what was wrong."""
+    sub = doc.get("submission") if isinstance(doc.get("submission"), dict) else {}
+    command = sub.get("command") if isinstance(sub.get("command"), list) else []
+    safe = [safe_text(str(a), 200) for a in command[:20]] or ["?"]
+    readable = Submission(command=safe, cwd="/").checked(1)
+    doc = {**doc, "submission": readable.model_dump(mode="json")}
+    if doc.get("status") in (LiveStatus.QUEUED.value, LiveStatus.RUNNING.value, "new"):
+        doc.update(status=LiveStatus.FAILED.value, finish_s=now_s, placement=[], workers=[],
+                   policy_batch=None)
+    doc["message"] = safe_text(problem, 300)
+    return doc

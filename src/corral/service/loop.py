@@ -9,9 +9,18 @@ every changed assignment to the executor (start, resize = checkpoint-restart, or
 Policies that promise to change their decision only on arrivals and completions are called only
 then, as the simulator's engine does. Oracle policies cannot run live (no true remaining time).
 
+Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
+the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
+GPUs are carried out; running jobs keep theirs until the next real round, so a fill-in round
+never restarts anything.
+
 All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
 service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
 queues again and resumes from its checkpoint when the policy next places it.
+
+Fault isolation: whatever the executor raises for one job (placing, stopping, cancelling or
+reclaiming it) fails that job with an "error" event; the loop goes on. `last_round` (monotonic
+time of the last finished tick) tells /healthz the loop is alive.
 """
 
 from __future__ import annotations
@@ -23,15 +32,18 @@ import threading
 import time
 from typing import Callable
 
+from pydantic import ValidationError
+
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
-from corral.core.jobs import Decision, JobView, Snapshot, check_decision
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
-from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.store import Store
+from corral.service.submission import one_line_validation_error
 
-__all__ = ["ControlLoop", "run_settings"]
+__all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
 log = logging.getLogger("corral.service")
 _SAVE_EVERY_S = 1.0  # time accounting is written at least this often
@@ -46,14 +58,19 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
             "nodes": [[node.name, node.gpus] for node in cluster.nodes]}
 
 
+def check_live_policy(policy: Policy) -> None:
+    """CorralError unless `policy` can schedule live jobs (oracles need true remaining time)."""
+    if policy.oracle:
+        raise CorralError(f"policy {policy.name} is an oracle (it needs each job's true "
+                          "remaining time) and cannot schedule live jobs")
+
+
 class ControlLoop:
     """Schedules the store's jobs on an executor with one policy."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
                  tick_s: float = 0.2, clock: Callable[[], float] = time.time) -> None:
-        if policy.oracle:
-            raise CorralError(f"policy {policy.name} is an oracle (it needs each job's true "
-                              "remaining time) and cannot schedule live jobs")
+        check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
         self.store = store
@@ -71,6 +88,13 @@ class ControlLoop:
         self.rounds = 0
         self.decide_s_total = 0.0
         self.restarts_total = 0
+        #: counters since this service started (Prometheus counters reset with the process)
+        self.completions_total = 0
+        self.failures_total = 0
+        self.preemptions_total = 0
+        self.crash_retries_total = 0
+        self.gpus_running = 0  # slots whose workers run now (the executor's view)
+        self.last_round: float | None = time.monotonic()
         self._seq = 0
         self._next_round_s = 0.0
         self._changed = True
@@ -87,15 +111,21 @@ class ControlLoop:
         now = self.now_s()
         for seq, doc in self.store.jobs_after(0):
             self._seq = max(self._seq, seq)
-            job = LiveJob.from_doc(doc)
+            job = self._load(doc, now)
+            if job is None:
+                continue
             job.launch_base, job.crash_base = job.launches, job.crashes
             if job.status is LiveStatus.DONE:
                 self.completed.append(job.view())
             if not job.status.active:
                 continue
-            if job.workers:
-                self.executor.reclaim(job.id, job.workers)
-            report = self.executor.report(job.id)
+            try:
+                if job.workers:
+                    self.executor.reclaim(job.id, job.workers)
+            except Exception as exc:  # noqa: BLE001 - fail this job, recover the others
+                self._fail(now, job, f"cannot reclaim its workers: {type(exc).__name__}: {exc}")
+                continue
+            report = checked_report(self.executor.report(job.id))
             if report is not None:
                 job.report = report
             if report is not None and report.get("state") == "finished":
@@ -111,6 +141,34 @@ class ControlLoop:
             self.store.save_job(job.to_doc())
         self._last_tick_s = now
 
+    def _load(self, doc: dict, now: float) -> LiveJob | None:
+        """The stored job; one whose stored submission no longer validates is repaired (and
+        failed, if active) so that listing jobs keeps working; None for such a job."""
+        try:
+            return LiveJob.from_doc(doc)
+        except (ValueError, TypeError, KeyError) as exc:
+            problem = (one_line_validation_error(exc.errors()) if isinstance(exc, ValidationError)
+                       else f"unreadable stored job: {type(exc).__name__}: {exc}")
+            fixed = repaired_doc(doc, problem, now)
+            self.store.save_job(fixed)
+            self.store.add_event(now, fixed["id"], "failed", fixed["message"])
+            log.warning("job %s: %s", fixed["id"], fixed["message"])
+            return None
+
+    def _fail(self, now: float, job: LiveJob, message: str) -> None:
+        """End `job` FAILED with an "error" event (its workers are told to go, if they can be)."""
+        message = " ".join(message.split())[:500]
+        self.jobs.pop(job.id, None)
+        try:
+            self.executor.cancel(job.id)
+        except Exception:  # noqa: BLE001 - already failing; the event says why
+            log.exception("job %s: cancel after an error failed", job.id)
+        job.finish(now, LiveStatus.FAILED, message)
+        self.failures_total += 1
+        self.store.save_job(job.to_doc())
+        self.store.add_event(now, job.id, "error", message)
+        self._changed = True
+
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -123,13 +181,12 @@ class ControlLoop:
     def tick(self) -> None:
         with self.lock:
             now = self.now_s()
-            if self._last_tick_s is not None:
-                for job in self.jobs.values():
-                    job.account(now - self._last_tick_s)
+            dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
             self._last_tick_s = now
-            event = self._take_submissions(now)
-            event |= self._take_cancels(now)
-            event |= self._sync_executor(now)
+            event = self._take_cancels(now)
+            event |= self._sync_executor(now, dt)
+            arrived = self._take_submissions(now)
+            event |= arrived
             self._changed |= event
             due = now >= self._next_round_s
             call = (due and (self._changed or not self.policy.decides_on_change_only)) or (
@@ -141,10 +198,16 @@ class ControlLoop:
                 self._changed = False
             if due:
                 self._next_round_s = (now // self.interval_s + 1) * self.interval_s
+            elif arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
+                self._round(now, fill_in=True)
             if now - self._last_save_s >= _SAVE_EVERY_S:
                 for job in self.jobs.values():
                     self.store.save_job(job.to_doc())
                 self._last_save_s = now
+            self.last_round = time.monotonic()
+
+    def _idle_gpus(self) -> int:
+        return self.cluster.total_gpus - sum(j.placement.num_gpus for j in self.jobs.values())
 
     def _take_submissions(self, now: float) -> bool:
         new = self.store.jobs_after(self._seq)
@@ -159,47 +222,97 @@ class ControlLoop:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]
         for job_id in ids:
             job = self.jobs.pop(job_id)
-            self.executor.cancel(job_id)
+            try:
+                self.executor.cancel(job_id)
+            except Exception:  # noqa: BLE001 - the job is cancelled either way
+                log.exception("job %s: the executor could not cancel it", job_id)
             job.finish(now, LiveStatus.CANCELLED, "cancelled by the user")
             self.store.save_job(job.to_doc())
             self.store.add_event(now, job_id, "cancelled")
         return bool(ids)
 
-    def _sync_executor(self, now: float) -> bool:
-        """Executor states and reports into the jobs; True when a job finished."""
+    def _sync_executor(self, now: float, dt: float) -> bool:
+        """Executor states and reports into the jobs, and the `dt` seconds since the last tick
+        into their time (GPU time while their workers hold slots, the state just read); True
+        when a job finished."""
         finished = False
+        running = 0
         for job in list(self.jobs.values()):
-            st = self.executor.status(job.id)
-            if st.state is ExecState.UNKNOWN:
-                continue
-            if job.crash_base + st.crashes > job.crashes:
-                what = ("failed" if st.state is ExecState.FAILED
-                        else "restarting from its checkpoint")
-                self.store.add_event(now, job.id, "worker-failure",
-                                     f"exit statuses {list(st.exit_codes)}; {what}")
-            job.crashes = job.crash_base + st.crashes
-            job.launches = job.launch_base + st.launches
-            if st.workers and st.workers != job.workers:
-                job.workers = st.workers
-                self.store.save_job(job.to_doc())  # reclaimable even after a crash right now
-            report = self.executor.report(job.id)
-            if report is not None and (job.report is None or report.get("time") != job.report.get("time")):
+            try:
+                st = self.executor.status(job.id)
+                job.holding = st.state in (ExecState.RUNNING, ExecState.STOPPING)
+                job.account(dt)
+                if st.state is ExecState.UNKNOWN:
+                    continue
+                running += len(st.workers)
+                finished |= self._sync_job(now, job, st)
+            except Exception as exc:  # noqa: BLE001 - fail this job, keep the others going
+                log.exception("job %s: syncing with the executor failed", job.id)
+                self._fail(now, job, f"executor error: {type(exc).__name__}: {exc}")
+                finished = True
+        self.gpus_running = running
+        return finished
+
+    def _sync_job(self, now: float, job: LiveJob, st) -> bool:
+        """One job's executor status and report into it; True when it ended."""
+        for kind, detail in st.events[job.exec_events_seen:]:
+            self.store.add_event(now, job.id, kind, detail)
+        job.exec_events_seen = len(st.events)
+        new_crashes = job.crash_base + st.crashes - job.crashes
+        if new_crashes > 0:
+            retried = st.state is not ExecState.FAILED
+            self.store.add_event(now, job.id, "worker-failure",
+                                 f"exit statuses {list(st.exit_codes)}; "
+                                 + ("restarting from its checkpoint" if retried else "failed"))
+            retries = new_crashes if retried else new_crashes - 1
+            job.crash_retry(retries)
+            self.crash_retries_total += retries
+            self.restarts_total += retries
+        job.crashes = job.crash_base + st.crashes
+        job.launches = job.launch_base + st.launches
+        if st.workers and st.workers != job.workers:
+            job.workers = st.workers
+            self.store.save_job(job.to_doc())  # reclaimable even after a crash right now
+        raw = self.executor.report(job.id)
+        if isinstance(raw, dict) and (job.report is None or raw.get("time") != job.report.get("time")):
+            report = checked_report(raw)  # only a new report is checked
+            if report is not None:
                 self._record_training_events(now, job, report)
                 job.report = report
                 self.store.add_telemetry(now, job.id, report)
-            terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
-                        ExecState.CANCELLED: LiveStatus.CANCELLED}.get(st.state)
-            if terminal is not None:
-                del self.jobs[job.id]
-                job.finish(now, terminal, st.message)
-                if terminal is LiveStatus.DONE:
-                    self.completed.append(job.view())
-                self.store.save_job(job.to_doc())
-                self.store.add_event(now, job.id, terminal.value, st.message)
-                finished = True
-        return finished
+                self._note_launch(now, job, report)
+        terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
+                    ExecState.CANCELLED: LiveStatus.CANCELLED}.get(st.state)
+        if terminal is None:
+            return False
+        del self.jobs[job.id]
+        job.finish(now, terminal, st.message)
+        if terminal is LiveStatus.DONE:
+            self.completed.append(job.view())
+            self.completions_total += 1
+        elif terminal is LiveStatus.FAILED:
+            self.failures_total += 1
+        self.store.save_job(job.to_doc())
+        self.store.add_event(now, job.id, terminal.value, st.message)
+        return True
 
-    def _round(self, now: float) -> None:
+    def _note_launch(self, now: float, job: LiveJob, report: dict) -> None:
+        """Record, once per launch, where the launch started from (its first report says)."""
+        launch = report.get("launch")
+        if launch is None or int(launch) <= job.noted_launch:
+            return
+        job.noted_launch = int(launch)
+        resumed = report.get("resumed")
+        if resumed:
+            self.store.add_event(now, job.id, "resumed",
+                                 f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
+                                 f"{resumed.get('epoch')} (step {resumed.get('steps')})")
+        elif int(launch) > 0:
+            self.store.add_event(now, job.id, "fresh", "started fresh (no usable checkpoint)")
+
+    def _round(self, now: float, fill_in: bool = False) -> None:
+        """Call the policy and apply its decision; a fill-in round applies only placements of
+        waiting jobs on idle GPUs (see the module docstring)."""
         self.cluster = self.executor.cluster()  # nodes may have joined or left (Ray)
         views = tuple(job.view() for job in self.jobs.values())
         snapshot = Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=self.previous,
@@ -215,9 +328,36 @@ class ControlLoop:
         finally:
             self.decide_s_total += time.perf_counter() - started
         self.rounds += 1
+        if fill_in:
+            decision = self._fill_in(decision)
+        for job in list(self.jobs.values()):
+            try:
+                self._apply(now, job, decision)
+            except Exception as exc:  # noqa: BLE001 - fail this job, apply the others
+                log.exception("job %s: applying its assignment failed", job.id)
+                self._fail(now, job, f"cannot apply its assignment: {type(exc).__name__}: {exc}")
+        if not fill_in:
+            self.previous = decision
+
+    def _fill_in(self, decision: Decision) -> Decision:
+        """Of `decision`, the current placements of running jobs and the placements of waiting
+        jobs that fit on the GPUs idle now (in submission order)."""
+        free = [node.gpus for node in self.cluster.nodes]
+        kept = {}
         for job in self.jobs.values():
-            self._apply(now, job, decision)
-        self.previous = decision
+            if job.placement:
+                kept[job.id] = Assignment(job.placement, job.policy_batch)
+                for node, gpus in job.placement.slots:
+                    free[node] -= gpus
+        for job in self.jobs.values():
+            a = decision.get(job.id)
+            if job.placement or a is None:
+                continue
+            if all(free[node] >= gpus for node, gpus in a.placement.slots):
+                kept[job.id] = a
+                for node, gpus in a.placement.slots:
+                    free[node] -= gpus
+        return Decision(kept)
 
     def _apply(self, now: float, job: LiveJob, decision: Decision) -> None:
         a = decision.get(job.id)
@@ -232,24 +372,33 @@ class ControlLoop:
         batch_text = f"{batch.local_bsz}x{batch.accum_steps + 1}" if batch else None
         self.store.add_assignment(now, job.id, str(placement), placement.num_gpus, batch_text)
         if placement:
+            again = not was_placed and job.restarts > restarts  # resumed after preemption
+            self.store.add_event(now, job.id, "resized" if was_placed else "started",
+                                 f"{placement.num_gpus} GPU(s) {placement}"
+                                 + (f", batch {batch_text}" if batch_text else "")
+                                 + (" (again, after preemption)" if again else ""))
+            self.store.save_job(job.to_doc())
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
-            kind = "resized" if was_placed else "started"
-            self.store.add_event(now, job.id, kind, f"{placement.num_gpus} GPU(s) {placement}"
-                                 + (f", batch {batch_text}" if batch_text else ""))
         else:
-            self.executor.stop(job.id)
+            self.preemptions_total += 1
             self.store.add_event(now, job.id, "preempted")
-        self.store.save_job(job.to_doc())
+            self.store.save_job(job.to_doc())
+            self.executor.stop(job.id)
 
     def _record_training_events(self, now: float, job: LiveJob, report: dict) -> None:
         """Events the job's trainer reported (a divergence restored from a checkpoint) that
         the previous report did not hold yet; each is stored once, as "training-<kind>"."""
-        seen = {(e.get("time"), e.get("message"))
-                for e in (job.report or {}).get("events", []) if isinstance(e, dict)}
-        for event in report.get("events", []):
-            if isinstance(event, dict) and (event.get("time"), event.get("message")) not in seen:
-                self.store.add_event(now, job.id, f"training-{event.get('kind', 'event')}",
-                                     str(event.get("message", "")))
+        def events(doc: dict | None) -> list[dict]:
+            found = (doc or {}).get("events")  # written by the job: trust nothing in it
+            return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
+
+        seen = {(e.get("time"), e.get("message")) for e in events(job.report)}
+        for event in events(report):
+            if (event.get("time"), event.get("message")) not in seen:
+                kind = "".join(c for c in str(event.get("kind", "event"))[:40]
+                               if c.isalnum() or c == "-")
+                detail = " ".join(str(event.get("message", "")).split())[:500]
+                self.store.add_event(now, job.id, f"training-{kind or 'event'}", detail)
 
     @staticmethod
     def _launch(job: LiveJob) -> JobLaunch:

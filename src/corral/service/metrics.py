@@ -1,4 +1,10 @@
-"""Prometheus metrics of the live service, computed from its state at every scrape."""
+"""Prometheus metrics of the live service, computed from its state at every scrape.
+
+Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the policy) and running
+(with live workers), and per active job its slots, steps, progress and restarts. Counters (since
+this service started): scheduling rounds, policy time, restarts, completions, failures,
+preemptions and crash retries.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +34,11 @@ class _ServiceCollector(Collector):
         active = [j for j in jobs if j.status.active]
         yield GaugeMetricFamily("corral_gpus_total", "GPU (or CPU) slots of the cluster",
                                 value=self.loop.cluster.total_gpus)
-        yield GaugeMetricFamily("corral_gpus_allocated", "Slots assigned to jobs",
-                                value=sum(j.placement.num_gpus for j in active))
+        reserved = sum(j.placement.num_gpus for j in active)
+        yield GaugeMetricFamily("corral_gpus_allocated", "Slots assigned to jobs (= reserved)",
+                                value=reserved)
+        yield GaugeMetricFamily("corral_gpus_reserved", "Slots the policy assigned to jobs",
+                                value=reserved)
         per_job = {
             "corral_job_gpus": ("Slots a job holds", lambda j: j.placement.num_gpus),
             "corral_job_steps": ("Optimizer steps a job completed", lambda j: j.steps),
@@ -42,13 +51,27 @@ class _ServiceCollector(Collector):
             for j in active:
                 family.add_metric([j.id], value(j))
             yield family
-        with self.loop.lock:
-            rounds, decide_s, restarts = (self.loop.rounds, self.loop.decide_s_total,
-                                          self.loop.restarts_total)
-        yield CounterMetricFamily("corral_scheduling_rounds", "Policy calls", value=rounds)
-        yield CounterMetricFamily("corral_policy_decide_seconds", "Time spent in policy calls",
-                                  value=decide_s)
-        yield CounterMetricFamily("corral_restarts", "Checkpoint-restarts ordered", value=restarts)
+        loop = self.loop
+        with loop.lock:
+            running = loop.gpus_running
+            counters = {
+                "corral_scheduling_rounds": ("Policy calls", loop.rounds),
+                "corral_policy_decide_seconds": ("Time spent in policy calls",
+                                                 loop.decide_s_total),
+                "corral_restarts": ("Restarts: resizes, resumes after preemption, crash retries",
+                                    loop.restarts_total),
+                "corral_completions": ("Jobs that finished", loop.completions_total),
+                "corral_failures": ("Jobs that failed", loop.failures_total),
+                "corral_preemptions": ("Jobs preempted (stopped to wait, resumable)",
+                                       loop.preemptions_total),
+                "corral_crash_retries": ("Restarts after worker failures",
+                                         loop.crash_retries_total),
+            }
+        yield GaugeMetricFamily("corral_gpus_running",
+                                "Slots whose workers run now (reserved slots wait for workers to "
+                                "start, or for a stopping job to free them)", value=running)
+        for name, (doc, value) in counters.items():
+            yield CounterMetricFamily(name, f"{doc} since the service started", value=value)
 
 
 def service_registry(store: Store, loop: ControlLoop) -> CollectorRegistry:

@@ -4,11 +4,19 @@ The control loop runs in a background thread; uvicorn serves the API in the main
 handles SIGINT/SIGTERM. On shutdown every job's workers are asked to checkpoint and stop, so the
 next `corral serve` on the same data directory resumes them. A service killed outright (kill -9)
 leaves its workers running; the next one reclaims them (corral.service.loop.ControlLoop.recover).
+
+Start-up takes the data directory's lock first (corral.service.endpoint.ServiceLock: one
+service per directory), then everything that can fail for a reason the user can fix - the
+policy, the port, the executor - and only then writes: the token, the modes (directory 0700,
+files 0600; the process's umask becomes 077, which its workers inherit), the database. So a
+start that fails leaves the data directory as it found it (a first start may leave the empty
+directory and its lock file).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -17,10 +25,11 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from corral.core.errors import CorralError
-from corral.core.policy import create_policy
+from corral.core.policy import Policy, create_policy
 from corral.executors import create_executor
-from corral.service.endpoint import clear_address, server_token, write_address
-from corral.service.loop import ControlLoop
+from corral.service.endpoint import (ServiceLock, clear_address, resolve_token, secure_dir,
+                                     store_token, write_address)
+from corral.service.loop import ControlLoop, check_live_policy
 from corral.service.store import Store
 
 __all__ = ["ServeOptions", "serve"]
@@ -38,6 +47,7 @@ class ServeOptions:
     interval_s: float = 60.0
     token: str | None = None
     stop_timeout_s: float = 30.0
+    stall_after_s: float = 30.0  # /healthz answers 503 after this long without a round
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -73,22 +83,38 @@ def _signals_end_serving() -> Iterator[None]:
 
 
 def serve(opts: ServeOptions, on_ready: Any = None) -> None:
-    """Run the service until SIGINT/SIGTERM."""
+    """Run the service until SIGINT/SIGTERM (the data directory locked all along)."""
+    policy = create_policy(opts.policy, opts.policy_params)
+    check_live_policy(policy)
+    lock = ServiceLock(opts.data_dir)
+    try:
+        _serve_locked(opts, policy, on_ready)
+    finally:
+        lock.release()
+
+
+def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
     import uvicorn
 
     from corral.service.api import create_app
 
-    policy = create_policy(opts.policy, opts.policy_params)
     directory = opts.data_dir
-    directory.mkdir(parents=True, exist_ok=True)
-    token = server_token(directory, opts.token)
     sock = _bind(opts.host, opts.port)
-    store = Store(directory / "state.db")
-    executor = create_executor(opts.executor, directory, **opts.executor_options)
     try:
+        executor = create_executor(opts.executor, directory, **opts.executor_options)
+    except BaseException:
+        sock.close()
+        raise
+    store = None
+    try:
+        token = resolve_token(directory, opts.token)
+        os.umask(0o077)
+        secure_dir(directory)
+        store_token(directory, token)
+        store = Store(directory / "state.db")
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s)
         loop.recover()
-        app = create_app(store, executor, loop, token)
+        app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s)
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         write_address(directory, url)
@@ -108,5 +134,6 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     finally:
         clear_address(directory)
         executor.shutdown(opts.stop_timeout_s)
-        store.close()
+        if store is not None:
+            store.close()
         sock.close()

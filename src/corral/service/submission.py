@@ -6,22 +6,85 @@ the initial batch M0 is `batch_size`; a non-adaptive job keeps it (max = M0), an
 may grow it to 8x M0 (Pollux allows "up to 32x" but leaves the cap to the application,
 spec 2.3); the per-GPU batch may range from max(1, M0/8) to M0; `gpus` (the user's own
 configuration, used by non-adaptive policies) lies within [min_gpus, max_gpus].
+
+What is accepted at all (the bounds; a body outside them gets a one-line 422 naming the field,
+so nothing a client sends can reach the executor and fail there): every string is valid UTF-8
+(no lone surrogate) without NUL bytes, since neither can be passed to a process or encoded in a
+response; env keys are environment variable names (`[A-Za-z_][A-Za-z0-9_]*`); the command has at
+most MAX_ARGS arguments of at most MAX_STRING characters; GPU counts are at most MAX_GPUS and
+batch sizes at most MAX_BATCH. The API also refuses bodies over MAX_BODY_BYTES (413).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import PurePath
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any, Sequence
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.train.env import JobConfig
 
-__all__ = ["Submission", "ADAPTIVE_MAX_FACTOR"]
+__all__ = ["Submission", "ADAPTIVE_MAX_FACTOR", "MAX_BODY_BYTES", "MAX_STRING", "MAX_ARGS",
+           "MAX_ENV", "MAX_GPUS", "MAX_BATCH", "safe_text", "one_line_validation_error",
+           "check_body"]
 
 ADAPTIVE_MAX_FACTOR = 8
 _SCRIPTS = (".py", ".sh", ".ipynb")
+
+MAX_BODY_BYTES = 1 << 20  # a request body (1 MiB); larger ones get 413
+MAX_STRING = 32_768  # characters of one argument, env value or path (Linux: 128 KiB per arg)
+MAX_ARGS = 1024  # arguments of the command
+MAX_ENV = 256  # extra environment variables
+MAX_GPUS = 1 << 16  # GPUs a job may ask for (the cluster bound is checked after)
+MAX_BATCH = 1 << 24  # total or per-GPU batch size
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _clean(text: str) -> str:
+    """`text` if a process can take it: valid UTF-8 (no lone surrogate), no NUL byte."""
+    if "\0" in text:
+        raise ValueError("contains a NUL byte")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid UTF-8 (lone surrogate)") from None
+    return text
+
+
+def _env_key(key: str) -> str:
+    if not _ENV_KEY.fullmatch(key):
+        raise ValueError(f"env key '{safe_text(key)}' is not a variable name "
+                         "([A-Za-z_][A-Za-z0-9_]*)")
+    return key
+
+
+def safe_text(text: str, limit: int = 80) -> str:
+    """`text` shortened, with every unprintable character (NUL, newline, lone surrogate)
+    escaped as Python writes it, for one-line messages and repaired records."""
+    cut = text[:limit]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut) + (
+        "..." if len(text) > limit else "")
+
+
+def one_line_validation_error(errors: Sequence[Any], what: str = "submission") -> str:
+    """pydantic errors as one line: `invalid <what>: field: problem; field: problem` (client
+    text escaped, at most five problems)."""
+    parts = []
+    for err in errors[:5]:
+        loc = [safe_text(str(x), 40) for x in err.get("loc", ()) if x not in ("body",)]
+        parts.append(f"{'.'.join(loc) or 'body'}: {safe_text(str(err.get('msg', 'invalid')), 200)}")
+    more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+    return f"invalid {what}: " + "; ".join(parts) + more
+
+
+Text = Annotated[str, Field(max_length=MAX_STRING), AfterValidator(_clean)]
+EnvKey = Annotated[str, Field(max_length=256), AfterValidator(_clean), AfterValidator(_env_key)]
+Gpus = Annotated[int, Field(ge=1, le=MAX_GPUS)]
+Batch = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 
 
 class Submission(BaseModel):
@@ -29,17 +92,19 @@ class Submission(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: list[str] = Field(min_length=1, description="the program and its arguments")
-    name: str | None = Field(None, max_length=100)
-    cwd: str = Field(".", description="working directory of the workers")
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
-    gpus: int | None = Field(None, ge=1, description="the user's GPU count (default: min_gpus)")
-    min_gpus: int = Field(1, ge=1)
-    max_gpus: int | None = Field(None, ge=1)
-    batch_size: int = Field(32, ge=1, description="total batch size M0 the job was tuned for")
-    max_batch_size: int | None = Field(None, ge=1)
-    min_local_bsz: int | None = Field(None, ge=1)
-    max_local_bsz: int | None = Field(None, ge=1)
+    command: list[Text] = Field(min_length=1, max_length=MAX_ARGS,
+                                description="the program and its arguments")
+    name: Annotated[str, AfterValidator(_clean)] | None = Field(None, max_length=100)
+    cwd: Text = Field(".", description="working directory of the workers")
+    env: dict[EnvKey, Text] = Field(default_factory=dict, max_length=MAX_ENV,
+                                    description="extra environment variables")
+    gpus: Gpus | None = Field(None, description="the user's GPU count (default: min_gpus)")
+    min_gpus: Gpus = 1
+    max_gpus: Gpus | None = None
+    batch_size: Batch = Field(32, description="total batch size M0 the job was tuned for")
+    max_batch_size: Batch | None = None
+    min_local_bsz: Batch | None = None
+    max_local_bsz: Batch | None = None
     adaptive: bool = False
     lr_rule: LrRule = LrRule.ADASCALE
 
@@ -93,3 +158,14 @@ class Submission(BaseModel):
 
     def describe(self) -> str:
         return shlex.join(self.command)
+
+
+def check_body(body: dict[str, Any]) -> None:
+    """InputError (one line, as the API would answer 422) unless `body` is a well-formed
+    submission: lets `corral submit` refuse bad arguments before sending them."""
+    from pydantic import ValidationError
+
+    try:
+        Submission.model_validate(body)
+    except ValidationError as exc:
+        raise InputError(one_line_validation_error(exc.errors())) from None

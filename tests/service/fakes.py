@@ -1,0 +1,67 @@
+"""A fake executor for the service tests: records calls; tests move jobs between states by
+hand. A module of its own (not conftest) so test modules can import it unambiguously."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from corral.core.cluster import Cluster, Node
+from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+
+
+class FakeExecutor(Executor):
+    """An in-memory executor: records calls; tests move jobs between states by hand."""
+
+    name = "fake"
+
+    def __init__(self, slots: int = 4) -> None:
+        self.slots = slots
+        self.states: dict[str, ExecState] = {}
+        self.plans: dict[str, WorkerPlan] = {}
+        self.launches: dict[str, JobLaunch] = {}
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.workers: dict[str, tuple[str, ...]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.reclaimed: list[tuple[str, tuple[str, ...]]] = []
+        self.crashes: dict[str, int] = {}
+        self.events: dict[str, list[tuple[str, str]]] = {}
+
+    def cluster(self) -> Cluster:
+        return Cluster((Node("here", self.slots),))
+
+    def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
+        self.calls.append(("place", job.job_id))
+        self.launches[job.job_id], self.plans[job.job_id] = job, plan
+        self.states[job.job_id] = ExecState.RUNNING
+        self.workers[job.job_id] = tuple(str(1000 + i) for i in range(plan.num_workers))
+
+    def stop(self, job_id: str) -> None:
+        self.calls.append(("stop", job_id))
+        self.states[job_id] = ExecState.STOPPED
+        self.workers[job_id] = ()
+
+    def cancel(self, job_id: str) -> None:
+        self.calls.append(("cancel", job_id))
+        self.states[job_id] = ExecState.CANCELLED
+
+    def status(self, job_id: str) -> ExecStatus:
+        state = self.states.get(job_id, ExecState.UNKNOWN)
+        return ExecStatus(job_id, state, self.plans.get(job_id), crashes=self.crashes.get(job_id, 0),
+                          workers=self.workers.get(job_id, ()),
+                          events=tuple(self.events.get(job_id, ())))
+
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        return self.reports.get(job_id)
+
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        return f"log of {job_id} rank {rank}\n"
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return Path("/nonexistent") / job_id
+
+    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
+        self.reclaimed.append((job_id, tuple(workers)))
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        self.calls.append(("shutdown", ""))

@@ -20,6 +20,7 @@ from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
+from corral.sim.horizon import trace_horizon
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover
 from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
@@ -77,6 +78,9 @@ class Simulator:
         rounds = 0
         total = len(jobs)
         self._handover = GpuHandover(self.cluster.gpus_per_node)
+        horizon = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
+                                cfg.mechanism.overheads.start_s, cfg.max_time_s)
+        self._max_time_s = max_time = horizon.limit_s
 
         while len(done) < total:
             # when is the next point anything can happen?
@@ -85,7 +89,7 @@ class Simulator:
             if policy.reacts_to_events:
                 stop = min(stop, t_arrival, finish_heap[0][0] if finish_heap else math.inf)
             stop = max(stop, now)
-            if stop > cfg.max_time_s:
+            if stop > max_time:
                 break
             # advance everyone who runs
             for job in active:
@@ -121,7 +125,7 @@ class Simulator:
                 changed = False
                 if predict and moved:
                     for job in moved:
-                        predicted[id(job)] = t = job.predict_finish_s(cfg.max_time_s)
+                        predicted[id(job)] = t = job.predict_finish_s(max_time)
                         heapq.heappush(finish_heap, (t, id(job), job))
             elif call:
                 changed = False
@@ -147,6 +151,8 @@ class Simulator:
                            cluster_gpus=self.cluster.total_gpus,
                            jobs=[self._record(j) for j in jobs], gpu_timeline=timeline,
                            rounds=rounds)
+        if len(done) < total:
+            result.stopped = horizon.stop_note(total - len(done), total)
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -160,7 +166,7 @@ class Simulator:
             elif t <= now:
                 heapq.heappop(heap)
                 if job.placement:
-                    predicted[key] = t = max(job.predict_finish_s(self.config.max_time_s), now + 1e-6)
+                    predicted[key] = t = max(job.predict_finish_s(self._max_time_s), now + 1e-6)
                     heapq.heappush(heap, (t, key, job))
             else:
                 break

@@ -78,9 +78,11 @@ class Simulator:
         rounds = 0
         total = len(jobs)
         self._handover = GpuHandover(self.cluster.gpus_per_node)
-        horizon = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
-                                cfg.mechanism.overheads.start_s, cfg.max_time_s)
-        self._max_time_s = max_time = horizon.limit_s
+        self._held = [0] * self.cluster.num_nodes  # GPUs running jobs hold, per node
+        self._used = 0  # ... and in all
+        limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
+                              cfg.mechanism.overheads.start_s, cfg.max_time_s)
+        self._max_time_s = max_time = limit.limit_s
 
         while len(done) < total:
             # when is the next point anything can happen?
@@ -91,16 +93,20 @@ class Simulator:
             stop = max(stop, now)
             if stop > max_time:
                 break
-            # advance everyone who runs
+            # advance everyone who runs (a waiting job only counts its queueing time)
+            finished = []
             for job in active:
                 job.advance(stop)
+                if job.finish_s is not None:
+                    finished.append(job)
             now = stop
-            finished = [j for j in active if j.finish_s is not None]
             event = bool(finished)
+            if finished:
+                active = [j for j in active if j.finish_s is None]
             for job in finished:
-                active.remove(job)
                 self._handover.released(job.placement,
                                         job.finish_s + cfg.mechanism.overheads.release_s)
+                self._hold(job.placement, -1)
                 job.release()
                 done.append(job)
                 done_views.append(job.view())
@@ -129,9 +135,8 @@ class Simulator:
                         heapq.heappush(finish_heap, (t, id(job), job))
             elif call:
                 changed = False
-            used = sum(j.placement.num_gpus for j in active)
-            if used != timeline[-1][1]:
-                timeline.append((now, used))
+            if self._used != timeline[-1][1]:
+                timeline.append((now, self._used))
             if predict:
                 self._refresh_predictions(finish_heap, predicted, now)
             if at_round:
@@ -152,7 +157,7 @@ class Simulator:
                            jobs=[self._record(j) for j in jobs], gpu_timeline=timeline,
                            rounds=rounds)
         if len(done) < total:
-            result.stopped = horizon.stop_note(total - len(done), total)
+            result.stopped = limit.stop_note(total - len(done), total)
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -188,20 +193,36 @@ class Simulator:
     def _validate(self, decision: Decision, active: list[SimJob]) -> None:
         check_decision(decision, {j.spec.name for j in active}, self.cluster, self.policy.name)
 
+    def _hold(self, placement: Placement, sign: int) -> None:
+        """Count `placement`'s GPUs as held (+1) or given back (-1)."""
+        for node, gpus in placement.slots:
+            self._held[node] += sign * gpus
+        self._used += sign * placement.num_gpus
+
     def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
-        """Give every active job its assignment; returns the jobs whose placement or batch changed."""
+        """Give every active job its assignment; returns the jobs whose placement or batch changed.
+
+        Only jobs whose assignment differs from what they run are touched (`SimJob.keeps`);
+        the GPU handover visits only the nodes they leave or join.
+        """
         mech = self.config.mechanism
-        wanted = [decision.get(job.spec.name) for job in active]
+        touched = [(job, new) for job, new in ((j, decision.get(j.spec.name)) for j in active)
+                   if not job.keeps(new)]
+        if not touched:
+            return []
         pauses = self._handover.pauses(now, mech, [
             (job.spec.app, job.placement, new.placement if new else Placement())
-            for job, new in zip(active, wanted)])
+            for job, new in touched], self._held)
         moved = []
-        for job, new, pause in zip(active, wanted, pauses):
+        for (job, new), pause in zip(touched, pauses):
             before, held = job.batch, job.placement
             if job.assign(now, new, pause) or job.batch != before:
                 moved.append(job)
-            if mech.overheads.loses_progress and held and job.placement != held:
-                job.restart_from_epoch()
+            if job.placement != held:
+                self._hold(held, -1)
+                self._hold(job.placement, +1)
+                if mech.overheads.loses_progress and held:
+                    job.restart_from_epoch()
         if self.config.interference_slowdown > 0:
             self._apply_interference(active)
         return moved

@@ -107,3 +107,23 @@ def test_calibrate_writes_catalog(tmp_path):
     assert set(doc["models"]) >= {"cifar10", "imagenet"} and "Pollux" in doc["source"]
     result = invoke("simulate", "-p", "fifo", "--catalog", str(out))
     assert result.exit_code == 0, result.output
+
+
+def test_window_and_worker_processes(tmp_path):
+    trace = SHARED.parent / "tiresias" / "60_job.csv"
+    if not trace.is_file():
+        import pytest
+
+        pytest.skip(f"{trace} not found")
+    result = invoke("simulate", "-w", str(trace), "--window", "600:1", "-p", "fifo,srtf",
+                    "--jobs", "2", "--cluster", "8x4", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "peak memory (RSS)" in result.output and "stopped early" not in result.output
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    fifo = doc["policies"]["fifo"]["workloads"]["60_job-600:1"]
+    assert fifo["stopped"] is None and fifo["unfinished"] == 0
+    assert 0 < fifo["finished"] < 60  # submitted in [600 s, 1 h 10 min) only
+
+
+def test_window_needs_a_trace():
+    assert_one_line_error(invoke("simulate", "--window", "all"), "--window needs a trace")

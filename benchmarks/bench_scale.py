@@ -135,26 +135,29 @@ def section_rounds(out: dict, args) -> None:
               f" over {len(times)}: {', '.join(f'{t:.2f}' for t in times)}", flush=True)
 
 
+def timed_run(out: dict, key: str, label: str, truth, policy: str, workload: Workload,
+              max_time_s: float | None = None) -> None:
+    """One simulation on 512x4 (2,048 GPUs): its wall time under `key`, a line of its figures."""
+    wall, result = simulate(truth, policy, "512x4", workload, max_time_s=max_time_s)
+    s = summarize(result)
+    out[key] = wall
+    print(f"  {label} ({len(workload.jobs)} jobs) {policy}: {wall:.1f} s, {result.rounds} rounds, "
+          f"avg JCT {s.avg_jct_s:.0f} s, {s.finished} finished, {s.unfinished} unfinished", flush=True)
+
+
 def section_day(out: dict, args) -> None:
     truth = CatalogTruth()
     day = busiest_day(truth)
     for policy in args.day_policies.split(","):
-        wall, result = simulate(truth, policy, "512x4", day)
-        s = summarize(result)
-        out[f"day {policy}"] = wall
-        print(f"  busiest day ({len(day.jobs)} jobs) {policy}: {wall:.1f} s, {result.rounds} rounds, "
-              f"avg JCT {s.avg_jct_s:.0f} s, {s.unfinished} unfinished", flush=True)
+        timed_run(out, f"day {policy}", "busiest day", truth, policy, day)
 
 
 def section_trace(out: dict, args) -> None:
     truth = CatalogTruth()
     trace = whole_trace(truth)
     for policy in args.trace_policies.split(","):
-        wall, result = simulate(truth, policy, "512x4", trace, max_time_s=args.trace_max_days * 86400)
-        s = summarize(result)
-        out[f"trace {policy}"] = wall
-        print(f"  whole trace ({len(trace.jobs)} jobs) {policy}: {wall:.1f} s, {result.rounds} rounds, "
-              f"avg JCT {s.avg_jct_s:.0f} s, {s.finished} finished, {s.unfinished} unfinished", flush=True)
+        timed_run(out, f"trace {policy}", "whole trace", truth, policy, trace,
+                  max_time_s=args.trace_max_days * 86400)
     out["trace peak RSS MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak RSS of this process: {out['trace peak RSS MiB']:.0f} MiB", flush=True)
 
@@ -240,7 +243,11 @@ def main() -> None:
     ap.add_argument("--matrix-policies", default=SEVEN)
     ap.add_argument("--save", type=Path, help="write the figures here (JSON)")
     ap.add_argument("--before", type=Path, help="a --save of the code before, for ratios")
+    ap.add_argument("--show", type=Path, help="only print the table of this --save (with --before)")
     args = ap.parse_args()
+    if args.show:
+        print(table(_figures(args.show), _figures(args.before)))
+        return
     import os
 
     import corral
@@ -252,8 +259,6 @@ def main() -> None:
     for name in args.only.split(","):
         print(f"[{name}]", flush=True)
         RUNNERS[name](out, args)
-    before = json.loads(args.before.read_text())["figures"] if args.before else {}
-    print(table(out, before))
     if args.save:
         doc = {"machine": machine(), "load": os.getloadavg(), "code": str(Path(corral.__file__).parent),
                "figures": out}
@@ -261,6 +266,12 @@ def main() -> None:
             old = json.loads(args.save.read_text())
             doc["figures"] = {**old.get("figures", {}), **out}
         args.save.write_text(json.dumps(doc, indent=1) + "\n")
+    print(table(out, _figures(args.before)))
+
+
+def _figures(path: Path | None) -> dict:
+    """The figures of a --save file ({} when there is none yet)."""
+    return json.loads(path.read_text())["figures"] if path is not None and path.exists() else {}
 
 
 if __name__ == "__main__":

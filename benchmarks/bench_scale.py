@@ -214,6 +214,25 @@ RUNNERS: dict[str, Callable[[dict, argparse.Namespace], None]] = {
 }
 
 
+def check_reference() -> int:
+    """Every (policy, workload) cell of the stored pre-change run against this code; the number
+    of cells that differ (the CI test checks a subset, tests/sim/test_reference.py)."""
+    sys.path.insert(0, str(REPO / "tests" / "sim"))
+    from reference_run import figures, load_reference
+
+    differ = 0
+    for policy, cells in load_reference().items():
+        for workload, stored in cells.items():
+            started = time.perf_counter()
+            now = figures(policy, workload)
+            bad = {k: (v, now.get(k)) for k, v in stored.items() if now.get(k) != v}
+            differ += bool(bad)
+            print(f"{policy:17s} {workload}: {'same' if not bad else f'DIFFERS {bad}'} "
+                  f"({time.perf_counter() - started:.1f} s)", flush=True)
+    print(f"{differ} cell(s) differ")
+    return differ
+
+
 def table(after: dict, before: dict) -> str:
     lines = [f"{'figure':58s} {'after':>10s} {'before':>10s} {'ratio':>8s}  target"]
     for key, value in after.items():
@@ -244,7 +263,11 @@ def main() -> None:
     ap.add_argument("--save", type=Path, help="write the figures here (JSON)")
     ap.add_argument("--before", type=Path, help="a --save of the code before, for ratios")
     ap.add_argument("--show", type=Path, help="only print the table of this --save (with --before)")
+    ap.add_argument("--check-reference", action="store_true",
+                    help="only compare every cell of tests/sim/data/reference_summaries.json")
     args = ap.parse_args()
+    if args.check_reference:
+        raise SystemExit(check_reference())
     if args.show:
         print(table(_figures(args.show), _figures(args.before)))
         return

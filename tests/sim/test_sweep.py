@@ -38,15 +38,19 @@ def _figures(matrix) -> dict:
 
 @pytest.fixture(scope="module")
 def serial():
-    progress = []
+    progress, jobs = [], []
     matrix = run_matrix(SOURCE, _choices(), _workloads(), CLUSTER, CONFIG, SerialRunner(),
-                        on_cell_done=lambda *a: progress.append(a))
-    return matrix, progress
+                        on_cell_done=lambda *a: progress.append(a),
+                        on_job_progress=lambda *a: jobs.append(a))
+    return matrix, progress, jobs
 
 
 def test_serial_matrix_reports_every_cell_in_order(serial):
-    matrix, progress = serial
+    matrix, progress, jobs = serial
     assert not matrix.failures
+    # in this process, each cell also reports the fraction of its jobs finished, up to all
+    assert [f for p, w, f in jobs if (p, w) == ("fifo", "w12")][-1] == 1.0
+    assert all(0 < f <= 1 for _, _, f in jobs)
     assert list(matrix.results) == ["fifo", "tiresias-las", "pollux"]
     for runs in matrix.results.values():
         assert [r.workload for r in runs] == [w.name for w in _workloads()]

@@ -110,13 +110,20 @@ def simulate(
                   f"mechanism: {config.mechanism.name}[/]")
     runs = len(choices) * len(workloads)
     runner = runner_for(jobs or os.cpu_count() or 1, ray_address)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err_console, transient=True, disable=runs < 2) as bar:
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.2f}/{task.total}"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
         task = bar.add_task(f"simulating ({type(runner).__name__})", total=runs)
+        finished = [0]
 
         def done(n: int, total: int, p: str, w: str, ok: bool) -> None:
+            finished[0] = n
             bar.update(task, completed=n, description=f"{p} on {w}{'' if ok else ' FAILED'}")
-        matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done)
+
+        def jobs_done(p: str, w: str, fraction: float) -> None:  # cells run here: jobs finished
+            bar.update(task, completed=finished[0] + fraction,
+                       description=f"{p} on {w}: {fraction:.0%} of jobs finished")
+        matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
+                            on_job_progress=jobs_done)
     for failure in matrix.failures:
         err_console.print(f"[bold red]failed:[/] {failure.describe()}", highlight=False, soft_wrap=True)
     results = matrix.results

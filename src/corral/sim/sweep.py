@@ -83,14 +83,17 @@ CellOutcome = tuple[SimResult | None, CellFailure | None]
 
 
 def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, cluster: Cluster,
-             config: EngineConfig) -> CellOutcome:
+             config: EngineConfig,
+             on_progress: Callable[[float], None] | None = None) -> CellOutcome:
     """One simulation (a fresh policy instance); an exception becomes a `CellFailure`.
 
     Runs in whichever process or Ray worker the runner chose; the truth is loaded there once.
+    `on_progress(fraction of jobs finished)` only where the cell runs in this process.
     """
     try:
         policy = create_policy(choice.name, choice.overrides)
-        return Simulator(source.load(), policy, cluster, config).run(workload), None
+        sim = Simulator(source.load(), policy, cluster, config)
+        return sim.run(workload, on_progress=on_progress), None
     except Exception as exc:  # noqa: BLE001 - reported with its cell, the others go on
         return None, CellFailure(choice.name, workload.name, f"{type(exc).__name__}: {exc}",
                                  traceback.format_exc())
@@ -108,18 +111,26 @@ def runner_for(jobs: int = 1, ray_address: str | None = None) -> Runner:
 def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
                workloads: Sequence[Workload], cluster: Cluster, config: EngineConfig,
                runner: Runner | None = None,
-               on_cell_done: Callable[[int, int, str, str, bool], None] | None = None
+               on_cell_done: Callable[[int, int, str, str, bool], None] | None = None,
+               on_job_progress: Callable[[str, str, float], None] | None = None
                ) -> MatrixResult:
     """Each policy (a fresh instance per workload) on each workload, through `runner`.
 
     The results do not depend on the runner: every cell is the same deterministic simulation
     wherever it runs. `on_cell_done(done, total, policy, workload, ok)` is called as each cell
-    finishes, in the order they finish. A single cell always runs in this process.
+    finishes, in the order they finish; when the cells run in this process (a single cell
+    always does), `on_job_progress(policy, workload, fraction of its jobs finished)` too.
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
     if runner is None or len(cells) == 1:
         runner = SerialRunner()
-    tasks = [(run_cell, (source, choice, workload, cluster, config)) for choice, workload in cells]
+
+    def hook(choice: PolicyChoice, workload: Workload) -> Callable[[float], None] | None:
+        if on_job_progress is None or not isinstance(runner, SerialRunner):
+            return None
+        return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
+    tasks = [(run_cell, (source, choice, workload, cluster, config, hook(choice, workload)))
+             for choice, workload in cells]
     outcomes: dict[int, CellOutcome] = {}
     for index, outcome in runner.run(tasks):
         outcomes[index] = outcome

@@ -5,7 +5,10 @@ reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and
 that ask for it, also at each arrival and completion. Between those points every running job
 advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
 second. Policies that promise to change their decision only when jobs arrive or finish let the
-engine skip the rounds in between.
+engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
+changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
+kept as the decisions go. A run ends when every job has finished, or at the horizon
+(`corral.sim.horizon`), and then says so (`SimResult.stopped`).
 """
 
 from __future__ import annotations

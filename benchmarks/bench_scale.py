@@ -18,6 +18,8 @@ the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,
   optimus and pollux (`--day-policies`).
 * `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las, with
   the process's peak RSS.
+* `placement` (after the change only) -- optimus's Theorem-1 placement of 4,000 jobs on 4000x4,
+  the old per-job sort against `EvenPlacer`, in one run (placements checked identical).
 * `matrix` -- the eight shared 160-job workloads under `--matrix-policies` (default all seven):
   serial in one process, `--jobs 2` worker processes, and Ray tasks on a local 2-node cluster.
 
@@ -71,7 +73,7 @@ from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Workload, load_philly, synthetic
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("engine", "rounds", "day", "trace", "matrix")
+SECTIONS = ("engine", "rounds", "day", "trace", "matrix")  # and "placement" (after only)
 SEVEN = "fifo,srtf,tiresias-las,tiresias-gittins,optimus,optimus-oracle,pollux"
 #: (figure, target in seconds or as a speed-up, "max" = at most / "min" = at least)
 TARGETS: dict[str, tuple[float, str]] = {
@@ -216,8 +218,31 @@ def section_matrix(out: dict, args) -> None:
           f"({out['matrix speed-up, Ray 2 nodes']:.2f}x)", flush=True)
 
 
+def section_placement(out: dict, args) -> None:
+    """Optimus's Theorem-1 placement of 4,000 jobs (1-16 GPUs) one after another on 4000x4:
+    the per-job sort (`fewest_nodes_even`) against the bucketed `EvenPlacer`, same placements."""
+    import numpy as np
+
+    from corral.policies.optimus import EvenPlacer, fewest_nodes_even
+    from corral.policies.placement import take
+
+    sizes = np.random.default_rng(0).choice([1, 1, 1, 2, 4, 8, 16], size=4000).tolist()
+    placed = {}
+    for name, make in (("sort per job", lambda: fewest_nodes_even), ("EvenPlacer", EvenPlacer)):
+        free, place, got = [4] * 4000, make(), []
+        started = time.perf_counter()
+        for k in sizes:
+            got.append(place(free, k))
+            if got[-1] is not None:
+                take(free, got[-1])
+        placed[name] = got
+        out[f"placement 4000 jobs 4000x4, {name}"] = time.perf_counter() - started
+        print(f"  placement, {name}: {out[f'placement 4000 jobs 4000x4, {name}']:.3f} s", flush=True)
+    assert placed["sort per job"] == placed["EvenPlacer"], "EvenPlacer placed differently"
+
+
 RUNNERS: dict[str, Callable[[dict, argparse.Namespace], None]] = {
-    "engine": section_engine, "rounds": section_rounds, "day": section_day,
+    "placement": section_placement, "engine": section_engine, "rounds": section_rounds, "day": section_day,
     "trace": section_trace, "matrix": section_matrix,
 }
 

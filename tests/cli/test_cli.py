@@ -120,3 +120,23 @@ def test_submit_refuses_what_the_service_would_in_one_line(tmp_path):
                                  "python", "x.py"), "env key 'A B' is not a variable name")
     assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--batch-size", str(10 ** 30),
                                  "--", "python", "x.py"), "batch_size")
+
+
+def test_window_and_worker_processes(tmp_path):
+    trace = SHARED.parent / "tiresias" / "60_job.csv"
+    if not trace.is_file():
+        import pytest
+
+        pytest.skip(f"{trace} not found")
+    result = invoke("simulate", "-w", str(trace), "--window", "600:1", "-p", "fifo,srtf",
+                    "--jobs", "2", "--cluster", "8x4", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "peak memory (RSS)" in result.output and "stopped early" not in result.output
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    fifo = doc["policies"]["fifo"]["workloads"]["60_job-600:1"]
+    assert fifo["stopped"] is None and fifo["unfinished"] == 0
+    assert 0 < fifo["finished"] < 60  # submitted in [600 s, 1 h 10 min) only
+
+
+def test_window_needs_a_trace():
+    assert_one_line_error(invoke("simulate", "--window", "all"), "--window needs a trace")

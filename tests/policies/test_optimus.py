@@ -11,8 +11,9 @@ from corral.core.jobs import Decision, JobSpec, JobStatus, JobView, OracleInfo, 
 from corral.core.policy import create_policy
 from corral.perf.convergence import LossCurve, predict_total_epochs
 from corral.perf.estimator import JobEstimator
-from corral.policies.optimus import (USER_DELTA, JobDemand, fewest_nodes_even,
+from corral.policies.optimus import (USER_DELTA, EvenPlacer, JobDemand, fewest_nodes_even,
                                      marginal_gain_allocation, steps_per_epoch)
+from corral.policies.placement import take
 
 INF = np.inf
 
@@ -48,6 +49,32 @@ def test_placement_uses_fewest_nodes_split_evenly() -> None:
     assert fewest_nodes_even([4, 4, 2, 1], 6) == Placement(((0, 3), (1, 3)))
     assert fewest_nodes_even([1, 4, 2], 5) == Placement(((1, 3), (2, 2)))
     assert fewest_nodes_even([1, 1], 3) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_even_placer_places_exactly_as_fewest_nodes_even(seed) -> None:
+    """Many jobs placed one after another on one free list, as gang_allocate does."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([2, 4, 8], size=int(rng.integers(5, 60))).tolist()
+    free = [int(rng.integers(0, g + 1)) for g in sizes]
+    mirror = list(free)
+    placer = EvenPlacer()
+    for _ in range(200):
+        k = int(rng.choice([1, 2, 3, 4, 5, 8, 12, 16, 33]))
+        want = fewest_nodes_even(mirror, k)
+        got = placer(free, k)
+        assert got == want, (seed, k, mirror)
+        if got is not None:
+            take(free, got)
+            take(mirror, got)
+        if rng.random() < 0.05:  # a new round: another free list
+            free = [int(rng.integers(0, g + 1)) for g in sizes]
+            mirror = list(free)
+        if rng.random() < 0.05:  # changed behind its back: it notices by the total
+            node = int(rng.integers(0, len(free)))
+            free[node] = mirror[node] = max(0, free[node] - 1)
+            if placer._total == sum(free):
+                placer = EvenPlacer()
 
 
 # -- the policies on hand-made snapshots -------------------------------------------------------

@@ -1,11 +1,19 @@
-"""Fixtures for the simulator tests: the six Pollux applications' limits (data README table)."""
+"""Fixtures for the simulator tests: the six Pollux applications' limits (data README table).
+
+This folder goes on sys.path so test modules import its helpers as `import reference_run`.
+"""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
 from corral.core.jobs import LrRule
 from corral.sim.truth.base import AppLimits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def pollux_app_limits() -> dict[str, AppLimits]:

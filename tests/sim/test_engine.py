@@ -186,8 +186,32 @@ def test_unfinished_jobs_are_reported_when_time_runs_out():
         def decide(self, snapshot):
             return Decision({})
 
-    jobs, _ = run(Idle(), [spec()], max_time_s=600)
+    jobs, result = run(Idle(), [spec()], max_time_s=600)
     assert jobs["j"].finish_s is None
+    assert result.stopped.startswith("stopped at 0.0 simulated days (the configured limit)")
+    assert result.stopped.endswith("with 1 of 1 jobs unfinished")
+
+
+def test_default_horizon_fits_the_trace_and_says_why_it_stopped():
+    class Idle(Policy):
+        name = "idle"
+
+        def decide(self, snapshot):
+            return Decision({})
+
+    # serial work: 30 s start + 180 s training per job; span 1000 s; guard 1000 + 2 x (1000 + 420)
+    jobs, result = run(Idle(), [spec("a"), spec("b", t=1000.0)])
+    assert all(j.finish_s is None for j in jobs.values())
+    assert "the guard: last submission + 2 x (trace span 0.0 d + serial work 0.0 d)" in result.stopped
+    assert result.stopped.startswith(f"stopped at {(1000 + 2 * (1000 + 420)) / 86400:,.1f} simulated days")
+    from corral.sim.metrics import mean_summary, summarize
+
+    summary = summarize(result)
+    assert summary.stopped == result.stopped and summary.unfinished == 2
+    assert mean_summary([summary, summary])["stopped"].startswith("2 of 2 workloads stopped early: ")
+    # a run that can finish is not cut short by the guard, however long it takes
+    jobs, result = run(create_policy("fifo"), [spec("a"), spec("b", t=1000.0)])
+    assert result.stopped is None and all(j.finish_s is not None for j in jobs.values())
 
 
 def test_event_driven_policy_called_at_arrival_and_completion():

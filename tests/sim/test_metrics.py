@@ -72,7 +72,7 @@ def test_summary_schema_fields():
     assert SUMMARY_FIELDS == (
         "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s", "ftf_p50", "ftf_p99",
         "ftf_max", "restarts_per_job", "gpu_util", "lower_bound_avg_jct_s", "lower_bound_ratio",
-        "finished", "unfinished", "wall_s")
+        "finished", "unfinished", "wall_s", "stopped")
     assert tuple(f.name for f in fields(Summary)) == SUMMARY_FIELDS
 
 

@@ -46,13 +46,9 @@ def user_errors(fn: Callable) -> Callable:
 
 
 def _truth(profiles: Optional[Path], catalog: Optional[Path]):
-    if profiles is not None:
-        from corral.sim.truth.profiles import ProfileTruth
+    from corral.sim.truth.source import TruthSource
 
-        return ProfileTruth(profiles)
-    from corral.sim.truth.catalog import CatalogTruth
-
-    return CatalogTruth(catalog)
+    return TruthSource.of(profiles, catalog).load()
 
 
 def _policy_list(text: Optional[str]) -> list[str]:
@@ -78,24 +74,33 @@ def simulate(
     mechanism: str = typer.Option("checkpoint-restart", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place."),
     interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
     seed: int = typer.Option(0, help="Seed for generated workloads and randomized policies."),
+    window: Optional[str] = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
+    ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
     out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv and plots here."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, write_outputs
     from corral.sim.config import EngineConfig
     from corral.sim.engine import check_feasible
+    from corral.sim.memory import peak_rss_mib
     from corral.sim.mechanism import mechanism_named
     from corral.sim.metrics import mean_summary, summarize
-    from corral.sim.sweep import parse_settings, run_matrix
-    from corral.sim.workloads import builtin_default, load_workloads
+    from corral.sim.sweep import parse_settings, run_matrix, runner_for
+    from corral.sim.truth.source import TruthSource
+    from corral.sim.workloads import Window, builtin_default, load_workloads
 
-    truth = _truth(profiles, catalog)
+    source = TruthSource.of(profiles, catalog)
+    truth = source.load()
     shape = Cluster.parse(cluster)
     if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
     choices = parse_settings(_policy_list(policy), set_ or [])
     apps = truth.limits()
-    workloads = load_workloads(workload, apps) if workload else [builtin_default(apps)]
+    span = Window.parse(window) if window is not None else None
+    if span is not None and not workload:
+        raise CorralError("--window needs a trace (--workload)")
+    workloads = load_workloads(workload, apps, window=span) if workload else [builtin_default(apps)]
     for w in workloads:
         check_feasible(w, shape, truth)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
@@ -104,11 +109,26 @@ def simulate(
                   f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}; "
                   f"mechanism: {config.mechanism.name}[/]")
     runs = len(choices) * len(workloads)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err_console, transient=True, disable=runs < 2) as bar:
-        task = bar.add_task("simulating", total=runs)
-        results = run_matrix(truth, choices, workloads, shape, config,
-                             on_run_done=lambda p, w: bar.update(task, advance=1, description=f"{p} on {w}"))
+    runner = runner_for(jobs or os.cpu_count() or 1, ray_address)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.2f}/{task.total}"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task(f"simulating ({type(runner).__name__})", total=runs)
+        finished = [0]
+
+        def done(n: int, total: int, p: str, w: str, ok: bool) -> None:
+            finished[0] = n
+            bar.update(task, completed=n, description=f"{p} on {w}{'' if ok else ' FAILED'}")
+
+        def jobs_done(p: str, w: str, fraction: float) -> None:  # cells run here: jobs finished
+            bar.update(task, completed=finished[0] + fraction,
+                       description=f"{p} on {w}: {fraction:.0%} of jobs finished")
+        matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
+                            on_job_progress=jobs_done)
+    for failure in matrix.failures:
+        err_console.print(f"[bold red]failed:[/] {failure.describe()}", highlight=False, soft_wrap=True)
+    results = matrix.results
+    if not results:
+        raise typer.Exit(1)
     summaries = {p: [summarize(r) for r in rs] for p, rs in results.items()}
     rows = []
     for p, sums in summaries.items():
@@ -122,6 +142,11 @@ def simulate(
     if out is not None:
         paths = write_outputs(out, results, summaries)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
+    own, child = peak_rss_mib()
+    console.print(f"[dim]peak memory (RSS): {own:,.0f} MiB here"
+                  + (f", {child:,.0f} MiB in the largest worker process" if child else "") + "[/]")
+    if matrix.failures:
+        raise typer.Exit(1)
 
 
 @app.command()

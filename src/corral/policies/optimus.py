@@ -40,6 +40,7 @@ Decided where the paper is silent:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass
@@ -173,15 +174,92 @@ def fewest_nodes_even(free: list[int], num_gpus: int) -> Placement | None:
     for k, node in enumerate(order, start=1):
         have += free[node]
         if have >= num_gpus:
-            chosen = sorted(order[:k], key=lambda n: (free[n], n))
-            slots: dict[int, int] = {}
-            left = num_gpus
-            for j, n in enumerate(chosen):
-                give = min(free[n], math.ceil(left / (k - j)))
-                slots[n] = give
-                left -= give
-            return Placement.of(slots)
+            return _split_evenly(free, order[:k], num_gpus)
     return None  # pragma: no cover - unreachable: the sum check above
+
+
+class EvenPlacer:
+    """`fewest_nodes_even` for many jobs placed one after another on one free list, without
+    sorting every node for every job (4,000 jobs on 4,000 nodes: 16 million key calls a round).
+
+    Nodes are kept in buckets by free GPUs, each bucket in node order, so the Theorem 1 order
+    (most free first, then node index) is read bucket by bucket and only the nodes a job takes
+    are visited. The buckets follow the free list across calls: `gang_allocate` takes exactly
+    the placement returned last (or nothing when None came back) before the next call; a
+    different list, or one that moved otherwise, is re-read whole. Placements are identical to
+    `fewest_nodes_even`'s (tests/policies/test_optimus.py compares them).
+    """
+
+    def __init__(self) -> None:
+        self._free: list[int] | None = None
+        self._seen: list[int] = []
+        self._buckets: dict[int, list[int]] = {}
+        self._total = 0
+        self._last: Placement | None = None
+
+    def _read(self, free: list[int]) -> None:
+        self._free, self._seen = free, list(free)
+        self._buckets = {}
+        for n, g in enumerate(free):
+            if g > 0:
+                self._buckets.setdefault(g, []).append(n)
+        self._total = sum(free)
+        self._last = None
+
+    def _move(self, node: int, old: int, new: int) -> None:
+        if old > 0:
+            bucket = self._buckets[old]
+            del bucket[bisect.bisect_left(bucket, node)]
+        if new > 0:
+            bisect.insort(self._buckets.setdefault(new, []), node)
+        self._seen[node] = new
+        self._total += new - old
+
+    def _follow(self, free: list[int]) -> None:
+        """Bring the buckets up to date with `free` (see the class docstring)."""
+        if free is not self._free or len(free) != len(self._seen):
+            self._read(free)
+            return
+        if self._last is not None:
+            for node, _ in self._last.slots:
+                if free[node] != self._seen[node]:
+                    self._move(node, self._seen[node], free[node])
+            self._last = None
+        if self._total != sum(free):  # changed some other way: start again
+            self._read(free)
+
+    def __call__(self, free: list[int], num_gpus: int) -> Placement | None:
+        self._follow(free)
+        if num_gpus <= 0 or num_gpus > self._total:
+            return None
+        chosen: list[int] = []
+        have = 0
+        for value in sorted(self._buckets, reverse=True):
+            nodes = self._buckets[value]
+            if not nodes:
+                continue
+            need = math.ceil((num_gpus - have) / value)
+            if need <= len(nodes):
+                chosen += nodes[:need]
+                have += need * value
+                break
+            chosen += nodes
+            have += len(nodes) * value
+        placement = _split_evenly(free, chosen, num_gpus)
+        self._last = placement
+        return placement
+
+
+def _split_evenly(free: list[int], nodes: list[int], num_gpus: int) -> Placement:
+    """Theorem 1's split of `num_gpus` over `nodes`: fewest-free first, as evenly as they allow."""
+    k = len(nodes)
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for j, n in enumerate(sorted(nodes, key=lambda n: (free[n], n))):
+        give = min(free[n], math.ceil(left / (k - j)))
+        slots[n] = give
+        left -= give
+    return Placement.of(slots)
 
 
 # -- the policies ---------------------------------------------------------------------------
@@ -217,7 +295,7 @@ class OptimusOracle(Policy):
         # PLACE: running jobs whose count is unchanged stay; the others go smallest first.
         ordered = sorted(snapshot.jobs, key=lambda v: (gpus[v.name], v.spec.submit_time_s, v.name))
         return Decision(gang_allocate(snapshot.cluster, ordered, lambda v: gpus[v.name],
-                                      place=fewest_nodes_even,
+                                      place=EvenPlacer(),
                                       batch_of=lambda v, p: v.spec.user_batch(p.num_gpus)))
 
     def max_gpus(self, view: JobView, total_gpus: int) -> int:

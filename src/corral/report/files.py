@@ -31,6 +31,9 @@
   lower_bound_ratio         avg_jct_s / lower_bound_avg_jct_s
   finished, unfinished      job counts (unfinished jobs are left out of every per-job statistic)
   wall_s                    wall-clock seconds the simulation took
+  stopped                   null when every job finished; else why the run stopped early, in
+                            words (the horizon, its basis, and how many jobs were unfinished);
+                            in "mean", how many workloads stopped early
   ========================  ================================================================
 
   A value that cannot be computed (no finished jobs, no fair-share JCTs, ...) is `null`. In

@@ -60,15 +60,25 @@ _COLUMNS: tuple[tuple[str, str, Any], ...] = (
 
 def comparison_table(rows: Iterable[tuple[str, str, Summary | Mapping[str, Any]]],
                      title: str | None = None) -> Table:
-    """One row per `(policy, workload or "mean", Summary or summary dict)`, every metric."""
+    """One row per `(policy, workload or "mean", Summary or summary dict)`, every metric.
+
+    When a run stopped before every job finished, a last column "stopped early" says why in
+    words (and its figures cover only the finished jobs); it is left out when none did.
+    """
+    rows = [(policy, workload, _as_dict(summary)) for policy, workload, summary in rows]
+    stops = any(d.get("stopped") for _, _, d in rows)
     table = Table(title=title)
     table.add_column("policy", style="bold")
     table.add_column("workload")
     for header, _, _ in _COLUMNS:
         table.add_column(header, justify="right")
-    for policy, workload, summary in rows:
-        d = _as_dict(summary)
-        table.add_row(policy, workload, *(fmt(d.get(key)) for _, key, fmt in _COLUMNS))
+    if stops:
+        table.add_column("stopped early", style="yellow")
+    for policy, workload, d in rows:
+        cells = [fmt(d.get(key)) for _, key, fmt in _COLUMNS]
+        if stops:
+            cells.append(d.get("stopped") or MISSING)
+        table.add_row(policy, workload, *cells)
     return table
 
 

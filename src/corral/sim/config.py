@@ -15,8 +15,10 @@ class EngineConfig:
     #: Slowdown of a distributed (multi-node) job on a node shared with another distributed
     #: job (Pollux §5.3.2); 0 = no interference, the default.
     interference_slowdown: float = 0.0
-    #: Stop after this much simulated time; unfinished jobs are reported as such.
-    max_time_s: float = 60.0 * 86400
+    #: Stop after this much simulated time; unfinished jobs are reported as such, and the run
+    #: says it stopped early. None (default): run until every job finishes, with a guard fitted
+    #: to the trace (`corral.sim.horizon`).
+    max_time_s: float | None = None
     seed: int = 0
 
     @property

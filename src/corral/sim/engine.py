@@ -5,7 +5,10 @@ reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and
 that ask for it, also at each arrival and completion. Between those points every running job
 advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
 second. Policies that promise to change their decision only when jobs arrive or finish let the
-engine skip the rounds in between.
+engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
+changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
+kept as the decisions go. A run ends when every job has finished, or at the horizon
+(`corral.sim.horizon`), and then says so (`SimResult.stopped`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
+from corral.sim.horizon import trace_horizon
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover
 from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
@@ -77,6 +81,11 @@ class Simulator:
         rounds = 0
         total = len(jobs)
         self._handover = GpuHandover(self.cluster.gpus_per_node)
+        self._held = [0] * self.cluster.num_nodes  # GPUs running jobs hold, per node
+        self._used = 0  # ... and in all
+        limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
+                              cfg.mechanism.overheads.start_s, cfg.max_time_s)
+        self._max_time_s = max_time = limit.limit_s
 
         while len(done) < total:
             # when is the next point anything can happen?
@@ -85,18 +94,22 @@ class Simulator:
             if policy.reacts_to_events:
                 stop = min(stop, t_arrival, finish_heap[0][0] if finish_heap else math.inf)
             stop = max(stop, now)
-            if stop > cfg.max_time_s:
+            if stop > max_time:
                 break
-            # advance everyone who runs
+            # advance everyone who runs (a waiting job only counts its queueing time)
+            finished = []
             for job in active:
                 job.advance(stop)
+                if job.finish_s is not None:
+                    finished.append(job)
             now = stop
-            finished = [j for j in active if j.finish_s is not None]
             event = bool(finished)
+            if finished:
+                active = [j for j in active if j.finish_s is None]
             for job in finished:
-                active.remove(job)
                 self._handover.released(job.placement,
                                         job.finish_s + cfg.mechanism.overheads.release_s)
+                self._hold(job.placement, -1)
                 job.release()
                 done.append(job)
                 done_views.append(job.view())
@@ -121,13 +134,12 @@ class Simulator:
                 changed = False
                 if predict and moved:
                     for job in moved:
-                        predicted[id(job)] = t = job.predict_finish_s(cfg.max_time_s)
+                        predicted[id(job)] = t = job.predict_finish_s(max_time)
                         heapq.heappush(finish_heap, (t, id(job), job))
             elif call:
                 changed = False
-            used = sum(j.placement.num_gpus for j in active)
-            if used != timeline[-1][1]:
-                timeline.append((now, used))
+            if self._used != timeline[-1][1]:
+                timeline.append((now, self._used))
             if predict:
                 self._refresh_predictions(finish_heap, predicted, now)
             if at_round:
@@ -147,6 +159,8 @@ class Simulator:
                            cluster_gpus=self.cluster.total_gpus,
                            jobs=[self._record(j) for j in jobs], gpu_timeline=timeline,
                            rounds=rounds)
+        if len(done) < total:
+            result.stopped = limit.stop_note(total - len(done), total)
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -160,7 +174,7 @@ class Simulator:
             elif t <= now:
                 heapq.heappop(heap)
                 if job.placement:
-                    predicted[key] = t = max(job.predict_finish_s(self.config.max_time_s), now + 1e-6)
+                    predicted[key] = t = max(job.predict_finish_s(self._max_time_s), now + 1e-6)
                     heapq.heappush(heap, (t, key, job))
             else:
                 break
@@ -182,20 +196,36 @@ class Simulator:
     def _validate(self, decision: Decision, active: list[SimJob]) -> None:
         check_decision(decision, {j.spec.name for j in active}, self.cluster, self.policy.name)
 
+    def _hold(self, placement: Placement, sign: int) -> None:
+        """Count `placement`'s GPUs as held (+1) or given back (-1)."""
+        for node, gpus in placement.slots:
+            self._held[node] += sign * gpus
+        self._used += sign * placement.num_gpus
+
     def _apply(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
-        """Give every active job its assignment; returns the jobs whose placement or batch changed."""
+        """Give every active job its assignment; returns the jobs whose placement or batch changed.
+
+        Only jobs whose assignment differs from what they run are touched (`SimJob.keeps`);
+        the GPU handover visits only the nodes they leave or join.
+        """
         mech = self.config.mechanism
-        wanted = [decision.get(job.spec.name) for job in active]
+        touched = [(job, new) for job, new in ((j, decision.get(j.spec.name)) for j in active)
+                   if not job.keeps(new)]
+        if not touched:
+            return []
         pauses = self._handover.pauses(now, mech, [
             (job.spec.app, job.placement, new.placement if new else Placement())
-            for job, new in zip(active, wanted)])
+            for job, new in touched], self._held)
         moved = []
-        for job, new, pause in zip(active, wanted, pauses):
+        for (job, new), pause in zip(touched, pauses):
             before, held = job.batch, job.placement
             if job.assign(now, new, pause) or job.batch != before:
                 moved.append(job)
-            if mech.overheads.loses_progress and held and job.placement != held:
-                job.restart_from_epoch()
+            if job.placement != held:
+                self._hold(held, -1)
+                self._hold(job.placement, +1)
+                if mech.overheads.loses_progress and held:
+                    job.restart_from_epoch()
         if self.config.interference_slowdown > 0:
             self._apply_interference(active)
         return moved

@@ -33,6 +33,7 @@ class SimJob:
         "attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "max_gpus_held",
         "first_start_s", "last_change_s", "finish_s", "metrics", "epochs_since_change",
         "slowdown", "_rate", "active_at_arrival", "dry", "epoch_start_steps", "ending",
+        "_observed",
     )
 
     def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
@@ -69,6 +70,7 @@ class SimJob:
         self.active_at_arrival = 1
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
         self.ending = False  # trained its last epoch; finishes when its pause is over
+        self._observed: tuple[int, int] | None = None  # (total batch, epoch) last measured
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
@@ -88,6 +90,18 @@ class SimJob:
         return len(self.boundaries)
 
     # -- applying a decision ------------------------------------------------------------------
+    def keeps(self, assignment: Assignment | None) -> bool:
+        """Would `assign(assignment)` leave this job exactly as it is? (The engine skips it.)"""
+        new = assignment.placement if assignment else Placement()
+        if new != self.placement:
+            return False
+        if not new:
+            return True
+        wanted = assignment.batch
+        if wanted is None:
+            return not self.policy_batch and self.batch is not None
+        return self.policy_batch and wanted == self.batch
+
     def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
         """Take a new assignment at `now_s`; returns True when the placement changed."""
         new = assignment.placement if assignment else Placement()
@@ -157,10 +171,16 @@ class SimJob:
         return gains[self.epoch] * speed, speed
 
     def _observe_grad(self) -> None:
-        """The gradient statistics of the current batch size and epoch (a job measures them)."""
+        """The gradient statistics of the current batch size and epoch (a job measures them).
+
+        The estimator keeps only the latest statistics, so measuring the same (batch, epoch)
+        again changes nothing and is skipped.
+        """
         if self.placement and self.batch is not None and not self.dry:
-            sqr, var = self.truth.grad_stats(self.batch.total(self.placement.num_gpus), self.epoch)
-            self.estimator.observe_grad(sqr, var)
+            key = (self.batch.total(self.placement.num_gpus), self.epoch)
+            if key != self._observed:
+                self._observed = key
+                self.estimator.observe_grad(*self.truth.grad_stats(*key))
 
     def advance(self, to_s: float) -> None:
         """Train (or wait) from the job's clock up to `to_s`; records completion exactly."""

@@ -104,19 +104,38 @@ class GpuHandover:
             self._pending[node].sort()
 
     def pauses(self, now_s: float, mech: Mechanism,
-               changes: Sequence[tuple[str, Placement, Placement]]) -> list[float]:
-        """Pause of each `(app, old, new)`; unchanged placements get 0."""
-        held = [0] * len(self._caps)
-        for _, old, _ in changes:
-            for node, gpus in old.slots:
-                held[node] += gpus
-        for node, pending in enumerate(self._pending):
-            pending[:] = [t for t in pending if t > now_s]
-        idle = [cap - h - len(p) for cap, h, p in zip(self._caps, held, self._pending)]
+               changes: Sequence[tuple[str, Placement, Placement]],
+               held: Sequence[int] | None = None) -> list[float]:
+        """Pause of each `(app, old, new)`; unchanged placements get 0.
+
+        `held`: GPUs per node that running jobs hold before this decision. Given, `changes` need
+        list only the jobs whose placement changes, and only the nodes they touch are visited;
+        without it, `changes` must list every running job (their old placements are the holdings).
+        """
+        if held is None:
+            counted = [0] * len(self._caps)
+            for _, old, _ in changes:
+                for node, gpus in old.slots:
+                    counted[node] += gpus
+            held = counted
+        idle: dict[int, int] = {}
+
+        def idle_before(node: int) -> int:
+            """Idle GPUs on `node` before this decision (its expired releases dropped first)."""
+            if node not in idle:
+                pending = self._pending[node]
+                if pending and pending[0] <= now_s:
+                    pending[:] = [t for t in pending if t > now_s]
+                idle[node] = self._caps[node] - held[node] - len(pending)
+            return idle[node]
+
         release_at = now_s + mech.overheads.resize_release_s
         for _, old, new in changes:
             if old != new:
-                self.released(_lost(old, new), release_at)
+                lost = _lost(old, new)
+                for node, _ in lost.slots:
+                    idle_before(node)
+                self.released(lost, release_at)
         out = []
         for app, old, new in changes:
             if old == new:
@@ -124,7 +143,7 @@ class GpuHandover:
                 continue
             wait = 0.0
             for node, gpus in _lost(new, old).slots:
-                take_idle = min(idle[node], gpus)
+                take_idle = min(idle_before(node), gpus)
                 idle[node] -= take_idle
                 rest = gpus - take_idle
                 if rest > 0:

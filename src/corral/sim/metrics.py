@@ -15,6 +15,8 @@ Definitions (all times in seconds from workload start):
 * **GPU utilisation** = time-average of allocated GPUs / cluster GPUs over
   `[first submission, last finish]`, integrating the `gpu_timeline` step function (0 before its
   first entry). None when there is no timeline or the interval is empty.
+* **Stopped** = the run's note when it ended before every job finished (the horizon,
+  `corral.sim.horizon`), else None: a run's figures then cover only the jobs that finished.
 * **Lower bound** = mean `isolated_jct_s` (each job alone on the whole cluster); None unless every
   finished job has one. `lower_bound_ratio = avg_jct_s / lower_bound_avg_jct_s` (>= 1 when the
   bound is a true bound).
@@ -52,6 +54,8 @@ class Summary:
     finished: int
     unfinished: int
     wall_s: float
+    #: Why the run ended before every job finished, in words; None when every job finished.
+    stopped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +63,8 @@ class Summary:
 
 #: Field names of `Summary`, in order (the keys of each summary object in `summary.json`).
 SUMMARY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Summary))
+#: Fields that are words, not figures (left out of means).
+TEXT_FIELDS: frozenset[str] = frozenset({"stopped"})
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -148,6 +154,7 @@ def summarize(result: SimResult) -> Summary:
         finished=len(done),
         unfinished=len(jobs) - len(done),
         wall_s=float(result.wall_s),
+        stopped=result.stopped,
     )
 
 
@@ -156,12 +163,19 @@ def mean_summary(summaries: Iterable[Summary | Mapping[str, Any]]) -> dict[str, 
 
     None-safe: a field's mean is over the summaries where it is not None, and None when it is None
     in all of them (or there are no summaries). Counts (`finished`, `unfinished`) are averaged too.
+    `stopped` says how many workloads stopped early ("2 of 8 workloads stopped early: ..." with
+    the first one's note), None when none did.
     """
     dicts = [s.to_dict() if isinstance(s, Summary) else dict(s) for s in summaries]
-    out: dict[str, float | None] = {}
+    out: dict[str, float | str | None] = {}
     for name in SUMMARY_FIELDS:
+        if name in TEXT_FIELDS:
+            continue
         vals = [float(d[name]) for d in dicts if d.get(name) is not None]
         out[name] = _mean(vals)
+    notes = [d["stopped"] for d in dicts if d.get("stopped")]
+    out["stopped"] = (f"{len(notes)} of {len(dicts)} workloads stopped early: {notes[0]}"
+                      if notes else None)
     return out
 
 

@@ -24,7 +24,7 @@ def packed_counts(num_gpus: int, gpus_per_node: int) -> tuple[int, ...]:
 @lru_cache(maxsize=16384)
 def epoch_gains(truth: AppTruth, total_bsz: float, epochs: int) -> tuple[float, ...]:
     """Scale-invariant iterations per step in each epoch at a total batch size (memoised)."""
-    return tuple(truth.gain(total_bsz, e) for e in range(epochs))
+    return truth.epoch_gains(total_bsz, epochs)
 
 
 def epoch_widths(truth: AppTruth, epochs: int) -> np.ndarray:

@@ -40,3 +40,5 @@ class SimResult:
     gpu_timeline: list[tuple[float, int]] = field(default_factory=list)
     wall_s: float = 0.0
     rounds: int = 0
+    #: Why the run ended before every job finished, in words (None: every job finished).
+    stopped: str | None = None

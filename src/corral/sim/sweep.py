@@ -1,17 +1,25 @@
-"""Run several policies over several workloads: the matrix `corral simulate` reports."""
+"""Run several policies over several workloads: the matrix `corral simulate` reports.
+
+Each (policy, workload) cell is one independent simulation; `run_matrix` hands the cells to a
+runner (`corral.sim.runners`: this process, worker processes, or Ray tasks) and puts their
+results back in matrix order, so a parallel sweep reports exactly what a serial one does. A cell
+that raises is kept as a `CellFailure` naming its cell; the other cells' results are kept.
+"""
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from corral.core.cluster import Cluster
-from corral.core.errors import UnknownPolicyError
+from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
 from corral.sim.results import SimResult
-from corral.sim.truth.base import Truth
+from corral.sim.runners import ProcessRunner, RayRunner, Runner, SerialRunner
+from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import Workload
 
 
@@ -50,17 +58,91 @@ def parse_settings(policies: Sequence[str], settings: Sequence[str]) -> list[Pol
     return choices
 
 
-def run_matrix(truth: Truth, choices: Sequence[PolicyChoice], workloads: Sequence[Workload],
-               cluster: Cluster, config: EngineConfig,
-               on_run_done: Callable[[str, str], None] | None = None) -> dict[str, list[SimResult]]:
-    """Each policy (a fresh instance per workload) on each workload."""
-    out: dict[str, list[SimResult]] = {}
-    for choice in choices:
-        runs = []
-        for workload in workloads:
-            policy = create_policy(choice.name, choice.overrides)
-            runs.append(Simulator(truth, policy, cluster, config).run(workload))
-            if on_run_done:
-                on_run_done(choice.name, workload.name)
-        out[choice.name] = runs
-    return out
+@dataclass(frozen=True)
+class CellFailure:
+    """A cell of the matrix whose simulation raised: which cell, and the error."""
+
+    policy: str
+    workload: str
+    error: str  # one line: the exception's type and message
+    detail: str  # the traceback, for a log
+
+    def describe(self) -> str:
+        return f"{self.policy} on {self.workload}: {self.error}"
+
+
+@dataclass
+class MatrixResult:
+    """Every finished cell's result, by policy in workload order, and the cells that failed."""
+
+    results: dict[str, list[SimResult]]
+    failures: list[CellFailure]
+
+
+CellOutcome = tuple[SimResult | None, CellFailure | None]
+
+
+def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, cluster: Cluster,
+             config: EngineConfig,
+             on_progress: Callable[[float], None] | None = None) -> CellOutcome:
+    """One simulation (a fresh policy instance); an exception becomes a `CellFailure`.
+
+    Runs in whichever process or Ray worker the runner chose; the truth is loaded there once.
+    `on_progress(fraction of jobs finished)` only where the cell runs in this process.
+    """
+    try:
+        policy = create_policy(choice.name, choice.overrides)
+        sim = Simulator(source.load(), policy, cluster, config)
+        return sim.run(workload, on_progress=on_progress), None
+    except Exception as exc:  # noqa: BLE001 - reported with its cell, the others go on
+        return None, CellFailure(choice.name, workload.name, f"{type(exc).__name__}: {exc}",
+                                 traceback.format_exc())
+
+
+def runner_for(jobs: int = 1, ray_address: str | None = None) -> Runner:
+    """Ray tasks when an address is given, else `jobs` worker processes (1: this process)."""
+    if ray_address is not None:
+        return RayRunner(ray_address)
+    if jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {jobs}")
+    return SerialRunner() if jobs == 1 else ProcessRunner(jobs)
+
+
+def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
+               workloads: Sequence[Workload], cluster: Cluster, config: EngineConfig,
+               runner: Runner | None = None,
+               on_cell_done: Callable[[int, int, str, str, bool], None] | None = None,
+               on_job_progress: Callable[[str, str, float], None] | None = None
+               ) -> MatrixResult:
+    """Each policy (a fresh instance per workload) on each workload, through `runner`.
+
+    The results do not depend on the runner: every cell is the same deterministic simulation
+    wherever it runs. `on_cell_done(done, total, policy, workload, ok)` is called as each cell
+    finishes, in the order they finish; when the cells run in this process (a single cell
+    always does), `on_job_progress(policy, workload, fraction of its jobs finished)` too.
+    """
+    cells = [(choice, workload) for choice in choices for workload in workloads]
+    if runner is None or len(cells) == 1:
+        runner = SerialRunner()
+
+    def hook(choice: PolicyChoice, workload: Workload) -> Callable[[float], None] | None:
+        if on_job_progress is None or not isinstance(runner, SerialRunner):
+            return None
+        return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
+    tasks = [(run_cell, (source, choice, workload, cluster, config, hook(choice, workload)))
+             for choice, workload in cells]
+    outcomes: dict[int, CellOutcome] = {}
+    for index, outcome in runner.run(tasks):
+        outcomes[index] = outcome
+        if on_cell_done is not None:
+            choice, workload = cells[index]
+            on_cell_done(len(outcomes), len(cells), choice.name, workload.name, outcome[1] is None)
+    results: dict[str, list[SimResult]] = {c.name: [] for c in choices}
+    failures = []
+    for index in range(len(cells)):
+        result, failure = outcomes[index]
+        if result is not None:
+            results[cells[index][0].name].append(result)
+        else:
+            failures.append(failure)
+    return MatrixResult({p: rs for p, rs in results.items() if rs}, failures)

@@ -58,6 +58,10 @@ class AppTruth(ABC):
         sqr, var = self.grad_stats(total_bsz, epoch)
         return float(gain(GradStats(sqr=sqr, var=var), total_bsz / self.limits.init_bsz))
 
+    def epoch_gains(self, total_bsz: float, epochs: int) -> tuple[float, ...]:
+        """`gain(total_bsz, e)` of epochs 0 .. `epochs` - 1; a source may compute it faster."""
+        return tuple(self.gain(total_bsz, e) for e in range(epochs))
+
     def metric(self, epoch: int, total_bsz: float) -> float | None:
         """Validation metric after `epoch` epochs, where the source has it."""
         return None

@@ -26,12 +26,14 @@ from corral.sim.workloads.philly import PHILLY_COLUMNS, load_philly
 from corral.sim.workloads.pollux_csv import POLLUX_COLUMNS, load_pollux_csv
 from corral.sim.workloads.synthetic import POLLUX_MIX, synthetic
 from corral.sim.workloads.tiresias_csv import TIRESIAS_COLUMNS, load_tiresias_csv
+from corral.sim.workloads.window import DEFAULT_PHILLY_HOURS, Window, apply_window
 
 __all__ = [
     "POLLUX_MIX", "SIZE_CLASS_APPS", "TUNED_GPUS", "Workload", "builtin_default",
     "default_gpu_choices", "describe_workload", "format_description", "load_philly",
     "load_pollux_csv", "load_tiresias_csv", "load_workload", "load_workloads",
-    "max_sensible_gpus", "natural_key", "size_class", "synthetic", "tuned_config",
+    "max_sensible_gpus", "natural_key", "size_class", "synthetic", "tuned_config", "Window",
+    "apply_window",
 ]
 
 _FORMATS = (
@@ -42,12 +44,14 @@ _FORMATS = (
 
 
 def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *,
-                  seed: int = 0) -> Workload:
+                  seed: int = 0, window: Window | None = None) -> Workload:
     """Load one workload file, choosing the format from its header columns.
 
     Pollux (`name,time,application,num_replicas,batch_size`), Tiresias
-    (`job_id,num_gpu,submit_time,...,duration`) or Philly (`timestamp,duration,num_gpus,gpu_time`,
-    busiest 8-hour window). `seed` drives the size-class mapping of Tiresias and Philly files.
+    (`job_id,num_gpu,submit_time,...,duration`) or Philly (`timestamp,duration,num_gpus,gpu_time`).
+    `window` picks the stretch of the trace (`corral.sim.workloads.window`; default: the whole
+    file, the busiest 8 hours of a Philly trace). `seed` drives the size-class mapping of
+    Tiresias and Philly files.
     """
     path = Path(path)
     header = set(read_header(path))
@@ -58,9 +62,14 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
         raise InputError(f"{path}: row 1: unrecognized workload header "
                          f"({','.join(sorted(header))}); expected the columns of {expected}")
     loader = best[2]
+    if loader is load_philly:
+        if window is None:
+            return load_philly(path, apps, seed=seed, hours=DEFAULT_PHILLY_HOURS)
+        return load_philly(path, apps, seed=seed, start=window.start or "0", hours=window.hours)
     if loader is load_pollux_csv:
-        return load_pollux_csv(path, apps)
-    return loader(path, apps, seed=seed)  # missing columns are reported by the loader
+        return apply_window(load_pollux_csv(path, apps), window)
+    # missing columns are reported by the loader
+    return apply_window(loader(path, apps, seed=seed), window)
 
 
 def natural_key(text: str) -> list[object]:
@@ -70,9 +79,10 @@ def natural_key(text: str) -> list[object]:
 
 
 def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-                   apps: Mapping[str, AppLimits], *, seed: int = 0) -> list[Workload]:
-    """Load several workload files in the given order; a directory stands for every `*.csv`
-    in it, in natural order."""
+                   apps: Mapping[str, AppLimits], *, seed: int = 0,
+                   window: Window | None = None) -> list[Workload]:
+    """Load several workload files in the given order (each through `window`); a directory
+    stands for every `*.csv` in it, in natural order."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Workload] = []
@@ -82,9 +92,9 @@ def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[st
             files = sorted(p.glob("*.csv"), key=lambda f: natural_key(f.name))
             if not files:
                 raise InputError(f"{p}: directory has no *.csv workload files")
-            out.extend(load_workload(f, apps, seed=seed) for f in files)
+            out.extend(load_workload(f, apps, seed=seed, window=window) for f in files)
         else:
-            out.append(load_workload(p, apps, seed=seed))
+            out.append(load_workload(p, apps, seed=seed, window=window))
     if not out:
         raise InputError("no workload files given")
     return out

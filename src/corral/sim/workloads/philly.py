@@ -102,15 +102,17 @@ def _window_start(path: Path, start: str | float | None, t_all: np.ndarray,
 
 
 def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
-                start: str | float | None = None, hours: float = 8.0,
+                start: str | float | None = None, hours: float | None = 8.0,
                 max_jobs: int | None = None, seed: int = 0) -> Workload:
     """Jobs of the trace window `[start, start + hours)` mapped to catalog applications.
 
     `start`: a timestamp string (`2017-10-09 07:00:00`), seconds from the earliest timestamp of
     the file (a number or numeric string), or None for the window with the most jobs after
-    filtering. `max_jobs` keeps only the first jobs of the window. See the module docstring.
+    filtering. `hours=None`: to the end of the trace (with `start=0`, the whole trace).
+    `max_jobs` keeps only the first jobs of the window. See the module docstring.
     """
-    if not (isinstance(hours, (int, float)) and np.isfinite(hours) and hours > 0):
+    if hours is not None and not (isinstance(hours, (int, float)) and np.isfinite(hours)
+                                  and hours > 0):
         raise InputError(f"{path}: window length must be a positive number of hours, got {hours!r}")
     if max_jobs is not None and max_jobs < 1:
         raise InputError(f"{path}: max_jobs must be >= 1, got {max_jobs}")
@@ -123,13 +125,19 @@ def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
     kept = np.flatnonzero((duration >= MIN_DURATION_S) & (gpu_s < MAX_GPU_S))
     kept = kept[np.argsort(t_all[kept], kind="stable")]
     t_kept = t_all[kept]
-    span = float(hours) * 3600.0
+    if hours is None:
+        if start is None:
+            raise InputError(f"{path}: a window to the end of the trace needs a start")
+        span = np.inf
+    else:
+        span = float(hours) * 3600.0
     w0 = _window_start(table.path, start, t_all, t_kept, span)
     lo, hi = np.searchsorted(t_kept, [w0, w0 + span], side="left")
     window = kept[lo:hi]
+    length = "end" if hours is None else f"+{hours:g} h"
     if len(window) == 0:
         raise InputError(
-            f"{table.path}: no jobs in the window [{_iso(w0)}, +{hours:g} h) after dropping jobs "
+            f"{table.path}: no jobs in the window [{_iso(w0)}, {length}) after dropping jobs "
             f"under {MIN_DURATION_S:g} s or over {MAX_GPU_S / 3600:g} GPU-hours; the trace spans "
             f"{_iso(t_all.min())} to {_iso(t_all.max())}")
     if max_jobs is not None:
@@ -148,6 +156,6 @@ def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
         trace[name] = float(gpu_s[i])
     stamp = _iso(w0).replace(" ", "T")
     return Workload(
-        f"philly-{stamp}-{hours:g}h", jobs,
-        source=f"philly:{table.path} window [{_iso(w0)}, +{hours:g} h) seed {seed}",
+        f"philly-{stamp}-{'end' if hours is None else f'{hours:g}h'}", jobs,
+        source=f"philly:{table.path} window [{_iso(w0)}, {length}) seed {seed}",
         trace_gpu_s=trace)

@@ -1,0 +1,348 @@
+"""Simulator at datacenter scale (issue 18): whole traces, policy rounds, parallel sweeps.
+
+Prints one table: each figure, its target, and its ratio to the same measurement of the code at
+commit 9f38669 (before the speed work) when `--before FILE` names a `--save` of that run:
+
+    git archive 9f38669 | tar -x -C /tmp/corral-9f38669
+    PYTHONPATH=/tmp/corral-9f38669/src python benchmarks/bench_scale.py --save before.json
+    python benchmarks/bench_scale.py --before before.json --save after.json
+
+Only APIs that exist before and after the change are used for the measurements both sides make;
+the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,b`):
+
+* `engine` -- tiresias-las, 2,000 jobs submitted at t=0 on 8,000 GPUs (2000x4), 5 rounds: the
+  engine's bookkeeping, not the policy.
+* `rounds` -- median `decide` time of optimus (4,000 jobs, 16,000 GPUs: 4000x4) and pollux (2,000
+  jobs, 2,048 GPUs: 512x4) rounds, all jobs at t=0 (catalog truth), over the first rounds.
+* `day` -- the busiest day of the Philly trace (3,987 jobs) on 2,048 GPUs under tiresias-las,
+  optimus and pollux (`--day-policies`).
+* `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las, with
+  the process's peak RSS.
+* `placement` (after the change only) -- optimus's Theorem-1 placement of 4,000 jobs on 4000x4,
+  the old per-job sort against `EvenPlacer`, in one run (placements checked identical).
+* `matrix` -- the eight shared 160-job workloads under `--matrix-policies` (default all seven):
+  serial in one process, `--jobs 2` worker processes, and Ray tasks on a local 2-node cluster.
+
+Targets (issue 18): whole trace fifo <= 30 s, tiresias-las <= 60 s; busiest day pollux <= 120 s,
+optimus <= 60 s; optimus round <= 0.4 s, pollux round <= 0.1 s; matrix on 2 processes >= 1.8x.
+
+Profile-driven notes (cProfile, 2-core shared machine; see the commit messages for the tables):
+* `engine` at 9f38669: 30.2 s under cProfile, 27.0 s (89 %) in `Simulator._record` ->
+  `best_isolated_jct` -> `epoch_gains` -> the catalog's `noise_features`, 115,558 scalar calls
+  at 150 us. The catalog now builds every epoch's features in one array pass
+  (`CatalogApp.epoch_gains`, bit-identical): 8.2 s, the policy's own placement now the largest
+  part. `Cluster.total_gpus`/`max_node_gpus` walked 2,000 nodes at every call (4 million
+  generator steps, 2.1 s): now attributes.
+* A 6,260-job Philly window under fifo (2,269 rounds, ~180 active jobs): the per-round work was
+  `SimJob.advance` (37 %), `SimJob.view` (17 %), `_apply` (19 %: the GPU handover walked every
+  node and every job at every round). `_apply` now touches only jobs whose assignment changes
+  and the handover only the nodes they touch; a job re-measures its gradient statistics only
+  when its (batch, epoch) changed (half the estimator calls). Views and advancing stay per
+  active job per round: a policy sees every active job, and advancing a job at other instants
+  would change its floating-point trajectory (the stored-reference test forbids that).
+* optimus, 800 jobs at t=0 on 800x4, 5 rounds under cProfile (after the placement fix): 98 % of
+  `decide` is `JobEstimator.throughput_params` -> `fit_throughput` (scipy L-BFGS-B, 2,256 fits
+  at 0.17 s) -- each job refits its throughput model when it has run a new configuration, and
+  at t=0 every job does so in the same rounds. The first round, before any fit, is the policy's
+  own work: there Theorem-1 placement sorted all 4,000 nodes for each of 4,000 jobs; `EvenPlacer`
+  keeps nodes bucketed by free GPUs (identical placements). The fits are `corral.perf`'s and
+  their results must not change, so they were left as they are; pollux's rounds after the first
+  are dominated by the same fits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from _common import POLLUX, machine, require
+
+from corral.core import Cluster, create_policy
+from corral.sim.config import EngineConfig
+from corral.sim.engine import Simulator
+from corral.sim.metrics import summarize
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads import Workload, load_philly, synthetic
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = ("engine", "rounds", "day", "trace", "matrix")  # and "placement" (after only)
+SEVEN = "fifo,srtf,tiresias-las,tiresias-gittins,optimus,optimus-oracle,pollux"
+#: (figure, target in seconds or as a speed-up, "max" = at most / "min" = at least)
+TARGETS: dict[str, tuple[float, str]] = {
+    "trace fifo": (30.0, "max"), "trace tiresias-las": (60.0, "max"),
+    "day pollux": (120.0, "max"), "day optimus": (60.0, "max"),
+    "round optimus 4000 jobs 16000 GPUs": (0.4, "max"),
+    "round pollux 2000 jobs 2048 GPUs": (0.1, "max"),
+    "matrix speed-up, 2 processes": (1.8, "min"),
+}
+
+
+def at_zero(workload: Workload) -> Workload:
+    """The same jobs, all submitted at t=0."""
+    return Workload(workload.name + "-t0",
+                    [dataclasses.replace(j, submit_time_s=0.0) for j in workload.jobs],
+                    source=workload.source + ", all at t=0")
+
+
+#: CPU seconds of the last `simulate` call: on a machine shared with other work, wall time
+#: counts their share too, so every timed run also records its own CPU time ("... cpu").
+CPU_S = [0.0]
+
+
+def simulate(truth, policy: str, cluster: str, workload: Workload,
+             max_time_s: float | None = None) -> tuple[float, object]:
+    cfg = EngineConfig(max_time_s=max_time_s) if max_time_s is not None else EngineConfig()
+    started, cpu = time.perf_counter(), time.process_time()
+    result = Simulator(truth, create_policy(policy), Cluster.parse(cluster), cfg).run(workload)
+    CPU_S[0] = time.process_time() - cpu  # on a shared machine, this process's own CPU time
+    return time.perf_counter() - started, result
+
+
+def round_times(truth, policy: str, cluster: str, workload: Workload, rounds: int) -> list[float]:
+    """Seconds of each `decide` call over the first `rounds` rounds."""
+    pol = create_policy(policy)
+    times: list[float] = []
+    decide = pol.decide
+
+    def timed(snapshot):
+        t = time.perf_counter()
+        out = decide(snapshot)
+        times.append(time.perf_counter() - t)
+        return out
+    pol.decide = timed  # type: ignore[method-assign]
+    cfg = EngineConfig(max_time_s=60.0 * rounds - 1)
+    Simulator(truth, pol, Cluster.parse(cluster), cfg).run(workload)
+    return times
+
+
+def whole_trace(truth) -> Workload:
+    return load_philly(require(POLLUX / "philly.csv"), truth.limits(), start=0, hours=1e6)
+
+
+def busiest_day(truth) -> Workload:
+    return load_philly(require(POLLUX / "philly.csv"), truth.limits(), start=None, hours=24)
+
+
+def section_engine(out: dict, args) -> None:
+    truth = CatalogTruth()
+    w = at_zero(synthetic(truth.limits(), num_jobs=2000, rate_per_hour=1000, seed=0))
+    wall, result = simulate(truth, "tiresias-las", "2000x4", w, max_time_s=5 * 60 - 1)
+    key = "engine tiresias-las 2000 jobs t=0 8000 GPUs 5 rounds"
+    out[key], out[f"{key} cpu"] = wall, CPU_S[0]
+    print(f"  engine: {wall:.1f} s ({CPU_S[0]:.1f} s CPU, {result.rounds} rounds)", flush=True)
+
+
+def section_rounds(out: dict, args) -> None:
+    truth = CatalogTruth()
+    apps = truth.limits()
+    for policy, jobs, cluster in (("optimus", 4000, "4000x4"), ("pollux", 2000, "512x4")):
+        w = at_zero(synthetic(apps, num_jobs=jobs, rate_per_hour=1000, seed=0))
+        times = round_times(truth, policy, cluster, w, args.rounds)
+        gpus = Cluster.parse(cluster).total_gpus
+        out[f"round {policy} {jobs} jobs {gpus} GPUs"] = statistics.median(times)
+        print(f"  {policy} rounds ({jobs} jobs, {gpus} GPUs): median {statistics.median(times):.3f} s"
+              f" over {len(times)}: {', '.join(f'{t:.2f}' for t in times)}", flush=True)
+
+
+def timed_run(out: dict, key: str, label: str, truth, policy: str, workload: Workload,
+              max_time_s: float | None = None) -> None:
+    """One simulation on 512x4 (2,048 GPUs): its wall time under `key`, a line of its figures."""
+    wall, result = simulate(truth, policy, "512x4", workload, max_time_s=max_time_s)
+    s = summarize(result)
+    out[key], out[f"{key} cpu"] = wall, CPU_S[0]
+    print(f"  {label} ({len(workload.jobs)} jobs) {policy}: {wall:.1f} s ({CPU_S[0]:.1f} s CPU), "
+          f"{result.rounds} rounds, "
+          f"avg JCT {s.avg_jct_s:.0f} s, {s.finished} finished, {s.unfinished} unfinished", flush=True)
+
+
+def section_day(out: dict, args) -> None:
+    truth = CatalogTruth()
+    day = busiest_day(truth)
+    for policy in args.day_policies.split(","):
+        timed_run(out, f"day {policy}", "busiest day", truth, policy, day)
+
+
+def section_trace(out: dict, args) -> None:
+    truth = CatalogTruth()
+    trace = whole_trace(truth)
+    for policy in args.trace_policies.split(","):
+        timed_run(out, f"trace {policy}", "whole trace", truth, policy, trace,
+                  max_time_s=args.trace_max_days * 86400)
+    out["trace peak RSS MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak RSS of this process: {out['trace peak RSS MiB']:.0f} MiB", flush=True)
+
+
+def _cli_matrix(extra: list[str], policies: str) -> float:
+    cmd = [sys.executable, "-c", "from corral.cli.main import main; main()", "simulate",
+           "-w", str(POLLUX / "workloads"),
+           "--profiles", str(POLLUX / "profiles"), "-p", policies, *extra]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+    return time.perf_counter() - started
+
+
+def section_matrix(out: dict, args) -> None:
+    require(POLLUX / "workloads")
+    policies = args.matrix_policies
+    try:
+        from corral.sim.runners import ProcessRunner  # noqa: F401  (after the change only)
+    except ImportError:
+        from corral.sim.truth.profiles import ProfileTruth
+        from corral.sim.workloads import load_workloads
+
+        truth = ProfileTruth(POLLUX / "profiles")
+        started = time.perf_counter()
+        for w in load_workloads(POLLUX / "workloads", truth.limits()):
+            for p in policies.split(","):
+                simulate(truth, p, "16x4", w)
+        out["matrix serial"] = time.perf_counter() - started
+        print(f"  matrix serial (in-process loop): {out['matrix serial']:.1f} s", flush=True)
+        return
+    out["matrix serial"] = _cli_matrix(["--jobs", "1"], policies)
+    print(f"  matrix serial: {out['matrix serial']:.1f} s", flush=True)
+    out["matrix 2 processes"] = _cli_matrix(["--jobs", "2"], policies)
+    out["matrix speed-up, 2 processes"] = out["matrix serial"] / out["matrix 2 processes"]
+    print(f"  matrix --jobs 2: {out['matrix 2 processes']:.1f} s "
+          f"({out['matrix speed-up, 2 processes']:.2f}x)", flush=True)
+    from ray.cluster_utils import Cluster as RayCluster
+
+    cluster = RayCluster(initialize_head=True, head_node_args=dict(
+        num_cpus=1, include_dashboard=False, node_ip_address="127.0.0.1"))
+    try:
+        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        # the head listens on loopback; Ray reports the machine's outward address
+        address = "127.0.0.1:" + cluster.address.rsplit(":", 1)[1]
+        out["matrix Ray 2 nodes"] = _cli_matrix(["--ray-address", address], policies)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        print(f"  matrix on Ray failed: {exc}", flush=True)
+        return
+    finally:
+        cluster.shutdown()
+    out["matrix speed-up, Ray 2 nodes"] = out["matrix serial"] / out["matrix Ray 2 nodes"]
+    print(f"  matrix on Ray (2 local nodes, 1 CPU each): {out['matrix Ray 2 nodes']:.1f} s "
+          f"({out['matrix speed-up, Ray 2 nodes']:.2f}x)", flush=True)
+
+
+def section_placement(out: dict, args) -> None:
+    """Optimus's Theorem-1 placement of 4,000 jobs (1-16 GPUs) one after another on 4000x4:
+    the per-job sort (`fewest_nodes_even`) against the bucketed `EvenPlacer`, same placements."""
+    import numpy as np
+
+    from corral.policies.optimus import EvenPlacer, fewest_nodes_even
+    from corral.policies.placement import take
+
+    sizes = np.random.default_rng(0).choice([1, 1, 1, 2, 4, 8, 16], size=4000).tolist()
+    placed = {}
+    for name, make in (("sort per job", lambda: fewest_nodes_even), ("EvenPlacer", EvenPlacer)):
+        free, place, got = [4] * 4000, make(), []
+        started = time.perf_counter()
+        for k in sizes:
+            got.append(place(free, k))
+            if got[-1] is not None:
+                take(free, got[-1])
+        placed[name] = got
+        out[f"placement 4000 jobs 4000x4, {name}"] = time.perf_counter() - started
+        print(f"  placement, {name}: {out[f'placement 4000 jobs 4000x4, {name}']:.3f} s", flush=True)
+    assert placed["sort per job"] == placed["EvenPlacer"], "EvenPlacer placed differently"
+
+
+RUNNERS: dict[str, Callable[[dict, argparse.Namespace], None]] = {
+    "placement": section_placement, "engine": section_engine, "rounds": section_rounds, "day": section_day,
+    "trace": section_trace, "matrix": section_matrix,
+}
+
+
+def check_reference() -> int:
+    """Every (policy, workload) cell of the stored pre-change run against this code; the number
+    of cells that differ (the CI test checks a subset, tests/sim/test_reference.py)."""
+    sys.path.insert(0, str(REPO / "tests" / "sim"))
+    from reference_run import figures, load_reference
+
+    differ = 0
+    for policy, cells in load_reference().items():
+        for workload, stored in cells.items():
+            started = time.perf_counter()
+            now = figures(policy, workload)
+            bad = {k: (v, now.get(k)) for k, v in stored.items() if now.get(k) != v}
+            differ += bool(bad)
+            print(f"{policy:17s} {workload}: {'same' if not bad else f'DIFFERS {bad}'} "
+                  f"({time.perf_counter() - started:.1f} s)", flush=True)
+    print(f"{differ} cell(s) differ")
+    return differ
+
+
+def table(after: dict, before: dict) -> str:
+    lines = [f"{'figure':58s} {'after':>10s} {'before':>10s} {'ratio':>8s}  target"]
+    for key, value in after.items():
+        old = before.get(key)
+        speedup = "speed-up" in key or "RSS" in key
+        ratio = "" if old is None or speedup or value == 0 else f"{old / value:.1f}x"
+        target = TARGETS.get(key)
+        verdict = ""
+        if target is not None:
+            limit, kind = target
+            ok = value <= limit if kind == "max" else value >= limit
+            verdict = f"{'<=' if kind == 'max' else '>='} {limit:g} {'met' if ok else 'NOT met'}"
+        fmt = (lambda v: f"{v:.2f}x") if "speed-up" in key else (lambda v: f"{v:.3f}")
+        lines.append(f"{key:58s} {fmt(value):>10s} {fmt(old) if old is not None else '-':>10s} "
+                     f"{ratio:>8s}  {verdict}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--day-policies", default="tiresias-las,optimus,pollux")
+    ap.add_argument("--trace-policies", default="fifo,tiresias-las")
+    ap.add_argument("--trace-max-days", type=float, default=3650.0,
+                    help="horizon of the whole-trace runs (both sides), days")
+    ap.add_argument("--matrix-policies", default=SEVEN)
+    ap.add_argument("--save", type=Path, help="write the figures here (JSON)")
+    ap.add_argument("--before", type=Path, help="a --save of the code before, for ratios")
+    ap.add_argument("--show", type=Path, help="only print the table of this --save (with --before)")
+    ap.add_argument("--check-reference", action="store_true",
+                    help="only compare every cell of tests/sim/data/reference_summaries.json")
+    args = ap.parse_args()
+    if args.check_reference:
+        raise SystemExit(check_reference())
+    if args.show:
+        print(table(_figures(args.show), _figures(args.before)))
+        return
+    import os
+
+    import corral
+
+    load = os.getloadavg()
+    print(f"machine: {machine()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"code: {Path(corral.__file__).parent}")
+    out: dict[str, float] = {}
+    for name in args.only.split(","):
+        print(f"[{name}]", flush=True)
+        RUNNERS[name](out, args)
+    if args.save:
+        doc = {"machine": machine(), "load": os.getloadavg(), "code": str(Path(corral.__file__).parent),
+               "figures": out}
+        if args.save.exists():
+            old = json.loads(args.save.read_text())
+            doc["figures"] = {**old.get("figures", {}), **out}
+        args.save.write_text(json.dumps(doc, indent=1) + "\n")
+    print(table(out, _figures(args.before)))
+
+
+def _figures(path: Path | None) -> dict:
+    """The figures of a --save file ({} when there is none yet)."""
+    return json.loads(path.read_text())["figures"] if path is not None and path.exists() else {}
+
+
+if __name__ == "__main__":
+    main()

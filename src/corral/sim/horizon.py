@@ -1,0 +1,75 @@
+"""How long a simulation may run: until every job finishes, with a guard fitted to the trace.
+
+A simulation runs until its last job finishes. The guard only stops a run that cannot end
+(a policy that never places some job, a job that never progresses). It is stated relative to
+the trace, not as a fixed time: the last submission plus `GUARD_FACTOR` x (the trace's span +
+its serial work), where the serial work is the time every job would take run one after another,
+each alone on the GPUs it asked for at the user's batch size, with one restart pause each. Any
+schedule that keeps at least one job running whenever one is waiting ends well inside it, so on
+a real trace (the whole Philly trace: 106 days of submissions, years of serial work) the guard
+never binds; a run stopped there says so (`SimResult.stopped`).
+
+The serial work is computed once per distinct (application, GPUs, batch, epochs) of the trace,
+through the replay's cached per-configuration epoch times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from corral.core.jobs import JobSpec
+from corral.sim.replay import packed_counts, remaining_at
+from corral.sim.truth.base import Truth
+
+#: The guard is this many times (span + serial work) after the last submission.
+GUARD_FACTOR = 2.0
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """Simulated time at which a run stops, and how that time was chosen (in words)."""
+
+    limit_s: float
+    basis: str
+
+    def stop_note(self, unfinished: int, total: int) -> str:
+        """The sentence a run stopped at this horizon reports."""
+        return (f"stopped at {self.limit_s / DAY_S:,.1f} simulated days ({self.basis}) "
+                f"with {unfinished:,} of {total:,} jobs unfinished")
+
+
+def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
+                  restart_s: float) -> float:
+    """Seconds every job takes alone on its requested (packed) GPUs at the user's batch, summed,
+    with one `restart_s` pause per job."""
+    per_config: dict[tuple, float] = {}
+    total = 0.0
+    for spec in jobs:
+        app = truth.app(spec.app)
+        epochs = spec.epochs or app.limits.epochs
+        epochs = max(1, min(epochs, len(app.epoch_progress())))
+        key = (spec.app, spec.gpus, spec.batch_size, spec.max_local_bsz, epochs)
+        secs = per_config.get(key)
+        if secs is None:
+            counts = packed_counts(spec.gpus, gpus_per_node)
+            secs = remaining_at(app, counts, spec.user_batch(spec.gpus), epochs, 0, 0.0)[0]
+            per_config[key] = secs
+        total += secs + restart_s
+    return total
+
+
+def trace_horizon(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
+                  restart_s: float, max_time_s: float | None = None) -> Horizon:
+    """The horizon of a run over `jobs`: `max_time_s` when given, else the trace's guard."""
+    if max_time_s is not None:
+        return Horizon(float(max_time_s), "the configured limit")
+    if not jobs:
+        return Horizon(0.0, "no jobs")
+    first = min(j.submit_time_s for j in jobs)
+    last = max(j.submit_time_s for j in jobs)
+    work = serial_work_s(jobs, truth, gpus_per_node, restart_s)
+    limit = last + GUARD_FACTOR * ((last - first) + work)
+    return Horizon(limit, f"the guard: last submission + {GUARD_FACTOR:g} x (trace span "
+                          f"{(last - first) / DAY_S:,.1f} d + serial work {work / DAY_S:,.1f} d)")

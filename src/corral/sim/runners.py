@@ -1,0 +1,106 @@
+"""Where a sweep's simulations run: in this process, in worker processes, or as Ray tasks.
+
+A runner takes independent tasks (a picklable function and its arguments) and yields each
+task's index and outcome as it finishes, in whatever order they finish; the caller puts them
+back in order. Every task is one whole simulation, seconds to minutes long, so the cost of
+shipping its inputs (a workload, a policy name) is small beside it.
+
+* `SerialRunner` -- one after another in this process (`--jobs 1`, or a single cell).
+* `ProcessRunner` -- `concurrent.futures` worker processes (`--jobs N`), started with `spawn`
+  so no thread or lock of the parent (a progress bar's refresh thread) is copied into them.
+* `RayRunner` -- Ray tasks on the cluster at `address` (`--ray-address`; `auto` for the one
+  this machine belongs to), one CPU each; each distinct argument object is put in Ray's object
+  store once, so a trace shared by many cells travels once. Ray is imported only here.
+
+Task functions must not raise (the sweep wraps them, `corral.sim.sweep.run_cell`), so one
+failing simulation never loses the others.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+Task = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class Runner(Protocol):
+    """Runs tasks; yields (task index, return value) as each finishes."""
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
+        ...
+
+
+class SerialRunner:
+    """Every task in this process, in order."""
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
+        for i, (fn, args) in enumerate(tasks):
+            yield i, fn(*args)
+
+
+class ProcessRunner:
+    """Tasks in `workers` spawned processes (never more than there are tasks)."""
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
+        if not tasks:
+            return
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx) as pool:
+            pending = {pool.submit(fn, *args): i for i, (fn, args) in enumerate(tasks)}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield pending.pop(future), future.result()
+
+
+class RayRunner:
+    """Tasks as Ray tasks (one CPU each) on the Ray cluster at `address`.
+
+    Connects with `ray.init(address=...)` unless this process is already connected (then the
+    existing connection is used and left open); a connection it opened is closed at the end.
+    """
+
+    def __init__(self, address: str | None) -> None:
+        self.address = address
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
+        import ray
+
+        opened = False
+        if not ray.is_initialized():
+            ray.init(address=self.address, log_to_driver=False, include_dashboard=False)
+            opened = True
+        try:
+            refs = _put_shared(ray, tasks)
+            remote: dict[Callable, Any] = {}
+            pending = {}
+            for i, (fn, args) in enumerate(tasks):
+                if fn not in remote:
+                    remote[fn] = ray.remote(num_cpus=1, max_retries=0)(fn)
+                pending[remote[fn].remote(*[refs.get(id(a), a) for a in args])] = i
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    yield pending.pop(ref), ray.get(ref)
+        finally:
+            if opened:
+                ray.shutdown()
+
+
+def _put_shared(ray: Any, tasks: Sequence[Task]) -> dict[int, Any]:
+    """Object refs for arguments that several tasks share (by identity), put once each."""
+    seen: dict[int, int] = {}
+    objs: dict[int, Any] = {}
+    for _, args in tasks:
+        for a in args:
+            if not isinstance(a, (str, int, float, bool, type(None))):
+                seen[id(a)] = seen.get(id(a), 0) + 1
+                objs[id(a)] = a
+    return {key: ray.put(objs[key]) for key, n in seen.items() if n > 1}

@@ -1,0 +1,43 @@
+"""Where a ground truth comes from, as a small value a worker process or Ray task can rebuild.
+
+A loaded truth holds per-instance caches that do not pickle; a sweep sends its workers this
+description instead, and each worker loads the truth once (`load`, memoised per process) and
+keeps its caches warm across the cells it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from corral.sim.truth.base import Truth
+
+
+@dataclass(frozen=True, slots=True)
+class TruthSource:
+    """Measured profiles (`profiles`), a catalog file (`catalog`), or the built-in catalog."""
+
+    profiles: str | None = None
+    catalog: str | None = None
+
+    @classmethod
+    def of(cls, profiles: Path | str | None = None,
+           catalog: Path | str | None = None) -> "TruthSource":
+        return cls(str(profiles) if profiles is not None else None,
+                   str(catalog) if catalog is not None else None)
+
+    def load(self) -> Truth:
+        """The truth, loaded once per process for each distinct source."""
+        return _load(self)
+
+
+@lru_cache(maxsize=8)
+def _load(source: TruthSource) -> Truth:
+    if source.profiles is not None:
+        from corral.sim.truth.profiles import ProfileTruth
+
+        return ProfileTruth(Path(source.profiles))
+    from corral.sim.truth.catalog import CatalogTruth
+
+    return CatalogTruth(source.catalog)

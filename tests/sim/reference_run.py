@@ -1,0 +1,85 @@
+"""Non-timing summary figures of the shared 160-job workloads, and the stored run they must match.
+
+`tests/sim/data/reference_summaries.json` was written by running this module against the code
+as it was at commit 9f38669, before the simulator's speed work (issue 18):
+
+    git archive 9f38669 | tar -x -C /tmp/corral-9f38669
+    PYTHONPATH=/tmp/corral-9f38669/src python tests/sim/reference_run.py \
+        --out tests/sim/data/reference_summaries.json
+
+It holds only figures this project computed (summaries of its own simulations), none of the
+shared data. Only public APIs that exist before and after the change are used, so the same
+function computes the stored and the current figures. `test_reference.py` compares a subset
+in CI; `benchmarks/bench_scale.py --check-reference` compares every cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Iterable
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+SHARED_POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
+REFERENCE_FILE = Path(__file__).resolve().parent / "data" / "reference_summaries.json"
+#: Every simulator policy that needs no extra mechanism, compared on the eight workloads.
+POLICIES: tuple[str, ...] = ("fifo", "srtf", "tiresias-las", "tiresias-gittins", "optimus",
+                             "optimus-oracle", "pollux")
+WORKLOADS: tuple[str, ...] = tuple(f"workload-{i}" for i in range(1, 9))
+CLUSTER = "16x4"
+#: Summary fields that measure the machine, not the schedule.
+TIMING_FIELDS: frozenset[str] = frozenset({"wall_s"})
+
+
+def figures(policy: str, workload: str, shared: Path = SHARED_POLLUX) -> dict[str, object]:
+    """Every non-timing summary field of `policy` on one shared workload (measured profiles)."""
+    from corral.core import Cluster, create_policy
+    from corral.sim.engine import Simulator
+    from corral.sim.metrics import summarize
+    from corral.sim.truth.profiles import ProfileTruth
+    from corral.sim.workloads import load_pollux_csv
+
+    truth = ProfileTruth(shared / "profiles")
+    wl = load_pollux_csv(shared / "workloads" / f"{workload}.csv", truth.limits())
+    result = Simulator(truth, create_policy(policy), Cluster.parse(CLUSTER)).run(wl)
+    summary = summarize(result).to_dict()
+    out = {k: v for k, v in summary.items() if k not in TIMING_FIELDS}
+    out["rounds"] = result.rounds
+    return out
+
+
+def load_reference(path: Path = REFERENCE_FILE) -> dict[str, dict[str, dict[str, object]]]:
+    """{policy: {workload: figures}} of the stored run."""
+    return json.loads(path.read_text())["figures"]
+
+
+def main(argv: Iterable[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    import corral
+
+    doc: dict = {"made_by": "tests/sim/reference_run.py", "code": str(Path(corral.__file__).parent),
+                 "cluster": CLUSTER, "truth": "measured profiles (../shared/data/pollux/profiles)",
+                 "figures": {}}
+    if args.out.exists():
+        doc = json.loads(args.out.read_text())
+    for policy in args.policies.split(","):
+        for workload in args.workloads.split(","):
+            started = time.perf_counter()
+            doc["figures"].setdefault(policy, {})[workload] = figures(policy, workload)
+            print(f"{policy} {workload}: {time.perf_counter() - started:.1f} s", file=sys.stderr,
+                  flush=True)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The speed work changed no result: every non-timing summary figure of the shared 160-job
+workloads equals, to the last digit, a stored run of the code before it (commit 9f38669).
+
+The stored run (`tests/sim/data/reference_summaries.json`, made by `reference_run.py`) covers
+all seven policies on all eight workloads; this test checks the cells that run in a few seconds
+each, and `python benchmarks/bench_scale.py --check-reference` checks every cell.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures, load_reference
+
+pytestmark = pytest.mark.skipif(not SHARED_POLLUX.is_dir(),
+                                reason=f"shared data not found at {SHARED_POLLUX}")
+
+#: (policy, workload) cells checked in CI: every cheap policy on two workloads, Optimus (the
+#: oracle form, whose speed tables changed) on one.
+CI_CELLS = [(p, w) for p in ("fifo", "srtf", "tiresias-las", "tiresias-gittins")
+            for w in ("workload-1", "workload-6")] + [("optimus-oracle", "workload-1")]
+
+
+def test_reference_file_covers_the_whole_matrix():
+    ref = load_reference()
+    assert sorted(ref) == sorted(["fifo", "srtf", "tiresias-las", "tiresias-gittins", "optimus",
+                                  "optimus-oracle", "pollux"])
+    for policy, cells in ref.items():
+        assert sorted(cells) == [f"workload-{i}" for i in range(1, 9)], policy
+        for fig in cells.values():
+            assert fig["finished"] == 160 and fig["unfinished"] == 0 and "wall_s" not in fig
+
+
+@pytest.mark.parametrize("policy,workload", CI_CELLS)
+def test_summary_figures_unchanged(policy, workload):
+    stored = load_reference()[policy][workload]
+    now = figures(policy, workload)
+    assert {k: now.get(k) for k in stored} == stored, f"{policy} on {workload} ({REFERENCE_FILE})"

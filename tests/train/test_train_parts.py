@@ -298,3 +298,31 @@ def test_sync_timer_measures_on_the_host_clock_on_the_cpu() -> None:
     assert 0.015 < timer.latest() < 1.0
     timer.stop()  # a stop without a start (no bucket this step) keeps the last figure
     assert 0.015 < timer.latest() < 1.0
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses listening on `port` (IPv4), from /proc/net/tcp."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        host, p = local.split(":")
+        if int(p, 16) == port and state == "0A":
+            found.add(".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
+def test_local_rendezvous_listens_on_loopback_only() -> None:
+    import datetime
+
+    from corral.executors.procs import free_port
+    from corral.train.distributed import _loopback_store
+
+    port = free_port()
+    store = _loopback_store(WorkerEnv(rank=0, world_size=2, master_port=port),
+                            datetime.timedelta(seconds=5))
+    try:
+        assert _listening_addresses(port) == {"127.0.0.1"}
+    finally:
+        del store
+    assert _loopback_store(WorkerEnv(master_addr="10.1.2.3"), datetime.timedelta(seconds=1)) is None

@@ -1,7 +1,8 @@
 """Process-group setup, the DistributedDataParallel wrapper, and the few collectives the
 trainer needs outside DDP, over torch.distributed.
 
-The rendezvous is the executor's `env://` variables (corral.train.env.WorkerEnv); the backend
+The rendezvous is the executor's `env://` variables (corral.train.env.WorkerEnv), on a store
+that listens on 127.0.0.1 only when the workers meet on this machine; the backend
 and device come from corral.train.device (nccl on GPUs, gloo on the CPU). A one-worker job
 creates no process group and trains the module as it is. The timeout is short (default 120 s)
 so that a worker whose peer died does not hang for torch's default 30 minutes: the executor
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import ipaddress
 import os
+import socket
 from typing import Any, Callable
 
 import torch
@@ -36,6 +39,33 @@ _NO_BUFFER_SYNC = ("forward_sync_buffers" if "forward_sync_buffers" in
                    else "broadcast_buffers")
 
 
+def _loopback_store(worker: WorkerEnv, timeout: datetime.timedelta) -> dist.TCPStore | None:
+    """The rendezvous store of a job on this machine, listening on 127.0.0.1 only (torch's own
+    `tcp://` rendezvous listens on every interface whatever address it is given); None when the
+    workers meet on another address (several machines: Ray)."""
+    try:
+        if not ipaddress.ip_address(worker.master_addr).is_loopback:
+            return None
+    except ValueError:
+        if worker.master_addr != "localhost":
+            return None
+    host = "127.0.0.1"
+    if worker.rank != 0:
+        return dist.TCPStore(host, worker.master_port, worker.world_size, False, timeout)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, worker.master_port))
+        sock.listen(max(128, worker.world_size))
+    except OSError:
+        sock.close()
+        raise
+    # the store owns the listening socket from here (and closes it)
+    return dist.TCPStore(host, worker.master_port, worker.world_size, True, timeout,
+                         wait_for_workers=False,  # init_process_group's barrier waits for them
+                         master_listen_fd=sock.detach())
+
+
 class Group:
     """This worker's process group (a no-op one for a single worker)."""
 
@@ -49,11 +79,12 @@ class Group:
             torch.cuda.set_device(self.device)
         self.active = self.size > 1
         if self.active and not dist.is_initialized():
-            dist.init_process_group(
-                backend=placement.backend,
-                init_method=f"tcp://{worker.master_addr}:{worker.master_port}",
-                rank=worker.rank, world_size=worker.world_size,
-                timeout=datetime.timedelta(seconds=timeout_s))
+            timeout = datetime.timedelta(seconds=timeout_s)
+            store = _loopback_store(worker, timeout)
+            rendezvous = ({"store": store} if store is not None else
+                          {"init_method": f"tcp://{worker.master_addr}:{worker.master_port}"})
+            dist.init_process_group(backend=placement.backend, rank=worker.rank,
+                                    world_size=worker.world_size, timeout=timeout, **rendezvous)
 
     def data_parallel(self, module: torch.nn.Module,
                       hook: Callable[[Any, dist.GradBucket], torch.futures.Future]

@@ -199,11 +199,12 @@ def test_default_horizon_fits_the_trace_and_says_why_it_stopped():
         def decide(self, snapshot):
             return Decision({})
 
-    # serial work: 30 s start + 180 s training per job; span 1000 s; guard 1000 + 2 x (1000 + 420)
+    # serial work: 30 s start + 180 s training + a 60 s round per job; span 1000 s;
+    # guard 1000 + 2 x (1000 + 540)
     jobs, result = run(Idle(), [spec("a"), spec("b", t=1000.0)])
     assert all(j.finish_s is None for j in jobs.values())
     assert "the guard: last submission + 2 x (trace span 0.0 d + serial work 0.0 d)" in result.stopped
-    assert result.stopped.startswith(f"stopped at {(1000 + 2 * (1000 + 420)) / 86400:,.1f} simulated days")
+    assert result.stopped.startswith(f"stopped at {(1000 + 2 * (1000 + 540)) / 86400:,.1f} simulated days")
     from corral.sim.metrics import mean_summary, summarize
 
     summary = summarize(result)

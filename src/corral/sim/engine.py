@@ -84,7 +84,7 @@ class Simulator:
         self._held = [0] * self.cluster.num_nodes  # GPUs running jobs hold, per node
         self._used = 0  # ... and in all
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
-                              cfg.mechanism.overheads.start_s, cfg.max_time_s)
+                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s)
         self._max_time_s = max_time = limit.limit_s
 
         while len(done) < total:

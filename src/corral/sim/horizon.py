@@ -41,9 +41,10 @@ class Horizon:
 
 
 def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
-                  restart_s: float) -> float:
-    """Seconds every job takes alone on its requested (packed) GPUs at the user's batch, summed,
-    with one `restart_s` pause per job."""
+                  restart_s: float, interval_s: float = 0.0) -> float:
+    """Seconds every job takes alone on its requested (packed) GPUs at the user's batch (its
+    time outside steps included), summed, with one `restart_s` pause and one wait for a
+    scheduling round (`interval_s`) per job."""
     per_config: dict[tuple, float] = {}
     total = 0.0
     for spec in jobs:
@@ -55,13 +56,15 @@ def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
         if secs is None:
             counts = packed_counts(spec.gpus, gpus_per_node)
             secs = remaining_at(app, counts, spec.user_batch(spec.gpus), epochs, 0, 0.0)[0]
+            secs += app.epoch_overhead_s * epochs
             per_config[key] = secs
-        total += secs + restart_s
+        total += secs + restart_s + interval_s
     return total
 
 
 def trace_horizon(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
-                  restart_s: float, max_time_s: float | None = None) -> Horizon:
+                  restart_s: float, max_time_s: float | None = None,
+                  interval_s: float = 0.0) -> Horizon:
     """The horizon of a run over `jobs`: `max_time_s` when given, else the trace's guard."""
     if max_time_s is not None:
         return Horizon(float(max_time_s), "the configured limit")
@@ -69,7 +72,7 @@ def trace_horizon(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
         return Horizon(0.0, "no jobs")
     first = min(j.submit_time_s for j in jobs)
     last = max(j.submit_time_s for j in jobs)
-    work = serial_work_s(jobs, truth, gpus_per_node, restart_s)
+    work = serial_work_s(jobs, truth, gpus_per_node, restart_s, interval_s)
     limit = last + GUARD_FACTOR * ((last - first) + work)
     return Horizon(limit, f"the guard: last submission + {GUARD_FACTOR:g} x (trace span "
                           f"{(last - first) / DAY_S:,.1f} d + serial work {work / DAY_S:,.1f} d)")

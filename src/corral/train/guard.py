@@ -1,13 +1,14 @@
 """Divergence detection on the training device: a loss that is not finite, has exploded, or has
 climbed back to where training started.
 
-Each micro-batch's loss updates, on the device, a running mean of about the last 10 losses
+The trainer hands it the mean loss of every host-view period (a few steps). Each such loss
+updates, on the device, a running mean of about the last 10 of them
 (bias-corrected, as Adam's moments), the lowest that mean has been, and the mean of the first
-`warmup` losses (where the job started). The divergence flag (corral.train.grad_stats.DIVERGED)
+`warmup` (where the job started). The divergence flag (corral.train.grad_stats.DIVERGED)
 is set by a non-finite loss, or, after the warm-up, when the running mean exceeds both
 `factor` x its lowest value and half the starting level: an explosion, or a model that has lost
 what it learned (the collapse to chance accuracy seen live). A noisy micro-batch late in
-training does not trip it (0.02 -> 0.4 for one batch moves the mean by 0.04), nor does the
+training does not trip it (0.02 -> 0.4 for one batch moves the mean by little), nor does the
 loss bump of a batch-size change.
 
 The flag travels with the gradients (several workers agree on it) and reaches the host through
@@ -33,7 +34,7 @@ class DivergenceGuard:
     """Running loss mean, its lowest value, the starting level and the divergence flag."""
 
     def __init__(self, device: torch.device, factor: float | None = DEFAULT_EXPLODE_FACTOR,
-                 warmup: int = 20, smoothing: float = 0.9) -> None:
+                 warmup: int = 5, smoothing: float = 0.9) -> None:
         self.factor = factor
         self.warmup = warmup
         self.smoothing = smoothing
@@ -41,7 +42,7 @@ class DivergenceGuard:
                                    device=device)
 
     def observe(self, loss: torch.Tensor, flags: torch.Tensor) -> None:
-        """Check one micro-batch's loss; sets flags[DIVERGED] when it diverged."""
+        """Check one loss (a period's mean); sets flags[DIVERGED] when it diverged."""
         value = loss.detach().double()
         st = self._state
         finite = torch.isfinite(value)

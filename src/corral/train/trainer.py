@@ -163,8 +163,10 @@ class ElasticTrainer:
         self._host_stats: GradStats | None = None  # lagged, for the per-step LR gain
         self._lost = torch.zeros((), dtype=torch.float64, device=self.device)
         self._lost_seen = 0.0  # progress of skipped (non-finite) steps taken back so far
-        self._loss_sum = torch.zeros((), device=self.device)
+        self._loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self._loss_count = 0
+        self._period_loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._period_count = 0  # micro-batch losses summed since the guard last looked
         self._micro = 0
         self._forwards = 0
         self._step_started: float | None = None
@@ -274,9 +276,8 @@ class ElasticTrainer:
         if last and self.model is not self.module and self._forwards == 0:
             raise RuntimeError("with several workers, compute the loss with trainer.model(x) "
                                "(the DistributedDataParallel wrapper), not the module passed in")
-        self._loss_sum += loss.detach().float()
-        self._loss_count += 1
-        self.guard.observe(loss, self.sampler.flags)
+        self._period_loss += loss.detach()
+        self._period_count += 1
         if self._stop.requested:
             self.sampler.flags[STOP] = 1.0
         if self._resize.requested:
@@ -340,6 +341,8 @@ class ElasticTrainer:
         if self.is_chief and self._step_started is not None:
             self.profiler.record(cfg.num_nodes, self.world_size, self.batch,
                                  now - self._step_started, sync_s)
+        if state.steps % self._view.period == 0:
+            self._fold_losses(check=True)
         if self._view.refresh(state.steps, self._host_vector()) and self._act_on_view():
             return
         if self.first_step_time is None:
@@ -459,8 +462,9 @@ class ElasticTrainer:
         if self.config.batch is None:
             self.batch = self.batch_control.restart_from(
                 initial_batch(self.estimator, self.world_size), self.world_size, self.steps)
-        self._loss_sum.zero_()
-        self._loss_count = 0
+        for total in (self._loss_sum, self._period_loss):
+            total.zero_()
+        self._loss_count = self._period_count = 0
         self._restored = True
         self.profiler.skip_next()
         message = (f"{why} at {at}: restored {source} (step {self.steps}, epoch {self.epoch}) "
@@ -471,7 +475,21 @@ class ElasticTrainer:
             self._report("running")
 
     # -------------------------------------------------------------------- checkpointing
+    def _fold_losses(self, check: bool) -> None:
+        """Move the losses summed since the last fold into the report's sum; with `check`, the
+        divergence guard looks at their mean first (once per host-view period, not per batch:
+        its few dozen small device operations are a fixed cost of every call)."""
+        if not self._period_count:
+            return
+        if check:
+            self.guard.observe(self._period_loss / self._period_count, self.sampler.flags)
+        self._loss_sum += self._period_loss
+        self._loss_count += self._period_count
+        self._period_loss.zero_()
+        self._period_count = 0
+
     def _mean_loss(self, reset: bool) -> float | None:
+        self._fold_losses(check=False)
         state = self.progress_state
         if self._loss_count:
             loss = float(self._loss_sum) / self._loss_count

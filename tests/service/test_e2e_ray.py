@@ -95,7 +95,10 @@ def test_spanning_job_resize_and_lost_node_on_ray(service, ray_cluster) -> None:
         assert live.final_accuracy(svc.client.logs(job["id"])) >= TARGET
     log_b = svc.client.logs(b)
     assert "worker(s) lost" in log_b and "restarting from the last checkpoint" in log_b
-    assert "a node of its placement has left" in log_b or "does not fit the nodes now" in log_b
+    # re-placed on the node that is left: by the executor (it re-packs or says the placement
+    # does not fit) or by the next round, whichever sees the smaller cluster first
+    assert ("a node of its placement has left" in log_b or "does not fit the nodes now" in log_b
+            or any("on n0:" in line for line in _launch_lines(svc, b)[1:])), log_b
     after = [r for r in svc.client.telemetry(b) if r["launch"] >= 1]
     assert after and after[0]["resumed_steps"] > 0  # from its checkpoint, not from scratch
     assert after[-1]["steps"] > after[0]["resumed_steps"]  # and trained on after the loss

@@ -123,8 +123,10 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
     changes = {}
     for job in jobs:
         rows = [r for r in svc.client.telemetry(job["id"]) if r["total_bsz"]]
+        # a decision, not the rounding of the same total split over another GPU count
         changes[job["id"]] = [(b["steps"], a["total_bsz"], b["total_bsz"])
-                              for a, b in zip(rows, rows[1:]) if a["total_bsz"] != b["total_bsz"]]
+                              for a, b in zip(rows, rows[1:])
+                              if abs(b["total_bsz"] - a["total_bsz"]) > 0.1 * a["total_bsz"]]
     assert any(changes.values()), f"no adaptive job ever changed its batch: {changes}"
     for steps in ([s for s, _, _ in c] for c in changes.values()):
         assert all(b - a >= DEFAULT_MIN_HOLD_STEPS // 2 for a, b in zip(steps, steps[1:])), changes

@@ -27,7 +27,7 @@ from corral.train.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION,  # noqa:
                                   LEAVE_EXIT_CODE, ResizeRequest, ready_ranks, write_request)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_resume import JOB, reference, run_job  # noqa: E402,F401  (reference: a fixture)
+from test_resume import JOB, finish, reference, run_job  # noqa: E402,F401  (reference: a fixture)
 
 TIMEOUT_S = 120
 HOLD_AT = 10
@@ -58,20 +58,6 @@ def _wait_ready(control: Path, generation: int, ranks: set[int], procs) -> None:
                 "the new workers to be ready")
 
 
-def _finish(procs) -> list[tuple[int, str]]:
-    out = []
-    try:
-        for p in procs:
-            text, _ = p.communicate(timeout=TIMEOUT_S)
-            out.append((p.returncode, text))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return out
-
-
 def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False):
     """Run tiny_job on `old` workers, resize it in place to `new` at step HOLD_AT."""
     control, out = tmp_path / "control", tmp_path / "w.json"
@@ -96,7 +82,7 @@ def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False):
                                          batch=(16 // new, 0), launch=1))
     for p in olds:
         p.send_signal(signal.SIGUSR1)
-    return _finish(olds), _finish(joiners), out
+    return finish(olds), finish(joiners), out
 
 
 def _same_weights(result: dict, reference: dict) -> None:

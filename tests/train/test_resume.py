@@ -31,6 +31,11 @@ def run_job(k: int, config: JobConfig, *args: str) -> list[tuple[int, str]]:
                            master_port=port).to_env()}
         procs.append(subprocess.Popen([sys.executable, str(JOB), *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return finish(procs)
+
+
+def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    """(status, output) of each process; any still running after TIMEOUT_S is killed."""
     out = []
     try:
         for p in procs:

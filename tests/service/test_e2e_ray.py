@@ -8,11 +8,11 @@ $CORRAL_RAY_RESOURCE (the executor's option defaults) and runs the elastic test 
 1. job A arrives alone: 4 workers, 2 on each node (one torch.distributed job across nodes);
 2. job B arrives: A is resized to 2 workers (checkpoint-restart, its batch changes), B gets
    the other node;
-3. B's node is killed (its raylet and workers, as if the machine died) while B trains: B
-   restarts from its last checkpoint on the node that remains, once A's slots are free (or
-   sooner if the policy re-decides on the smaller cluster), and finishes.
-Both reach the example's stated accuracy. The service helpers are the runtime issue's
-(tests/service/livecluster.py). Skipped without ray, torch or the service extras.
+3. B's node is killed (its raylet and workers, as if the machine died) while B trains: the
+   service sees the smaller cluster, the policy re-decides, and B restarts from its last
+   checkpoint on the node that remains and trains on.
+Both reach the example's stated accuracy, then are cancelled. The service helpers are the
+runtime issue's (tests/service/livecluster.py). Skipped without ray, torch or the service extras.
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ pytest.importorskip("uvicorn", reason="the service extras are not installed")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-
-
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
+
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
-JOB_TIMEOUT_S = 150
+#: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training.
+LONG_EPOCHS = "200"
 DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
                      min_local_bsz=8, max_gpus=4)
 #: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
 FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
                    "health_check_failure_threshold": 3}
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(480)
 
 
 @pytest.fixture
@@ -69,38 +69,59 @@ def _launch_lines(svc, job_id: str) -> list[str]:
     return [l for l in svc.client.logs(job_id).splitlines() if "] launch " in l and "Ray actors" in l]
 
 
+def _reports(svc, job_id: str, first_launch: int) -> list[dict]:
+    return [r for r in svc.client.telemetry(job_id) if (r["launch"] or 0) >= first_launch]
+
+
+def _resumed_and_trained(svc, job_id: str, first_launch: int) -> list[dict] | None:
+    """The reports from `first_launch` on once one launch resumed from a checkpoint and trained
+    past it (its first report says where it resumed); None before that."""
+    reports = _reports(svc, job_id, first_launch)
+    return reports if any((r["resumed_steps"] or 0) > 0 and r["steps"] > r["resumed_steps"]
+                          for r in reports) else None
+
+
 def test_spanning_job_resize_and_lost_node_on_ray(service, ray_cluster) -> None:
+    """Every wait is for a state (a launch line, a report, a checkpoint), never for time, and
+    the jobs are long by construction (LONG_EPOCHS would take minutes), so neither can finish
+    before the step of the story that needs it running; they are cancelled at the end."""
     svc = service
     nodes = svc.client.cluster()["nodes"]
     assert [n["gpus"] for n in nodes] == [2, 2]
 
-    a = svc.submit("digits_elastic.py", **DIGITS_FIELDS)
+    a = svc.submit("digits_elastic.py", "--epochs", LONG_EPOCHS, **DIGITS_FIELDS)
     svc.wait_training(a, 90, steps=10)
     assert "4 worker(s) as Ray actors on n0:2+n1:2" in _launch_lines(svc, a)[0]  # spans both
 
-    # 20 epochs (the stated accuracy needs 6): B still trains when its node is killed
-    b = svc.submit("digits_elastic.py", "--epochs", "20", **DIGITS_FIELDS)
-    live.wait_until(lambda: len(_launch_lines(svc, a)) >= 2 and _launch_lines(svc, b), 60,
+    b = svc.submit("digits_elastic.py", "--epochs", LONG_EPOCHS, **DIGITS_FIELDS)
+    live.wait_until(lambda: len(_launch_lines(svc, a)) >= 2 and _launch_lines(svc, b), 90,
                     "A to be resized and B to start")
     assert "2 worker(s) as Ray actors on n0:2" in _launch_lines(svc, a)[1]
     assert "on n1:2" in _launch_lines(svc, b)[0]
-    # kill B's node as soon as B has a checkpoint to come back to (periodic, every 3 s here)
-    live.wait_until(lambda: any((svc.data_dir / "jobs" / b / "checkpoints").glob("ckpt-*.pt")),
-                    90, "B's first checkpoint")
+    # A's resize resumed from its checkpoint at 2 workers
+    resized = live.wait_until(lambda: _resumed_and_trained(svc, a, 1), 90, "A to train after its resize")
+    assert resized[0]["world_size"] == 2
+
+    # kill B's node once B trains and has a checkpoint to come back to (periodic, every 3 s)
+    live.wait_until(lambda: any((svc.data_dir / "jobs" / b / "checkpoints").glob("ckpt-*.pt"))
+                    and svc.job(b)["steps"] > 0, 90, "B's first checkpoint")
     ray_cluster.remove_node(next(iter(ray_cluster.worker_nodes)), allow_graceful=False)
 
-    jobs = svc.wait_all_done([a, b], JOB_TIMEOUT_S)
-    for job in jobs:
-        assert job["metric"] >= TARGET, job
-        assert live.final_accuracy(svc.client.logs(job["id"])) >= TARGET
+    # B comes back from its checkpoint on the node that is left (the policy re-decides on the
+    # smaller cluster: one slot each) and trains on
+    after = live.wait_until(lambda: _resumed_and_trained(svc, b, 1), 150,
+                            "B to resume from its checkpoint and train on")
     log_b = svc.client.logs(b)
     assert "worker(s) lost" in log_b and "restarting from the last checkpoint" in log_b
-    # re-placed on the node that is left: by the executor (it re-packs or says the placement
-    # does not fit) or by the next round, whichever sees the smaller cluster first
     assert ("a node of its placement has left" in log_b or "does not fit the nodes now" in log_b
             or any("on n0:" in line for line in _launch_lines(svc, b)[1:])), log_b
-    after = [r for r in svc.client.telemetry(b) if r["launch"] >= 1]
-    assert after and after[0]["resumed_steps"] > 0  # from its checkpoint, not from scratch
-    assert after[-1]["steps"] > after[0]["resumed_steps"]  # and trained on after the loss
-    resized = [r for r in svc.client.telemetry(a) if r["launch"] == 1]
-    assert resized and resized[0]["resumed_steps"] > 0 and resized[0]["world_size"] == 2
+    assert all(r["world_size"] <= 2 for r in after if r["launch"] == after[-1]["launch"])
+
+    # both learn: the example's stated accuracy, reported as the job's metric
+    for job_id in (a, b):
+        live.wait_until(lambda: (svc.job(job_id)["metric"] or 0) >= TARGET, 120,
+                        f"{job_id} to reach accuracy {TARGET}")
+    for job_id in (a, b):
+        svc.client.cancel(job_id)
+    live.wait_until(lambda: all(svc.job(j)["status"] == "cancelled" for j in (a, b)), 60,
+                    "both jobs to be cancelled")

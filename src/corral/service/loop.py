@@ -185,6 +185,7 @@ class ControlLoop:
             self._last_tick_s = now
             event = self._take_cancels(now)
             event |= self._sync_executor(now, dt)
+            event |= self._cluster_changed()
             arrived = self._take_submissions(now)
             event |= arrived
             self._changed |= event
@@ -205,6 +206,16 @@ class ControlLoop:
                     self.store.save_job(job.to_doc())
                 self._last_save_s = now
             self.last_round = time.monotonic()
+
+    def _cluster_changed(self) -> bool:
+        """True when nodes joined or left since the last look (Ray): the policy re-decides
+        then, even a policy that decides only on arrivals and completions, so a job whose node
+        left is re-placed on what is there instead of waiting for another job to end."""
+        cluster = self.executor.cluster()
+        if cluster == self.cluster:
+            return False
+        self.cluster = cluster
+        return True
 
     def _idle_gpus(self) -> int:
         return self.cluster.total_gpus - sum(j.placement.num_gpus for j in self.jobs.values())

@@ -263,15 +263,16 @@ RUNNERS: dict[str, Callable[[dict, argparse.Namespace], None]] = {
 
 def check_reference() -> int:
     """Every (policy, workload) cell of the stored pre-change run against this code; the number
-    of cells that differ (the CI test checks a subset, tests/sim/test_reference.py)."""
+    of cells that differ (the CI test checks a subset, tests/sim/test_reference.py). Each cell
+    runs in a child process with the stored run's numpy kernels (reference_run.numerics_env)."""
     sys.path.insert(0, str(REPO / "tests" / "sim"))
-    from reference_run import figures, load_reference
+    from reference_run import figures_in_subprocess, load_reference
 
     differ = 0
     for policy, cells in load_reference().items():
         for workload, stored in cells.items():
             started = time.perf_counter()
-            now = figures(policy, workload)
+            now = figures_in_subprocess([(policy, workload)])[(policy, workload)]
             bad = {k: (v, now.get(k)) for k, v in stored.items() if now.get(k) != v}
             differ += bool(bad)
             print(f"{policy:17s} {workload}: {'same' if not bad else f'DIFFERS {bad}'} "

@@ -7,6 +7,13 @@ as it was at commit 9f38669, before the simulator's speed work (issue 18):
     PYTHONPATH=/tmp/corral-9f38669/src python tests/sim/reference_run.py \
         --out tests/sim/data/reference_summaries.json
 
+The stored run was made on a CPU without AVX-512. numpy picks its exp/log/sum kernels by CPU
+(AVX2 or AVX-512), and their last bits differ; `optimus-oracle` turns such a last-bit difference
+into another decision (its average JCT on workload-1: 4470 s with the AVX2 kernels, 4436 s with
+the AVX-512 ones, before and after the speed work alike). So the comparison runs in a process
+with numpy's AVX-512 kernels switched off (`numerics_env`): the stored figures then hold on
+any x86-64 CPU.
+
 It holds only figures this project computed (summaries of its own simulations), none of the
 shared data. Only public APIs that exist before and after the change are used, so the same
 function computes the stored and the current figures. `test_reference.py` compares a subset
@@ -53,6 +60,33 @@ def figures(policy: str, workload: str, shared: Path = SHARED_POLLUX) -> dict[st
     return out
 
 
+def numerics_env() -> dict[str, str]:
+    """Environment for a process that computes figures with numpy's AVX2 kernels (the stored
+    run's): every AVX-512 dispatch target this CPU has is disabled (NPY_DISABLE_CPU_FEATURES)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # another numpy layout: leave its choice alone
+        return {}
+    wide = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)
+            and (f.startswith("AVX512") or f == "X86_V4")]
+    return {"NPY_DISABLE_CPU_FEATURES": " ".join(wide)} if wide else {}
+
+
+def figures_in_subprocess(cells: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """`figures` of each (policy, workload) cell, computed in a child process under
+    `numerics_env` (numpy's kernels are chosen when it is imported, so not in this process)."""
+    import subprocess
+
+    cells = list(cells)
+    spec = ";".join(f"{p}:{w}" for p, w in cells)
+    done = subprocess.run([sys.executable, __file__, "--print", spec], capture_output=True,
+                          text=True, env={**os.environ, **numerics_env()}, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"reference_run.py --print failed: {done.stderr[-3000:]}")
+    out = json.loads(done.stdout)
+    return {(p, w): out[f"{p}:{w}"] for p, w in cells}
+
+
 def load_reference(path: Path = REFERENCE_FILE) -> dict[str, dict[str, dict[str, object]]]:
     """{policy: {workload: figures}} of the stored run."""
     return json.loads(path.read_text())["figures"]
@@ -60,10 +94,18 @@ def load_reference(path: Path = REFERENCE_FILE) -> dict[str, dict[str, dict[str,
 
 def main(argv: Iterable[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--print", metavar="POLICY:WORKLOAD;...",
+                    help="print these cells' figures as JSON instead of storing a run")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     args = ap.parse_args(list(argv) if argv is not None else None)
+    if args.print:
+        cells = [c.split(":", 1) for c in args.print.split(";")]
+        print(json.dumps({f"{p}:{w}": figures(p, w) for p, w in cells}))
+        return
+    if args.out is None:
+        ap.error("--out or --print is needed")
     import corral
 
     doc: dict = {"made_by": "tests/sim/reference_run.py", "code": str(Path(corral.__file__).parent),

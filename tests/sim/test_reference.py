@@ -3,14 +3,16 @@ workloads equals, to the last digit, a stored run of the code before it (commit 
 
 The stored run (`tests/sim/data/reference_summaries.json`, made by `reference_run.py`) covers
 all seven policies on all eight workloads; this test checks the cells that run in a few seconds
-each, and `python benchmarks/bench_scale.py --check-reference` checks every cell.
+each, and `python benchmarks/bench_scale.py --check-reference` checks every cell. Both compute
+with numpy's AVX2 kernels, as the stored run did (see reference_run.py: optimus-oracle's
+decisions turn on numpy's last bits, which depend on the CPU).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures, load_reference
+from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures_in_subprocess, load_reference
 
 pytestmark = pytest.mark.skipif(not SHARED_POLLUX.is_dir(),
                                 reason=f"shared data not found at {SHARED_POLLUX}")
@@ -31,8 +33,14 @@ def test_reference_file_covers_the_whole_matrix():
             assert fig["finished"] == 160 and fig["unfinished"] == 0 and "wall_s" not in fig
 
 
+@pytest.fixture(scope="module")
+def current_figures() -> dict[tuple[str, str], dict]:
+    """The CI cells computed by this code, with the stored run's numpy kernels (one process)."""
+    return figures_in_subprocess(CI_CELLS)
+
+
 @pytest.mark.parametrize("policy,workload", CI_CELLS)
-def test_summary_figures_unchanged(policy, workload):
+def test_summary_figures_unchanged(policy, workload, current_figures):
     stored = load_reference()[policy][workload]
-    now = figures(policy, workload)
+    now = current_figures[(policy, workload)]
     assert {k: now.get(k) for k in stored} == stored, f"{policy} on {workload} ({REFERENCE_FILE})"

@@ -60,6 +60,7 @@ def serve(
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
     checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
     retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
+    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local only: Ray resizes by checkpoint-restart."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
@@ -81,13 +82,21 @@ def serve(
             raise InputError(f"--gpus {gpus!r}: expected comma-separated GPU ids, e.g. 0,1") from None
     if slots is not None and slots < 1:
         raise InputError("--slots must be >= 1")
+    from corral.executors.resize import CHECKPOINT_RESTART, MECHANISMS
+
+    if mechanism is not None and mechanism not in MECHANISMS:
+        raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
     options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
                    retry_backoff_s=retry_backoff)
     if executor == "ray":
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
+        if mechanism not in (None, CHECKPOINT_RESTART):
+            err_console.print("corral: the Ray executor resizes by checkpoint-restart", highlight=False)
     elif ray_address or ray_storage or ray_resource:
         raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
+    elif mechanism is not None:
+        options.update(mechanism=mechanism)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout)

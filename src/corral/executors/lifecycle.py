@@ -31,6 +31,7 @@ from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.train.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
 from corral.train.files import atomic_write_json, read_json
+from corral.train.inplace import ENV_CONTROL_DIR
 from corral.train.report import REPORT_FILE, read_report
 
 __all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
@@ -221,7 +222,7 @@ class JobTableExecutor(Executor, Generic[J]):
                            + self._codes_note([c for _, c in bad]) + "; stopping the rest")
                 self._terminate(j, "crash", self.crash_grace_s)
             elif j.target is not None and j.target != running:
-                self._terminate(j, "resize", self.stop_timeout_s)
+                self._resize(j)
         elif j.state is ExecState.STOPPING:
             if all(c is not None for c in codes):
                 self._exited(j)
@@ -279,6 +280,11 @@ class JobTableExecutor(Executor, Generic[J]):
         if self._has_workers(j):
             self._signal(j, signal.SIGTERM)
 
+    def _resize(self, j: J) -> None:
+        """Move the running job to `j.target`; checkpoint-restart here, an executor may do it
+        in place (corral.executors.resize)."""
+        self._terminate(j, "resize", self.stop_timeout_s)
+
     def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
         """The job ends FAILED with `message` (its workers released first)."""
         j.state, j.message, j.target = ExecState.FAILED, message, None
@@ -318,7 +324,8 @@ class JobTableExecutor(Executor, Generic[J]):
             checkpoint_interval_s=self.checkpoint_interval_s)
         inherited = {k: v for k, v in (inherit or {}).items() if k not in SERVICE_ENV}
         env = {**inherited, **job.env, ENV_JOB_ID: job.job_id, ENV_CHECKPOINT_DIR: str(ckpt),
-               ENV_CONFIG: config.to_json(), "PYTHONUNBUFFERED": "1"}
+               ENV_CONFIG: config.to_json(), ENV_CONTROL_DIR: str(self._control_dir(job.job_id)),
+               "PYTHONUNBUFFERED": "1"}
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -329,6 +336,12 @@ class JobTableExecutor(Executor, Generic[J]):
     def _dir(self, job_id: str) -> Path:
         path = self._root / "jobs" / job_id
         path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _control_dir(self, job_id: str) -> Path:
+        """Where the in-place resize protocol's files live (corral.train.inplace)."""
+        path = self._dir(job_id) / "control"
+        path.mkdir(exist_ok=True)
         return path
 
     def _log_path(self, job_id: str, rank: int) -> Path:

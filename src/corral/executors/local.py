@@ -18,6 +18,11 @@ report.json, checkpoints/, workers.json and launch.tag (the pids and the tag of 
 launch, written as it starts, so that a service killed before it recorded them can still reclaim
 them).
 
+Resizes use the executor's mechanism (corral.executors.resize): `in-place` (the default) for a
+running corral.train job, whose staying workers keep their process while new ones join or the
+highest ranks leave; checkpoint-restart for every other job, and whenever an in-place resize
+fails. A worker set resized in place counts as a new launch.
+
 Every launch is contained (corral.executors.procs): its workers lead sessions of their own and
 carry a launch tag that all their descendants inherit; releasing a launch, whatever ended it,
 kills every process still carrying its tag, torchrun's trainers included.
@@ -38,8 +43,12 @@ from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
                                    new_launch_tag, signal_group, spawn, stop_pids)
+from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
+                                    runs_corral_train)
 from corral.executors.slots import SlotPool, detect_gpus
-from corral.train.env import WorkerEnv
+from corral.train.env import STOP_EXIT_CODE, WorkerEnv
+from corral.train.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
+                                  ready_ranks, write_request)
 
 __all__ = ["LocalExecutor"]
 
@@ -51,6 +60,8 @@ class _Job(JobRecord):
     logs: list[IO[bytes]] = field(default_factory=list)
     prefer: list[int] = field(default_factory=list)  # the slots it held last (kept on restart)
     tag: str | None = None  # the current launch's tag
+    slots: list[int] = field(default_factory=list)  # the slot of each rank of the current launch
+    resize: InPlaceResize | None = None  # an in-place resize under way
 
 
 class LocalExecutor(JobTableExecutor[_Job]):
@@ -64,8 +75,9 @@ class LocalExecutor(JobTableExecutor[_Job]):
                  stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
                  poll_s: float = 0.05, node_name: str = "localhost",
-                 retry_backoff_s: float = 1.0) -> None:
+                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE) -> None:
         self.data_dir = Path(data_dir)
+        self.mechanism = check_mechanism(mechanism)
         ids = list(gpus) if gpus is not None else ([] if slots else detect_gpus())
         if ids:
             self.pool = SlotPool(ids, gpu=True)
@@ -103,12 +115,16 @@ class LocalExecutor(JobTableExecutor[_Job]):
         return plan
 
     def _has_workers(self, j: _Job) -> bool:
-        return bool(j.procs)
+        return bool(j.procs) or j.resize is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return tuple(str(p.pid) for p in j.procs if p.poll() is None)
 
     def _advance(self, j: _Job) -> None:
+        if j.resize is not None:
+            self._advance_resize(j)
+            if j.resize is not None:
+                return
         if j.procs:
             self._watch(j, [p.poll() for p in j.procs], j.plan)
 
@@ -126,6 +142,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
 
     def _release(self, j: _Job) -> None:
         """Free the slots and logs first (that cannot fail), then end every process left."""
+        if j.resize is not None:
+            self._drop_joiners(j)
         procs, logs, tag = j.procs, j.logs, j.tag
         j.prefer = self.pool.held(j.launch.job_id)
         self.pool.release(j.launch.job_id)
@@ -162,6 +180,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
                    f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
                                        if plan.batch else ""))
         j.plan, j.state, j.started_at = plan, ExecState.RUNNING, time.time()
+        j.slots = list(slots)
         j.launches += 1
         try:
             for rank in range(k):
@@ -175,3 +194,129 @@ class LocalExecutor(JobTableExecutor[_Job]):
             self._release(j)  # also when no process started: the slots and the logs
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self._fail(j, f"cannot start {job.command[0]!r}: {reason}")
+
+    # -- in-place resize (corral.executors.resize) ----------------------------------------------
+    def _resize(self, j: _Job) -> None:
+        """Resize in place when the job allows it, else checkpoint-restart. A grow waits here
+        (old workers training on) until the slots for its new workers are free."""
+        current = self._launch_number(j) - 1
+        if self.mechanism != IN_PLACE or not j.procs or not runs_corral_train(
+                self.report(j.launch.job_id), current, j.procs[0].pid):
+            super()._resize(j)
+            return
+        plan, old = j.target, len(j.procs)
+        extra: list[int] = []
+        if plan.num_workers > old:
+            got = self.pool.acquire(j.launch.job_id, plan.num_workers - old)
+            if got is None:
+                return  # not free yet: asked again at the next pass
+            extra = sorted(got)
+        j.resize = InPlaceResize(plan, generation=self._launch_number(j), old_world=old,
+                                 port=free_port(), new_slots=extra)
+        self._note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
+                   f"worker(s) (generation {j.resize.generation})")
+        try:
+            for rank in sorted(j.resize.joiner_ranks):
+                self._start_joiner(j, rank)
+        except (OSError, ValueError) as exc:
+            self._fall_back(j, f"a new worker could not start: {exc}")
+
+    def _start_joiner(self, j: _Job, rank: int) -> None:
+        r, job = j.resize, j.launch
+        env = self._worker_env(j, r.plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        env[ENV_LAUNCH_TAG] = j.tag
+        env[ENV_JOIN_GENERATION] = str(r.generation)
+        if self.pool.gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in j.slots + r.new_slots)
+        worker = WorkerEnv(rank=rank, world_size=r.new_world, local_rank=rank,
+                           local_world_size=r.new_world, master_addr="127.0.0.1",
+                           master_port=r.port, backend="nccl" if self.pool.gpu else "gloo")
+        log = open(self._log_path(job.job_id, rank), "ab")
+        r.joiner_logs.append(log)
+        r.joiners.append(spawn(job.command, job.cwd, {**env, **worker.to_env()}, log))
+
+    def _advance_resize(self, j: _Job) -> None:
+        """One look at the resize under way: send the request once the new workers are ready,
+        take the new worker set once it reports, or fall back to checkpoint-restart."""
+        r = j.resize
+        old_codes = [p.poll() for p in j.procs]
+        joiner_codes = [p.poll() for p in r.joiners]
+        if r.phase == "joining":
+            if j.state is not ExecState.RUNNING or j.target != r.plan or any(
+                    c is not None for c in old_codes):
+                self._drop_joiners(j)  # re-decided, stopped or crashed: the lifecycle goes on
+            elif any(c is not None for c in joiner_codes):
+                self._fall_back(j, f"a new worker exited with status {joiner_codes} before it "
+                                "was ready")
+            elif r.timed_out():
+                self._fall_back(j, "the new workers were not ready in time")
+            elif r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
+                self._send_request(j)
+            return
+        report = self.report(j.launch.job_id)
+        if report and report.get("launch") == r.generation and report.get("world_size") == r.new_world:
+            self._take_new_set(j)
+            return
+        leaving = set(range(r.new_world, r.old_world))
+        bad = [(rank, c) for rank, c in enumerate(old_codes)
+               if c is not None and not (rank in leaving and c == LEAVE_EXIT_CODE)]
+        if bad or any(c is not None for c in joiner_codes):
+            why = ("the old workers gave up the regroup and checkpointed"
+                   if bad and all(c == STOP_EXIT_CODE for _, c in bad)
+                   else f"a worker exited during the regroup (old {old_codes}, new {joiner_codes})")
+            self._fall_back(j, why)
+        elif r.timed_out():
+            self._fall_back(j, "the new process group did not report in time")
+
+    def _send_request(self, j: _Job) -> None:
+        r = j.resize
+        batch = (r.plan.batch.local_bsz, r.plan.batch.accum_steps) if r.plan.batch else None
+        write_request(self._control_dir(j.launch.job_id), ResizeRequest(
+            r.generation, r.new_world, "127.0.0.1", r.port, r.ranks(), batch=batch,
+            launch=r.generation))
+        r.switch()
+        for p in j.procs:  # the trainer itself (runs_corral_train), not its process group
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGUSR1)
+
+    def _take_new_set(self, j: _Job) -> None:
+        """The new process group trains: it is the job's worker set from now on."""
+        r, job = j.resize, j.launch
+        keep = min(r.old_world, r.new_world)
+        for p in j.procs[keep:]:  # leavers: gone already, or on their way out
+            signal_group(p.pid, signal.SIGKILL)
+            p.wait(timeout=5)
+        for f in j.logs[keep:]:
+            f.close()
+        self.pool.release(job.job_id, j.slots[keep:])
+        j.procs = j.procs[:keep] + r.joiners
+        j.logs = j.logs[:keep] + r.joiner_logs
+        j.slots = j.slots[:keep] + r.new_slots
+        j.plan, j.started_at, j.resize = r.plan, time.time(), None
+        j.launches += 1
+        self._record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
+        self._event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
+                    f"to {r.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
+                    "(mechanism in-place; the old workers trained while the new ones started)")
+
+    def _fall_back(self, j: _Job, why: str) -> None:
+        """The in-place resize failed: checkpoint-restart instead (the old workers checkpoint
+        the state they hold on SIGTERM, or have already)."""
+        target = j.resize.plan.num_workers
+        self._drop_joiners(j)
+        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
+                    "resizing by checkpoint-restart instead")
+        if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
+            self._terminate(j, "resize", self.stop_timeout_s)
+
+    def _drop_joiners(self, j: _Job) -> None:
+        """End the resize's new workers and free their slots."""
+        r, j.resize = j.resize, None
+        self.pool.release(j.launch.job_id, r.new_slots)
+        for p in r.joiners:
+            signal_group(p.pid, signal.SIGKILL)
+        for p in r.joiners:
+            if p.poll() is None:
+                p.wait(timeout=5)
+        for f in r.joiner_logs:
+            f.close()

@@ -62,6 +62,8 @@ class SlotPool:
             self._owner[i] = owner
         return sorted(chosen)
 
-    def release(self, owner: str) -> None:
-        for i in self.held(owner):
-            del self._owner[i]
+    def release(self, owner: str, ids: Iterable[int] | None = None) -> None:
+        """Free `owner`'s slots: all of them, or only `ids` (workers that left a job)."""
+        for i in self.held(owner) if ids is None else ids:
+            if self._owner.get(i) == owner:
+                del self._owner[i]

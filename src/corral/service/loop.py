@@ -314,7 +314,13 @@ class ControlLoop:
             return
         job.noted_launch = int(launch)
         resumed = report.get("resumed")
-        if resumed:
+        if resumed and resumed.get("in_place") is not None:
+            pause = resumed.get("pause_s")
+            self.store.add_event(now, job.id, "resize-pause",
+                                 f"in-place: launch {launch} trains on {report.get('world_size')} "
+                                 f"worker(s) at step {resumed.get('steps')}, paused "
+                                 + (f"{float(pause):.2f} s" if isinstance(pause, (int, float)) else "?"))
+        elif resumed:
             self.store.add_event(now, job.id, "resumed",
                                  f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
                                  f"{resumed.get('epoch')} (step {resumed.get('steps')})")

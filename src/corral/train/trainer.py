@@ -564,6 +564,9 @@ class ElasticTrainer:
         self._wrap_model()
         self._set_batch(self._choose_batch(restart=True))
         paused = time.perf_counter() - started
+        self.resumed = {"steps": self.steps, "epoch": self.epoch, "loss": self.progress_state.loss,
+                        "checkpoint": None, "in_place": request.generation, "pause_s": paused}
+        self.first_step_time = None  # the new worker set's first step is reported
         message = (f"resized in place from {old} to {self.world_size} workers at step "
                    f"{self.steps}; paused {paused:.2f} s")
         self.events.append({"time": time.time(), "kind": "resized-in-place",

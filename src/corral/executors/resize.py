@@ -1,0 +1,96 @@
+"""Resize mechanisms, executor side: how a running job gets from its worker set to a new one.
+
+Two mechanisms, named as the simulator names them (corral.sim.mechanism):
+
+* `checkpoint-restart` (any command): every worker is asked to checkpoint and exit (SIGTERM),
+  then a new worker set starts from the checkpoint. The shared lifecycle does this
+  (corral.executors.lifecycle).
+* `in-place` (ONES §3.3.1; jobs that use corral.train): the workers that stay keep their
+  process, model and device. New workers start and build their model while the old ones keep
+  training; once every new worker is ready the executor writes the resize request and sends
+  SIGUSR1 to the old ones, which re-form the process group with them at a step boundary (the
+  trainer side is corral.train.inplace). Any failure on the way (a new worker that exits or
+  never becomes ready, the old workers giving up the regroup, a timeout) falls back to
+  checkpoint-restart, with an event that says why; the old workers checkpoint the state they
+  hold, so nothing beyond the last step is lost.
+
+A job is resized in place only when its rank-0 process is the corral.train trainer itself (its
+report of the current launch names that pid, so SIGUSR1 reaches the trainer and its signal
+handler is in place) and the executor's mechanism is `in-place`; everything else is
+checkpoint-restart. `InPlaceResize` is the executor's record of one resize under way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Mapping
+
+from corral.executors.base import WorkerPlan
+
+__all__ = ["MECHANISMS", "IN_PLACE", "CHECKPOINT_RESTART", "InPlaceResize", "check_mechanism",
+           "runs_corral_train"]
+
+CHECKPOINT_RESTART = "checkpoint-restart"
+IN_PLACE = "in-place"
+MECHANISMS = (IN_PLACE, CHECKPOINT_RESTART)
+#: Seconds new workers get to start and build their model before the resize falls back.
+READY_TIMEOUT_S = 120.0
+#: Seconds from the resize request to the first report of the new worker set (the trainer's
+#: own regroup timeout, CORRAL_REGROUP_TIMEOUT_S, is 30 s; the rest is room for a busy machine).
+SWITCH_TIMEOUT_S = 60.0
+
+
+def check_mechanism(name: str) -> str:
+    """`name` if it is a resize mechanism; ValueError naming the choices otherwise."""
+    if name not in MECHANISMS:
+        raise ValueError(f"unknown resize mechanism {name!r}; choose one of {', '.join(MECHANISMS)}")
+    return name
+
+
+def runs_corral_train(report: Mapping[str, Any] | None, launch: int, rank0_pid: int) -> bool:
+    """The running launch `launch` is a corral.train job whose rank-0 process is `rank0_pid`
+    and which has taken a step (so every rank has its SIGUSR1 handler installed)."""
+    return bool(report) and report.get("launch") == launch and report.get("pid") == rank0_pid \
+        and report.get("state") == "running" and report.get("first_step_time") is not None
+
+
+@dataclass
+class InPlaceResize:
+    """One in-place resize under way: from `old_world` workers to `plan`'s, as generation
+    `generation` of the job's process group (the launch number of the new worker set)."""
+
+    plan: WorkerPlan
+    generation: int
+    old_world: int
+    port: int
+    joiners: list[Any] = field(default_factory=list)  # the new workers' processes (ranks old_world..)
+    joiner_logs: list[IO[bytes]] = field(default_factory=list)
+    new_slots: list[int] = field(default_factory=list)  # slots taken for the joiners
+    started: float = field(default_factory=time.monotonic)
+    phase: str = "joining"  # "joining": new workers initialise; "switching": request sent
+    deadline: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = self.started + READY_TIMEOUT_S
+
+    @property
+    def new_world(self) -> int:
+        return self.plan.num_workers
+
+    @property
+    def joiner_ranks(self) -> set[int]:
+        return set(range(self.old_world, self.new_world))
+
+    def ranks(self) -> dict[int, int | None]:
+        """Each old rank's new rank: ranks keep their number; the highest leave on a shrink."""
+        return {r: (r if r < self.new_world else None) for r in range(self.old_world)}
+
+    def switch(self) -> None:
+        """The request is out: the old workers now regroup."""
+        self.phase = "switching"
+        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
+
+    def timed_out(self) -> bool:
+        return time.monotonic() > self.deadline

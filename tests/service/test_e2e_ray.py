@@ -30,8 +30,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
-#: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training.
-LONG_EPOCHS = "200"
+#: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training, at
+#: half the example's learning rate (see test_live_e2e.LONG_RUN).
+LONG_RUN = ("--epochs", "200", "--lr", "0.05")
 DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
                      min_local_bsz=8, max_gpus=4)
 #: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
@@ -83,17 +84,17 @@ def _resumed_and_trained(svc, job_id: str, first_launch: int) -> list[dict] | No
 
 def test_spanning_job_resize_and_lost_node_on_ray(service, ray_cluster) -> None:
     """Every wait is for a state (a launch line, a report, a checkpoint), never for time, and
-    the jobs are long by construction (LONG_EPOCHS would take minutes), so neither can finish
+    the jobs are long by construction (LONG_RUN would take minutes), so neither can finish
     before the step of the story that needs it running; they are cancelled at the end."""
     svc = service
     nodes = svc.client.cluster()["nodes"]
     assert [n["gpus"] for n in nodes] == [2, 2]
 
-    a = svc.submit("digits_elastic.py", "--epochs", LONG_EPOCHS, **DIGITS_FIELDS)
+    a = svc.submit("digits_elastic.py", *LONG_RUN, **DIGITS_FIELDS)
     svc.wait_training(a, 90, steps=10)
     assert "4 worker(s) as Ray actors on n0:2+n1:2" in _launch_lines(svc, a)[0]  # spans both
 
-    b = svc.submit("digits_elastic.py", "--epochs", LONG_EPOCHS, **DIGITS_FIELDS)
+    b = svc.submit("digits_elastic.py", *LONG_RUN, **DIGITS_FIELDS)
     live.wait_until(lambda: len(_launch_lines(svc, a)) >= 2 and _launch_lines(svc, b), 90,
                     "A to be resized and B to start")
     assert "2 worker(s) as Ray actors on n0:2" in _launch_lines(svc, a)[1]

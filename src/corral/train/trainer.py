@@ -447,17 +447,25 @@ class ElasticTrainer:
         flags = self.sampler.reduced_flags if self.world_size > 1 else self.sampler.flags
         return bool(flags[DIVERGED] > 0)
 
+    def _forget_lagged(self) -> None:
+        """Drop what lags behind the devices (flags in flight, the lagged host view and the
+        statistics read from it, skipped-step progress), so every rank goes on from the same
+        place: after a divergence restore, and after an in-place regroup, whose new workers
+        start with none of it (a rank that kept its lagged statistics would count other
+        progress gains and end its epochs at other steps)."""
+        for flags in (self.sampler.flags, self.sampler.reduced_flags, self._lost):
+            flags.zero_()
+        self.sampler.reset()
+        self._view.reset()
+        self._host_stats, self._lost_seen = None, 0.0
+
     def _recover(self, why: str) -> None:
         """Restore the last good state, go back to the initial batch, record the event."""
         at = f"step {self.steps} epoch {self.epoch}"
         state, source = self.good_state.take(why, at)
         load_trainer_state(self, state)
         self.group.broadcast_module(self.module)
-        for flags in (self.sampler.flags, self.sampler.reduced_flags, self._lost):
-            flags.zero_()
-        self.sampler.reset()
-        self._view.reset()
-        self._host_stats, self._lost_seen = None, 0.0
+        self._forget_lagged()
         self.lr.reset()
         if self.config.batch is None:
             self.batch = self.batch_control.restart_from(
@@ -556,11 +564,8 @@ class ElasticTrainer:
         self.sampler.world_size = self.world_size
         self.config = self.config.replace(num_nodes=request.num_nodes, batch=request.batch,
                                           launch=request.launch)
-        for flags in (self.sampler.flags, self.sampler.reduced_flags):
-            flags.zero_()
         self._resize.requested = False
-        self.sampler.reset()
-        self._view.reset()
+        self._forget_lagged()  # as the joiners start: the same gains and flags on every rank
         self._wrap_model()
         self._set_batch(self._choose_batch(restart=True))
         paused = time.perf_counter() - started

@@ -1,0 +1,137 @@
+"""Resize pause per mechanism (issue 17): in-place (ONES §3.3.1) against checkpoint-restart.
+
+One corral.train job at a time on the local executor (`--device cpu`: CPU slots and gloo;
+`--device cuda`: this machine's GPUs and nccl), resized 1->2, 2->4, 4->2 and 2->1 workers, for
+the digits example (examples/digits_elastic.py) and ResNet-18 on synthetic 32x32 images
+(benchmarks/resnet_job.py). For each resize it prints:
+
+* `decision->step`: from the executor being told the new placement to the first step of the new
+  worker set (its report's first_step_time);
+* `paused`: how long training stood still. Checkpoint-restart stops training at the decision,
+  so it is the same as decision->step; in place, the old workers keep training while the new
+  ones start, and the pause is what the trainer measured from agreeing on the resize to
+  training at the new size (its report's `resumed.pause_s`), plus one step.
+
+Targets: in-place paused <= 1 s on CPU for both models (ONES: about 1 s), and at least 3x below
+checkpoint-restart. Each cell is the median of `--repeats` resizes (default 1), mechanisms taking
+turns so a busy machine slows both alike; the machine is printed.
+
+Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
+         [--steps 1-2,2-4,4-2,2-1] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import machine
+
+from corral.core.cluster import Placement
+from corral.executors.base import ExecState, JobLaunch, WorkerPlan
+from corral.executors.local import LocalExecutor
+from corral.executors.resize import MECHANISMS
+from corral.train.env import JobConfig
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = {
+    "digits": ((sys.executable, str(REPO / "examples" / "digits_elastic.py"), "--epochs", "1000",
+                "--lr", "0.02"),  # 1,000 epochs keep the cosine schedule near its top: a stable rate
+               JobConfig(init_bsz=32, max_bsz=32, max_local_bsz=32)),
+    "resnet18": ((sys.executable, str(REPO / "benchmarks" / "resnet_job.py"), "--epochs", "1000"),
+                 JobConfig(init_bsz=32, max_bsz=32, max_local_bsz=32)),
+}
+TIMEOUT_S = 300.0
+
+
+def _report_of(ex: LocalExecutor, job_id: str, launch: int, world: int) -> dict:
+    """The job's first report of `launch` on `world` workers that has taken a step."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        r = ex.report(job_id) or {}
+        if r.get("launch") == launch and r.get("world_size") == world and r.get("first_step_time"):
+            return r
+        st = ex.status(job_id)
+        if st.terminal:
+            raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.read_log(job_id)[-2000:]}")
+        time.sleep(0.01)
+    raise TimeoutError(f"{job_id}: launch {launch} on {world} worker(s) took no step in "
+                       f"{TIMEOUT_S:.0f} s:\n{ex.read_log(job_id)[-2000:]}")
+
+
+def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int] | None) -> dict:
+    """One job on `before` workers, trained a few steps, resized to `after`."""
+    command, config = MODELS[model]
+    with tempfile.TemporaryDirectory(prefix="corral-resize-") as tmp:
+        ex = LocalExecutor(Path(tmp), slots=None if gpus else 4, gpus=gpus, mechanism=mechanism,
+                           report_interval_s=0.5, checkpoint_interval_s=3600, stop_timeout_s=60)
+        try:
+            job = JobLaunch("bench", command, str(REPO), {}, config)
+            ex.place(job, WorkerPlan(Placement(((0, before),))))
+            first = _report_of(ex, "bench", 0, before)
+            while (ex.report("bench") or {}).get("steps", 0) < first["steps"] + 3:
+                time.sleep(0.05)  # a few steps in the steady state
+            decided = time.time()
+            ex.place(job, WorkerPlan(Placement(((0, after),))))
+            new = _report_of(ex, "bench", 1, after)
+            resumed = new.get("resumed") or {}
+            to_step = float(new["first_step_time"]) - decided
+            in_place = resumed.get("in_place") is not None
+            paused = float(resumed.get("pause_s", to_step)) if in_place else to_step
+            ex.cancel("bench")
+            ex.wait_for("bench", (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED), 120)
+            return {"to_step_s": to_step, "paused_s": paused, "in_place": in_place}
+        finally:
+            ex.shutdown(timeout_s=60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--models", default="digits,resnet18")
+    ap.add_argument("--steps", default="1-2,2-4,4-2,2-1")
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    gpus = None
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit("skipped: --device cuda needs a CUDA GPU")
+        gpus = list(range(torch.cuda.device_count()))
+    steps = [tuple(int(n) for n in s.split("-")) for s in args.steps.split(",")]
+    print(f"machine: {machine()}; device {args.device}", flush=True)
+    rows = []
+    for model in args.models.split(","):
+        for before, after in steps:
+            if gpus is not None and max(before, after) > len(gpus):
+                continue
+            cells = {m: [] for m in MECHANISMS}
+            for _ in range(args.repeats):
+                for mechanism in MECHANISMS:
+                    cells[mechanism].append(measure(mechanism, model, before, after, gpus))
+            med = {m: {k: statistics.median(c[k] for c in cs) for k in ("to_step_s", "paused_s")}
+                   for m, cs in cells.items()}
+            fell_back = sum(not c["in_place"] for c in cells["in-place"])
+            rows.append((model, f"{before}->{after}", med, fell_back))
+            ip, cr = med["in-place"], med["checkpoint-restart"]
+            print(f"{model:9s} {before}->{after}: in-place decision->step {ip['to_step_s']:.2f} s, "
+                  f"paused {ip['paused_s']:.2f} s; checkpoint-restart {cr['paused_s']:.2f} s; "
+                  f"ratio {cr['paused_s'] / ip['paused_s']:.1f}x"
+                  + (f" ({fell_back} in-place resize(s) fell back)" if fell_back else ""), flush=True)
+    print()
+    print(f"{'model':9s} {'resize':7s} {'in-place decision->step':>24s} {'in-place paused':>16s} "
+          f"{'ckpt-restart paused':>20s} {'ratio':>6s}")
+    for model, resize, med, fell_back in rows:
+        ip, cr = med["in-place"], med["checkpoint-restart"]
+        print(f"{model:9s} {resize:7s} {ip['to_step_s']:23.2f}s {ip['paused_s']:15.2f}s "
+              f"{cr['paused_s']:19.2f}s {cr['paused_s'] / ip['paused_s']:5.1f}x"
+              + ("  (fell back)" if fell_back else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ by name (`--set pollux.p=-1`).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -56,8 +57,15 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+#: Packages whose import registers policies, imported by name on the registry's first lookup.
+#: Core names the built-in policies' package but does not import it as code: `corral.policies`
+#: sits above core (its modules import core), so a static import here would point upward.
+POLICY_PACKAGES: tuple[str, ...] = ("corral.policies",)
+
+
 def _load_builtin_policies() -> None:
-    import corral.policies  # noqa: F401  (registers the built-in policies)
+    for package in POLICY_PACKAGES:
+        importlib.import_module(package)  # cached after the first time by sys.modules
 
 
 def policy_names() -> list[str]:

@@ -29,9 +29,9 @@ from typing import Any, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
-from corral.train.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
-from corral.train.files import atomic_write_json, read_json
-from corral.train.report import REPORT_FILE, read_report
+from corral.protocol.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
+from corral.protocol.files import atomic_write_json, read_json
+from corral.protocol.report import REPORT_FILE, read_report
 
 __all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
 

@@ -9,7 +9,7 @@ One background thread drives each job through the contract's states (corral.exec
         --> QUEUED (restart from the last checkpoint) | FAILED (after max_retries crashes)
 
 Worker r of a K-worker launch gets the torch.distributed env:// variables (MASTER_ADDR
-127.0.0.1, a fresh port), CORRAL_* variables (corral.train.env) and its devices: on GPUs,
+127.0.0.1, a fresh port), CORRAL_* variables (corral.protocol.env) and its devices: on GPUs,
 CUDA_VISIBLE_DEVICES lists the job's GPUs (LOCAL_RANK indexes them) and the backend is nccl;
 on CPU slots, no GPU, one BLAS thread and gloo. A new launch waits until the slots it needs
 are no longer held by a job that is still stopping. Per-job files live under
@@ -39,7 +39,7 @@ from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
                                    new_launch_tag, signal_group, spawn, stop_pids)
 from corral.executors.slots import SlotPool, detect_gpus
-from corral.train.env import WorkerEnv
+from corral.protocol.env import WorkerEnv
 
 __all__ = ["LocalExecutor"]
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InfeasibleJobError
-from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot, check_decision
+from corral.core.jobs import Decision, OracleInfo, Snapshot, check_decision
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon

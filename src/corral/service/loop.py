@@ -3,11 +3,11 @@
 Every tick (a fraction of a second) the loop takes in new submissions and cancel requests,
 reads each job's executor state and latest report, and accounts the time that passed. At every
 scheduling interval - and, for policies that ask for it, right after a job arrives or finishes -
-it builds the same `Snapshot` the simulator builds (corral.service.jobs.LiveJob.view mirrors
-SimJob.view), calls the same policy object, checks the `Decision` against the cluster and hands
+it builds the same `Snapshot` the simulator builds (live and simulated jobs keep their books in
+the same `JobLedger`, corral.core.ledger), calls the same policy object, checks the `Decision` against the cluster and hands
 every changed assignment to the executor (start, resize = checkpoint-restart, or preempt).
 Policies that promise to change their decision only on arrivals and completions are called only
-then, as the simulator's engine does. Oracle policies cannot run live (no true remaining time).
+then: the loop and the simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
 
 Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
 the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
+from corral.core.ledger import should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
@@ -135,8 +136,7 @@ class ControlLoop:
             else:
                 if job.placement:
                     self.store.add_event(now, job.id, "requeued", "service restarted")
-                job.placement, job.policy_batch, job.workers = Placement(), None, ()
-                job.status = LiveStatus.QUEUED
+                job.requeue()
                 self.jobs[job.id] = job
             self.store.save_job(job.to_doc())
         self._last_tick_s = now
@@ -190,8 +190,7 @@ class ControlLoop:
             event |= arrived
             self._changed |= event
             due = now >= self._next_round_s
-            call = (due and (self._changed or not self.policy.decides_on_change_only)) or (
-                self.policy.reacts_to_events and event)
+            call = should_decide(self.policy, due, self._changed, event)
             if call and self.jobs:
                 self._round(now)
                 self._changed = False
@@ -276,7 +275,7 @@ class ControlLoop:
                                  f"exit statuses {list(st.exit_codes)}; "
                                  + ("restarting from its checkpoint" if retried else "failed"))
             retries = new_crashes if retried else new_crashes - 1
-            job.crash_retry(retries)
+            job.crash_retried(retries)
             self.crash_retries_total += retries
             self.restarts_total += retries
         job.crashes = job.crash_base + st.crashes

@@ -21,6 +21,7 @@ from typing import Callable
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, OracleInfo, Snapshot, check_decision
+from corral.core.ledger import should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon
@@ -124,7 +125,7 @@ class Simulator:
                 event = True
             changed = changed or event
             at_round = now >= next_round
-            call = (at_round and (changed or not skip_idle)) or (policy.reacts_to_events and event)
+            call = should_decide(policy, at_round, changed, event)
             if call and active:
                 decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)

@@ -45,6 +45,14 @@ class Policy(ABC):
     def decide(self, snapshot: Snapshot) -> Decision:
         """Return the assignments every active job should have from now on."""
 
+    def job_left(self, name: str) -> None:
+        """Job `name` left for good (finished, failed or cancelled): drop what is kept about it.
+
+        The simulator's engine and the live control loop call this once per job that leaves,
+        before the next `decide`, so a policy's per-job state lives as long as the job (what it
+        learned from the job's measurements, pooled per application, may stay). Default:
+        nothing is kept per job."""
+
 
 _REGISTRY: dict[str, type[Policy]] = {}
 

@@ -158,7 +158,8 @@ class ControlLoop:
     def _fail(self, now: float, job: LiveJob, message: str) -> None:
         """End `job` FAILED with an "error" event (its workers are told to go, if they can be)."""
         message = " ".join(message.split())[:500]
-        self.jobs.pop(job.id, None)
+        if self.jobs.pop(job.id, None) is not None:
+            self._left(job.id)
         try:
             self.executor.cancel(job.id)
         except Exception:  # noqa: BLE001 - already failing; the event says why
@@ -232,6 +233,7 @@ class ControlLoop:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]
         for job_id in ids:
             job = self.jobs.pop(job_id)
+            self._left(job_id)
             try:
                 self.executor.cancel(job_id)
             except Exception:  # noqa: BLE001 - the job is cancelled either way
@@ -296,6 +298,7 @@ class ControlLoop:
         if terminal is None:
             return False
         del self.jobs[job.id]
+        self._left(job.id)
         job.finish(now, terminal, st.message)
         if terminal is LiveStatus.DONE:
             self.completed.append(job.view())
@@ -305,6 +308,13 @@ class ControlLoop:
         self.store.save_job(job.to_doc())
         self.store.add_event(now, job.id, terminal.value, st.message)
         return True
+
+    def _left(self, job_id: str) -> None:
+        """Tell the policy that `job_id` left (Policy.job_left); its failure is logged only."""
+        try:
+            self.policy.job_left(job_id)
+        except Exception:  # noqa: BLE001 - the job has left either way
+            log.exception("policy %s: job_left(%s) failed", self.policy.name, job_id)
 
     def _note_launch(self, now: float, job: LiveJob, report: dict) -> None:
         """Record, once per launch, where the launch started from (its first report says)."""

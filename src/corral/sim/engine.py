@@ -115,6 +115,7 @@ class Simulator:
                 done.append(job)
                 done_views.append(job.view())
                 predicted.pop(id(job), None)
+                policy.job_left(job.spec.name)
             while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:
                 job = arrivals[next_arrival]
                 next_arrival += 1

@@ -34,7 +34,7 @@ from _common import machine
 
 from corral.core.cluster import Placement
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = (sys.executable, str(REPO / "examples" / "digits_elastic.py"), "--epochs", "200")

@@ -35,7 +35,7 @@ from corral.core.cluster import Placement
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.local import LocalExecutor
 from corral.executors.resize import MECHANISMS
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {

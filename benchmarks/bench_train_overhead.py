@@ -172,7 +172,7 @@ def _run(mode: str, workers: int, steps: int, spec: dict, attempts: int = 3) -> 
 
 def _run_once(mode: str, workers: int, steps: int, spec: dict) -> float:
     from corral.executors.procs import free_port
-    from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv
+    from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv
 
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:

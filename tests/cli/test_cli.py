@@ -140,3 +140,45 @@ def test_window_and_worker_processes(tmp_path):
 
 def test_window_needs_a_trace():
     assert_one_line_error(invoke("simulate", "--window", "all"), "--window needs a trace")
+
+
+def test_python_dash_m_corral_is_the_command() -> None:
+    import os
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")  # this checkout's corral
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-m", "corral", "policies"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pollux" in done.stdout and "tiresias-las" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "corral", "simulate", "-p", "nope"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "unknown policy" in bad.stderr + bad.stdout
+    assert "Usage: corral" in subprocess.run([sys.executable, "-m", "corral", "--help"],
+                                             capture_output=True, text=True, env=env,
+                                             timeout=120).stdout
+
+
+def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path) -> None:
+    from corral.sim.sweep import parse_settings
+    from corral.sim.truth.source import TruthSource
+    from corral.sim.workloads import builtin_default
+
+    apps = TruthSource.of(None, None).load().limits()
+    assert builtin_default(apps) == builtin_default(apps, seed=0)
+    assert builtin_default(apps, seed=1).jobs != builtin_default(apps).jobs
+    choices = {c.name: c.overrides for c in parse_settings(["fifo", "pollux", "ones"], [], seed=7)}
+    assert choices == {"fifo": {}, "pollux": {"seed": "7"}, "ones": {"seed": "7"}}
+    explicit = parse_settings(["pollux", "ones"], ["pollux.seed=3"], seed=7)
+    assert [c.overrides for c in explicit] == [{"seed": "3"}, {"seed": "7"}]
+    one = invoke("simulate", "-p", "fifo", "--seed", "1", "--jobs", "1", "--out", str(tmp_path))
+    assert one.exit_code == 0, one.output
+    rows = (tmp_path / "jobs.csv").read_text().splitlines()[1:]
+    drawn = builtin_default(apps, seed=1).jobs
+    assert sorted((r.split(",")[2], r.split(",")[3]) for r in rows) == \
+        sorted((j.name, j.app) for j in drawn)
+    assert [round(float(r.split(",")[4]), 3) for r in rows] == \
+        [round(j.submit_time_s, 3) for j in drawn]

@@ -18,7 +18,7 @@ import pytest
 from corral.core.cluster import Placement
 from corral.core.jobs import BatchConfig
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 TIMEOUT_S = 30.0

@@ -18,7 +18,7 @@ import pytest
 
 from corral.executors.base import ExecState, JobLaunch
 from corral.executors.local import LocalExecutor
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 from contract import END, TIMEOUT_S, launch, plan, wait_until  # noqa: E402
@@ -191,7 +191,7 @@ from corral.executors.local import LocalExecutor
 from corral.executors.base import JobLaunch
 from corral.core.cluster import Placement
 from corral.executors.base import WorkerPlan
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 ex = LocalExecutor({data!r}, slots=2)
 ex.place(JobLaunch("tr", tuple({command!r}), {cwd!r}, {{}}, JobConfig()),
          WorkerPlan(Placement(((0, 1),))))

@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 from corral.core.cluster import Placement  # noqa: E402
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
-from corral.train.env import JobConfig  # noqa: E402
+from corral.protocol.env import JobConfig  # noqa: E402
 
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 WORKER = Path(__file__).resolve().parent / "worker.py"

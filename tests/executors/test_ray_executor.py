@@ -10,7 +10,6 @@ down at the end of the module, whatever happened. Skipped when ray is not instal
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 

@@ -5,7 +5,6 @@ checkpoint on the GPU. Skipped (with the reason) where torch sees no CUDA device
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest

@@ -164,3 +164,23 @@ def test_training_events_in_reports_become_job_events_once(store, fake_executor)
         loop.tick()
     recorded = [e for e in store.events(a) if e["kind"] == "training-diverged"]
     assert [e["detail"] for e in recorded] == [diverged["message"]]
+
+
+def test_the_policy_is_told_when_a_job_leaves(store, fake_executor) -> None:
+    """Finished, cancelled or failed: Policy.job_left is called once per job, as the engine
+    calls it, so per-job state of a policy ends with the job."""
+    left: list[str] = []
+    clock = Clock()
+    a, b, c = (submit(store, 100, gpus=1) for _ in range(3))
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.policy.job_left = left.append  # the instance's hook, recorded
+    loop.tick()
+    fake_executor.states[a] = ExecState.DONE
+    clock.t = 101.0
+    loop.tick()
+    assert left == [a]
+    store.request_cancel(b)
+    fake_executor.states[c] = ExecState.FAILED
+    clock.t = 102.0
+    loop.tick()
+    assert sorted(left) == sorted([a, b, c]) and not loop.jobs

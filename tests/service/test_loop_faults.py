@@ -217,7 +217,7 @@ def test_gpu_time_counts_only_while_the_workers_hold_their_slots(store) -> None:
 def test_an_arrival_on_idle_gpus_starts_before_the_next_round(store) -> None:
     ex = FakeExecutor()
     clock = Clock()
-    a = submit(store, 100, gpus=2)
+    submit(store, 100, gpus=2)
     loop = make_loop(store, ex, clock=clock)  # interval 10 s: next round at 110
     loop.tick()
     b = submit(store, 101, gpus=2)

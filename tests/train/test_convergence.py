@@ -16,8 +16,8 @@ pytest.importorskip("sklearn")
 import torch.nn.functional as F  # noqa: E402
 
 from corral.core.jobs import BatchConfig  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, JobConfig  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
-from corral.train.env import ENV_CONFIG, JobConfig  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from digits_common import TARGET_ACCURACY, accuracy, digits, make_model  # noqa: E402

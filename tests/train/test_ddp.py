@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from corral.executors.procs import free_port  # noqa: E402
-from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.noise import GradNoise  # noqa: E402
 from corral.train.stream import SampleStream  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_four_workers_with_accumulation_match_too(tmp_path: Path) -> None:
 
 def test_a_stop_signal_on_one_worker_stops_both_at_the_same_step(tmp_path: Path) -> None:
     from corral.train.checkpoint import CheckpointStore
-    from corral.train.env import STOP_EXIT_CODE
+    from corral.protocol.env import STOP_EXIT_CODE
 
     # rank 1 alone is signalled: the flag travels in the gradient buckets, both agree
     assert run_workers((8, 0), tmp_path, "--steps", "40", "--sigterm-rank", "1",

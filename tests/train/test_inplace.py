@@ -1,4 +1,4 @@
-"""In-place resize of a corral.train job (corral.train.inplace, ONES §3.3.1) driven the way an
+"""In-place resize of a corral.train job (corral.protocol.inplace, ONES §3.3.1) driven the way an
 executor drives it: real worker processes on gloo, new workers that build their model and wait,
 a resize request, SIGUSR1 to the old workers. Growing and shrinking continue the uninterrupted
 run exactly (same weights: the stream position and total batch carry over, no checkpoint on
@@ -20,11 +20,11 @@ import pytest
 pytest.importorskip("torch")
 
 from corral.executors.procs import free_port  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
+from corral.protocol.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION,  # noqa: E402
+                                     LEAVE_EXIT_CODE, ResizeRequest, ready_ranks, write_request)
+from corral.protocol.report import read_report  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
-from corral.train.report import read_report  # noqa: E402
-from corral.train.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
-from corral.train.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION,  # noqa: E402
-                                  LEAVE_EXIT_CODE, ResizeRequest, ready_ranks, write_request)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_resume import JOB, finish, reference, run_job  # noqa: E402,F401  (reference: a fixture)

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("torch")
 
 from corral.executors.procs import free_port  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
-from corral.train.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
 
 JOB = Path(__file__).resolve().parent / "tiny_job.py"
 TIMEOUT_S = 90

@@ -19,10 +19,10 @@ from corral.perf.estimator import JobEstimator  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
 from corral.perf.agent import BatchController, split_total  # noqa: E402
 from corral.train.device import place_worker  # noqa: E402
-from corral.train.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.host_view import LaggedHostView  # noqa: E402
 from corral.train.lr import LrScaling  # noqa: E402
-from corral.train.report import read_report  # noqa: E402
+from corral.protocol.report import read_report  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

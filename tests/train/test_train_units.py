@@ -13,8 +13,8 @@ from corral.core.errors import InputError
 from corral.core.jobs import BatchConfig
 from corral.perf.efficiency import GradStats
 from corral.perf.estimator import JobEstimator
-from corral.train.env import JobConfig, WorkerEnv
-from corral.train.files import atomic_write, atomic_write_json, read_json
+from corral.protocol.env import JobConfig, WorkerEnv
+from corral.protocol.files import atomic_write, atomic_write_json, read_json
 from corral.train.lr import adascale, linear_scaling, lr_scaler, sqrt_scaling
 from corral.train.noise import GradNoise
 from corral.train.profiler import StepProfiler

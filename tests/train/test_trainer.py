@@ -14,10 +14,10 @@ import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(1)  # tiny models: threads only contend on a busy 2-core machine
 
 from corral.perf.estimator import JobEstimator  # noqa: E402
+from corral.protocol.env import ENV_CONFIG, JobConfig  # noqa: E402
+from corral.protocol.report import read_report  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
-from corral.train.env import ENV_CONFIG, JobConfig  # noqa: E402
-from corral.train.report import read_report  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -73,7 +73,7 @@ def simulate(
     restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), seconds."),
     mechanism: str = typer.Option("checkpoint-restart", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place."),
     interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
-    seed: int = typer.Option(0, help="Seed for generated workloads and randomized policies."),
+    seed: int = typer.Option(0, help="Seed of every random draw: the built-in workload, the models of trace rows by size class (Tiresias, Philly), and randomized policies (their `seed` parameter; --set P.seed=N wins). The engine draws nothing."),
     window: Optional[str] = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
     ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
@@ -95,16 +95,17 @@ def simulate(
     shape = Cluster.parse(cluster)
     if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
-    choices = parse_settings(_policy_list(policy), set_ or [])
+    choices = parse_settings(_policy_list(policy), set_ or [], seed=seed)
     apps = truth.limits()
     span = Window.parse(window) if window is not None else None
     if span is not None and not workload:
         raise CorralError("--window needs a trace (--workload)")
-    workloads = load_workloads(workload, apps, window=span) if workload else [builtin_default(apps)]
+    workloads = (load_workloads(workload, apps, seed=seed, window=span) if workload
+                 else [builtin_default(apps, seed=seed)])
     for w in workloads:
         check_feasible(w, shape, truth)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
-                          interference_slowdown=interference, seed=seed)
+                          interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
                   f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}; "
                   f"mechanism: {config.mechanism.name}[/]")

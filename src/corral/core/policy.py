@@ -9,6 +9,7 @@ by name (`--set pollux.p=-1`).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -44,6 +45,14 @@ class Policy(ABC):
     def decide(self, snapshot: Snapshot) -> Decision:
         """Return the assignments every active job should have from now on."""
 
+    def job_left(self, name: str) -> None:
+        """Job `name` left for good (finished, failed or cancelled): drop what is kept about it.
+
+        The simulator's engine and the live control loop call this once per job that leaves,
+        before the next `decide`, so a policy's per-job state lives as long as the job (what it
+        learned from the job's measurements, pooled per application, may stay). Default:
+        nothing is kept per job."""
+
 
 _REGISTRY: dict[str, type[Policy]] = {}
 
@@ -56,8 +65,15 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+#: Packages whose import registers policies, imported by name on the registry's first lookup.
+#: Core names the built-in policies' package but does not import it as code: `corral.policies`
+#: sits above core (its modules import core), so a static import here would point upward.
+POLICY_PACKAGES: tuple[str, ...] = ("corral.policies",)
+
+
 def _load_builtin_policies() -> None:
-    import corral.policies  # noqa: F401  (registers the built-in policies)
+    for package in POLICY_PACKAGES:
+        importlib.import_module(package)  # cached after the first time by sys.modules
 
 
 def policy_names() -> list[str]:

@@ -13,7 +13,7 @@ an event and never stops the executor. Exit status 0 from every worker means the
 report saying so for the launch that exited (whatever its exit statuses).
 
 Every executor (local processes, Ray) passes the same contract tests
-(tests/executors/contract.py). A job's workers get the environment in corral.train.env.
+(tests/executors/contract.py). A job's workers get the environment in corral.protocol.env.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 __all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "TERMINAL"]
 
@@ -125,7 +125,7 @@ class Executor(ABC):
 
     @abstractmethod
     def report(self, job_id: str) -> dict[str, Any] | None:
-        """The job's latest report (corral.train.report), None when it has sent none."""
+        """The job's latest report (corral.protocol.report), None when it has sent none."""
 
     @abstractmethod
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:

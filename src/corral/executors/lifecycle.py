@@ -29,10 +29,10 @@ from typing import Any, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
-from corral.train.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
-from corral.train.files import atomic_write_json, read_json
-from corral.train.inplace import ENV_CONTROL_DIR
-from corral.train.report import REPORT_FILE, read_report
+from corral.protocol.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
+from corral.protocol.files import atomic_write_json, read_json
+from corral.protocol.inplace import ENV_CONTROL_DIR
+from corral.protocol.report import REPORT_FILE, read_report
 
 __all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
 
@@ -339,7 +339,7 @@ class JobTableExecutor(Executor, Generic[J]):
         return path
 
     def _control_dir(self, job_id: str) -> Path:
-        """Where the in-place resize protocol's files live (corral.train.inplace)."""
+        """Where the in-place resize protocol's files live (corral.protocol.inplace)."""
         path = self._dir(job_id) / "control"
         path.mkdir(exist_ok=True)
         return path

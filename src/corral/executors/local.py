@@ -9,7 +9,7 @@ One background thread drives each job through the contract's states (corral.exec
         --> QUEUED (restart from the last checkpoint) | FAILED (after max_retries crashes)
 
 Worker r of a K-worker launch gets the torch.distributed env:// variables (MASTER_ADDR
-127.0.0.1, a fresh port), CORRAL_* variables (corral.train.env) and its devices: on GPUs,
+127.0.0.1, a fresh port), CORRAL_* variables (corral.protocol.env) and its devices: on GPUs,
 CUDA_VISIBLE_DEVICES lists the job's GPUs (LOCAL_RANK indexes them) and the backend is nccl;
 on CPU slots, no GPU, one BLAS thread and gloo. A new launch waits until the slots it needs
 are no longer held by a job that is still stopping. Per-job files live under
@@ -46,9 +46,9 @@ from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_jo
 from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
                                     runs_corral_train)
 from corral.executors.slots import SlotPool, detect_gpus
-from corral.train.env import STOP_EXIT_CODE, WorkerEnv
-from corral.train.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
-                                  ready_ranks, write_request)
+from corral.protocol.env import STOP_EXIT_CODE, WorkerEnv
+from corral.protocol.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
+                                     ready_ranks, write_request)
 
 __all__ = ["LocalExecutor"]
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from corral.train.env import ENV_JOB_ID
+from corral.protocol.env import ENV_JOB_ID
 
 __all__ = ["spawn", "signal_group", "free_port", "is_job_worker", "stop_pids", "new_launch_tag",
            "tagged_pids", "end_launch", "ENV_LAUNCH_TAG"]

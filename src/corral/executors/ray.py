@@ -55,7 +55,7 @@ from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
                                          ready)
 from corral.executors.ray_nodes import NodeTable
-from corral.train.env import WorkerEnv
+from corral.protocol.env import WorkerEnv
 
 __all__ = ["RayExecutor", "connect"]
 

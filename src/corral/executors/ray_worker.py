@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from corral.train.env import STOP_EXIT_CODE
+from corral.protocol.env import STOP_EXIT_CODE
 
 __all__ = ["WorkerActor", "GUARD"]
 

@@ -9,7 +9,7 @@ Two mechanisms, named as the simulator names them (corral.sim.mechanism):
   process, model and device. New workers start and build their model while the old ones keep
   training; once every new worker is ready the executor writes the resize request and sends
   SIGUSR1 to the old ones, which re-form the process group with them at a step boundary (the
-  trainer side is corral.train.inplace). Any failure on the way (a new worker that exits or
+  trainer side is corral.protocol.inplace). Any failure on the way (a new worker that exits or
   never becomes ready, the old workers giving up the regroup, a timeout) falls back to
   checkpoint-restart, with an event that says why; the old workers checkpoint the state they
   hold, so nothing beyond the last step is lost.

@@ -20,6 +20,7 @@ batch and holds it. Its state is checkpointed with the job. (The simulator's job
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from corral.core.jobs import BatchConfig
 from corral.perf.estimator import JobEstimator

@@ -40,6 +40,10 @@ class AppSpeedProfiles:
             for key, (_, step_s, sync_s) in est.profile().items():
                 pool[key] = (step_s, sync_s)
 
+    def forget(self, name: str) -> None:
+        """Job `name` left: drop what is kept about it (its measurements stay in the pool)."""
+        self._seen.pop(name, None)
+
     def params(self, app: str) -> ThroughputParams | None:
         """The application's fitted throughput model, or None before any measurement."""
         pool = self._points.get(app)

@@ -41,7 +41,9 @@ class SidecarTimeModel:
         self._cache: dict[tuple[str, int], float] = {}
 
     def update(self, snapshot: Snapshot) -> None:
-        """Pool new measurements; forget predictions of the previous round."""
+        """Pool new measurements; forget predictions of the previous round; take the node size
+        from this snapshot's cluster (live, nodes may join or leave)."""
+        self.gpus_per_node = max(1, snapshot.cluster.max_node_gpus)
         self.speeds.observe(snapshot.jobs)
         self._cache.clear()
 

@@ -110,6 +110,7 @@ class Ones(Policy):
         self.predictor = ProgressPredictor(self.params.max_points, self.params.seed)
         self._jobs: dict[str, _JobState] = {}
         self._ids: dict[str, int] = {}  # stable id per job name for the stored population
+        self._next_id = 0  # ids are never reused: the stored population may hold a gone job's
         self._population: np.ndarray | None = None  # genes are stable ids
         self._width: dict[str, float] = {}  # app -> mean epoch width (scale-invariant iterations)
         self._arrivals: list[float] = []
@@ -117,6 +118,13 @@ class Ones(Policy):
         self._speed_cache: dict[str, tuple[object, np.ndarray, float]] = {}
 
     # -- per-job state ------------------------------------------------------------------------
+    def job_left(self, name: str) -> None:
+        """Forget the job's limits, speed table and population id (its genes in the stored
+        population read as idle from now on)."""
+        self._jobs.pop(name, None)
+        self._speed_cache.pop(name, None)
+        self._ids.pop(name, None)
+
     def _state(self, view: JobView) -> _JobState:
         st = self._jobs.get(view.name)
         if st is None:
@@ -271,8 +279,10 @@ class Ones(Policy):
         search = Search(size, self.params.crossover_pairs or half, self.params.mutants or half,
                         self.params.mutation_rate, self.rng)
         for v in views:
-            self._ids.setdefault(v.name, len(self._ids))
-        to_round = np.full(len(self._ids) + 1, IDLE)
+            if v.name not in self._ids:
+                self._ids[v.name] = self._next_id
+                self._next_id += 1
+        to_round = np.full(self._next_id + 1, IDLE)  # ids of jobs that left -> IDLE
         to_round[[self._ids[v.name] for v in views]] = np.arange(len(views))
         if self._population is None or self._population.shape[1] != len(current):
             pop = np.concatenate([current[None], search.random_genomes(rnd, current, size - 1)])

@@ -174,7 +174,7 @@ class Sidecar(Policy):
         super().__init__(params)
         self._listed = parse_counts(self.params.gpu_counts)
         self._model: SidecarTimeModel | None = None
-        self._counts: dict[str, tuple[int, ...]] = {}
+        self._counts: dict[str, tuple[Cluster, tuple[int, ...]]] = {}
 
     def model(self, snapshot: Snapshot) -> SidecarTimeModel:
         """The time model, fed this snapshot's measurements."""
@@ -185,11 +185,19 @@ class Sidecar(Policy):
         return self._model
 
     def counts(self, spec: JobSpec, cluster: Cluster) -> tuple[int, ...]:
-        """The job's allowed GPU counts (cached per job: the cluster does not change in a run)."""
+        """The job's allowed GPU counts on `cluster` (cached per job while the cluster is the
+        same: live, nodes may join or leave between rounds)."""
         got = self._counts.get(spec.name)
-        if got is None:
-            got = self._counts[spec.name] = allowed_counts(spec, cluster, self._listed)
-        return got
+        if got is None or (got[0] is not cluster and got[0] != cluster):
+            got = self._counts[spec.name] = (cluster, allowed_counts(spec, cluster, self._listed))
+        return got[1]
+
+    def job_left(self, name: str) -> None:
+        """Forget the job's allowed counts and which of its measurements were pooled (the
+        pooled measurements of its application stay)."""
+        self._counts.pop(name, None)
+        if self._model is not None:
+            self._model.speeds.forget(name)
 
     def start_plan(self, snapshot: Snapshot, model: SidecarTimeModel) -> SidecarPlan:
         """Running jobs keep their GPUs; pending jobs have none."""

@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 
 from corral.core.errors import CorralError
-from corral.train.files import atomic_write_json, read_json
+from corral.protocol.files import atomic_write_json, read_json
 
 __all__ = ["data_dir", "resolve_token", "store_token", "client_token", "write_address",
            "read_url", "clear_address", "ServiceLock", "secure_dir"]

@@ -1,14 +1,16 @@
 """One job as the live service tracks it, and the `JobView` a policy sees of it.
 
-The view is built field for field as the simulator builds it (corral.sim.job.SimJob.view), so a
-policy cannot tell the two worlds apart: time held and waited is accounted by the service's
-clock; steps, epoch, progress, batch and metrics come from the job's latest report; the
-estimator is rebuilt from the report's `JobEstimator.to_dict()` (an empty one, as a simulated
-job starts with, until the job reports - a non-intrusive job never does).
+A live job keeps its books in the same `JobLedger` a simulated job does (corral.core.ledger),
+so the same assignments give the same `JobView` and a policy cannot tell the two worlds apart:
+time held and waited is accounted by the service's clock; steps, epoch, progress, batch and
+metrics come from the job's latest report; the estimator is rebuilt from the report's
+`JobEstimator.to_dict()` (an empty one, as a simulated job starts with, until the job reports -
+a non-intrusive job never does).
 
-`restarts` counts as the simulator counts them (corral.sim.job.SimJob.assign): every placement
-of a job that has run before - a resize, a resume after preemption - plus every crash retry
-(the simulator has no crashes). `preemptions` and `crash_retries` count those two causes apart.
+`restarts` counts as the simulator counts them (the ledger's rule): every placement of a job
+that has run before - a resize, a resume after preemption - plus every crash retry (the
+simulator has no crashes). `preemptions` and `crash_retries` count those two causes apart, and
+`launches` the worker sets the executor started.
 Time is GPU time (`attained_gpu_s`, `run_time_s`) only while the job's workers hold their slots:
 a placed job still waiting for a stopping job to free them is queueing, so a policy that ranks by
 attained service (Tiresias) does not charge it for another job's stop.
@@ -24,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView
+from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
+from corral.core.ledger import JobLedger
 from corral.perf.estimator import JobEstimator
 from corral.service.submission import Submission, safe_text
 
@@ -43,32 +46,25 @@ class LiveStatus(str, enum.Enum):
         return self in (LiveStatus.QUEUED, LiveStatus.RUNNING)
 
 
-@dataclass
-class LiveJob:
-    """Everything the service keeps about a job (persisted as one JSON document)."""
+#: How a live job's end shows in its view: done, or failed for every other end (cancelled too).
+_OUTCOME = {LiveStatus.DONE: JobStatus.DONE}
+
+
+@dataclass(eq=False)
+class LiveJob(JobLedger):
+    """Everything the service keeps about a job (persisted as one JSON document): its books
+    (the ledger: placement, time, restarts, ...) and the service's own records."""
 
     id: str
     submission: Submission
     spec: JobSpec
     status: LiveStatus = LiveStatus.QUEUED
-    placement: Placement = field(default_factory=Placement)
     policy_batch: BatchConfig | None = None  # the batch the policy fixed, if it did
-    attained_gpu_s: float = 0.0
-    run_time_s: float = 0.0
-    queue_time_s: float = 0.0
-    restarts: int = 0
-    max_gpus_held: int = 0
-    first_start_s: float | None = None
-    last_change_s: float | None = None
-    epoch_at_change: int = 0
-    finish_s: float | None = None
     message: str = ""
     workers: tuple[str, ...] = ()  # executor worker ids, to reclaim after a service restart
     launches: int = 0  # worker sets started, by this and earlier service instances
     crashes: int = 0
     report: dict[str, Any] | None = None
-    preemptions: int = 0
-    crash_retries: int = 0
     noted_launch: int = -1  # the last launch whose start (resumed / fresh) was recorded
     #: launches and crashes counted by earlier service instances (this executor counts from 0)
     launch_base: int = 0
@@ -77,6 +73,9 @@ class LiveJob:
     holding: bool = False  # its workers hold their slots (set from the executor's state)
     _estimator: JobEstimator | None = field(default=None, repr=False)
     _estimator_key: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        JobLedger.__init__(self, self.spec)  # fresh books; `from_doc` restores stored ones
 
     # -- from the job's report ------------------------------------------------------------
     @property
@@ -98,9 +97,10 @@ class LiveJob:
 
     @property
     def batch(self) -> BatchConfig | None:
-        """The batch it trains with now: its report's, else the policy's."""
-        if self.report and self.report.get("batch") and self.placement and \
-                self.report.get("world_size") == self.placement.num_gpus:
+        """The batch it trains with now: its report's, else the policy's. A job that ended
+        shows the batch it last reported, as a simulated job shows the one it ended with."""
+        if self.report and self.report.get("batch") and (self.outcome is not None or (
+                self.placement and self.report.get("world_size") == self.placement.num_gpus)):
             m, s = self.report["batch"]
             return BatchConfig(int(m), int(s))
         if self.placement:
@@ -121,45 +121,18 @@ class LiveJob:
 
     # -- what the policy sees -------------------------------------------------------------
     def view(self) -> JobView:
-        status = {LiveStatus.RUNNING: JobStatus.RUNNING, LiveStatus.QUEUED: JobStatus.PENDING,
-                  LiveStatus.DONE: JobStatus.DONE}.get(self.status, JobStatus.FAILED)
-        if status is JobStatus.RUNNING and not self.placement:
-            status = JobStatus.PENDING
-        return JobView(
-            spec=self.spec, status=status,
-            assignment=Assignment(self.placement, self.policy_batch) if self.placement else None,
-            attained_gpu_s=self.attained_gpu_s, run_time_s=self.run_time_s,
-            queue_time_s=self.queue_time_s, restarts=self.restarts, epoch=self.epoch,
-            steps=self.steps, progress=self.progress, max_gpus_held=self.max_gpus_held,
-            first_start_s=self.first_start_s, last_change_s=self.last_change_s,
-            batch=self.batch, estimator=self.estimator, metrics=self.metrics,
-            epochs_since_change=max(0, self.epoch - self.epoch_at_change))
+        return super().view(epoch=self.epoch, steps=self.steps, progress=self.progress,
+                            batch=self.batch, fixed_batch=self.policy_batch,
+                            estimator=self.estimator, metrics=self.metrics)
 
     # -- changes --------------------------------------------------------------------------
     def assign(self, now_s: float, placement: Placement, batch: BatchConfig | None) -> bool:
         """Take a placement decided at `now_s`; True when the placement changed."""
-        changed = placement != self.placement
+        changed = self.place(now_s, placement, self.epoch)
         if changed:
-            if placement:
-                if self.placement or self.first_start_s is not None:
-                    self.restarts += 1  # resized, or resumed after preemption (as SimJob)
-                if self.first_start_s is None:
-                    self.first_start_s = now_s
-                self.status = LiveStatus.RUNNING
-                self.max_gpus_held = max(self.max_gpus_held, placement.num_gpus)
-            else:
-                self.status = LiveStatus.QUEUED
-                self.preemptions += 1
-            self.placement = placement
-            self.last_change_s = now_s
-            self.epoch_at_change = self.epoch
+            self.status = LiveStatus.RUNNING if placement else LiveStatus.QUEUED
         self.policy_batch = batch if placement else None
         return changed
-
-    def crash_retry(self, count: int = 1) -> None:
-        """The executor restarted the job after its workers failed, `count` times."""
-        self.crash_retries += count
-        self.restarts += count
 
     def account(self, dt_s: float) -> None:
         """Time passing: GPU time while placed with its workers holding their slots,
@@ -167,15 +140,21 @@ class LiveJob:
         if dt_s <= 0 or not self.status.active:
             return
         if self.placement and self.holding:
-            self.run_time_s += dt_s
-            self.attained_gpu_s += dt_s * self.placement.num_gpus
+            self.hold(dt_s)
         else:
-            self.queue_time_s += dt_s
+            self.wait(dt_s)
+
+    def requeue(self) -> None:
+        """Queue again without a decision (the service restarted): its GPUs are given back
+        and it resumes when the policy next places it (a restart, as after a preemption)."""
+        self.release()
+        self.policy_batch, self.workers = None, ()
+        self.status = LiveStatus.QUEUED
 
     def finish(self, now_s: float, status: LiveStatus, message: str = "") -> None:
         self.status = status
-        self.finish_s = now_s
-        self.placement = Placement()
+        self.end(now_s, _OUTCOME.get(status, JobStatus.FAILED))
+        self.release()
         self.policy_batch = None
         self.workers = ()
         if message:
@@ -186,15 +165,10 @@ class LiveJob:
         return {
             "id": self.id, "submission": self.submission.model_dump(mode="json"),
             "submit_time_s": self.spec.submit_time_s, "status": self.status.value,
-            "placement": [list(s) for s in self.placement.slots],
             "policy_batch": list(asdict(self.policy_batch).values()) if self.policy_batch else None,
-            "attained_gpu_s": self.attained_gpu_s, "run_time_s": self.run_time_s,
-            "queue_time_s": self.queue_time_s, "restarts": self.restarts,
-            "max_gpus_held": self.max_gpus_held, "first_start_s": self.first_start_s,
-            "last_change_s": self.last_change_s, "epoch_at_change": self.epoch_at_change,
-            "finish_s": self.finish_s, "message": self.message, "workers": list(self.workers),
+            **self.books(),
+            "message": self.message, "workers": list(self.workers),
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
-            "preemptions": self.preemptions, "crash_retries": self.crash_retries,
             "noted_launch": self.noted_launch,
         }
 
@@ -202,19 +176,16 @@ class LiveJob:
     def from_doc(cls, doc: dict[str, Any]) -> "LiveJob":
         sub = Submission.model_validate(doc["submission"])
         pb = doc.get("policy_batch")
-        return cls(
+        job = cls(
             id=doc["id"], submission=sub, spec=sub.spec(doc["id"], doc["submit_time_s"]),
-            status=LiveStatus(doc["status"]),
-            placement=Placement.of((n, g) for n, g in doc.get("placement", [])),
-            policy_batch=BatchConfig(*pb) if pb else None,
-            attained_gpu_s=doc["attained_gpu_s"], run_time_s=doc["run_time_s"],
-            queue_time_s=doc["queue_time_s"], restarts=doc["restarts"],
-            max_gpus_held=doc["max_gpus_held"], first_start_s=doc["first_start_s"],
-            last_change_s=doc["last_change_s"], epoch_at_change=doc["epoch_at_change"],
-            finish_s=doc["finish_s"], message=doc["message"], workers=tuple(doc["workers"]),
+            status=LiveStatus(doc["status"]), policy_batch=BatchConfig(*pb) if pb else None,
+            message=doc["message"], workers=tuple(doc["workers"]),
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
-            report=doc.get("report"), preemptions=doc.get("preemptions", 0),
-            crash_retries=doc.get("crash_retries", 0), noted_launch=doc.get("noted_launch", -1))
+            report=doc.get("report"), noted_launch=doc.get("noted_launch", -1))
+        job.restore(doc)
+        if not job.status.active:
+            job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)
+        return job
 
     def summary(self) -> dict[str, Any]:
         """What the API shows of the job."""

@@ -3,11 +3,11 @@
 Every tick (a fraction of a second) the loop takes in new submissions and cancel requests,
 reads each job's executor state and latest report, and accounts the time that passed. At every
 scheduling interval - and, for policies that ask for it, right after a job arrives or finishes -
-it builds the same `Snapshot` the simulator builds (corral.service.jobs.LiveJob.view mirrors
-SimJob.view), calls the same policy object, checks the `Decision` against the cluster and hands
+it builds the same `Snapshot` the simulator builds (live and simulated jobs keep their books in
+the same `JobLedger`, corral.core.ledger), calls the same policy object, checks the `Decision` against the cluster and hands
 every changed assignment to the executor (start, resize = checkpoint-restart, or preempt).
 Policies that promise to change their decision only on arrivals and completions are called only
-then, as the simulator's engine does. Oracle policies cannot run live (no true remaining time).
+then: the loop and the simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
 
 Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
 the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
+from corral.core.ledger import should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
@@ -135,8 +136,7 @@ class ControlLoop:
             else:
                 if job.placement:
                     self.store.add_event(now, job.id, "requeued", "service restarted")
-                job.placement, job.policy_batch, job.workers = Placement(), None, ()
-                job.status = LiveStatus.QUEUED
+                job.requeue()
                 self.jobs[job.id] = job
             self.store.save_job(job.to_doc())
         self._last_tick_s = now
@@ -158,7 +158,8 @@ class ControlLoop:
     def _fail(self, now: float, job: LiveJob, message: str) -> None:
         """End `job` FAILED with an "error" event (its workers are told to go, if they can be)."""
         message = " ".join(message.split())[:500]
-        self.jobs.pop(job.id, None)
+        if self.jobs.pop(job.id, None) is not None:
+            self._left(job.id)
         try:
             self.executor.cancel(job.id)
         except Exception:  # noqa: BLE001 - already failing; the event says why
@@ -190,8 +191,7 @@ class ControlLoop:
             event |= arrived
             self._changed |= event
             due = now >= self._next_round_s
-            call = (due and (self._changed or not self.policy.decides_on_change_only)) or (
-                self.policy.reacts_to_events and event)
+            call = should_decide(self.policy, due, self._changed, event)
             if call and self.jobs:
                 self._round(now)
                 self._changed = False
@@ -233,6 +233,7 @@ class ControlLoop:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]
         for job_id in ids:
             job = self.jobs.pop(job_id)
+            self._left(job_id)
             try:
                 self.executor.cancel(job_id)
             except Exception:  # noqa: BLE001 - the job is cancelled either way
@@ -276,7 +277,7 @@ class ControlLoop:
                                  f"exit statuses {list(st.exit_codes)}; "
                                  + ("restarting from its checkpoint" if retried else "failed"))
             retries = new_crashes if retried else new_crashes - 1
-            job.crash_retry(retries)
+            job.crash_retried(retries)
             self.crash_retries_total += retries
             self.restarts_total += retries
         job.crashes = job.crash_base + st.crashes
@@ -297,6 +298,7 @@ class ControlLoop:
         if terminal is None:
             return False
         del self.jobs[job.id]
+        self._left(job.id)
         job.finish(now, terminal, st.message)
         if terminal is LiveStatus.DONE:
             self.completed.append(job.view())
@@ -306,6 +308,13 @@ class ControlLoop:
         self.store.save_job(job.to_doc())
         self.store.add_event(now, job.id, terminal.value, st.message)
         return True
+
+    def _left(self, job_id: str) -> None:
+        """Tell the policy that `job_id` left (Policy.job_left); its failure is logged only."""
+        try:
+            self.policy.job_left(job_id)
+        except Exception:  # noqa: BLE001 - the job has left either way
+            log.exception("policy %s: job_left(%s) failed", self.policy.name, job_id)
 
     def _note_launch(self, now: float, job: LiveJob, report: dict) -> None:
         """Record, once per launch, where the launch started from (its first report says)."""

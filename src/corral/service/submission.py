@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
-from corral.train.env import JobConfig
+from corral.protocol.env import JobConfig
 
 __all__ = ["Submission", "ADAPTIVE_MAX_FACTOR", "MAX_BODY_BYTES", "MAX_STRING", "MAX_ARGS",
            "MAX_ENV", "MAX_GPUS", "MAX_BATCH", "safe_text", "one_line_validation_error",

@@ -19,7 +19,6 @@ class EngineConfig:
     #: says it stopped early. None (default): run until every job finishes, with a guard fitted
     #: to the trace (`corral.sim.horizon`).
     max_time_s: float | None = None
-    seed: int = 0
 
     @property
     def restart_delay_s(self) -> float:

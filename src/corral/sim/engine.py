@@ -20,7 +20,8 @@ from typing import Callable
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InfeasibleJobError
-from corral.core.jobs import Decision, JobStatus, OracleInfo, Snapshot, check_decision
+from corral.core.jobs import Decision, OracleInfo, Snapshot, check_decision
+from corral.core.ledger import should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon
@@ -114,6 +115,7 @@ class Simulator:
                 done.append(job)
                 done_views.append(job.view())
                 predicted.pop(id(job), None)
+                policy.job_left(job.spec.name)
             while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:
                 job = arrivals[next_arrival]
                 next_arrival += 1
@@ -124,7 +126,7 @@ class Simulator:
                 event = True
             changed = changed or event
             at_round = now >= next_round
-            call = (at_round and (changed or not skip_idle)) or (policy.reacts_to_events and event)
+            call = should_decide(policy, at_round, changed, event)
             if call and active:
                 decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)

@@ -10,6 +10,9 @@ The job observes only what it runs (step/sync time of its configuration, gradien
 its batch size and epoch) and feeds them to a `JobEstimator`, the same class a real job feeds.
 An adaptive job re-chooses its batch configuration with the agent rule after every placement
 change and at every epoch boundary (unless the policy fixed the batch).
+
+Its books (placement, time held and waited, restarts, the `JobView` it shows) are a
+`JobLedger`, the same the live service keeps (corral.core.ledger).
 """
 
 from __future__ import annotations
@@ -18,26 +21,25 @@ import math
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
+from corral.core.ledger import JobLedger
 from corral.perf.agent import choose_batch
 from corral.perf.estimator import JobEstimator
 from corral.sim.replay import epoch_gains
 from corral.sim.truth.base import AppTruth
 
 
-class SimJob:
-    """State of one job in the simulator."""
+class SimJob(JobLedger):
+    """State of one job in the simulator: its books (the ledger) and its training."""
 
     __slots__ = (
-        "spec", "truth", "boundaries", "estimator", "status", "placement", "batch",
-        "policy_batch", "pause_left_s", "clock_s", "epoch", "progress", "steps",
-        "attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "max_gpus_held",
-        "first_start_s", "last_change_s", "finish_s", "metrics", "epochs_since_change",
-        "slowdown", "_rate", "active_at_arrival", "dry", "epoch_start_steps", "ending",
-        "_observed",
+        "truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
+        "epoch", "progress", "steps", "metrics", "slowdown", "_rate", "active_at_arrival", "dry",
+        "epoch_start_steps", "ending", "_observed",
     )
+    _ALL_SLOTS = JobLedger.__slots__ + __slots__  # what a prediction copy copies
 
     def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
-        self.spec = spec
+        super().__init__(spec)
         self.truth = truth
         self.boundaries = truth.epoch_progress()
         epochs = spec.epochs or truth.limits.epochs
@@ -45,8 +47,6 @@ class SimJob:
         self.estimator = JobEstimator(
             spec.init_bsz, spec.max_bsz, spec.min_local_bsz, spec.max_local_bsz,
             accumulation=True, adaptive=spec.adaptive)
-        self.status = JobStatus.PENDING
-        self.placement = Placement()
         self.batch: BatchConfig | None = None
         self.policy_batch = False  # the policy chose the batch: the job's agent keeps out
         self.pause_left_s = 0.0
@@ -55,16 +55,7 @@ class SimJob:
         self.progress = 0.0
         self.steps = 0.0
         self.epoch_start_steps = 0.0  # optimizer steps at the last epoch boundary
-        self.attained_gpu_s = 0.0
-        self.run_time_s = 0.0
-        self.queue_time_s = 0.0
-        self.restarts = 0
-        self.max_gpus_held = 0
-        self.first_start_s: float | None = None
-        self.last_change_s: float | None = None
-        self.finish_s: float | None = None
         self.metrics: list[tuple[int, int, float]] = []
-        self.epochs_since_change = 0
         self.slowdown = 0.0
         self._rate: tuple | None = None  # (gain per epoch, steps/s) of the current configuration
         self.active_at_arrival = 1
@@ -74,16 +65,14 @@ class SimJob:
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
-        return JobView(
-            spec=self.spec, status=self.status,
-            assignment=Assignment(self.placement, self.batch if self.policy_batch else None)
-            if self.placement else None,
-            attained_gpu_s=self.attained_gpu_s, run_time_s=self.run_time_s,
-            queue_time_s=self.queue_time_s, restarts=self.restarts, epoch=self.epoch,
-            steps=int(self.steps), progress=self.progress, max_gpus_held=self.max_gpus_held,
-            first_start_s=self.first_start_s, last_change_s=self.last_change_s,
-            batch=self.batch, estimator=self.estimator, metrics=tuple(self.metrics),
-            epochs_since_change=self.epochs_since_change, oracle=oracle)
+        return super().view(
+            epoch=self.epoch, steps=int(self.steps), progress=self.progress, batch=self.batch,
+            fixed_batch=self.batch if self.policy_batch else None, estimator=self.estimator,
+            metrics=tuple(self.metrics), oracle=oracle)
+
+    @property
+    def status(self) -> JobStatus:
+        return self.view_status
 
     @property
     def total_epochs(self) -> int:
@@ -105,23 +94,13 @@ class SimJob:
     def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
         """Take a new assignment at `now_s`; returns True when the placement changed."""
         new = assignment.placement if assignment else Placement()
-        changed = new != self.placement
+        changed = self.place(now_s, new, self.epoch)  # the books: restarts, first start, ...
         if changed:
             if new:
-                if self.first_start_s is not None:  # resized, or resumed after preemption
-                    self.restarts += 1
-                if self.first_start_s is None:
-                    self.first_start_s = now_s
-                self.status = JobStatus.RUNNING
                 self.pause_left_s = pause_s
-                self.max_gpus_held = max(self.max_gpus_held, new.num_gpus)
             else:
-                self.status = JobStatus.PENDING
                 self.pause_left_s = 0.0
                 self.batch = None
-            self.placement = new
-            self.last_change_s = now_s
-            self.epochs_since_change = 0
         if new:
             wanted = assignment.batch if assignment else None
             if wanted is not None:
@@ -188,10 +167,9 @@ class SimJob:
         if dt_total <= 0 or self.finish_s is not None:
             return
         if not self.placement:
-            self.queue_time_s += dt_total
+            self.wait(dt_total)
             self.clock_s = to_s
             return
-        gpus = self.placement.num_gpus
         t = self.clock_s
         while t < to_s:
             if self.pause_left_s > 0:
@@ -218,15 +196,13 @@ class SimJob:
                 self.progress += rate * d
                 self.steps += d * speed
                 t = to_s
-        self.run_time_s += t - self.clock_s
-        self.attained_gpu_s += (t - self.clock_s) * gpus
+        self.hold(t - self.clock_s)
         self.clock_s = to_s
         self._observe_grad()
 
     def _finish_epoch(self, now_s: float) -> None:
         total = self.batch.total(self.placement.num_gpus)
         self.epoch += 1
-        self.epochs_since_change += 1
         self.epoch_start_steps = self.steps
         metric = None if self.dry else self.truth.metric(self.epoch, total)
         if metric is not None:
@@ -249,8 +225,7 @@ class SimJob:
                 self._rate = None
 
     def _complete(self, now_s: float) -> None:
-        self.finish_s = now_s
-        self.status = JobStatus.DONE
+        self.end(now_s, JobStatus.DONE)
 
     def predict_finish_s(self, horizon_s: float) -> float:
         """When the job would finish if nothing changed (inf beyond `horizon_s`).
@@ -261,13 +236,10 @@ class SimJob:
         if not self.placement:
             return math.inf
         ghost = SimJob.__new__(SimJob)
-        for slot in SimJob.__slots__:
+        for slot in SimJob._ALL_SLOTS:
             setattr(ghost, slot, getattr(self, slot))
         ghost.dry = True
         ghost.metrics = []
         ghost.advance(horizon_s)
         return ghost.finish_s if ghost.finish_s is not None else math.inf
 
-    def release(self) -> None:
-        """Give back the GPUs after completion."""
-        self.placement = Placement()

@@ -31,11 +31,17 @@ class PolicyChoice:
     overrides: Mapping[str, str]
 
 
-def parse_settings(policies: Sequence[str], settings: Sequence[str]) -> list[PolicyChoice]:
-    """Resolve `--set policy.key=value` (or `key=value` for every policy that has `key`)."""
+def parse_settings(policies: Sequence[str], settings: Sequence[str],
+                   seed: int | None = None) -> list[PolicyChoice]:
+    """Resolve `--set policy.key=value` (or `key=value` for every policy that has `key`).
+
+    `seed` (`corral simulate --seed`) is the `seed` parameter of every randomized policy that
+    has one; a `--set` of it wins."""
     per_policy: dict[str, dict[str, str]] = {p: {} for p in policies}
     for name in policies:
-        policy_class(name)  # unknown policy -> one-line error
+        cls = policy_class(name)  # unknown policy -> one-line error
+        if seed is not None and "seed" in {n for n, _, _ in param_fields(cls)}:
+            per_policy[name]["seed"] = str(seed)
     for item in settings:
         if "=" not in item:
             raise UnknownPolicyError(f"--set {item!r}: expected policy.key=value")

@@ -1,6 +1,6 @@
 """Atomic checkpoints with a fallback: a crash at any moment leaves a loadable checkpoint.
 
-Each save writes `ckpt-<seq>.pt` through `corral.train.files.atomic_write` (temporary file,
+Each save writes `ckpt-<seq>.pt` through `corral.protocol.files.atomic_write` (temporary file,
 fsync, rename, fsync of the directory) and then deletes all but the newest `keep` (default 2)
 checkpoints, so the previous one survives until the next save has completed. Loading tries the
 newest first; a checkpoint that fails to load (truncated or corrupted on disk after it was
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from corral.train.files import atomic_write
+from corral.protocol.files import atomic_write
 
 __all__ = ["CheckpointStore"]
 

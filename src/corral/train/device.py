@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from corral.train.env import WorkerEnv
+from corral.protocol.env import WorkerEnv
 
 __all__ = ["Placement", "place_worker"]
 

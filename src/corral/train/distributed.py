@@ -1,7 +1,7 @@
 """Process-group setup, the DistributedDataParallel wrapper, and the few collectives the
 trainer needs outside DDP, over torch.distributed.
 
-The rendezvous is the executor's `env://` variables (corral.train.env.WorkerEnv), on a store
+The rendezvous is the executor's `env://` variables (corral.protocol.env.WorkerEnv), on a store
 that listens on 127.0.0.1 only when the workers meet on this machine; the backend
 and device come from corral.train.device (nccl on GPUs, gloo on the CPU). A one-worker job
 creates no process group and trains the module as it is. The timeout is short (default 120 s)
@@ -27,8 +27,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from corral.protocol.env import WorkerEnv
 from corral.train.device import Placement
-from corral.train.env import WorkerEnv
 
 __all__ = ["Group"]
 

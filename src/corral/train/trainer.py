@@ -42,27 +42,27 @@ import torch
 
 from corral.core.jobs import BatchConfig
 from corral.perf.agent import initial_batch
+from corral.perf.agent import BatchController
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 from corral.perf.estimator import JobEstimator
-from corral.perf.agent import BatchController
+from corral.protocol.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
+from corral.protocol.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION, LEAVE_EXIT_CODE,
+                                     mark_ready, read_request)
+from corral.protocol.report import Reporter
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
 from corral.train.device import Placement, place_worker
 from corral.train.distributed import Group
-from corral.train.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
 from corral.train.grad_stats import (DIVERGED, EXTRA_SLOTS, REGROUP, STOP, DeviceNoise,
                                      GradientSampler, Preconditioner)
 from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
 from corral.train.host_view import LaggedHostView
-from corral.train.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION, LEAVE_EXIT_CODE,
-                                  mark_ready, read_request)
 from corral.train.lr import DEFAULT_MAX_LR_SCALE, LrScaler, LrScaling, adascale
 from corral.train.precision import Precision
 from corral.train.profiler import StepProfiler
 from corral.train.progress import TrainingProgress
-from corral.train.report import Reporter
-from corral.train.signals import StopSignal
 from corral.train.recovery import LastGoodState, TrainingDiverged
+from corral.train.signals import StopSignal
 from corral.train.state import load_trainer_state, to_cpu, trainer_state
 from corral.train.stream import SampleStream
 
@@ -531,7 +531,7 @@ class ElasticTrainer:
             self.model.register_forward_pre_hook(self._count_forward)
 
     def _regroup(self) -> None:
-        """In-place resize (corral.train.inplace): leave this process group, join the next
+        """In-place resize (corral.protocol.inplace): leave this process group, join the next
         generation or leave the job; new rank 0 broadcasts the training state."""
         started = time.perf_counter()
         request = read_request(self._control_dir) if self._control_dir else None

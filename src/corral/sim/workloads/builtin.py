@@ -20,8 +20,9 @@ BUILTIN_RATE_PER_HOUR = 20.0
 BUILTIN_SEED = 0
 
 
-def builtin_default(apps: Mapping[str, AppLimits]) -> Workload:
-    """The default workload (see module docstring); deterministic for a given catalog."""
+def builtin_default(apps: Mapping[str, AppLimits], seed: int = BUILTIN_SEED) -> Workload:
+    """The default workload (see module docstring); deterministic for a given catalog and
+    `seed` (another seed draws other arrivals and models from the same mix)."""
     names, probs = resolve_mix(apps, None, default=BUILTIN_MIX)
     return synthetic(apps, num_jobs=BUILTIN_JOBS, rate_per_hour=BUILTIN_RATE_PER_HOUR,
-                     mix=dict(zip(names, probs.tolist())), seed=BUILTIN_SEED, name="default")
+                     mix=dict(zip(names, probs.tolist())), seed=seed, name="default")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from corral.train.files import atomic_write_json, read_json
+from corral.protocol.files import atomic_write_json, read_json
 
 __all__ = ["Reporter", "read_report", "REPORT_FILE"]
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from corral.train.files import atomic_write_json, read_json
+from corral.protocol.files import atomic_write_json, read_json
 
 __all__ = ["ResizeRequest", "ENV_CONTROL_DIR", "ENV_JOIN_GENERATION", "LEAVE_EXIT_CODE",
            "ready_path", "request_path", "write_request", "read_request", "mark_ready",

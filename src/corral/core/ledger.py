@@ -1,0 +1,154 @@
+"""A job's books, kept the same way for simulated and live jobs (`JobLedger`), and the one rule
+for when a policy is asked (`should_decide`).
+
+The simulator's job (corral.sim.job.SimJob) and the live service's (corral.service.jobs.LiveJob)
+are both ledgers: a placement decided by the policy goes through `place`, time through `hold`
+(GPU time on the current placement) or `wait` (queueing), the end through `end` and `release`,
+and the `JobView` a policy sees is built by `view` from these books plus what the job itself
+measured (epoch, steps, progress, batch, estimator, metrics). So the same sequence of
+assignments gives the same view in both worlds, and a policy cannot tell them apart.
+
+Counting rules (issue 12: "restarts are counted as the simulator counts them"):
+
+* `restarts`: every placement of a job that has run before - a resize, or a resume after a
+  preemption - plus every crash retry (`crash_retried`; the simulator has no crashes);
+* `preemptions`: placements taken away by the policy (a job that ends is released, not
+  preempted); `crash_retries`: restarts after worker failures;
+* `epochs_since_change` in the view: epochs completed since the last placement change.
+
+`SimJob` advances in the simulator's hot loop, so the books are slots of the job itself (a
+subclass), not an object beside it: reading `job.placement` costs what it did before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from corral.core.cluster import Placement
+from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
+
+if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
+    from corral.core.policy import Policy
+    from corral.perf.estimator import JobEstimator
+
+__all__ = ["JobLedger", "should_decide", "LEDGER_FIELDS"]
+
+#: The books, as they are persisted (`to_doc` / `restore`) and in this order.
+LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
+                 "crash_retries", "max_gpus_held", "first_start_s", "last_change_s",
+                 "epoch_at_change", "finish_s")
+
+
+class JobLedger:
+    """The accounting of one job: placement, time held and waited, restarts, its end."""
+
+    __slots__ = ("spec", "placement", "outcome", *LEDGER_FIELDS)
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.placement = Placement()
+        self.outcome: JobStatus | None = None  # DONE or FAILED once the job ended
+        self.attained_gpu_s = 0.0  # GPU-seconds held (restart pauses included)
+        self.run_time_s = 0.0  # seconds holding GPUs
+        self.queue_time_s = 0.0  # seconds active without GPUs
+        self.restarts = 0
+        self.preemptions = 0
+        self.crash_retries = 0
+        self.max_gpus_held = 0
+        self.first_start_s: float | None = None
+        self.last_change_s: float | None = None
+        self.epoch_at_change = 0  # the job's epoch when its placement last changed
+        self.finish_s: float | None = None
+
+    # -- changes --------------------------------------------------------------------------
+    def place(self, now_s: float, placement: Placement, epoch: int) -> bool:
+        """Take the placement a policy decided at `now_s` (empty: preempted), the job being at
+        `epoch`; True when it differs from the current one (only then is anything counted)."""
+        if placement == self.placement:
+            return False
+        if placement:
+            if self.first_start_s is None:
+                self.first_start_s = now_s
+            else:  # resized, or resumed after preemption
+                self.restarts += 1
+            if placement.num_gpus > self.max_gpus_held:
+                self.max_gpus_held = placement.num_gpus
+        else:
+            self.preemptions += 1
+        self.placement = placement
+        self.last_change_s = now_s
+        self.epoch_at_change = epoch
+        return True
+
+    def hold(self, dt_s: float) -> None:
+        """`dt_s` seconds on the current placement: GPU time."""
+        self.run_time_s += dt_s
+        self.attained_gpu_s += dt_s * self.placement.num_gpus
+
+    def wait(self, dt_s: float) -> None:
+        """`dt_s` seconds active without GPUs: queueing."""
+        self.queue_time_s += dt_s
+
+    def crash_retried(self, count: int = 1) -> None:
+        """The job was restarted `count` times after its workers failed (live jobs only)."""
+        self.crash_retries += count
+        self.restarts += count
+
+    def end(self, now_s: float, outcome: JobStatus) -> None:
+        """The job ended at `now_s` (DONE, or FAILED for any other end); it keeps its placement
+        until `release`."""
+        self.finish_s = now_s
+        self.outcome = outcome
+
+    def release(self) -> None:
+        """Give back the GPUs without a decision (the job ended, or the service restarted and
+        the job will be placed again): not a preemption, and nothing else is counted."""
+        self.placement = Placement()
+
+    # -- what the policy sees -------------------------------------------------------------
+    @property
+    def view_status(self) -> JobStatus:
+        if self.outcome is not None:
+            return self.outcome
+        return JobStatus.RUNNING if self.placement else JobStatus.PENDING
+
+    def view(self, *, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
+             fixed_batch: BatchConfig | None, estimator: "JobEstimator | None",
+             metrics: tuple[tuple[int, int, float], ...],
+             oracle: OracleInfo | None = None) -> JobView:
+        """The `JobView` of these books and of what the job measured: its `epoch`, `steps`,
+        `progress`, the `batch` it trains with, the batch the policy fixed (`fixed_batch`, None
+        when the job chooses), its `estimator` and validation `metrics`."""
+        placement = self.placement
+        return JobView(
+            spec=self.spec, status=self.view_status,
+            assignment=Assignment(placement, fixed_batch) if placement else None,
+            attained_gpu_s=self.attained_gpu_s, run_time_s=self.run_time_s,
+            queue_time_s=self.queue_time_s, restarts=self.restarts, epoch=epoch, steps=steps,
+            progress=progress, max_gpus_held=self.max_gpus_held,
+            first_start_s=self.first_start_s, last_change_s=self.last_change_s, batch=batch,
+            estimator=estimator, metrics=metrics,
+            epochs_since_change=max(0, epoch - self.epoch_at_change), oracle=oracle)
+
+    # -- persistence ----------------------------------------------------------------------
+    def books(self) -> dict[str, Any]:
+        """The books as plain values (placement as [[node, gpus], ...]), for a JSON store."""
+        doc: dict[str, Any] = {name: getattr(self, name) for name in LEDGER_FIELDS}
+        doc["placement"] = [list(s) for s in self.placement.slots]
+        return doc
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        """Books written by `books` (fields an older store lacks keep their initial value)."""
+        for name in LEDGER_FIELDS:
+            if name in doc:
+                setattr(self, name, doc[name])
+        self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
+
+
+def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool) -> bool:
+    """Is the policy asked now? At a round (every interval) unless it decides only when jobs
+    change (`decides_on_change_only`) and none did since it was last asked (`changed`), and
+    at an arrival or completion (`event`) when it `reacts_to_events`. The simulator's engine
+    and the live control loop both ask this, so a policy is called at the same moments."""
+    return (at_round and (changed or not policy.decides_on_change_only)) or (
+        policy.reacts_to_events and event)

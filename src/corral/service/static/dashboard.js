@@ -97,7 +97,6 @@ function drawCluster(cluster, jobs) {
 function drawJobs(jobs) {
   const rows = jobs.slice().reverse().map(j => {
     const batch = j.batch ? j.batch[0] + "x" + (j.batch[1] + 1) : "-";
-    const pct = Math.max(0, Math.min(1, j.progress || 0));
     return el("tr", {"data-job": j.id},
       el("td", {}, el("a", {"href": "#/job/" + encodeURIComponent(j.id)}, j.id)),
       el("td", {}, j.name),
@@ -105,8 +104,8 @@ function drawJobs(jobs) {
       el("td", {"class": "gpus-count"}, j.gpus),
       el("td", {}, j.placement),
       el("td", {}, batch),
-      el("td", {}, el("span", {"class": "bar", "style": "width:" + (pct * 5).toFixed(2) + "em"}),
-         " " + (100 * pct).toFixed(0) + "% (" + j.steps + " steps, epoch " + j.epoch + ")"),
+      // `progress` is scale-invariant training progress (samples at M0), not a fraction done
+      el("td", {}, "epoch " + j.epoch + ", " + j.steps + " steps"),
       el("td", {}, j.throughput ? fmt(j.throughput, 1) + " samples/s" : "-"),
       el("td", {}, j.efficiency ? fmt(j.efficiency, 2) : "-"),
       el("td", {}, j.restarts),

@@ -101,7 +101,8 @@ def test_per_workload_table(results):
 def test_write_outputs(tmp_path, results):
     out = tmp_path / "run"
     written = write_outputs(out, results)
-    assert set(written) == {"summary", "jobs", "jct_cdf", "gpu_usage"}
+    assert set(written) == {"summary", "jobs", "gpu_timeline", "allocations", "jct_cdf",
+                            "gpu_usage", "report"}
 
     doc = json.loads((out / "summary.json").read_text())
     assert doc["schema"] == 1

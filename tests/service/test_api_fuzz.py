@@ -108,7 +108,8 @@ requests = st.one_of(
     st.tuples(st.sampled_from(["GET", "POST"]),
               st.sampled_from(["/jobs", "/jobs/{id}", "/jobs/{id}/telemetry",
                                "/jobs/{id}/cancel", "/jobs/{id}/logs", "/metrics", "/cluster",
-                               "/healthz"]),
+                               "/healthz", "/", "/docs", "/static/dashboard.js",
+                               "/static/{id}"]),
               bodies, st.dictionaries(st.sampled_from(["rank", "tail"]),
                                       st.one_of(any_text, numbers.map(str)), max_size=2)),
 )

@@ -10,6 +10,7 @@ import pytest
 
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
+from corral.sim.workloads.builtin import BUILTIN_JOBS, BUILTIN_RATE_PER_HOUR
 from corral.sim.workloads import (POLLUX_MIX, SIZE_CLASS_APPS, TUNED_GPUS, Workload,
                                   builtin_default, describe_workload, format_description,
                                   load_philly, load_pollux_csv, load_tiresias_csv, load_workload,
@@ -323,9 +324,27 @@ def test_builtin_default(apps):
     assert w == builtin_default(apps)
     assert w.name == "default" and len(w) == 40
     check_invariants(w)
-    assert 1.0 < w.jobs[-1].submit_time_s / 3600 < 3.5
+    span_h = w.jobs[-1].submit_time_s / 3600  # Poisson arrivals: about (n - 1) / rate hours
+    expected_h = (BUILTIN_JOBS - 1) / BUILTIN_RATE_PER_HOUR
+    assert 0.5 * expected_h < span_h < 2.0 * expected_h
     assert max(j.gpus for j in w.jobs) <= 16
     assert {j.app for j in w.jobs} <= {"cifar10", "ncf", "deepspeech2", "bert"}
+
+
+def test_builtin_default_tells_the_story():
+    """Issue 14: on the default workload the policies differ clearly (it was so lightly loaded
+    that fifo and tiresias-las had identical figures)."""
+    from corral.core import Cluster, create_policy
+    from corral.sim.engine import Simulator
+    from corral.sim.metrics import summarize
+    from corral.sim.truth.catalog import CatalogTruth
+
+    truth = CatalogTruth()
+    w = builtin_default(truth.limits())
+    avg = {p: summarize(Simulator(truth, create_policy(p), Cluster.parse("16x4")).run(w)).avg_jct_s
+           for p in ("fifo", "tiresias-las", "pollux")}
+    assert avg["fifo"] / avg["pollux"] >= 1.5, avg
+    assert abs(avg["tiresias-las"] - avg["fifo"]) / avg["fifo"] > 0.05, avg
 
 
 # --- dispatch, directories, describe ------------------------------------------------------------

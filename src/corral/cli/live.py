@@ -1,11 +1,13 @@
-"""The live commands: `corral serve`, `submit`, `jobs`, `cancel`, `logs` (registered on the
-main `corral` app). Thin: they parse arguments and call corral.service."""
+"""The live commands: `corral serve`, `submit`, `jobs [--watch]`, `cancel`, `logs [--follow]`,
+`describe` (registered on the main `corral` app). Thin: they parse arguments and call
+corral.service."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -151,20 +153,7 @@ def submit(
     console.print(job["id"])
 
 
-@app.command("jobs")
-@user_errors
-def jobs_(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL."),
-    token: Optional[str] = typer.Option(None, help="API token."),
-) -> None:
-    """List the jobs with their status, GPUs, batch and progress."""
-    with _client(data_dir, url, token) as client:
-        rows = client.jobs()
-    if as_json:
-        console.print_json(json.dumps(rows))
-        return
+def _jobs_table(rows: list[dict]) -> Table:
     table = Table(title="jobs")
     for col in ("id", "name", "status", "gpus", "batch", "steps", "epoch", "loss", "metric",
                 "launches", "preempted", "retries", "restarts", "message"):
@@ -177,7 +166,46 @@ def jobs_(
                  str(r.get("launches", 0)), str(r.get("preemptions", 0)),
                  str(r.get("crash_retries", 0)), str(r["restarts"]), r.get("message") or "")
         table.add_row(*(escape(str(c)) for c in cells))  # names and messages are user text
-    console.print(table)
+    return table
+
+
+@app.command("jobs")
+@user_errors
+def jobs_(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until Ctrl-C."),
+    every: float = typer.Option(2.0, help="Seconds between redraws with --watch."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL."),
+    token: Optional[str] = typer.Option(None, help="API token."),
+) -> None:
+    """List the jobs with their status, GPUs, batch and progress."""
+    if watch and as_json:
+        raise InputError("--watch and --json do not go together")
+    if every <= 0:
+        raise InputError("--every must be > 0")
+    with _client(data_dir, url, token) as client:
+        if not watch:
+            rows = client.jobs()
+            if as_json:
+                console.print_json(json.dumps(rows))
+            else:
+                console.print(_jobs_table(rows))
+            return
+        from rich.live import Live
+
+        try:
+            if not console.is_terminal:  # a file or pipe: one table after another
+                while True:
+                    console.print(_jobs_table(client.jobs()))
+                    sys.stdout.flush()
+                    time.sleep(every)
+            with Live(_jobs_table(client.jobs()), console=console, auto_refresh=False) as view:
+                while True:  # a terminal: the table redrawn in place
+                    time.sleep(every)
+                    view.update(_jobs_table(client.jobs()), refresh=True)
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command()
@@ -200,13 +228,92 @@ def logs(
     job_id: str = typer.Argument(..., help="The job's id."),
     rank: int = typer.Option(0, help="Which worker's output (0 also has the executor's notes)."),
     tail: Optional[int] = typer.Option(None, help="Only the last BYTES bytes."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what is added until the job ends."),
+    every: float = typer.Option(1.0, help="Seconds between polls with --follow."),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
     url: Optional[str] = typer.Option(None, help="Service URL."),
     token: Optional[str] = typer.Option(None, help="API token."),
 ) -> None:
-    """Print a job's log."""
+    """Print a job's log; with --follow, keep printing what is added until the job ends."""
+    if every <= 0:
+        raise InputError("--every must be > 0")
     with _client(data_dir, url, token) as client:
         text = client.logs(job_id, rank, tail)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if not follow:
+            return
+        # where the whole log ends: follow from there
+        size = len(text) if tail is None else len(client.logs(job_id, rank))
+        try:
+            while True:
+                ended = client.job(job_id)["status"] not in ("queued", "running")
+                whole = client.logs(job_id, rank)
+                if len(whole) < size:  # a new launch truncated the log: print it anew
+                    size = 0
+                sys.stdout.write(whole[size:])
+                sys.stdout.flush()
+                size = len(whole)
+                if ended:
+                    return
+                time.sleep(every)
+        except KeyboardInterrupt:
+            pass
+
+
+@app.command()
+@user_errors
+def describe(
+    job_id: str = typer.Argument(..., help="The job's id."),
+    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
+    url: Optional[str] = typer.Option(None, help="Service URL."),
+    token: Optional[str] = typer.Option(None, help="API token."),
+) -> None:
+    """Everything about one job: spec, events, launches, assignments, checkpoints, last report."""
+    with _client(data_dir, url, token) as client:
+        job = client.job(job_id)
+        telemetry = client.telemetry(job_id)
+    out = console.print
+    out(f"[bold]{escape(job['id'])}[/] {escape(job['name'])}: {job['status']} on {job['gpus']} "
+        f"GPU(s) ({escape(job['placement'])}), {job['steps']} steps, epoch {job['epoch']}, "
+        f"{job['launches']} launch(es), {job['restarts']} restart(s)"
+        + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
+    spec = Table(title="spec", show_header=False)
+    for key, value in job["spec"].items():
+        spec.add_row(key, escape(json.dumps(value)))
+    out(spec)
+    events = Table(title="events")
+    for col in ("time (s)", "event", "detail"):
+        events.add_column(col)
+    for e in job["events"]:
+        events.add_row(f"{e['time_s']:.1f}", escape(e["kind"]), escape(e["detail"]))
+    out(events)
+    launches = Table(title="launches (first report of each)")
+    for col in ("launch", "time (s)", "workers", "batch", "resumed from step"):
+        launches.add_column(col)
+    seen: set = set()
+    for t in telemetry:
+        if t["launch"] is None or t["launch"] in seen:
+            continue
+        seen.add(t["launch"])
+        batch = f"{t['local_bsz']}x{(t['accum_steps'] or 0) + 1}" if t["local_bsz"] else "-"
+        launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]), batch,
+                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]))
+    out(launches)
+    assigned = Table(title="assignments")
+    for col in ("time (s)", "placement", "GPUs", "batch"):
+        assigned.add_column(col)
+    for a in job["assignments"]:
+        assigned.add_row(f"{a['time_s']:.1f}", escape(a["placement"]), str(a["num_gpus"]),
+                         escape(str(a["batch"] or "-")))
+    out(assigned)
+    checkpoints = [e for e in job["events"] if e["kind"] in ("resumed", "fresh")]
+    out("checkpoints: " + ("; ".join(escape(e["detail"]) for e in checkpoints) if checkpoints
+                           else "no launch has resumed from one"), soft_wrap=True)
+    report = job.get("report") or {}
+    brief = {k: report[k] for k in ("time", "state", "launch", "world_size", "steps", "epoch",
+                                    "progress", "loss", "batch", "total_bsz", "metrics", "resumed")
+             if k in report}
+    out("last report: " + (escape(json.dumps(brief)) if brief else "none (the job has not "
+                           "reported; a script without corral.train never does)"), soft_wrap=True)
 

@@ -77,10 +77,11 @@ def simulate(
     window: Optional[str] = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
     ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
-    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv and plots here."),
+    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
-    from corral.report import comparison_table, per_workload_table, write_outputs
+    from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
+    from corral.report.findings import findings
     from corral.sim.config import EngineConfig
     from corral.sim.engine import check_feasible
     from corral.sim.memory import peak_rss_mib
@@ -140,6 +141,8 @@ def simulate(
     if len(workloads) > 1 and len(choices) > 1:
         console.print(per_workload_table({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
                                           for p in summaries}))
+    for line in findings(summary_document(results, summaries)):
+        console.print(line, highlight=False, soft_wrap=True)
     if out is not None:
         paths = write_outputs(out, results, summaries)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
@@ -148,6 +151,17 @@ def simulate(
                   + (f", {child:,.0f} MiB in the largest worker process" if child else "") + "[/]")
     if matrix.failures:
         raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def report(
+    out_dir: Path = typer.Argument(..., help="A folder written by `corral simulate --out`."),
+) -> None:
+    """Rebuild report.html in a results folder from its summary.json and jobs.csv."""
+    from corral.report.html import write_html_report
+
+    console.print(f"wrote {write_html_report(out_dir)}", highlight=False, soft_wrap=True)
 
 
 @app.command()

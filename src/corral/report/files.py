@@ -45,8 +45,21 @@
   app, submit_s, first_start_s, finish_s, jct_s, restarts, attained_gpu_s, requested_gpus,
   isolated_jct_s, ftf. Missing values (an unfinished job's finish) are empty cells.
 
-* `jct_cdf.png` (JCT CDF per policy over all workloads) and `gpu_usage.png` (GPUs in use over
-  time per policy, first workload), unless `plots=False`.
+* `gpu_timeline.csv` -- the GPUs in use over time of every run, a step function: columns
+  `GPU_TIMELINE_COLUMNS` (policy, workload, time_s, gpus, cluster_gpus); `gpus` holds from
+  `time_s` to the next row of the same run.
+
+* `allocations.csv` -- which job held how many GPUs when, changes only: columns
+  `ALLOCATIONS_CSV_COLUMNS` (policy, workload, job, time_s, gpus); a job holds its last value
+  until its finish in jobs.csv. Empty (header only) for results that did not record them
+  (`corral.sim.allocations`).
+
+* `jct_cdf.png` (JCT CDF per policy over all workloads), `gpu_usage.png` (GPUs in use over
+  time per policy, first workload) and `report.html` (every table and plot in one
+  self-contained page, `corral.report.html`), unless `plots=False`.
+
+`corral.report.readback.read_outputs` reads these files back, so `corral report DIR` rebuilds
+report.html from them alone.
 """
 
 from __future__ import annotations
@@ -65,6 +78,9 @@ JOBS_CSV_COLUMNS: tuple[str, ...] = (
     "policy", "workload", "name", "app", "submit_s", "first_start_s", "finish_s", "jct_s",
     "restarts", "attained_gpu_s", "requested_gpus", "isolated_jct_s", "ftf",
 )
+
+GPU_TIMELINE_COLUMNS: tuple[str, ...] = ("policy", "workload", "time_s", "gpus", "cluster_gpus")
+ALLOCATIONS_CSV_COLUMNS: tuple[str, ...] = ("policy", "workload", "job", "time_s", "gpus")
 
 SummariesArg = Mapping[str, Sequence[Summary] | Mapping[str, Summary]]
 
@@ -123,9 +139,29 @@ def write_jobs_csv(path: str | Path, results: Mapping[str, Sequence[SimResult]])
     return path
 
 
+def write_timelines(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]]
+                    ) -> dict[str, Path]:
+    """Write gpu_timeline.csv and allocations.csv (see the module docstring)."""
+    out = Path(out_dir)
+    usage, allocs = out / "gpu_timeline.csv", out / "allocations.csv"
+    with usage.open("w", newline="") as fu, allocs.open("w", newline="") as fa:
+        u, a = csv.writer(fu), csv.writer(fa)
+        u.writerow(GPU_TIMELINE_COLUMNS)
+        a.writerow(ALLOCATIONS_CSV_COLUMNS)
+        for policy, runs in results.items():
+            for key, r in zip(workload_keys(runs), runs):
+                for t, gpus in r.gpu_timeline:
+                    u.writerow([policy, key, t, gpus, r.cluster_gpus])
+                for job, history in r.allocations.items():
+                    for t, gpus in history:
+                        a.writerow([policy, key, job, t, gpus])
+    return {"gpu_timeline": usage, "allocations": allocs}
+
+
 def write_outputs(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]],
                   summaries: SummariesArg | None = None, plots: bool = True) -> dict[str, Path]:
-    """Write summary.json, jobs.csv and (if `plots`) jct_cdf.png and gpu_usage.png to `out_dir`.
+    """Write summary.json, jobs.csv, gpu_timeline.csv, allocations.csv and (if `plots`)
+    jct_cdf.png, gpu_usage.png and report.html to `out_dir`.
 
     `results` is `{policy: [SimResult per workload]}`. `summaries`, when given, is per policy
     either a list parallel to its results or `{workload: Summary}`; runs without one are
@@ -140,10 +176,13 @@ def write_outputs(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]
     summary_path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     written["summary"] = summary_path
     written["jobs"] = write_jobs_csv(out / "jobs.csv", results)
+    written.update(write_timelines(out, results))
 
     if plots:
+        from corral.report.html import write_html_report
         from corral.report.plots import plot_gpu_usage, plot_jct_cdf
 
         written["jct_cdf"] = plot_jct_cdf(results, out / "jct_cdf.png")
         written["gpu_usage"] = plot_gpu_usage(results, out / "gpu_usage.png")
+        written["report"] = write_html_report(out)
     return written

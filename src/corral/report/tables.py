@@ -42,8 +42,8 @@ def fmt_percent(value: float | None) -> str:
     return MISSING if value is None else f"{100.0 * value:.1f}%"
 
 
-# (header, summary field, formatter)
-_COLUMNS: tuple[tuple[str, str, Any], ...] = (
+#: (header, summary field, formatter) of every metric column, shared by the HTML report.
+METRIC_COLUMNS: tuple[tuple[str, str, Any], ...] = (
     ("avg JCT", "avg_jct_s", fmt_seconds),
     ("p50", "p50_jct_s", fmt_seconds),
     ("p99", "p99_jct_s", fmt_seconds),
@@ -70,12 +70,12 @@ def comparison_table(rows: Iterable[tuple[str, str, Summary | Mapping[str, Any]]
     table = Table(title=title)
     table.add_column("policy", style="bold")
     table.add_column("workload")
-    for header, _, _ in _COLUMNS:
+    for header, _, _ in METRIC_COLUMNS:
         table.add_column(header, justify="right")
     if stops:
         table.add_column("stopped early", style="yellow")
     for policy, workload, d in rows:
-        cells = [fmt(d.get(key)) for _, key, fmt in _COLUMNS]
+        cells = [fmt(d.get(key)) for _, key, fmt in METRIC_COLUMNS]
         if stops:
             cells.append(d.get("stopped") or MISSING)
         table.add_row(policy, workload, *cells)

@@ -7,7 +7,8 @@ and what is wrong with it; an inconsistent job (400) says why; a body over MAX_B
 in corral.service.submission, and every message echoes client text only through `safe_text`.
 The API only reads the store and the executor's logs and writes submissions and cancel
 requests; the control loop does the rest. `/healthz` says whether the control loop and the
-executor still go round (corral.service.health).
+executor still go round (corral.service.health). `/` is the web dashboard and `/docs` an API
+page, both from files inside the package (corral.service.dashboard).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import corral
 from corral.core.errors import CorralError
 from corral.executors.base import Executor
+from corral.service.dashboard import mount_dashboard
 from corral.service.health import Health
 from corral.service.jobs import LiveJob
 from corral.service.limits import BodyLimit
@@ -46,7 +48,8 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
     not finished a round for `stall_after_s` seconds."""
     app = FastAPI(title="corral", version=corral.__version__,
-                  description="Schedules deep-learning training jobs on this machine's GPUs.")
+                  description="Schedules deep-learning training jobs on this machine's GPUs.",
+                  docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     health = Health(loop, executor, stall_after_s)
     bearer = HTTPBearer(auto_error=False)
@@ -90,7 +93,8 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         c = loop.cluster
         return {"nodes": [{"name": n.name, "gpus": n.gpus} for n in c.nodes],
                 "total_gpus": c.total_gpus, "policy": loop.policy.name,
-                "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s()}
+                "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
+                "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds)}
 
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
@@ -134,4 +138,5 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+    mount_dashboard(app)
     return app

@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from corral.core.cluster import Placement
-from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
+from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
+from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
 from corral.service.submission import Submission, safe_text
 
@@ -119,6 +120,31 @@ class LiveJob(JobLedger):
             self._estimator_key = key
         return self._estimator
 
+    def throughput(self) -> float | None:
+        """Samples per second at the configuration it trains with now, as its report's
+        measured profile says (mean optimizer step time at its GPUs and per-GPU batch);
+        None when it has not reported one."""
+        b, report = self.batch, self.report or {}
+        if b is None or not self.placement or not report.get("estimator"):
+            return None
+        try:
+            profile = self.estimator.profile()
+        except (TypeError, ValueError, KeyError):
+            return None
+        gpus = self.placement.num_gpus
+        times = [step_s for (_, k, m), (_, step_s, _) in profile.items()
+                 if k == gpus and m == b.local_bsz and step_s > 0]
+        return gpus * b.local_bsz / times[0] if times else None
+
+    def statistical_efficiency(self) -> float | None:
+        """Progress per sample at its total batch relative to M0 (Pollux's Eq. 6), from its
+        reported gradient statistics; None before it reported any."""
+        b = self.batch
+        stats = self.estimator.grad_stats if self.report else None
+        if b is None or stats is None or not self.placement:
+            return None
+        return float(efficiency(stats, self.spec.init_bsz, b.total(self.placement.num_gpus)))
+
     # -- what the policy sees -------------------------------------------------------------
     def view(self) -> JobView:
         return super().view(epoch=self.epoch, steps=self.steps, progress=self.progress,
@@ -204,6 +230,9 @@ class LiveJob(JobLedger):
             "progress": self.progress, "loss": report.get("loss"),
             "metric": metrics[-1][2] if metrics else None, "attained_gpu_s": self.attained_gpu_s,
             "message": self.message, "spec": self.submission.model_dump(mode="json"),
+            "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
+            "run_time_s": self.run_time_s, "throughput": self.throughput(),
+            "efficiency": self.statistical_efficiency(),
         }
 
 

@@ -25,12 +25,13 @@ time of the last finished tick) tells /healthz the loop is alive.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -47,6 +48,7 @@ from corral.service.submission import one_line_validation_error
 __all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
 log = logging.getLogger("corral.service")
+RECENT_ROUNDS = 50  # rounds kept for the dashboard (`ControlLoop.recent_rounds`)
 _SAVE_EVERY_S = 1.0  # time accounting is written at least this often
 
 
@@ -88,6 +90,9 @@ class ControlLoop:
         self.previous = Decision({})
         self.rounds = 0
         self.decide_s_total = 0.0
+        #: The last RECENT_ROUNDS rounds: {"time_s", "decide_s", "jobs", "fill_in"} (dashboard).
+        self.recent_rounds: collections.deque[dict[str, Any]] = \
+            collections.deque(maxlen=RECENT_ROUNDS)
         self.restarts_total = 0
         #: counters since this service started (Prometheus counters reset with the process)
         self.completions_total = 0
@@ -352,8 +357,11 @@ class ControlLoop:
             log.exception("policy %s failed; keeping the previous assignments", self.policy.name)
             return
         finally:
-            self.decide_s_total += time.perf_counter() - started
+            took = time.perf_counter() - started
+            self.decide_s_total += took
         self.rounds += 1
+        self.recent_rounds.append({"time_s": now, "decide_s": took, "jobs": len(views),
+                                   "fill_in": fill_in})
         if fill_in:
             decision = self._fill_in(decision)
         for job in list(self.jobs.values()):

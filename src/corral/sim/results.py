@@ -42,3 +42,6 @@ class SimResult:
     rounds: int = 0
     #: Why the run ended before every job finished, in words (None: every job finished).
     stopped: str | None = None
+    #: GPUs each job held over time, changes only: {job: [(time_s, gpus), ...]}; empty when
+    #: not recorded (`corral.sim.allocations`).
+    allocations: dict[str, list[tuple[float, int]]] = field(default_factory=dict)

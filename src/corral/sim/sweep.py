@@ -16,6 +16,7 @@ from corral.core.cluster import Cluster
 from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
 from corral.sim.config import EngineConfig
+from corral.sim.allocations import record_allocations
 from corral.sim.engine import Simulator
 from corral.sim.results import SimResult
 from corral.sim.runners import ProcessRunner, RayRunner, Runner, SerialRunner
@@ -98,8 +99,11 @@ def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, clus
     """
     try:
         policy = create_policy(choice.name, choice.overrides)
+        allocations = record_allocations(policy)
         sim = Simulator(source.load(), policy, cluster, config)
-        return sim.run(workload, on_progress=on_progress), None
+        result = sim.run(workload, on_progress=on_progress)
+        result.allocations = allocations
+        return result, None
     except Exception as exc:  # noqa: BLE001 - reported with its cell, the others go on
         return None, CellFailure(choice.name, workload.name, f"{type(exc).__name__}: {exc}",
                                  traceback.format_exc())

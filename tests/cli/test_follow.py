@@ -1,0 +1,70 @@
+"""Following work from the terminal against a real `corral serve`: `corral jobs --watch`,
+`corral logs JOB --follow` (returns when the job ends) and `corral describe JOB`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+import livecluster as live  # noqa: E402
+
+TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
+
+
+@pytest.fixture
+def service(tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("torch")
+    (tmp_path / "data").mkdir()
+    svc = live.LiveService(tmp_path / "data", policy="fifo", slots=1, interval_s=1.0)
+    try:
+        yield svc.start()
+    finally:
+        svc.close()
+
+
+def test_watch_follow_describe(service, tmp_path):
+    hold = tmp_path / "release"
+    job_id = service.client.submit({
+        "command": [sys.executable, str(TINY_JOB), "--epochs", "5", "--hold-at-step", "20",
+                    "--hold-file", str(hold)], "cwd": str(tmp_path), "name": "tiny"})["id"]
+    live.wait_until(lambda: service.job(job_id)["steps"] >= 1, 60, f"{job_id} to report")
+
+    watch = subprocess.Popen([*live.CLI, "jobs", "--watch", "--every", "0.5"], env=service.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follow = subprocess.Popen([*live.CLI, "logs", job_id, "--follow", "--every", "0.3"],
+                              env=service.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        time.sleep(3)
+        hold.touch()
+        out, err = follow.communicate(timeout=90)  # returns by itself once the job ended
+        assert follow.returncode == 0, err
+        assert service.job(job_id)["status"] == "done"
+        assert out == service.client.logs(job_id)  # nothing lost, nothing twice
+        time.sleep(1.5)
+        watch.send_signal(signal.SIGINT)
+        shown, err = watch.communicate(timeout=30)
+        assert watch.returncode == 0, err
+        assert "running" in shown and "done" in shown  # redrawn as the job went on
+    finally:
+        for proc in (watch, follow):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    done = service.cli("describe", job_id)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for part in ("spec", "events", "launches", "assignments", "checkpoints:", "last report:",
+                 "submitted", "started", "tiny_job.py",
+                 f'"steps": {service.job(job_id)["steps"]}'):
+        assert part in text, part
+    missing = service.cli("describe", "job-99")
+    assert missing.returncode == 2 and "no job 'job-99'" in missing.stderr

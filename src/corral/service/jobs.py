@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView
+from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
 from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator

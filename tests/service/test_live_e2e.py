@@ -128,6 +128,14 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
             losses = [r["loss"] for r in by_launch[first["launch"]] if r["loss"] is not None]
             assert first["resumed_loss"] < first_loss
             assert sum(losses) / len(losses) < first_loss, losses
+    # each resize says how it was done and how long training paused (jobs --json, /metrics):
+    # corral.train jobs are resized in place by default
+    measured = live.wait_until(lambda: [r for i in ids for r in svc.job(i)["resizes"]], 120,
+                               "a resize's pause to be measured")
+    assert {r["mechanism"] for r in measured} == {"in-place"}, measured
+    assert all(0 <= r["pause_s"] < 30 and r["from_gpus"] != r["to_gpus"] for r in measured)
+    metrics = svc.client.metrics()
+    assert 'corral_resize_pause_seconds_count{mechanism="in-place"}' in metrics
     # every job learns: the example's stated accuracy, reported as its metric
     for job_id in ids:
         live.wait_until(lambda: (svc.job(job_id)["metric"] or 0) >= TARGET, JOB_TIMEOUT_S,

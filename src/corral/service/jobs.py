@@ -72,6 +72,11 @@ class LiveJob(JobLedger):
     crash_base: int = 0
     exec_events_seen: int = 0  # executor events already recorded (this executor's)
     holding: bool = False  # its workers hold their slots (set from the executor's state)
+    #: every resize of a running job once its new worker set trained: {"launch", "mechanism"
+    #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s"}
+    resizes: list[dict[str, Any]] = field(default_factory=list)
+    #: (wall-clock time, GPUs before) of a resize decided and not yet measured
+    pending_resize: tuple[float, int] | None = None
     _estimator: JobEstimator | None = field(default=None, repr=False)
     _estimator_key: Any = field(default=None, repr=False)
 
@@ -195,7 +200,7 @@ class LiveJob(JobLedger):
             **self.books(),
             "message": self.message, "workers": list(self.workers),
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
-            "noted_launch": self.noted_launch,
+            "noted_launch": self.noted_launch, "resizes": self.resizes,
         }
 
     @classmethod
@@ -207,7 +212,8 @@ class LiveJob(JobLedger):
             status=LiveStatus(doc["status"]), policy_batch=BatchConfig(*pb) if pb else None,
             message=doc["message"], workers=tuple(doc["workers"]),
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
-            report=doc.get("report"), noted_launch=doc.get("noted_launch", -1))
+            report=doc.get("report"), noted_launch=doc.get("noted_launch", -1),
+            resizes=list(doc.get("resizes", [])))
         job.restore(doc)
         if not job.status.active:
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)
@@ -232,7 +238,7 @@ class LiveJob(JobLedger):
             "message": self.message, "spec": self.submission.model_dump(mode="json"),
             "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
-            "efficiency": self.statistical_efficiency(),
+            "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
         }
 
 

@@ -99,6 +99,8 @@ class ControlLoop:
         self.failures_total = 0
         self.preemptions_total = 0
         self.crash_retries_total = 0
+        #: resizes measured and their pauses summed, by mechanism: {mechanism: [count, seconds]}
+        self.resize_pauses: dict[str, list[float]] = {}
         self.gpus_running = 0  # slots whose workers run now (the executor's view)
         self.last_round: float | None = time.monotonic()
         self._seq = 0
@@ -328,18 +330,45 @@ class ControlLoop:
             return
         job.noted_launch = int(launch)
         resumed = report.get("resumed")
+        self._note_resize(now, job, report)
         if resumed and resumed.get("in_place") is not None:
-            pause = resumed.get("pause_s")
-            self.store.add_event(now, job.id, "resize-pause",
-                                 f"in-place: launch {launch} trains on {report.get('world_size')} "
-                                 f"worker(s) at step {resumed.get('steps')}, paused "
-                                 + (f"{float(pause):.2f} s" if isinstance(pause, (int, float)) else "?"))
-        elif resumed:
+            return  # resized in place: _note_resize said so
+        if resumed:
             self.store.add_event(now, job.id, "resumed",
                                  f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
                                  f"{resumed.get('epoch')} (step {resumed.get('steps')})")
         elif int(launch) > 0:
             self.store.add_event(now, job.id, "fresh", "started fresh (no usable checkpoint)")
+
+    def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
+        """The first report of a launch that follows a resize: how it was resized and how long
+        training paused. In place, the trainer measured its pause (from agreeing on the resize
+        to training at the new size; the old workers trained while the new ones started);
+        by checkpoint-restart training stopped at the decision, so the pause runs from the
+        decision to the new launch's first step."""
+        if job.pending_resize is None:
+            return
+        resumed = report.get("resumed") or {}
+        in_place = resumed.get("in_place") is not None
+        decided, from_gpus = job.pending_resize
+        if in_place and isinstance(resumed.get("pause_s"), (int, float)):
+            pause = float(resumed["pause_s"])
+        elif not in_place and isinstance(report.get("first_step_time"), (int, float)):
+            pause = max(0.0, float(report["first_step_time"]) - decided)
+        else:
+            return  # not measurable from this report (a launch that resumed a preempted job)
+        job.pending_resize = None
+        mechanism = "in-place" if in_place else "checkpoint-restart"
+        record = {"launch": int(report.get("launch", 0)), "mechanism": mechanism,
+                  "from_gpus": from_gpus, "to_gpus": int(report.get("world_size") or 0),
+                  "pause_s": round(pause, 3)}
+        job.resizes.append(record)
+        totals = self.resize_pauses.setdefault(mechanism, [0, 0.0])
+        totals[0] += 1
+        totals[1] += pause
+        self.store.add_event(now, job.id, "resize-pause",
+                             f"{mechanism}: {from_gpus} -> {record['to_gpus']} worker(s), launch "
+                             f"{record['launch']} trained after a pause of {pause:.2f} s")
 
     def _round(self, now: float, fill_in: bool = False) -> None:
         """Call the policy and apply its decision; a fill-in round applies only placements of
@@ -398,6 +427,7 @@ class ControlLoop:
         placement = a.placement if a else Placement()
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
+        old_gpus = job.placement.num_gpus
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         if not changed and batch == old_batch:
@@ -412,6 +442,8 @@ class ControlLoop:
                                  + (f", batch {batch_text}" if batch_text else "")
                                  + (" (again, after preemption)" if again else ""))
             self.store.save_job(job.to_doc())
+            if was_placed and changed:  # measured at the new worker set's first report
+                job.pending_resize = (time.time(), old_gpus)
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1

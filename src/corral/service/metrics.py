@@ -3,14 +3,14 @@
 Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the policy) and running
 (with live workers), and per active job its slots, steps, progress and restarts. Counters (since
 this service started): scheduling rounds, policy time, restarts, completions, failures,
-preemptions and crash retries.
+preemptions and crash retries. A summary: the pause of every resize, by mechanism.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from corral.service.jobs import LiveJob, LiveStatus
@@ -25,7 +25,7 @@ class _ServiceCollector(Collector):
         self.store = store
         self.loop = loop
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | SummaryMetricFamily]:
         jobs = [LiveJob.from_doc(d) for d in self.store.jobs()]
         by_status = GaugeMetricFamily("corral_jobs", "Jobs by status", labels=["status"])
         for status in LiveStatus:
@@ -67,6 +67,14 @@ class _ServiceCollector(Collector):
                 "corral_crash_retries": ("Restarts after worker failures",
                                          loop.crash_retries_total),
             }
+            pauses = {m: tuple(t) for m, t in loop.resize_pauses.items()}
+        resize = SummaryMetricFamily("corral_resize_pause_seconds",
+                                     "How long training paused at each resize since the service "
+                                     "started, by mechanism", labels=["mechanism"])
+        for mechanism in ("in-place", "checkpoint-restart"):
+            count, seconds = pauses.get(mechanism, (0, 0.0))
+            resize.add_metric([mechanism], count_value=count, sum_value=seconds)
+        yield resize
         yield GaugeMetricFamily("corral_gpus_running",
                                 "Slots whose workers run now (reserved slots wait for workers to "
                                 "start, or for a stopping job to free them)", value=running)

@@ -78,6 +78,7 @@ def simulate(
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
     ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
     out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here."),
+    lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
@@ -125,7 +126,9 @@ def simulate(
             bar.update(task, completed=finished[0] + fraction,
                        description=f"{p} on {w}: {fraction:.0%} of jobs finished")
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
-                            on_job_progress=jobs_done)
+                            on_job_progress=jobs_done, bound=lp_bound)
+    for note in matrix.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     for failure in matrix.failures:
         err_console.print(f"[bold red]failed:[/] {failure.describe()}", highlight=False, soft_wrap=True)
     results = matrix.results

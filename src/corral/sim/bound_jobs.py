@@ -27,6 +27,7 @@ from corral.core.jobs import JobSpec
 from corral.sim.lp_bound import DEFAULT_SLOTS, BoundJob, LpBound, hull_pieces, lp_lower_bound
 from corral.sim.replay import best_epoch_secs, best_isolated_jct
 from corral.sim.truth.base import AppTruth, Truth
+from corral.sim.truth.scaled import job_app, spec_epochs
 from corral.sim.workloads import Workload
 
 #: Largest workload whose bound `corral simulate` computes (the LP grows with jobs x slots;
@@ -36,15 +37,10 @@ MAX_BOUND_JOBS = 600
 RATE_POINTS = 48
 
 
-def job_epochs(spec: JobSpec, app: AppTruth) -> int:
-    """Epochs a job trains (as `SimJob` counts them)."""
-    return max(1, min(spec.epochs or app.limits.epochs, len(app.epoch_progress())))
-
-
 def bound_job(spec: JobSpec, app: AppTruth, cluster: Cluster) -> BoundJob:
     """One job's release, work, rate bound and alone-bound (see the module docstring)."""
     per_node = cluster.max_node_gpus
-    epochs = job_epochs(spec, app)
+    epochs = spec_epochs(spec, app)
     fixed = None if spec.adaptive else spec.batch_size
     max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
     limit = max(1, min(cluster.total_gpus, spec.max_gpus))
@@ -64,5 +60,6 @@ def bound_job(spec: JobSpec, app: AppTruth, cluster: Cluster) -> BoundJob:
 def workload_lp_bound(workload: Workload, truth: Truth, cluster: Cluster, *,
                       slots: int = DEFAULT_SLOTS) -> LpBound:
     """The LP lower bound on the average JCT of any schedule of `workload` on `cluster`."""
-    jobs = [bound_job(spec, truth.app(spec.app), cluster) for spec in workload.jobs]
+    per_node = cluster.max_node_gpus
+    jobs = [bound_job(spec, job_app(truth, spec, per_node), cluster) for spec in workload.jobs]
     return lp_lower_bound(jobs, cluster.total_gpus, slots=slots)

@@ -58,7 +58,8 @@ def test_comparison_table_columns_and_values(results):
     table = comparison_table(rows)
     headers = [c.header for c in table.columns]
     assert headers == ["policy", "workload", "avg JCT", "p50", "p99", "makespan", "queue",
-                       "FTF p99", "FTF max", "restarts/job", "GPU util", "LB ratio", "wall"]
+                       "FTF p99", "FTF max", "restarts/job", "GPU util", "LB ratio", "LP bound",
+                       "gap", "wall"]
     assert table.row_count == 2
     text = _render(table)
     assert "155 s" in text  # p50
@@ -76,7 +77,7 @@ def test_comparison_table_missing_values_dash():
     text = _render(comparison_table([("x", "w", d)]))
     line = next(ln for ln in text.splitlines() if ln.startswith("│ x "))
     cells = [c.strip() for c in line.split("│")[1:-1]]
-    assert cells == ["x", "w"] + ["-"] * 11
+    assert cells == ["x", "w"] + ["-"] * 13
 
 
 def test_per_workload_table(results):

@@ -72,7 +72,7 @@ def test_summary_schema_fields():
     assert SUMMARY_FIELDS == (
         "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s", "ftf_p50", "ftf_p99",
         "ftf_max", "restarts_per_job", "gpu_util", "lower_bound_avg_jct_s", "lower_bound_ratio",
-        "finished", "unfinished", "wall_s", "stopped")
+        "lp_bound_avg_jct_s", "gap", "finished", "unfinished", "wall_s", "stopped")
     assert tuple(f.name for f in fields(Summary)) == SUMMARY_FIELDS
 
 
@@ -202,3 +202,17 @@ def test_gpu_utilization_series():
 def test_no_nan_anywhere():
     s = summarize(hand_result())
     assert not any(isinstance(v, float) and math.isnan(v) for v in s.to_dict().values())
+
+
+def test_gap_is_avg_jct_over_the_lp_bound_raised_to_the_lower_bound():
+    r = hand_result()
+    assert summarize(r).gap is None and summarize(r).lp_bound_avg_jct_s is None
+    if all(j.finish_s is not None for j in r.jobs):
+        s0 = summarize(r)
+        r.lp_bound_avg_jct_s = 1.0  # below the isolated bound: the isolated bound is reported
+        s = summarize(r)
+        assert s.lp_bound_avg_jct_s == s0.lower_bound_avg_jct_s
+        assert s.gap == pytest.approx(s.avg_jct_s / s.lp_bound_avg_jct_s)
+    else:  # an unfinished job: no gap
+        r.lp_bound_avg_jct_s = 1.0
+        assert summarize(r).gap is None

@@ -60,6 +60,13 @@ def _policy_list(text: Optional[str]) -> list[str]:
     return [p for p in DEFAULT_POLICIES if p in known]
 
 
+def _column_options(columns: Optional[str], model_map: Optional[str]) -> dict:
+    from corral.sim.workloads import parse_columns, parse_model_map
+
+    return {"columns": parse_columns(columns) if columns else None,
+            "model_map": parse_model_map(model_map) if model_map else None}
+
+
 @app.command()
 @user_errors
 def simulate(
@@ -78,6 +85,9 @@ def simulate(
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
     ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
     out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here."),
+    columns: Optional[str] = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
+    model_map: Optional[str] = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
+    lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
@@ -101,7 +111,8 @@ def simulate(
     span = Window.parse(window) if window is not None else None
     if span is not None and not workload:
         raise CorralError("--window needs a trace (--workload)")
-    workloads = (load_workloads(workload, apps, seed=seed, window=span) if workload
+    mapping = _column_options(columns, model_map)
+    workloads = (load_workloads(workload, apps, seed=seed, window=span, **mapping) if workload
                  else [builtin_default(apps, seed=seed)])
     for w in workloads:
         check_feasible(w, shape, truth)
@@ -125,7 +136,9 @@ def simulate(
             bar.update(task, completed=finished[0] + fraction,
                        description=f"{p} on {w}: {fraction:.0%} of jobs finished")
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
-                            on_job_progress=jobs_done)
+                            on_job_progress=jobs_done, bound=lp_bound)
+    for note in matrix.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     for failure in matrix.failures:
         err_console.print(f"[bold red]failed:[/] {failure.describe()}", highlight=False, soft_wrap=True)
     results = matrix.results
@@ -187,12 +200,16 @@ def workloads(
     path: Path = typer.Argument(..., help="A workload CSV file."),
     profiles: Optional[Path] = typer.Option(None, help="Profiles directory (default: built-in catalog)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    columns: Optional[str] = typer.Option(None, help="As for simulate: submit=COL,gpus=COL,duration=COL[,...]."),
+    model_map: Optional[str] = typer.Option(None, help="As for simulate: trace model -> catalog model."),
 ) -> None:
-    """Describe a workload: jobs per model, GPU requests, time span, arrival rate."""
+    """Describe a workload: jobs per model, GPU requests, time span, arrival rate, and how
+    each column of a duration-based trace was read."""
     from corral.sim.workloads import describe_workload, load_workload
 
     truth = _truth(profiles, None)
-    info = describe_workload(load_workload(path, truth.limits()))
+    info = describe_workload(load_workload(path, truth.limits(),
+                                           **_column_options(columns, model_map)))
     if as_json:
         console.print_json(json.dumps(info, default=str))
         return

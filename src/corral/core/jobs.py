@@ -46,6 +46,9 @@ class JobSpec:
     adaptive: bool = True
     lr_rule: LrRule = LrRule.ADASCALE
     epochs: int | None = None  # epochs the job trains for, when the user states it
+    #: Seconds the job ran in its source trace on `gpus` GPUs at `batch_size`, when a trace
+    #: says (a duration-based job): the simulator scales its model's epochs to take that long.
+    trace_duration_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

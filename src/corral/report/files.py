@@ -29,6 +29,10 @@
   gpu_util                  mean fraction of cluster GPUs allocated, first submit to last finish
   lower_bound_avg_jct_s     mean isolated JCT (each job alone on the whole cluster)
   lower_bound_ratio         avg_jct_s / lower_bound_avg_jct_s
+  lp_bound_avg_jct_s        the workload's LP relaxation bound on the average JCT of any
+                            schedule (corral.sim.lp_bound), at least lower_bound_avg_jct_s;
+                            null when not computed
+  gap                       avg_jct_s / lp_bound_avg_jct_s (null unless every job finished)
   finished, unfinished      job counts (unfinished jobs are left out of every per-job statistic)
   wall_s                    wall-clock seconds the simulation took
   stopped                   null when every job finished; else why the run stopped early, in

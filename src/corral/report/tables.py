@@ -54,6 +54,8 @@ METRIC_COLUMNS: tuple[tuple[str, str, Any], ...] = (
     ("restarts/job", "restarts_per_job", fmt_number),
     ("GPU util", "gpu_util", fmt_percent),
     ("LB ratio", "lower_bound_ratio", fmt_ratio),
+    ("LP bound", "lp_bound_avg_jct_s", fmt_seconds),
+    ("gap", "gap", fmt_ratio),
     ("wall", "wall_s", fmt_wall),
 )
 

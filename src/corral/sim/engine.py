@@ -30,6 +30,7 @@ from corral.sim.mechanism import GpuHandover
 from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
 from corral.sim.results import JobRecord, SimResult
 from corral.sim.truth.base import Truth
+from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload
 
 ProgressHook = Callable[[float], None]
@@ -61,7 +62,8 @@ class Simulator:
         started = time.perf_counter()
         check_feasible(workload, self.cluster, self.truth)
         cfg = self.config
-        jobs = [SimJob(spec, self.truth.app(spec.app)) for spec in workload.jobs]
+        per_node = self.cluster.max_node_gpus
+        jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
         arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
         active: list[SimJob] = []
         done: list[SimJob] = []

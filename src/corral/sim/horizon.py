@@ -21,6 +21,7 @@ from typing import Sequence
 from corral.core.jobs import JobSpec
 from corral.sim.replay import packed_counts, remaining_at
 from corral.sim.truth.base import Truth
+from corral.sim.truth.scaled import job_app, spec_epochs
 
 #: The guard is this many times (span + serial work) after the last submission.
 GUARD_FACTOR = 2.0
@@ -48,10 +49,10 @@ def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
     per_config: dict[tuple, float] = {}
     total = 0.0
     for spec in jobs:
-        app = truth.app(spec.app)
-        epochs = spec.epochs or app.limits.epochs
-        epochs = max(1, min(epochs, len(app.epoch_progress())))
-        key = (spec.app, spec.gpus, spec.batch_size, spec.max_local_bsz, epochs)
+        app = job_app(truth, spec, gpus_per_node)
+        epochs = spec_epochs(spec, app)
+        key = (spec.app, spec.gpus, spec.batch_size, spec.max_local_bsz, epochs,
+               spec.trace_duration_s)
         secs = per_config.get(key)
         if secs is None:
             counts = packed_counts(spec.gpus, gpus_per_node)

@@ -20,6 +20,11 @@ Definitions (all times in seconds from workload start):
 * **Lower bound** = mean `isolated_jct_s` (each job alone on the whole cluster); None unless every
   finished job has one. `lower_bound_ratio = avg_jct_s / lower_bound_avg_jct_s` (>= 1 when the
   bound is a true bound).
+* **LP bound** = the workload's LP relaxation bound on the average JCT of any schedule
+  (`corral.sim.lp_bound`, set on the result by the sweep), raised to the lower bound above
+  when that is higher (the LP includes it, so only a solver's last digits can differ); None
+  when not computed. `gap = avg_jct_s / lp_bound_avg_jct_s`, None unless every job finished
+  (the average of the finished jobs alone is not comparable to a bound over all of them).
 
 Any statistic without data (no finished jobs, no fair-share JCTs, ...) is None, never NaN.
 """
@@ -51,6 +56,8 @@ class Summary:
     gpu_util: float | None
     lower_bound_avg_jct_s: float | None
     lower_bound_ratio: float | None
+    lp_bound_avg_jct_s: float | None
+    gap: float | None
     finished: int
     unfinished: int
     wall_s: float
@@ -137,6 +144,10 @@ def summarize(result: SimResult) -> Summary:
     if done and all(j.isolated_jct_s is not None for j in done):
         lb = _mean([j.isolated_jct_s for j in done])
     ratio = avg_jct / lb if avg_jct is not None and lb else None
+    lp = result.lp_bound_avg_jct_s
+    if lp is not None and lb is not None and len(done) == len(jobs):
+        lp = max(lp, lb)
+    gap = avg_jct / lp if avg_jct is not None and lp and len(done) == len(jobs) else None
 
     return Summary(
         avg_jct_s=avg_jct,
@@ -151,6 +162,8 @@ def summarize(result: SimResult) -> Summary:
         gpu_util=util,
         lower_bound_avg_jct_s=lb,
         lower_bound_ratio=ratio,
+        lp_bound_avg_jct_s=lp,
+        gap=gap,
         finished=len(done),
         unfinished=len(jobs) - len(done),
         wall_s=float(result.wall_s),

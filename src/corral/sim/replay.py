@@ -74,6 +74,45 @@ def _gpu_candidates(max_gpus: int, gpus_per_node: int) -> list[int]:
     return sorted(out)
 
 
+def _batch_totals(init: int, k: int, fixed_bsz: int | None, min_local_bsz: int, max_bsz: int,
+                  points: int) -> list[int]:
+    """Total batch sizes tried on `k` GPUs: the fixed one, or `points` geometric steps from
+    max(M0, k x min_local_bsz) to `max_bsz` (none when that range is empty)."""
+    if fixed_bsz is not None:
+        return [fixed_bsz]
+    lo, hi = max(init, min_local_bsz * k), max_bsz
+    if lo > hi:
+        return []
+    return sorted(set(np.geomspace(lo, hi, points).round().astype(int)))
+
+
+@lru_cache(maxsize=16384)
+def best_epoch_secs(truth: AppTruth, k: int, gpus_per_node: int, epochs: int,
+                    fixed_bsz: int | None, max_local_bsz: int, min_local_bsz: int, max_bsz: int,
+                    points: int = 12) -> np.ndarray:
+    """Seconds each epoch takes alone on exactly `k` packed GPUs at its best batch (memoised).
+
+    The best over the total batch sizes `_batch_totals` gives (a fixed-batch job: its batch),
+    each split into the fewest accumulation steps that fit `max_local_bsz`; `inf` for an epoch
+    (every epoch) when no batch is allowed on `k` GPUs. Read-only.
+    """
+    init = truth.limits.init_bsz
+    widths = epoch_widths(truth, epochs)
+    best = np.full(epochs, np.inf)
+    counts = packed_counts(k, gpus_per_node)
+    for total in _batch_totals(init, k, fixed_bsz, min_local_bsz, max_bsz, points):
+        s = max(0, math.ceil(total / k / max_local_bsz) - 1)
+        m = max(1, math.ceil(total / (k * (s + 1))))
+        if m < min_local_bsz and fixed_bsz is None:
+            continue
+        step_s, sync_s = truth.step_time(counts, m)
+        t_step = step_s + s * (step_s - sync_s)
+        secs = widths / np.asarray(epoch_gains(truth, k * m * (s + 1), epochs)) * t_step
+        np.minimum(best, secs, out=best)
+    best.flags.writeable = False
+    return best
+
+
 @lru_cache(maxsize=8192)
 def best_isolated_jct(truth: AppTruth, max_gpus: int, gpus_per_node: int, epochs: int,
                       fixed_bsz: int | None, max_local_bsz: int, min_local_bsz: int,
@@ -83,25 +122,8 @@ def best_isolated_jct(truth: AppTruth, max_gpus: int, gpus_per_node: int, epochs
     The best over GPU counts (packed) and, for an adaptive job (`fixed_bsz=None`), total batch
     sizes between M0 and `max_bsz`; with no restart pause. Bounds any schedule from below.
     """
-    init = truth.limits.init_bsz
-    widths = epoch_widths(truth, epochs)
     best = np.full(epochs, np.inf)
     for k in _gpu_candidates(max(1, max_gpus), gpus_per_node):
-        counts = packed_counts(k, gpus_per_node)
-        if fixed_bsz is not None:
-            totals = [fixed_bsz]
-        else:
-            lo, hi = max(init, min_local_bsz * k), max_bsz
-            if lo > hi:
-                continue
-            totals = sorted(set(np.geomspace(lo, hi, 12).round().astype(int)))
-        for total in totals:
-            s = max(0, math.ceil(total / k / max_local_bsz) - 1)
-            m = max(1, math.ceil(total / (k * (s + 1))))
-            if m < min_local_bsz and fixed_bsz is None:
-                continue
-            step_s, sync_s = truth.step_time(counts, m)
-            t_step = step_s + s * (step_s - sync_s)
-            secs = widths / np.asarray(epoch_gains(truth, k * m * (s + 1), epochs)) * t_step
-            np.minimum(best, secs, out=best)
+        np.minimum(best, best_epoch_secs(truth, k, gpus_per_node, epochs, fixed_bsz,
+                                         max_local_bsz, min_local_bsz, max_bsz), out=best)
     return float(best.sum())

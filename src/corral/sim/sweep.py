@@ -9,7 +9,7 @@ that raises is kept as a `CellFailure` naming its cell; the other cells' results
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from corral.core.cluster import Cluster
@@ -17,6 +17,7 @@ from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
 from corral.sim.config import EngineConfig
 from corral.sim.allocations import record_allocations
+from corral.sim.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
 from corral.sim.engine import Simulator
 from corral.sim.results import SimResult
 from corral.sim.runners import ProcessRunner, RayRunner, Runner, SerialRunner
@@ -84,6 +85,8 @@ class MatrixResult:
 
     results: dict[str, list[SimResult]]
     failures: list[CellFailure]
+    #: Lines about the LP bounds that could not be computed (`run_matrix(bound=True)`).
+    notes: list[str] = field(default_factory=list)
 
 
 CellOutcome = tuple[SimResult | None, CellFailure | None]
@@ -109,6 +112,19 @@ def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, clus
                                  traceback.format_exc())
 
 
+def bound_cell(source: TruthSource, workload: Workload,
+               cluster: Cluster) -> tuple[float | None, str | None]:
+    """The workload's LP bound on the average JCT (`corral.sim.bound_jobs`), or None and why
+    not (a workload over `MAX_BOUND_JOBS` jobs, a solver failure); never raises."""
+    if len(workload.jobs) > MAX_BOUND_JOBS:
+        return None, (f"LP bound of {workload.name} skipped: {len(workload.jobs)} jobs, over "
+                      f"{MAX_BOUND_JOBS}")
+    try:
+        return workload_lp_bound(workload, source.load(), cluster).avg_jct_s, None
+    except Exception as exc:  # noqa: BLE001 - the simulations are reported all the same
+        return None, f"LP bound of {workload.name} failed: {type(exc).__name__}: {exc}"
+
+
 def runner_for(jobs: int = 1, ray_address: str | None = None) -> Runner:
     """Ray tasks when an address is given, else `jobs` worker processes (1: this process)."""
     if ray_address is not None:
@@ -122,14 +138,17 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
                workloads: Sequence[Workload], cluster: Cluster, config: EngineConfig,
                runner: Runner | None = None,
                on_cell_done: Callable[[int, int, str, str, bool], None] | None = None,
-               on_job_progress: Callable[[str, str, float], None] | None = None
-               ) -> MatrixResult:
+               on_job_progress: Callable[[str, str, float], None] | None = None,
+               bound: bool = False) -> MatrixResult:
     """Each policy (a fresh instance per workload) on each workload, through `runner`.
 
     The results do not depend on the runner: every cell is the same deterministic simulation
     wherever it runs. `on_cell_done(done, total, policy, workload, ok)` is called as each cell
     finishes, in the order they finish; when the cells run in this process (a single cell
     always does), `on_job_progress(policy, workload, fraction of its jobs finished)` too.
+    `bound=True` also computes each workload's LP bound (`bound_cell`, as tasks of the same
+    runner, started first) and sets it on the workload's results; `MatrixResult.notes` says
+    where it could not be computed.
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
     if runner is None or len(cells) == 1:
@@ -139,20 +158,30 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
         if on_job_progress is None or not isinstance(runner, SerialRunner):
             return None
         return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
-    tasks = [(run_cell, (source, choice, workload, cluster, config, hook(choice, workload)))
-             for choice, workload in cells]
+    bounds = list(workloads) if bound else []
+    tasks = [(bound_cell, (source, workload, cluster)) for workload in bounds]
+    tasks += [(run_cell, (source, choice, workload, cluster, config, hook(choice, workload)))
+              for choice, workload in cells]
     outcomes: dict[int, CellOutcome] = {}
+    lp: dict[int, tuple[float | None, str | None]] = {}
     for index, outcome in runner.run(tasks):
+        if index < len(bounds):
+            lp[index] = outcome
+            continue
+        index -= len(bounds)
         outcomes[index] = outcome
         if on_cell_done is not None:
             choice, workload = cells[index]
             on_cell_done(len(outcomes), len(cells), choice.name, workload.name, outcome[1] is None)
+    by_workload = {id(w): lp[i][0] for i, w in enumerate(bounds)}
+    notes = [lp[i][1] for i in range(len(bounds)) if lp[i][1]]
     results: dict[str, list[SimResult]] = {c.name: [] for c in choices}
     failures = []
     for index in range(len(cells)):
         result, failure = outcomes[index]
         if result is not None:
+            result.lp_bound_avg_jct_s = by_workload.get(id(cells[index][1]))
             results[cells[index][0].name].append(result)
         else:
             failures.append(failure)
-    return MatrixResult({p: rs for p, rs in results.items() if rs}, failures)
+    return MatrixResult({p: rs for p, rs in results.items() if rs}, failures, notes)

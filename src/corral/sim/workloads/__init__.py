@@ -18,6 +18,8 @@ from typing import Iterable, Mapping
 from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.builtin import builtin_default
+from corral.sim.workloads.columns import (ITP_HEADER, ITP_MODEL_MAP, load_columns, load_itp,
+                                          parse_columns, parse_model_map)
 from corral.sim.workloads.common import (SIZE_CLASS_APPS, TUNED_GPUS, Workload,
                                          default_gpu_choices, max_sensible_gpus, read_header,
                                          size_class, tuned_config)
@@ -33,27 +35,39 @@ __all__ = [
     "default_gpu_choices", "describe_workload", "format_description", "load_philly",
     "load_pollux_csv", "load_tiresias_csv", "load_workload", "load_workloads",
     "max_sensible_gpus", "natural_key", "size_class", "synthetic", "tuned_config", "Window",
-    "apply_window",
+    "apply_window", "ITP_MODEL_MAP", "load_columns", "load_itp", "parse_columns",
+    "parse_model_map",
 ]
 
 _FORMATS = (
     ("Pollux", POLLUX_COLUMNS, load_pollux_csv),
     ("Tiresias", TIRESIAS_COLUMNS, load_tiresias_csv),
     ("Philly", PHILLY_COLUMNS, load_philly),
+    ("ITP", ITP_HEADER, load_itp),
+    ("columns", ("job_id", "submit_time", "num_gpus", "duration"), load_columns),
 )
 
 
 def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *,
-                  seed: int = 0, window: Window | None = None) -> Workload:
+                  seed: int = 0, window: Window | None = None,
+                  columns: Mapping[str, str] | None = None,
+                  model_map: Mapping[str, str] | None = None) -> Workload:
     """Load one workload file, choosing the format from its header columns.
 
     Pollux (`name,time,application,num_replicas,batch_size`), Tiresias
-    (`job_id,num_gpu,submit_time,...,duration`) or Philly (`timestamp,duration,num_gpus,gpu_time`).
+    (`job_id,num_gpu,submit_time,...,duration`), Philly (`timestamp,duration,num_gpus,gpu_time`),
+    ITP/ElasticFlow (`job_id,submission_time,...,num_gpu,duration`) or the generic
+    duration-based one (`job_id,submit_time,num_gpus,duration[,model,batch_size]`,
+    `corral.sim.workloads.columns`); `columns` ({role: column}) reads any CSV the generic way.
+    `model_map` ({trace model: catalog model}) applies to ITP and generic files.
     `window` picks the stretch of the trace (`corral.sim.workloads.window`; default: the whole
     file, the busiest 8 hours of a Philly trace). `seed` drives the size-class mapping of
-    Tiresias and Philly files.
+    Tiresias, Philly and duration-based files.
     """
     path = Path(path)
+    if columns:
+        return apply_window(load_columns(path, apps, columns=columns, model_map=model_map,
+                                         seed=seed), window)
     header = set(read_header(path))
     best = max(_FORMATS, key=lambda f: len(header & set(f[1])))
     overlap = len(header & set(best[1]))
@@ -68,6 +82,8 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
         return load_philly(path, apps, seed=seed, start=window.start or "0", hours=window.hours)
     if loader is load_pollux_csv:
         return apply_window(load_pollux_csv(path, apps), window)
+    if loader in (load_itp, load_columns):
+        return apply_window(loader(path, apps, seed=seed, model_map=model_map), window)
     # missing columns are reported by the loader
     return apply_window(loader(path, apps, seed=seed), window)
 
@@ -80,7 +96,8 @@ def natural_key(text: str) -> list[object]:
 
 def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
                    apps: Mapping[str, AppLimits], *, seed: int = 0,
-                   window: Window | None = None) -> list[Workload]:
+                   window: Window | None = None, columns: Mapping[str, str] | None = None,
+                   model_map: Mapping[str, str] | None = None) -> list[Workload]:
     """Load several workload files in the given order (each through `window`); a directory
     stands for every `*.csv` in it, in natural order."""
     if isinstance(paths, (str, os.PathLike)):
@@ -92,9 +109,11 @@ def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[st
             files = sorted(p.glob("*.csv"), key=lambda f: natural_key(f.name))
             if not files:
                 raise InputError(f"{p}: directory has no *.csv workload files")
-            out.extend(load_workload(f, apps, seed=seed, window=window) for f in files)
+            out.extend(load_workload(f, apps, seed=seed, window=window, columns=columns,
+                                     model_map=model_map) for f in files)
         else:
-            out.append(load_workload(p, apps, seed=seed, window=window))
+            out.append(load_workload(p, apps, seed=seed, window=window, columns=columns,
+                                     model_map=model_map))
     if not out:
         raise InputError("no workload files given")
     return out

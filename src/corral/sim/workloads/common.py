@@ -33,6 +33,8 @@ class Workload:
     jobs: list[JobSpec]
     source: str
     trace_gpu_s: Mapping[str, float] | None = None
+    #: How each column of the source file was read, {column: words}, when a loader says.
+    columns: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         jobs = sorted(self.jobs, key=lambda j: j.submit_time_s)  # stable: ties keep file order

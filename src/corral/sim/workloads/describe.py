@@ -15,7 +15,8 @@ def describe_workload(w: Workload) -> dict[str, Any]:
     `configs` ({app: {"GPUSxBATCH": jobs}}), `requested_gpus` (sum over jobs), `adaptive_jobs`,
     `first_submit_s`, `last_submit_s`, `span_s`, `arrival_rate_per_hour` (jobs after the first
     per hour of span; None for fewer than two distinct submit times) and `trace_gpu_hours`
-    (total GPU-hours of the source trace's jobs, None when the source does not say).
+    (total GPU-hours of the source trace's jobs, None when the source does not say) and
+    `columns` ({column: how it was read}, None when the loader does not say).
     """
     jobs = w.jobs
     submits = [j.submit_time_s for j in jobs]
@@ -41,6 +42,7 @@ def describe_workload(w: Workload) -> dict[str, Any]:
         "arrival_rate_per_hour": (len(jobs) - 1) / span * 3600.0 if span > 0 else None,
         "trace_gpu_hours": (sum(w.trace_gpu_s.values()) / 3600.0
                             if w.trace_gpu_s is not None else None),
+        "columns": dict(w.columns) if w.columns is not None else None,
     }
 
 
@@ -59,4 +61,6 @@ def format_description(d: dict[str, Any]) -> str:
         lines.append(f"  {app} GPUsxbatch: " + ", ".join(f"{c} ({n})" for c, n in cfg.items()))
     if d["trace_gpu_hours"] is not None:
         lines.append(f"  trace GPU-hours: {d['trace_gpu_hours']:.1f}")
+    for col, how in (d.get("columns") or {}).items():
+        lines.append(f"  column {col}: {how}")
     return "\n".join(lines)

@@ -83,4 +83,5 @@ def apply_window(workload: Workload, window: Window | None) -> Workload:
     trace = ({j.name: workload.trace_gpu_s[j.name] for j in jobs if j.name in workload.trace_gpu_s}
              if workload.trace_gpu_s else None)
     return Workload(f"{workload.name}-{window.describe()}", jobs,
-                    source=f"{workload.source}, window {window.describe()}", trace_gpu_s=trace)
+                    source=f"{workload.source}, window {window.describe()}", trace_gpu_s=trace,
+                    columns=workload.columns)

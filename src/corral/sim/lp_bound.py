@@ -1,0 +1,221 @@
+"""A relaxation lower bound on the average JCT of any schedule: a time-indexed linear program.
+
+Jobs are abstract here (`BoundJob`): a release time, an amount of work, and an upper bound on
+the rate at which the job can do that work as a concave piecewise-linear function of the GPUs
+it holds (`BoundJob.pieces`). `corral.sim.bound_jobs` builds them from a workload and the
+ground truth. The LP (solved with scipy's HiGHS) is:
+
+* **Time slots.** `[t_0, t_1), ..., [t_{T-1}, H)` cover the trace from its first release to a
+  horizon H, on a uniform grid of `slots` steps plus every release time (so a job is released
+  at a slot boundary). Work after H goes to one overflow variable per job, with no capacity
+  limit, counted as done at time H: every schedule, however long, maps into the LP.
+* **Variables.** `x_jt` the GPUs job j holds on average in slot t, `y_jt` the fraction of its
+  work done in slot t (only slots after its release: no work before arrival), `z_j` the
+  fraction done after H, and its completion time `C_j`.
+* **Capacity.** `sum_j x_jt <= N` in every slot; `x_jt <= K_j`, the job's GPU limit.
+* **Rate.** `W_j y_jt <= len_t (a_l x_jt + b_l)` for every linear piece l of the job's rate
+  bound h_j. A job whose GPU count varies inside a slot does no more work than at the slot's
+  average count, because h_j is concave (Jensen); this is why h_j is the concave hull of the
+  job's best speed per GPU count (Goemans et al. 2002; Hall et al. 1997 index such LPs by time).
+* **Completion (mean busy time).** `C_j >= M_j + p_j / 2` with
+  `M_j = sum_t t_start(t) y_jt + H z_j`, where p_j = W_j / h_j(K_j) is the job's shortest
+  possible processing time. Why valid: let w(t) >= 0 be the rate (in fractions of the job per
+  second) at which a real schedule does job j's work, with integral 1. Its mean busy time
+  `integral t w(t) dt` is at least `M_j` (work done in a slot is done no earlier than the slot's
+  start). Since w(t) <= 1/p_j, the mean of w is largest when the work is packed at the highest
+  rate right before C_j, which gives C_j - p_j/2; so C_j >= mean busy time + p_j/2 >= M_j + p_j/2.
+* **Alone.** `C_j >= r_j + alone_j`, a per-job bound given with the job (the simulator passes
+  the current bound: the job alone on the whole cluster at its best configuration), so the LP
+  bound is never below the current one.
+
+The objective, the mean of C_j, is then at most the average JCT + mean release of any schedule
+the rates allow, so `mean(C_j - r_j)` bounds the average JCT from below. The LP's value is
+reduced by 1e-6 of its largest completion time to absorb the solver's tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+#: Default number of uniform slots over [first release, horizon] (release times are added).
+DEFAULT_SLOTS = 200
+#: Relative slack taken off the LP optimum for the solver's tolerance.
+SOLVER_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class BoundJob:
+    """One job as the bound sees it.
+
+    `work` is in rate-seconds: at rate r the job needs `work / r` seconds (the simulator uses a
+    job's best time on one GPU, so a rate is a speedup). `pieces` are lines (a, b): the job's
+    rate holding x GPUs (0 <= x <= `max_gpus`) is at most min over pieces of a x + b. `alone_s`
+    is a lower bound on its completion minus release (None: its shortest processing time).
+    """
+
+    release_s: float
+    work: float
+    pieces: tuple[tuple[float, float], ...]
+    max_gpus: float
+    alone_s: float | None = None
+
+    @property
+    def max_rate(self) -> float:
+        """The rate bound at `max_gpus`: the fastest the job can go."""
+        return min(a * self.max_gpus + b for a, b in self.pieces)
+
+    @property
+    def min_time_s(self) -> float:
+        """Shortest processing time: all of its work at its highest rate."""
+        return self.work / self.max_rate
+
+
+def hull_pieces(speedups: Sequence[float]) -> tuple[tuple[tuple[float, float], ...], int]:
+    """Lines of the upper concave hull of (0, 0) and (k, S(k)), k = 1.., and the GPU cap.
+
+    `speedups[k-1]` is the best rate on k GPUs (inf or nan: not possible on k GPUs, skipped).
+    A job never needs more GPUs than where its best rate is first reached, so the cap is that
+    count; the hull of the running maximum is non-decreasing. Returns (pieces, cap).
+    """
+    pts = [(0.0, 0.0)]
+    best = 0.0
+    for k, s in enumerate(speedups, start=1):
+        if s is None or not math.isfinite(s) or s <= best:
+            continue
+        best = float(s)
+        pts.append((float(k), best))
+    if len(pts) == 1:
+        raise ValueError("a job needs a positive finite rate on some GPU count")
+    hull: list[tuple[float, float]] = []
+    for p in pts:  # monotone chain, upper hull (x increasing)
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) >= 0:  # hull[-1] not above
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    pieces = []
+    for (x1, y1), (x2, y2) in zip(hull, hull[1:]):
+        a = (y2 - y1) / (x2 - x1)
+        pieces.append((a, y1 - a * x1))
+    return tuple(pieces), int(hull[-1][0])
+
+
+@dataclass(frozen=True)
+class LpBound:
+    """The solved bound: mean of (C_j - r_j), per-job C_j - r_j, and how it was computed."""
+
+    avg_jct_s: float
+    jct_s: tuple[float, ...]
+    slots: int
+    slot_s: float
+    horizon_s: float
+    solve_s: float
+
+
+def default_horizon(jobs: Sequence[BoundJob]) -> float:
+    """End of a feasible schedule: jobs in release order, each alone at its highest rate."""
+    t = -math.inf
+    for job in sorted(jobs, key=lambda j: j.release_s):
+        t = max(t, job.release_s) + max(job.min_time_s, job.alone_s or 0.0)
+    return t
+
+
+def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAULT_SLOTS,
+                   horizon_s: float | None = None) -> LpBound:
+    """Solve the LP of the module docstring for `jobs` on `gpus` GPUs (see there)."""
+    started = time.perf_counter()
+    n = len(jobs)
+    if n == 0:
+        raise ValueError("no jobs")
+    releases = np.array([j.release_s for j in jobs], dtype=float)
+    t0 = float(releases.min())
+    horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))
+    unit = max((horizon - t0) / 100.0, 1e-9)  # time in these units inside the LP (conditioning)
+    grid = np.linspace(t0, horizon, max(1, slots) + 1)
+    bounds_t = np.unique(np.concatenate([grid, releases[releases < horizon]]))
+    starts, lens = bounds_t[:-1], np.diff(bounds_t)
+    keep = lens > 1e-9 * max(1.0, horizon - t0)
+    starts, lens = starts[keep], lens[keep]
+    num_slots = len(starts)
+    h = (horizon - t0) / unit
+
+    # columns: per job, x and y for each slot at or after its release, then z_j, then C_j
+    cols_x: list[np.ndarray] = []
+    first_slot = np.searchsorted(starts + lens, releases, side="right")  # slots ending after r_j
+    # a release is a slot boundary, so slot first_slot[j] starts at or after r_j
+    offset = 0
+    for j in range(n):
+        cnt = num_slots - first_slot[j]
+        cols_x.append(np.arange(offset, offset + 2 * cnt, 2))
+        offset += 2 * cnt
+    z0 = offset
+    c0 = z0 + n
+    nvar = c0 + n
+
+    rows, cols, vals, rhs = [], [], [], []  # inequality rows A x <= b
+    eq_rows, eq_cols, eq_vals = [], [], []
+    row = 0
+    cap_rows: list[list[int]] = [[] for _ in range(num_slots)]
+    upper = np.full(nvar, np.inf)
+    lower = np.zeros(nvar)
+    for j, job in enumerate(jobs):
+        fs = first_slot[j]
+        xs = cols_x[j]
+        ys = xs + 1
+        seg = lens[fs:] / unit
+        for l_idx, (a, b) in enumerate(job.pieces):
+            # work * y - len * a * x <= len * b   (time in units: rates per unit time)
+            r = row + np.arange(len(xs))
+            rows += [r, r]
+            cols += [ys, xs]
+            vals += [np.full(len(xs), job.work / unit), -seg * a]
+            rhs.append(seg * b)
+            row += len(xs)
+        upper[xs] = job.max_gpus
+        for k, t in enumerate(range(fs, num_slots)):
+            cap_rows[t].append(xs[k])
+        # sum y + z = 1
+        eq_rows += [np.full(len(ys) + 1, j)]
+        eq_cols += [np.append(ys, z0 + j)]
+        eq_vals += [np.ones(len(ys) + 1)]
+        # M_j - C_j <= -p_j/2 :  sum start*y + h*z - C <= -p/2
+        rows += [np.full(len(ys) + 2, row)]
+        cols += [np.concatenate([ys, [z0 + j, c0 + j]])]
+        vals += [np.concatenate([(starts[fs:] - t0) / unit, [h, -1.0]])]
+        rhs.append(np.array([-job.min_time_s / unit / 2.0]))
+        row += 1
+        lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
+    for t in range(num_slots):
+        if cap_rows[t]:
+            idx = np.asarray(cap_rows[t])
+            rows.append(np.full(len(idx), row))
+            cols.append(idx)
+            vals.append(np.ones(len(idx)))
+            rhs.append(np.array([float(gpus)]))
+            row += 1
+    a_ub = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(row, nvar))
+    a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
+                                                        np.concatenate(eq_cols))), shape=(n, nvar))
+    cost = np.zeros(nvar)
+    cost[c0:] = 1.0 / n
+    res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), A_eq=a_eq, b_eq=np.ones(n),
+                  bounds=np.column_stack([lower, upper]), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the bound's LP did not solve: {res.message}")
+    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(res.x[c0:]).max()))
+    c = res.x[c0:] * unit + t0
+    jct = tuple(float(v) - slack for v in c - releases)
+    avg = float(np.mean(c - releases)) - slack
+    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots,
+                   slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
+                   solve_s=time.perf_counter() - started)

@@ -1,0 +1,76 @@
+"""Duration-based jobs: a model's truth with its epochs scaled to the work a trace says a job did.
+
+Most public traces (Philly, Helios, Alibaba PAI, ITP) give a job's submit time, GPUs and run
+time, not how much it trained. A `JobSpec` with `trace_duration_s` is such a job: its model
+(a catalog or profile application) keeps its step times on every placement and batch (its
+scaling), its gradient noise over the course of training (its statistical behaviour: the same
+epochs, each at the same fraction of training) and its time outside steps per epoch; only the
+progress each epoch takes is multiplied by one factor, chosen so that the job, alone on its
+requested GPUs (packed) at the user's batch, takes `trace_duration_s` (steps plus the epochs'
+overheads). A job shorter than its epochs' overheads alone gets a tiny factor.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from corral.core.jobs import JobSpec
+from corral.sim.replay import packed_counts, remaining_at
+from corral.sim.truth.base import AppTruth, Truth
+
+#: Smallest factor (a job shorter than its overheads still trains a little).
+MIN_FACTOR = 1e-6
+
+
+class ScaledApp(AppTruth):
+    """`app` with each epoch's progress multiplied by `factor` (see the module docstring)."""
+
+    def __init__(self, app: AppTruth, factor: float) -> None:
+        self.app = app
+        self.factor = float(factor)
+        self.limits = app.limits
+        self.epoch_overhead_s = app.epoch_overhead_s
+        self._progress = tuple(b * self.factor for b in app.epoch_progress())
+
+    def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        return self.app.step_time(counts, local_bsz)
+
+    def grad_stats(self, total_bsz: float, epoch: int) -> tuple[float, float]:
+        return self.app.grad_stats(total_bsz, epoch)
+
+    def gain(self, total_bsz: float, epoch: int) -> float:
+        return self.app.gain(total_bsz, epoch)
+
+    def epoch_gains(self, total_bsz: float, epochs: int) -> tuple[float, ...]:
+        return self.app.epoch_gains(total_bsz, epochs)
+
+    def epoch_progress(self) -> tuple[float, ...]:
+        return self._progress
+
+    def metric(self, epoch: int, total_bsz: float) -> float | None:
+        return self.app.metric(epoch, total_bsz)
+
+
+def spec_epochs(spec: JobSpec, app: AppTruth) -> int:
+    """Epochs a job trains (as `SimJob` counts them)."""
+    return max(1, min(spec.epochs or app.limits.epochs, len(app.epoch_progress())))
+
+
+@lru_cache(maxsize=65536)
+def _scaled(app: AppTruth, duration_s: float, gpus: int, batch_size: int, max_local_bsz: int,
+            epochs: int, gpus_per_node: int) -> ScaledApp:
+    spec_batch = JobSpec("x", 0.0, app.limits.app, gpus, batch_size, batch_size, batch_size,
+                         1, max_local_bsz).user_batch(gpus)
+    steps_s = remaining_at(app, packed_counts(gpus, gpus_per_node), spec_batch, epochs, 0, 0.0)[0]
+    work_s = duration_s - app.epoch_overhead_s * epochs
+    factor = max(work_s / steps_s, MIN_FACTOR) if steps_s > 0 else 1.0
+    return ScaledApp(app, factor)
+
+
+def job_app(truth: Truth, spec: JobSpec, gpus_per_node: int) -> AppTruth:
+    """The truth a job trains on: its application's, scaled when it is duration-based."""
+    app = truth.app(spec.app)
+    if spec.trace_duration_s is None:
+        return app
+    return _scaled(app, float(spec.trace_duration_s), spec.gpus, spec.batch_size,
+                   spec.max_local_bsz, spec_epochs(spec, app), gpus_per_node)

@@ -31,7 +31,7 @@ import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftes
 
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
 #: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training, at
-#: half the example's learning rate (see test_live_e2e.LONG_RUN).
+#: the example's learning rate (see test_live_e2e.LONG_RUN).
 LONG_RUN = ("--epochs", "200", "--lr", "0.05")
 DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
                      min_local_bsz=8, max_gpus=4)

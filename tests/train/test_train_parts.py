@@ -1,5 +1,5 @@
 """The trainer's parts on their own and in the loop: device choice (torch.cuda mocked), the
-lagged host view, bounded LR scaling, batch restraint, mixed precision, clipping, schedulers in
+lagged host view, bounded LR scaling and its back-off after a divergence, batch restraint, mixed precision, clipping, schedulers in
 extra_state, divergence recovery, and a steady-state step that never reads the device."""
 
 from __future__ import annotations
@@ -90,6 +90,26 @@ def test_lr_scaling_is_bounded_and_rises_gradually() -> None:
     restored = LrScaling("linear", max_scale=4.0, max_rise=0.5)
     restored.load_state_dict(lr.state_dict())
     assert restored.scale == 1.0
+
+
+def test_lr_backs_off_after_a_divergence_and_adascale_does_not_rise_blind() -> None:
+    from corral.perf.efficiency import GradStats
+    from corral.train.lr import MIN_BACKOFF
+    lr = LrScaling("linear", max_scale=4.0, max_rise=0.5)
+    lr.step(16, 64, None)
+    lr.back_off()
+    assert (lr.scale, lr.backoff) == (1.0, 0.5)  # the ramp restarts, below the failed rate
+    assert lr.step(16, 64, None) == pytest.approx(1.5 * 0.5) and lr.scale == 1.5
+    restored = LrScaling("linear")
+    restored.load_state_dict(lr.state_dict())
+    assert restored.factor == pytest.approx(0.75)
+    for _ in range(10):
+        lr.back_off()
+    assert lr.backoff == MIN_BACKOFF
+    # AdaScale's factor without statistics (after a restart or regroup) holds, not S
+    ada = LrScaling("adascale", max_rise=0.5)
+    assert ada.step(16, 128, None) == 1.0
+    assert ada.step(16, 128, GradStats(sqr=0.0, var=1.0)) == 1.5
 
 
 def _estimator_preferring(total: int) -> JobEstimator:
@@ -233,6 +253,37 @@ def test_divergence_restores_the_last_good_checkpoint_and_the_initial_batch(
     assert "epoch 3" in event["message"] and "initial batch 16" in event["message"]
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert read_report(report)["events"] == trainer.events  # the service reads them here
+
+
+@pytest.mark.parametrize("store", [False, True])
+def test_a_restore_lowers_the_rate_instead_of_replaying_the_divergence(monkeypatch,
+                                                                      tmp_path: Path,
+                                                                      store: bool) -> None:
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0),
+                       checkpoint_dir=str(tmp_path) if store else None)
+    model, trainer = _trainer(monkeypatch, config, host_period=1)
+    hits = []
+
+    def poison(t: ElasticTrainer, loss: torch.Tensor) -> torch.Tensor:
+        if t.epoch == 1 and len(hits) == len(t.events) < 2:  # again once restored: twice in
+            # one epoch, so both restores go back to its start
+            hits.append(t.steps)
+            return loss * float("nan")
+        return loss
+
+    _run(trainer, 3, poison)
+    assert len(hits) == 2 and trainer.finished
+    assert trainer.lr.backoff == 0.25 and trainer.lr_scale == pytest.approx(0.25)
+    assert trainer.progress == pytest.approx(trainer.epoch * 8)  # epochs keep their steps
+    events = trainer.events  # both, though the second restored a state older than the first
+    assert [e["kind"] for e in events] == ["diverged", "diverged"]
+    assert "lowered the learning rate to 0.5 x" in events[0]["message"]
+    assert "to 0.25 x" in events[1]["message"]
+    if store:  # a restart keeps the lower rate and the events
+        from corral.train.checkpoint import CheckpointStore
+        state, _ = CheckpointStore(tmp_path).load()
+        assert state["trainer"]["lr"]["backoff"] == 0.25
+        assert len(state["trainer"]["events"]) == 2
 
 
 def test_repeated_divergence_fails_the_job_clearly(monkeypatch) -> None:

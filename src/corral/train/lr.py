@@ -21,7 +21,7 @@ from corral.core.jobs import LrRule
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 
 __all__ = ["LrScaler", "LrScaling", "adascale", "sqrt_scaling", "linear_scaling", "lr_scaler",
-           "LR_RULES", "DEFAULT_MAX_LR_SCALE"]
+           "LR_RULES", "DEFAULT_MAX_LR_SCALE", "DEFAULT_BACKOFF", "MIN_BACKOFF"]
 
 LrScaler = Callable[[int, int, Union[GradStats, None]], float]
 
@@ -60,25 +60,51 @@ def lr_scaler(rule: str | LrRule | LrScaler) -> LrScaler:
 DEFAULT_MAX_LR_SCALE = 8.0
 #: A rising scale grows by at most this fraction per step (decreases apply at once).
 DEFAULT_MAX_RISE_PER_STEP = 0.02
+#: Each divergence restore multiplies the learning rate by this (cumulatively)...
+DEFAULT_BACKOFF = 0.5
+#: ...down to this multiple of the job's own learning rate.
+MIN_BACKOFF = 1.0 / 16
 
 
 class LrScaling:
-    """The learning-rate factor of each step: the job's rule, bounded and rate-limited.
+    """The learning-rate factor of each step: the job's rule, bounded and rate-limited, and
+    backed off after a divergence.
 
     A jump of the factor (a batch grown 6x at a resize, a gain computed from a noisy early
     estimate) applied at once to a momentum optimizer can throw a converged model off; so the
     factor stays within [1/max_scale, max_scale] and rises by at most `max_rise` per step
-    (falls at once: the safe direction). Checkpointed, so a restart continues the ramp.
+    (falls at once: the safe direction). Without gradient statistics (the first steps after a
+    start, a restart or a regroup) the AdaScale factor does not rise: its no-statistics value
+    is perfect scaling, the most optimistic guess.
+
+    After a divergence the trainer restores the last good state; restoring the same weights,
+    data order and learning rate replays the same blow-up, step for step. So `back_off`
+    multiplies every later step's learning rate by `backoff` (0.5; cumulatively, down to 1/16 of
+    the job's rate) and restarts the ramp from 1: the run goes on below the rate it has seen
+    fail. The rule's factor is not capped further (AdaScale's gain stays the ratio of the
+    rates at two batch sizes, which the goodput model and the progress count assume).
+    `scale` is the rule's bounded, ramped factor (what AdaScale progress counts); `factor` =
+    scale x backoff is what the optimizer step uses. Checkpointed, so a restart continues the
+    ramp and keeps the back-off.
     """
 
     def __init__(self, rule: str | LrRule | LrScaler, max_scale: float = DEFAULT_MAX_LR_SCALE,
-                 max_rise: float = DEFAULT_MAX_RISE_PER_STEP) -> None:
-        if max_scale < 1 or max_rise <= 0:
-            raise InputError("max_lr_scale must be >= 1 and the rise per step > 0")
+                 max_rise: float = DEFAULT_MAX_RISE_PER_STEP,
+                 backoff: float = DEFAULT_BACKOFF) -> None:
+        if max_scale < 1 or max_rise <= 0 or not 0 < backoff <= 1:
+            raise InputError("max_lr_scale must be >= 1, the rise per step > 0 and the back-off "
+                             "in (0, 1]")
         self.rule = lr_scaler(rule)
         self.max_scale = float(max_scale)
         self.max_rise = float(max_rise)
+        self.backoff_factor = float(backoff)
         self.scale = 1.0
+        self.backoff = 1.0  # product of the back-offs of the divergences so far
+
+    @property
+    def factor(self) -> float:
+        """The learning-rate factor the optimizer step uses: scale x backoff."""
+        return self.scale * self.backoff
 
     def target(self, init_bsz: int, total_bsz: int, stats: GradStats | None) -> float:
         """The rule's factor within the bounds (what the ramp moves toward)."""
@@ -86,16 +112,25 @@ class LrScaling:
         return min(max(raw, 1.0 / self.max_scale), self.max_scale)
 
     def step(self, init_bsz: int, total_bsz: int, stats: GradStats | None) -> float:
-        """The factor for the next optimizer step."""
+        """The factor for the next optimizer step (`factor`)."""
         target = self.target(init_bsz, total_bsz, stats)
+        if stats is None and self.rule is adascale:
+            target = min(target, self.scale)
         self.scale = min(target, self.scale * (1.0 + self.max_rise))
-        return self.scale
+        return self.factor
 
     def reset(self) -> None:
+        """Back to factor 1 of the rule (the back-off stays)."""
+        self.scale = 1.0
+
+    def back_off(self) -> None:
+        """After a divergence: lower the learning rate and restart the ramp from 1."""
+        self.backoff = max(self.backoff * self.backoff_factor, MIN_BACKOFF)
         self.scale = 1.0
 
     def state_dict(self) -> dict[str, float]:
-        return {"scale": self.scale}
+        return {"scale": self.scale, "backoff": self.backoff}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.scale = float(state.get("scale", 1.0))
+        self.backoff = float(state.get("backoff", 1.0))

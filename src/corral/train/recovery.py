@@ -48,7 +48,8 @@ class LastGoodState:
         loaded = self.store.load() if self.store is not None else None
         if loaded is not None:
             return loaded[0], f"checkpoint {loaded[1].name}"
-        if self._memory is not None:
-            return self._memory, "the state at the last epoch end"
+        if self._memory is not None:  # a copy: optimizer.load_state_dict keeps the tensors it
+            # is given (SGD's momentum buffers), which the next steps update in place
+            return to_cpu(self._memory), "the state at the last epoch end"
         raise TrainingDiverged(f"{why} at {at}, before any good state was saved; lower the "
                                "learning rate or the batch size")

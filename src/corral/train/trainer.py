@@ -218,8 +218,9 @@ class ElasticTrainer:
 
     @property
     def lr_scale(self) -> float:
-        """The learning-rate factor of the last step."""
-        return self.lr.scale
+        """The learning-rate factor of the last step (the rule's, times any divergence
+        back-off)."""
+        return self.lr.factor
 
     @property
     def grad_stats(self) -> GradStats | None:
@@ -338,7 +339,9 @@ class ElasticTrainer:
         step_gain = float(gain(self._host_stats or NO_STATS, scale))
         lr_scale = self.lr.step(cfg.init_bsz, self.total_bsz, self._host_stats)
         self._optimizer_step(lr_scale)
-        counted = min(step_gain, lr_scale) if self.lr.rule is adascale else step_gain
+        # AdaScale progress: the gain the rule's factor realises (a back-off after a divergence
+        # lowers the rate, not the count: epochs keep their samples)
+        counted = min(step_gain, self.lr.scale) if self.lr.rule is adascale else step_gain
         self._lost += self.sampler.step_skipped * counted
         state.steps += 1
         state.samples += self.total_bsz
@@ -466,13 +469,18 @@ class ElasticTrainer:
         self._host_stats, self._lost_seen = None, 0.0
 
     def _recover(self, why: str) -> None:
-        """Restore the last good state, go back to the initial batch, record the event."""
+        """Restore the last good state, go back to the initial batch, lower the learning rate
+        (the same weights, data and rate would replay the same divergence), record the event
+        and checkpoint, so that a restart keeps the lower rate and the event."""
         at = f"step {self.steps} epoch {self.epoch}"
         state, source = self.good_state.take(why, at)
+        events, lr_state = self.events, self.lr.state_dict()
         load_trainer_state(self, state)
+        self.events = events  # the restored state's are older: keep every one seen
+        self.lr.load_state_dict(lr_state)
+        self.lr.back_off()
         self.group.broadcast_module(self.module)
         self._forget_lagged()
-        self.lr.reset()
         if self.config.batch is None:
             self.batch = self.batch_control.restart_from(
                 initial_batch(self.estimator, self.world_size), self.world_size, self.steps)
@@ -481,11 +489,13 @@ class ElasticTrainer:
         self._loss_count = self._period_count = 0
         self._restored = True
         self.profiler.skip_next()
-        message = (f"{why} at {at}: restored {source} (step {self.steps}, epoch {self.epoch}) "
-                   f"and returned to the initial batch {self.total_bsz}")
+        message = (f"{why} at {at}: restored {source} (step {self.steps}, epoch {self.epoch}), "
+                   f"returned to the initial batch {self.total_bsz} and lowered the learning "
+                   f"rate to {self.lr.backoff:g} x the job's")
         self.events.append({"time": time.time(), "kind": "diverged", "message": message})
         if self.is_chief:
             _log(message)
+            self._checkpoint()
             self._report("running")
 
     # -------------------------------------------------------------------- checkpointing

@@ -119,9 +119,13 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
         by_launch = _launches(svc.client.telemetry(job_id))
         first_loss = by_launch[min(by_launch)][0]["loss"]  # its first reported step
         for last, first in pairs:
-            # the step count continues from where it was stopped...
+            # the step count continues from where it was stopped, and training goes on past it
+            # (an in-place launch's first report is written at the regroup, before its first
+            # step: a later report of it, or of a launch after it, shows the steps it took)
             assert first["resumed_steps"] >= last["steps"]
-            assert first["steps"] > first["resumed_steps"]
+            live.wait_until(lambda: any(
+                r["launch"] >= first["launch"] and r["steps"] > first["resumed_steps"]
+                for r in svc.client.telemetry(job_id)), 60, f"{job_id} to train past its resize")
             # ...and so does the loss: the resumed state's, and the new launch's over its
             # reports, below the job's first report, where a fresh start would be (one step's
             # loss right after a resize is too noisy to compare: it has been seen above it)

@@ -145,7 +145,8 @@ class EmulatedExecutor(Executor):
             now = self._now_s()
             j = self._jobs.get(job.job_id)
             if j is None:
-                j = self._jobs[job.job_id] = _Job(job, self._new_sim(job))
+                j = self._jobs[job.job_id] = _Job(job, None)
+                j.sim = self._new_sim(j)
                 if j.sim is None:
                     return
             if j.state in TERMINAL:
@@ -202,15 +203,15 @@ class EmulatedExecutor(Executor):
         return self._last_round
 
     # -- placing and halting --------------------------------------------------------------------
-    def _new_sim(self, job: JobLaunch) -> SimJob | None:
-        spec = job.spec
+    def _new_sim(self, j: _Job) -> SimJob | None:
+        """The job's simulated twin; None (and the job FAILED) when it cannot be emulated."""
+        spec = j.launch.spec
         try:
             if spec is None:
                 raise InputError("the service gave no job spec")
             self.check_app(spec.app)
             return SimJob(spec, self.truth.app(spec.app))
         except InputError as exc:
-            j = self._jobs[job.job_id]
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
             return None

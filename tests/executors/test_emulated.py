@@ -84,6 +84,30 @@ def test_stop_resume_and_cancel(executor) -> None:
     assert "launch 1: 2 worker(s)" in executor.read_log("a")
 
 
+def test_a_decision_handed_over_job_by_job_takes_gpus_before_they_are_given_up(tmp_path) -> None:
+    """The service may place a job on GPUs before it stops the job holding them (one
+    decision, applied job by job): the books stay right and the pause is the mechanism's."""
+    executor = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=1)
+    try:
+        _job_by_job(executor)
+    finally:
+        executor.shutdown()
+
+
+def _job_by_job(executor: EmulatedExecutor) -> None:
+    a, b = _spec(executor, "a", epochs=50), _spec(executor, "b", epochs=50)
+    executor.place(_launch(b), WorkerPlan(Placement.of({0: 4})))
+    executor.place(_launch(a), WorkerPlan(Placement.of({0: 4})))
+    assert executor.status("a").state is ExecState.RUNNING
+    assert executor._jobs["a"].sim.pause_left_s == pytest.approx(30.0, abs=1.0)
+    executor.stop("b")
+    assert executor._held == [4, 0] and executor._owed == [0, 0]
+    executor.place(_launch(b), WorkerPlan(Placement.of({1: 4})))  # a swap of nodes
+    executor.place(_launch(a), WorkerPlan(Placement.of({1: 2})))
+    executor.place(_launch(b), WorkerPlan(Placement.of({0: 4})))
+    assert executor._held == [4, 2] and executor._owed == [0, 0]
+
+
 def test_a_placement_that_does_not_fit_is_refused(executor) -> None:
     with pytest.raises(ValueError):
         executor.place(_launch(_spec(executor)), WorkerPlan(Placement.of({0: 8})))

@@ -290,7 +290,9 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
     result = SimResult(policy=policy, workload=workload.name, cluster_gpus=cluster.total_gpus,
                        jobs=records, gpu_timeline=timeline, allocations=allocations)
     if unfinished:
-        result.stopped = f"{unfinished} of {len(records)} job(s) did not finish (failed or cancelled)"
+        why = sorted({str(r.get("message") or r["status"]) for r in jobs if r["status"] != "done"})
+        result.stopped = (f"{unfinished} of {len(records)} job(s) did not finish: "
+                          + "; ".join(why)[:300])
     return result
 
 

@@ -111,6 +111,7 @@ class EmulatedExecutor(Executor):
         self.poll_s = poll_s if poll_s is not None else min(0.05, max(0.005, 1.0 / self.time_scale))
         self._handover = GpuHandover(self._cluster.gpus_per_node)
         self._held = [0] * self._cluster.num_nodes
+        self._owed = [0] * self._cluster.num_nodes  # see `_pause`
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.RLock()
         self._closing = threading.Event()
@@ -237,10 +238,7 @@ class EmulatedExecutor(Executor):
         assignment = Assignment(new, plan.batch) if plan is not None else None
         if new == old and (plan is None or sim.keeps(assignment)):
             return
-        pause = 0.0
-        if new != old:
-            pause = self._handover.pauses(now, self.mechanism,
-                                          [(sim.spec.app, old, new)], self._held)[0]
+        pause = self._pause(now, sim.spec.app, old, new) if new != old else 0.0
         sim.assign(now, assignment, pause)
         if new != old:
             self._hold(old, -1)
@@ -267,6 +265,36 @@ class EmulatedExecutor(Executor):
         else:
             self._note(j, f"batch now {sim.batch.local_bsz}x{sim.batch.accum_steps + 1}")
             self._write_report(j, now, "running")
+
+    def _pause(self, now: float, app: str, old: Placement, new: Placement) -> float:
+        """The mechanism's pause of a job moving from `old` to `new` at `now`, with the GPUs
+        still being released as the engine's `GpuHandover` keeps them.
+
+        The engine applies a decision at once, releases first; the service hands it over job
+        by job, so a job may take GPUs that another job of the same decision gives up only
+        after it. Those GPUs are taken as released now (plus the mechanism's release time,
+        the engine's figure) and owed: the other job's release then pays the debt instead of
+        adding them to the GPUs being released again. Exact for checkpoint-restart (no release
+        time), close for the others."""
+        caps, release_s = self._cluster.gpus_per_node, self.mechanism.overheads.resize_release_s
+        before, after = dict(old.slots), dict(new.slots)
+        short = {n: g - before.get(n, 0) - (caps[n] - self._held[n]) for n, g in after.items()
+                 if g - before.get(n, 0) > caps[n] - self._held[n]}
+        if short:
+            lost = Placement.of({n: g - after.get(n, 0) for n, g in before.items()
+                                 if g > after.get(n, 0)})
+            self._handover.released(lost, now + release_s)
+            pause = self.mechanism.pause_s(app, old, new, release_s)
+            for n, k in short.items():
+                self._owed[n] += k
+        else:
+            pause = self._handover.pauses(now, self.mechanism, [(app, old, new)], self._held)[0]
+        for n, g in before.items():
+            pay = min(self._owed[n], g - after.get(n, 0))
+            if pay > 0:
+                self._handover.unreleased(n, now + release_s, pay)
+                self._owed[n] -= pay
+        return pause
 
     def _halt(self, job_id: str, state: ExecState) -> None:
         with self._lock:

@@ -371,7 +371,14 @@ class ControlLoop:
                                    "fill_in": fill_in})
         if fill_in:
             decision = self._fill_in(decision)
-        for job in list(self.jobs.values()):
+        def keeps_gpus(job: LiveJob) -> bool:
+            a = decision.get(job.id)
+            return not job.placement or (a is not None and a.num_gpus >= job.placement.num_gpus)
+
+        # jobs that give GPUs up first (preempted, shrunk), each group in submission order, as
+        # the engine frees GPUs before it hands them over (the emulated executor keeps books
+        # of GPUs being released; an executor starts a job once its slots are free)
+        for job in sorted(self.jobs.values(), key=keeps_gpus):
             try:
                 self._apply(now, job, decision)
             except Exception as exc:  # noqa: BLE001 - fail this job, apply the others

@@ -69,7 +69,10 @@ def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
     """The POST /jobs body of a workload's JobSpec: the same spec on the service's side."""
     return {"command": ["emulated", spec.app], "name": spec.name, "app": spec.app,
             "gpus": spec.gpus, "min_gpus": spec.min_gpus,
-            "max_gpus": min(spec.max_gpus, cluster_gpus), "batch_size": spec.batch_size,
+            # a trace row may ask for more GPUs than its model's cap (the simulator runs it so
+            # under non-adaptive policies); the service requires gpus <= max_gpus
+            "max_gpus": max(spec.gpus, min(spec.max_gpus, cluster_gpus)),
+            "batch_size": spec.batch_size,
             "init_batch_size": spec.init_bsz, "max_batch_size": spec.max_bsz,
             "min_local_bsz": spec.min_local_bsz, "max_local_bsz": spec.max_local_bsz,
             "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value}

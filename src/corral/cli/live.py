@@ -44,7 +44,7 @@ def _client(data_dir: Optional[Path], url: Optional[str], token: Optional[str]):
 @user_errors
 def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", help="Scheduling policy (see `corral policies`)."),
-    executor: str = typer.Option("local", help="Where workers run: local (this machine) or ray (a Ray cluster)."),
+    executor: str = typer.Option("local", help="Where workers run: local (this machine), ray (a Ray cluster) or emulated (simulated jobs on the simulator's truth, on a clock --time-scale times real time)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
     ray_storage: Optional[Path] = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
     ray_resource: Optional[str] = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
@@ -62,7 +62,14 @@ def serve(
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
     checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
     retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
-    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local only: Ray resizes by checkpoint-restart."),
+    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local only: Ray resizes by checkpoint-restart. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
+    cluster: Optional[str] = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
+    profiles: Optional[Path] = typer.Option(None, help="--executor emulated: measured profiles (Pollux format) the jobs follow (default: the built-in catalog)."),
+    catalog: Optional[Path] = typer.Option(None, help="--executor emulated: a catalog file made by `corral calibrate` instead of the built-in one."),
+    time_scale: float = typer.Option(1.0, help="--executor emulated: emulated seconds per real second."),
+    restart_delay: float = typer.Option(30.0, help="--executor emulated: pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
+    tick: Optional[float] = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
+    fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
@@ -86,12 +93,34 @@ def serve(
         raise InputError("--slots must be >= 1")
     from corral.executors.resize import CHECKPOINT_RESTART, MECHANISMS
 
-    if mechanism is not None and mechanism not in MECHANISMS:
+    if mechanism is not None and mechanism not in MECHANISMS and executor != "emulated":
         raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
     options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
                    retry_backoff_s=retry_backoff)
-    if executor == "ray":
+    emulated_only = {"--cluster": cluster, "--profiles": profiles, "--catalog": catalog,
+                     "--time-scale": time_scale != 1.0, "--restart-delay": restart_delay != 30.0}
+    if executor != "emulated" and any(emulated_only.values()):
+        raise InputError(f"{', '.join(k for k, v in emulated_only.items() if v)} need(s) "
+                         "--executor emulated")
+    if tick is not None and tick <= 0:
+        raise InputError("--tick must be > 0")
+    tick_s = tick if tick is not None else 0.2
+    if executor == "emulated":
+        if time_scale <= 0 or restart_delay < 0:
+            raise InputError("--time-scale must be > 0 and --restart-delay >= 0")
+        if slots is not None or gpus or ray_address or ray_storage or ray_resource:
+            raise InputError("--slots, --gpus and --ray-* do not apply to --executor emulated "
+                             "(its cluster is --cluster)")
+        from corral.sim.mechanism import mechanism_named
+
+        mechanism_named(mechanism or "checkpoint-restart")  # a one-line error for a bad name
+        options = dict(cluster=cluster or "16x4", profiles=profiles, catalog=catalog,
+                       time_scale=time_scale, mechanism=mechanism or "checkpoint-restart",
+                       restart_delay_s=restart_delay, report_interval_s=report_interval)
+        if tick is None:
+            tick_s = min(0.2, max(0.01, 2.0 / time_scale))
+    elif executor == "ray":
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
         if mechanism not in (None, CHECKPOINT_RESTART):
             err_console.print("corral: the Ray executor resizes by checkpoint-restart", highlight=False)
@@ -101,7 +130,8 @@ def serve(
         options.update(mechanism=mechanism)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
-                        interval_s=interval, token=token, stop_timeout_s=stop_timeout)
+                        interval_s=interval, token=token, stop_timeout_s=stop_timeout,
+                        tick_s=tick_s, fill_in=fill_in)
 
     def ready(url: str, _token: str) -> None:
         err_console.print(f"corral: serving {url} (policy {policy}, executor {executor}, "
@@ -115,6 +145,7 @@ def serve(
 def submit(
     command: List[str] = typer.Argument(..., help="The command to run, after --."),
     name: Optional[str] = typer.Option(None, help="A name to show (default: the script's name)."),
+    app: Optional[str] = typer.Option(None, "--app", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
     gpus: Optional[int] = typer.Option(None, help="The GPUs the job is tuned for (default: --min-gpus)."),
     min_gpus: int = typer.Option(1, help="Fewest GPUs the job can run on."),
     max_gpus: Optional[int] = typer.Option(None, help="Most GPUs the job can use (default: the cluster)."),
@@ -142,7 +173,7 @@ def submit(
     workdir = (cwd or Path.cwd()).resolve()
     if not workdir.is_dir():
         raise InputError(f"--cwd {safe_text(str(workdir))}: no such directory")
-    body = {"command": list(command), "name": name, "cwd": str(workdir),
+    body = {"command": list(command), "name": name, "app": app, "cwd": str(workdir),
             "env": extra, "gpus": gpus, "min_gpus": min_gpus, "max_gpus": max_gpus,
             "batch_size": batch_size, "max_batch_size": max_batch_size,
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,

@@ -251,3 +251,4 @@ if __name__ == "__main__":  # pragma: no cover
 from corral.cli import live as _live  # noqa: E402,F401
 from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401
 from corral.cli import replay_cmd as _replay  # noqa: E402,F401
+from corral.cli import emulate_cmd as _emulate  # noqa: E402,F401

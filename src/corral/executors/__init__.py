@@ -21,6 +21,7 @@ __all__ = ["Executor", "ExecState", "ExecStatus", "JobLaunch", "WorkerPlan", "cr
 EXECUTORS: dict[str, str] = {
     "local": "corral.executors.local:LocalExecutor",
     "ray": "corral.executors.ray:RayExecutor",
+    "emulated": "corral.executors.emulated:EmulatedExecutor",
 }
 
 

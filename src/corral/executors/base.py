@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.jobs import BatchConfig
+from corral.core.jobs import BatchConfig, JobSpec
 from corral.protocol.env import JobConfig
 
 __all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "TERMINAL"]
@@ -60,6 +60,9 @@ class JobLaunch:
     cwd: str
     env: Mapping[str, str] = field(default_factory=dict)
     config: JobConfig = field(default_factory=JobConfig)
+    #: the job as policies see it (its model is `spec.app`); executors that run commands
+    #: ignore it, the emulated executor builds its simulated job from it
+    spec: JobSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,16 @@ class Executor(ABC):
     @abstractmethod
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop every job's workers (checkpointing) and the background work."""
+
+    def clock(self) -> float:
+        """The time jobs run on, in seconds since the Unix epoch: wall-clock time here; the
+        emulated executor's clock runs N times faster. The service keeps its own time (job
+        times, scheduling rounds, report times) by this clock."""
+        return time.time()
+
+    def check_app(self, app: str | None) -> None:
+        """Raise a CorralError (one line) when this executor cannot run a job of model `app`
+        (None: the submission named none). Executors that run commands accept any."""
 
     def last_round(self) -> float | None:
         """`time.monotonic()` when the executor's background work last finished a pass over its

@@ -99,6 +99,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
         checked = sub.checked(loop.cluster.total_gpus)
+        executor.check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).to_doc())
         store.add_event(now, doc["id"], "submitted", checked.describe())

@@ -13,6 +13,11 @@ Between rounds, a job that arrives while GPUs are idle does not wait for the nex
 the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
 GPUs are carried out; running jobs keep theirs until the next real round, so a fill-in round
 never restarts anything.
+`fill_in=False` (`corral serve --no-fill-in`) turns fill-in rounds off, so that the policy is
+asked exactly when the simulator asks it (`corral emulate` compares the two).
+
+The loop's time is the executor's clock (`Executor.clock`): wall-clock time, or the emulated
+executor's clock running N times faster, so that job times come out in emulated seconds.
 
 All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
 service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
@@ -72,7 +77,8 @@ class ControlLoop:
     """Schedules the store's jobs on an executor with one policy."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
-                 tick_s: float = 0.2, clock: Callable[[], float] = time.time) -> None:
+                 tick_s: float = 0.2, clock: Callable[[], float] = time.time,
+                 fill_in: bool = True) -> None:
         check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
@@ -81,7 +87,8 @@ class ControlLoop:
         self.policy = policy
         self.interval_s = interval_s
         self.tick_s = tick_s
-        self.clock = clock
+        self.clock = clock  # the executor's clock (`Executor.clock`): emulated time runs faster
+        self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
         self.origin = store.origin()
         self.cluster = executor.cluster()
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
@@ -206,7 +213,7 @@ class ControlLoop:
                 self._changed = False
             if due:
                 self._next_round_s = (now // self.interval_s + 1) * self.interval_s
-            elif arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
+            elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
                 self._round(now, fill_in=True)
             if now - self._last_save_s >= _SAVE_EVERY_S:
                 for job in self.jobs.values():
@@ -393,7 +400,14 @@ class ControlLoop:
                                    "fill_in": fill_in})
         if fill_in:
             decision = self._fill_in(decision)
-        for job in list(self.jobs.values()):
+        def keeps_gpus(job: LiveJob) -> bool:
+            a = decision.get(job.id)
+            return not job.placement or (a is not None and a.num_gpus >= job.placement.num_gpus)
+
+        # jobs that give GPUs up first (preempted, shrunk), each group in submission order, as
+        # the engine frees GPUs before it hands them over (the emulated executor keeps books
+        # of GPUs being released; an executor starts a job once its slots are free)
+        for job in sorted(self.jobs.values(), key=keeps_gpus):
             try:
                 self._apply(now, job, decision)
             except Exception as exc:  # noqa: BLE001 - fail this job, apply the others
@@ -470,4 +484,4 @@ class ControlLoop:
     def _launch(job: LiveJob) -> JobLaunch:
         sub = job.submission
         return JobLaunch(job.id, tuple(sub.command), sub.cwd, dict(sub.env),
-                         sub.job_config(job.id).replace(launch=job.launch_base))
+                         sub.job_config(job.id).replace(launch=job.launch_base), spec=job.spec)

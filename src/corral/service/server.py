@@ -48,6 +48,8 @@ class ServeOptions:
     token: str | None = None
     stop_timeout_s: float = 30.0
     stall_after_s: float = 30.0  # /healthz answers 503 after this long without a round
+    tick_s: float = 0.2  # real seconds between the control loop's looks at jobs
+    fill_in: bool = True  # fill-in rounds for arrivals on idle GPUs (corral.service.loop)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -112,7 +114,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
         secure_dir(directory)
         store_token(directory, token)
         store = Store(directory / "state.db")
-        loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s)
+        loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
+                           tick_s=opts.tick_s, clock=executor.clock, fill_in=opts.fill_in)
         loop.recover()
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s)
         host, port = sock.getsockname()[:2]

@@ -101,7 +101,13 @@ class Submission(BaseModel):
     gpus: Gpus | None = Field(None, description="the user's GPU count (default: min_gpus)")
     min_gpus: Gpus = 1
     max_gpus: Gpus | None = None
+    app: Annotated[str, AfterValidator(_clean)] | None = Field(
+        None, max_length=100, description="the job's model (application), for policies and the "
+        "emulated executor, which needs it: a catalog or profile name (default: the name)")
     batch_size: Batch = Field(32, description="total batch size M0 the job was tuned for")
+    init_batch_size: Batch | None = Field(
+        None, description="M0, the total batch its learning rate was tuned for, where it differs "
+        "from the user's batch_size (as in the Pollux workloads; default: batch_size)")
     max_batch_size: Batch | None = None
     min_local_bsz: Batch | None = None
     max_local_bsz: Batch | None = None
@@ -122,17 +128,19 @@ class Submission(BaseModel):
         if self.min_gpus > cluster_gpus or gpus > cluster_gpus:
             raise InputError(f"the job needs {max(self.min_gpus, gpus)} GPUs but the cluster "
                              f"has {cluster_gpus}")
-        m0 = self.batch_size
-        max_bsz = self.max_batch_size or (m0 * ADAPTIVE_MAX_FACTOR if self.adaptive else m0)
-        if max_bsz < m0:
-            raise InputError(f"max_batch_size ({max_bsz}) is smaller than batch_size ({m0})")
+        m0 = self.init_batch_size or self.batch_size
+        max_bsz = self.max_batch_size or max(
+            self.batch_size, m0 * ADAPTIVE_MAX_FACTOR if self.adaptive else m0)
+        if max_bsz < max(m0, self.batch_size):
+            raise InputError(f"max_batch_size ({max_bsz}) is smaller than batch_size "
+                             f"({max(m0, self.batch_size)})")
         hi = self.max_local_bsz or m0
         lo = self.min_local_bsz or min(hi, max(1, m0 // 8))
         if lo > hi:
             raise InputError(f"min_local_bsz ({lo}) is larger than max_local_bsz ({hi})")
         return self.model_copy(update={"max_gpus": min(max_gpus, cluster_gpus), "gpus": gpus,
                                        "max_batch_size": max_bsz, "min_local_bsz": lo,
-                                       "max_local_bsz": hi})
+                                       "max_local_bsz": hi, "init_batch_size": m0})
 
     def display_name(self) -> str:
         """The given name, else the script's (`python train.py --epochs 8` -> train)."""
@@ -144,15 +152,17 @@ class Submission(BaseModel):
     def spec(self, job_id: str, submit_time_s: float) -> JobSpec:
         """The JobSpec policies see (call on a `checked()` submission)."""
         return JobSpec(
-            name=job_id, submit_time_s=submit_time_s, app=self.display_name(), gpus=self.gpus,
-            batch_size=self.batch_size, init_bsz=self.batch_size, max_bsz=self.max_batch_size,
+            name=job_id, submit_time_s=submit_time_s, app=self.app or self.display_name(),
+            gpus=self.gpus, batch_size=self.batch_size,
+            init_bsz=self.init_batch_size or self.batch_size, max_bsz=self.max_batch_size,
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
             lr_rule=self.lr_rule)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""
-        return JobConfig(job_id=job_id, init_bsz=self.batch_size, max_bsz=self.max_batch_size,
+        return JobConfig(job_id=job_id, init_bsz=self.init_batch_size or self.batch_size,
+                         max_bsz=self.max_batch_size,
                          min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
                          adaptive=self.adaptive, lr_rule=self.lr_rule.value)
 

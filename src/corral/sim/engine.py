@@ -20,7 +20,7 @@ from typing import Callable
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InfeasibleJobError
-from corral.core.jobs import Decision, OracleInfo, Snapshot, check_decision
+from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
 from corral.core.ledger import should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
@@ -29,7 +29,7 @@ from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover
 from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
 from corral.sim.results import JobRecord, SimResult
-from corral.sim.truth.base import Truth
+from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload
 
@@ -246,20 +246,30 @@ class Simulator:
             job.set_slowdown(self.config.interference_slowdown if hit else 0.0)
 
     def _record(self, job: SimJob) -> JobRecord:
-        spec, truth = job.spec, job.truth
-        per_node = self.cluster.max_node_gpus
-        fixed = None if spec.adaptive else spec.batch_size
-        max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
-
-        def alone(gpus: int) -> float:
-            return best_isolated_jct(truth, gpus, per_node, job.total_epochs, fixed,
-                                     spec.max_local_bsz, spec.min_local_bsz, max_bsz)
-
-        total = self.cluster.total_gpus
-        share = max(1, total // max(1, job.active_at_arrival))
+        spec = job.spec
+        isolated, fair = isolated_jcts(spec, job.truth, self.cluster, job.total_epochs,
+                                       job.active_at_arrival)
         return JobRecord(
             name=spec.name, app=spec.app, submit_s=spec.submit_time_s, requested_gpus=spec.gpus,
             first_start_s=job.first_start_s, finish_s=job.finish_s, restarts=job.restarts,
             attained_gpu_s=job.attained_gpu_s, run_time_s=job.run_time_s,
             queue_time_s=job.queue_time_s, active_at_arrival=job.active_at_arrival,
-            isolated_jct_s=alone(total), fair_share_jct_s=alone(share))
+            isolated_jct_s=isolated, fair_share_jct_s=fair)
+
+
+def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs: int,
+                  active_at_arrival: int) -> tuple[float, float]:
+    """A job's JCT alone on the whole cluster and alone on a 1/N share of it (N: the jobs
+    active when it arrived), each at its best configuration: the records' lower bound and
+    finish-time fairness basis (also for runs of the live service, `corral emulate`)."""
+    per_node = cluster.max_node_gpus
+    fixed = None if spec.adaptive else spec.batch_size
+    max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
+
+    def alone(gpus: int) -> float:
+        return best_isolated_jct(truth, gpus, per_node, total_epochs, fixed,
+                                 spec.max_local_bsz, spec.min_local_bsz, max_bsz)
+
+    total = cluster.total_gpus
+    share = max(1, total // max(1, active_at_arrival))
+    return alone(total), alone(share)

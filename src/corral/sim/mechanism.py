@@ -103,6 +103,14 @@ class GpuHandover:
             self._pending[node].extend([at_s] * gpus)
             self._pending[node].sort()
 
+    def unreleased(self, node: int, at_s: float, count: int) -> None:
+        """Take back up to `count` GPUs recorded as released on `node` at `at_s` (the emulated
+        executor: another job already took them in the same decision)."""
+        pending = self._pending[node]
+        for _ in range(count):
+            if at_s in pending:
+                pending.remove(at_s)
+
     def pauses(self, now_s: float, mech: Mechanism,
                changes: Sequence[tuple[str, Placement, Placement]],
                held: Sequence[int] | None = None) -> list[float]:

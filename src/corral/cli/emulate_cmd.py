@@ -1,0 +1,432 @@
+"""`corral emulate`: a workload through the real service, on simulated jobs (issue 13 item 4).
+
+For each policy, `run_emulation` starts a real `corral serve --executor emulated` process
+(127.0.0.1, a free port, a fresh data directory), submits every job of the workload through the
+REST API when the service's emulated clock reaches its submit time, waits until every job has
+ended (bounded), reads back what the service recorded and stops the service by its pid. The
+run becomes a `SimResult` (times in emulated seconds from the workload's start), so the same
+report writers give `summary.json` and `jobs.csv` in `corral simulate`'s schema and the same
+table is printed. `--compare` also runs `corral simulate` on the same workload and prints how
+far apart the two are (`agreement`).
+
+Time alignment: the service's clock starts when it does; the driver maps workload time 0 to the
+first multiple of the scheduling interval after the service answers, so that rounds fall at the
+same workload times as the simulator's (multiples of the interval). A job's JCT is its finish
+minus its submit time as the service recorded them. What is not aligned, by construction: a
+round happens at the first control-loop tick after its time, and a job's finish is seen at the
+first tick after the executor saw it (each a few emulated seconds at the default tick), and
+every real-time delay of the service (HTTP, SQLite, a policy's decide time) passes N times faster
+on the emulated clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, List, Mapping, Optional, Sequence
+
+from typing import TYPE_CHECKING
+
+from corral.core.cluster import Cluster
+from corral.core.errors import CorralError
+
+if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the CLI starts
+    from corral.sim.results import SimResult
+    from corral.sim.truth.base import Truth
+    from corral.sim.workloads import Workload
+
+__all__ = ["EmulationOptions", "run_emulation", "simulate_same", "agreement", "submission_body"]
+
+_SUBMIT_AHEAD_S = 0.002  # real seconds: a submission is sent this early (its HTTP round trip)
+
+
+@dataclass
+class EmulationOptions:
+    cluster: str = "16x4"
+    profiles: Path | None = None
+    catalog: Path | None = None
+    time_scale: float = 100.0
+    interval_s: float = 60.0
+    restart_delay_s: float = 30.0
+    mechanism: str = "checkpoint-restart"
+    fill_in: bool = False  # as the simulator: arrivals wait for the policy's next call
+    tick_s: float | None = None  # the service's default for the time scale
+    timeout_s: float = 3600.0  # real seconds one policy's run may take
+    data_dir: Path | None = None  # default: a fresh temporary directory per run
+    keep: bool = False  # keep the temporary data directory (its service.log, state.db)
+
+
+def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
+    """The POST /jobs body of a workload's JobSpec: the same spec on the service's side."""
+    return {"command": ["emulated", spec.app], "name": spec.name, "app": spec.app,
+            "gpus": spec.gpus, "min_gpus": spec.min_gpus,
+            # a trace row may ask for more GPUs than its model's cap (the simulator runs it so
+            # under non-adaptive policies); the service requires gpus <= max_gpus
+            "max_gpus": max(spec.gpus, min(spec.max_gpus, cluster_gpus)),
+            "batch_size": spec.batch_size,
+            "init_batch_size": spec.init_bsz, "max_batch_size": spec.max_bsz,
+            "min_local_bsz": spec.min_local_bsz, "max_local_bsz": spec.max_local_bsz,
+            "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value}
+
+
+class _Service:
+    """One `corral serve --executor emulated` process; every wait bounded."""
+
+    def __init__(self, data_dir: Path, policy: str, sets: Sequence[str], opts: EmulationOptions
+                 ) -> None:
+        self.data_dir = data_dir
+        args = [sys.executable, "-m", "corral", "serve", "--executor", "emulated",
+                "--policy", policy, "--cluster", opts.cluster, "--time-scale", str(opts.time_scale),
+                "--interval", str(opts.interval_s), "--restart-delay", str(opts.restart_delay_s),
+                "--mechanism", opts.mechanism, "--port", "0", "--host", "127.0.0.1",
+                "--data-dir", str(data_dir), "--fill-in" if opts.fill_in else "--no-fill-in"]
+        if opts.profiles is not None:
+            args += ["--profiles", str(opts.profiles)]
+        if opts.catalog is not None:
+            args += ["--catalog", str(opts.catalog)]
+        if opts.tick_s is not None:
+            args += ["--tick", str(opts.tick_s)]
+        for item in sets:
+            args += ["--set", item]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("CORRAL_TOKEN", "CORRAL_URL", "CORRAL_HOME")}
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with open(data_dir / "service.log", "ab") as log:
+            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        self.client = None
+
+    def log_tail(self) -> str:
+        try:
+            return (self.data_dir / "service.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def connect(self, timeout_s: float = 120.0) -> Any:
+        from corral.service.client import Client
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise CorralError(f"corral serve exited with status {self.proc.returncode}: "
+                                  + " | ".join(self.log_tail().strip().splitlines()[-5:]))
+            try:
+                doc = json.loads((self.data_dir / "service.json").read_text())
+                if doc.get("pid") == self.proc.pid:
+                    token = (self.data_dir / "token").read_text().strip()
+                    self.client = Client(doc["url"], token, timeout_s=30)
+                    self.client.cluster()
+                    return self.client
+            except (OSError, ValueError, KeyError):
+                pass
+            except Exception:  # noqa: BLE001 - listening, not answering yet
+                pass
+            if time.monotonic() > deadline:
+                raise CorralError(f"corral serve did not answer within {timeout_s:.0f} s")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def run_emulation(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
+                  sets: Sequence[str] = (),
+                  on_progress: Callable[[int, int, int], None] | None = None) -> SimResult:
+    """Run `workload` through a real service with the emulated executor under `policy`;
+    `on_progress(submitted, ended, total)` is called as it goes."""
+    cluster = Cluster.parse(opts.cluster)
+    started = time.perf_counter()
+    temp = None
+    data_dir = opts.data_dir
+    if data_dir is None:
+        temp = tempfile.mkdtemp(prefix=f"corral-emulate-{policy}-")
+        data_dir = Path(temp)
+    service = _Service(data_dir, policy, sets, opts)
+    try:
+        client = service.connect()
+        jobs = _drive(client, workload, cluster, opts, on_progress, service)
+        rounds = int(client.cluster().get("rounds", 0))
+    finally:
+        service.close()
+    result = _result(workload, policy, truth, cluster, jobs)
+    result.rounds = rounds
+    result.wall_s = time.perf_counter() - started
+    if temp is not None and not opts.keep:
+        import shutil
+
+        shutil.rmtree(temp, ignore_errors=True)
+    return result
+
+
+def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOptions,
+           on_progress: Callable[[int, int, int], None] | None, service: _Service
+           ) -> list[dict[str, Any]]:
+    """Submit every job at its time, wait for all to end; each job's summary and assignments,
+    with its times shifted to the workload's time base (`offset` = workload time 0)."""
+    scale = opts.time_scale
+    t0 = time.monotonic()
+    service_t0 = float(client.cluster()["time_s"])
+    t0 = (t0 + time.monotonic()) / 2
+
+    def service_now() -> float:
+        return service_t0 + scale * (time.monotonic() - t0)
+
+    margin = scale * 0.5  # half a real second from now, at least
+    offset = math.ceil((service_now() + margin) / opts.interval_s) * opts.interval_s
+    specs = sorted(workload.jobs, key=lambda s: s.submit_time_s)
+    ids: dict[str, str] = {}
+    deadline = time.monotonic() + opts.timeout_s
+    total = len(specs)
+    ended = 0
+    last_poll = 0.0
+    for spec in specs:
+        while True:
+            wait_real = (offset + spec.submit_time_s - service_now()) / scale - _SUBMIT_AHEAD_S
+            if wait_real <= 0:
+                break
+            time.sleep(min(wait_real, 0.5))
+            if time.monotonic() - last_poll > 2.0 and on_progress is not None:
+                last_poll = time.monotonic()
+                ended = _count_ended(client.jobs())
+                on_progress(len(ids), ended, total)
+        if service.proc.poll() is not None:
+            raise CorralError(f"corral serve exited with status {service.proc.returncode}")
+        ids[spec.name] = client.submit(submission_body(spec, cluster.total_gpus))["id"]
+        if time.monotonic() > deadline:
+            raise CorralError(f"the emulation took longer than {opts.timeout_s:.0f} s (real)")
+    while True:
+        rows = client.jobs()
+        ended = _count_ended(rows)
+        if on_progress is not None:
+            on_progress(total, ended, total)
+        if ended >= total:
+            break
+        if service.proc.poll() is not None:
+            raise CorralError(f"corral serve exited with status {service.proc.returncode}")
+        if time.monotonic() > deadline:
+            raise CorralError(f"the emulation took longer than {opts.timeout_s:.0f} s (real): "
+                              f"{total - ended} of {total} jobs had not ended")
+        time.sleep(0.25)
+    by_id = {r["id"]: r for r in rows}
+    out = []
+    for spec in specs:
+        row = dict(by_id[ids[spec.name]])
+        row["assignments"] = client.job(row["id"])["assignments"]
+        row["offset"] = offset
+        row["spec"] = spec
+        out.append(row)
+    return out
+
+
+def _count_ended(rows: list[dict[str, Any]]) -> int:
+    return sum(r["status"] not in ("queued", "running") for r in rows)
+
+
+def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
+            jobs: list[dict[str, Any]]) -> SimResult:
+    """The service's records as a SimResult in the workload's time base."""
+    from corral.sim.engine import isolated_jcts
+    from corral.sim.results import JobRecord, SimResult
+
+    def shift(value: float | None, offset: float) -> float | None:
+        return None if value is None else float(value) - offset
+
+    records = []
+    spans = []
+    for row in jobs:
+        spec, offset = row["spec"], row["offset"]
+        submit = float(row["submit_time_s"]) - offset
+        finish = shift(row["finish_s"], offset) if row["status"] == "done" else None
+        records.append(JobRecord(
+            name=spec.name, app=spec.app, submit_s=submit, requested_gpus=spec.gpus,
+            first_start_s=shift(row["first_start_s"], offset), finish_s=finish,
+            restarts=int(row["restarts"]), attained_gpu_s=float(row["attained_gpu_s"]),
+            run_time_s=float(row["run_time_s"]), queue_time_s=float(row["queue_time_s"])))
+        end = shift(row["finish_s"], offset)
+        spans.append((submit, end if end is not None else math.inf))
+    epochs = {app: len(a.epoch_progress()) for app, a in truth.apps().items()}
+    for rec, row, (submit, _) in zip(records, jobs, spans):
+        rec.active_at_arrival = sum(1 for s, e in spans if s <= submit < e)
+        spec = row["spec"]
+        total_epochs = max(1, min(spec.epochs or truth.app(spec.app).limits.epochs,
+                                  epochs[spec.app]))
+        rec.isolated_jct_s, rec.fair_share_jct_s = isolated_jcts(
+            spec, truth.app(spec.app), cluster, total_epochs, rec.active_at_arrival)
+    allocations, changes = {}, []
+    for rec, row in zip(records, jobs):
+        history = [(float(a["time_s"]) - row["offset"], int(a["num_gpus"]))
+                   for a in row["assignments"]]
+        if rec.finish_s is not None and (not history or history[-1][1]):
+            history.append((rec.finish_s, 0))
+        allocations[rec.name] = history
+        before = 0
+        for t, gpus in history:
+            changes.append((t, gpus - before))
+            before = gpus
+    timeline = [(0.0, 0)]
+    used = 0
+    for t, delta in sorted(changes):
+        used += delta
+        if timeline[-1][0] == t:
+            timeline[-1] = (t, used)
+        elif used != timeline[-1][1]:
+            timeline.append((t, used))
+    unfinished = sum(r.finish_s is None for r in records)
+    result = SimResult(policy=policy, workload=workload.name, cluster_gpus=cluster.total_gpus,
+                       jobs=records, gpu_timeline=timeline, allocations=allocations)
+    if unfinished:
+        why = sorted({str(r.get("message") or r["status"]) for r in jobs if r["status"] != "done"})
+        result.stopped = (f"{unfinished} of {len(records)} job(s) did not finish: "
+                          + "; ".join(why)[:300])
+    return result
+
+
+def simulate_same(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
+                  sets: Sequence[str] = ()) -> SimResult:
+    """`corral simulate` of the same workload, policy, cluster and mechanism."""
+    from corral.sim.config import EngineConfig
+    from corral.sim.engine import Simulator
+    from corral.sim.mechanism import mechanism_named
+    from corral.sim.sweep import parse_settings
+    from corral.core.policy import create_policy
+
+    choice = parse_settings([policy], [s if "." in s.split("=", 1)[0] else f"{policy}.{s}"
+                                       for s in sets])[0]
+    config = EngineConfig(interval_s=opts.interval_s,
+                          mechanism=mechanism_named(opts.mechanism, opts.restart_delay_s))
+    sim = Simulator(truth, create_policy(policy, choice.overrides), Cluster.parse(opts.cluster),
+                    config)
+    return sim.run(workload)
+
+
+def agreement(emulated: SimResult, simulated: SimResult) -> dict[str, Any]:
+    """How far the emulated run is from the simulated one: average JCTs, their relative
+    difference, and the median over jobs of |JCT difference| / simulated JCT."""
+    emu = {j.name: j.jct_s for j in emulated.jobs if j.jct_s is not None}
+    sim = {j.name: j.jct_s for j in simulated.jobs if j.jct_s is not None}
+    both = [n for n in sim if n in emu]
+    avg_e = statistics.fmean(emu.values()) if emu else None
+    avg_s = statistics.fmean(sim.values()) if sim else None
+    per_job = [abs(emu[n] - sim[n]) / sim[n] for n in both if sim[n] > 0]
+    return {"policy": emulated.policy, "workload": emulated.workload, "jobs": len(both),
+            "avg_jct_emulated_s": avg_e, "avg_jct_simulated_s": avg_s,
+            "avg_jct_rel_diff": (avg_e - avg_s) / avg_s if avg_e and avg_s else None,
+            "median_job_abs_rel_diff": statistics.median(per_job) if per_job else None,
+            "p90_job_abs_rel_diff": (statistics.quantiles(per_job, n=10)[-1]
+                                     if len(per_job) > 1 else None)}
+
+
+def agreement_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for a in rows:
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{100 * v:+.2f} %"
+        out.append(f"{a['policy']} on {a['workload']} ({a['jobs']} jobs): avg JCT emulated "
+                   f"{a['avg_jct_emulated_s']:.0f} s, simulated {a['avg_jct_simulated_s']:.0f} s "
+                   f"({pct(a['avg_jct_rel_diff'])}); per-job median |difference| "
+                   f"{pct(a['median_job_abs_rel_diff']).lstrip('+')}, p90 "
+                   f"{pct(a['p90_job_abs_rel_diff']).lstrip('+')}")
+    return out
+
+
+# -- the command ----------------------------------------------------------------------------------
+import typer  # noqa: E402
+
+from corral.cli.main import app, console, err_console, user_errors  # noqa: E402
+
+
+@app.command()
+@user_errors
+def emulate(
+    workload: Optional[Path] = typer.Option(None, "--workload", "-w", help="Workload CSV file (default: the built-in workload)."),
+    profiles: Optional[Path] = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    catalog: Optional[Path] = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
+    policy: str = typer.Option("fifo", "--policy", "-p", help="Policy, or comma-separated policies (one service run each)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
+    cluster: str = typer.Option("16x4", help="The emulated cluster: NODESxGPUS."),
+    time_scale: float = typer.Option(100.0, help="Emulated seconds per real second."),
+    interval: float = typer.Option(60.0, help="Scheduling interval, emulated seconds."),
+    restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
+    mechanism: str = typer.Option("checkpoint-restart", help="Resize mechanism (as `corral simulate --mechanism`)."),
+    fill_in: bool = typer.Option(False, "--fill-in/--no-fill-in", help="Let the service start arrivals on idle GPUs at once (its default when serving; off here, as the simulator schedules)."),
+    tick: Optional[float] = typer.Option(None, help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
+    limit: int = typer.Option(0, help="Only the first N jobs of the workload (0: all)."),
+    timeout: float = typer.Option(3600.0, help="Real seconds one policy's run may take."),
+    compare: bool = typer.Option(False, "--compare", help="Also simulate the same run and print how far apart they are."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each run's service data directory (printed)."),
+    seed: int = typer.Option(0, help="Seed of the built-in workload."),
+    out: Optional[Path] = typer.Option(None, help="Write summary.json and jobs.csv (and timelines) here."),
+) -> None:
+    """Run a workload through the real service (`corral serve --executor emulated`) on simulated
+    jobs, and print the same table as `corral simulate`."""
+    from corral.report import comparison_table, write_outputs
+    from corral.sim.engine import check_feasible
+    from corral.sim.metrics import summarize
+    from corral.sim.truth.source import TruthSource
+    from corral.sim.workloads import Workload, builtin_default, load_workload
+
+    if time_scale <= 0 or interval <= 0 or restart_delay < 0 or timeout <= 0 or limit < 0:
+        raise CorralError("--time-scale, --interval and --timeout must be > 0, --restart-delay "
+                          "and --limit >= 0")
+    truth = TruthSource.of(profiles, catalog).load()
+    shape = Cluster.parse(cluster)
+    w = (load_workload(workload, truth.limits()) if workload is not None
+         else builtin_default(truth.limits(), seed=seed))
+    if limit:
+        w = Workload(w.name if limit >= len(w.jobs) else f"{w.name}[:{limit}]", w.jobs[:limit],
+                     source=w.source)
+    check_feasible(w, shape, truth)
+    policies = [p.strip() for p in policy.split(",") if p.strip()]
+    opts = EmulationOptions(cluster=cluster, profiles=profiles, catalog=catalog,
+                            time_scale=time_scale, interval_s=interval,
+                            restart_delay_s=restart_delay, mechanism=mechanism, fill_in=fill_in,
+                            tick_s=tick, timeout_s=timeout, keep=keep)
+    span = max((s.submit_time_s for s in w.jobs), default=0.0)
+    console.print(f"[dim]emulating {w.name} ({len(w.jobs)} jobs, submissions over "
+                  f"{span:.0f} s = {span / time_scale:.0f} s real) on {shape.describe()} at "
+                  f"{time_scale:g}x; policies: {', '.join(policies)}[/]")
+    results: dict[str, list[SimResult]] = {}
+    agreements = []
+    for p in policies:
+        shown: list[tuple[int, int]] = []
+
+        def progress(submitted: int, ended: int, total: int, p: str = p) -> None:
+            if not shown or shown[-1] != (submitted, ended):
+                shown.append((submitted, ended))
+                err_console.print(f"[dim]{p}: {submitted}/{total} submitted, {ended} ended[/]",
+                                  highlight=False)
+        if keep:
+            opts.data_dir = Path(tempfile.mkdtemp(prefix=f"corral-emulate-{p}-"))
+            err_console.print(f"[dim]{p}: service data in {opts.data_dir}[/]", highlight=False)
+        result = run_emulation(w, p, truth, opts, set_ or [], on_progress=progress)
+        results[p] = [result]
+        if compare:
+            agreements.append(agreement(result, simulate_same(w, p, truth, opts, set_ or [])))
+    console.print(comparison_table([(p, rs[0].workload, summarize(rs[0]))
+                                    for p, rs in results.items()], title="emulated"))
+    for line in agreement_lines(agreements):
+        console.print(line, highlight=False, soft_wrap=True)
+    if out is not None:
+        paths = write_outputs(out, results, plots=False)
+        if agreements:
+            paths["agreement"] = out / "agreement.json"
+            paths["agreement"].write_text(json.dumps(agreements, indent=2) + "\n")
+        console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")

@@ -1,0 +1,410 @@
+"""`EmulatedExecutor`: every job's workers are a simulated job, on a clock N times real time.
+
+What-if runs of the real control plane (issue 13): `corral serve --executor emulated` runs the
+real service - API, store, control loop, policy - over jobs that are the simulator's own
+(`corral.sim.job.SimJob` on the ground truth of measured profiles or the catalog), so that
+`corral emulate` can compare the service with `corral simulate` on the same workload.
+
+* **Time.** `EmulatedClock`: emulated seconds = N x real seconds since the executor started,
+  as epoch-like seconds (`clock()`); the service keeps its time by the executor's clock
+  (`Executor.clock`), so its job times, rounds and report times are emulated seconds too.
+* **Jobs.** A job's model is its spec's `app` (the submission's `app` field, checked by
+  `check_app`); its command is never run. A background thread advances every placed job to the
+  clock with `SimJob.advance`, exactly as the engine does between events, and the job finishes
+  when its truth says so (DONE).
+* **Reports.** Each job writes the report a `corral.train` job writes (corral.protocol.report:
+  steps, epoch, progress, batch, world size, launch, the estimator document of what it has
+  observed, `first_step_time`, state running / stopped / finished) to `<data_dir>/jobs/<id>/
+  report.json` when a launch takes its first step, at every epoch end, every
+  `report_interval_s` emulated seconds, and when it stops or finishes; `report` returns it.
+* **Resizes** follow the simulator's mechanism (`corral.sim.mechanism`, default
+  checkpoint-restart with a 30 s pause): a placement change applies at once, and the job holds
+  its new GPUs without progress for the mechanism's pause (`GpuHandover` keeps the GPUs still
+  being released, as in the engine); a preemption gives its GPUs back at once. Each placement
+  change is a new launch (`resumed` names the step it resumed from). A batch-only change takes
+  effect at once, without a pause, as in the engine.
+
+Where this differs from the engine, by construction: a decision is applied job by job as the
+service hands it over (the engine applies one decision at one instant; for mechanisms with a
+release time the order can matter); times are read from the clock when the executor acts, so
+they carry the service's real-time latency times N. Interference slowdown is not modelled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.errors import InputError
+from corral.core.jobs import Assignment
+from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.protocol.files import atomic_write_json
+from corral.protocol.report import REPORT_FILE
+from corral.sim.job import SimJob
+from corral.sim.mechanism import GpuHandover, mechanism_named
+from corral.sim.truth.source import TruthSource
+
+__all__ = ["EmulatedClock", "EmulatedExecutor"]
+
+
+class EmulatedClock:
+    """Seconds since the Unix epoch on a clock that runs `time_scale` times real time from
+    `start` (default: now); monotonic."""
+
+    def __init__(self, time_scale: float, start: float | None = None) -> None:
+        if not time_scale > 0:
+            raise InputError(f"--time-scale must be > 0, got {time_scale}")
+        self.time_scale = float(time_scale)
+        self.start = time.time() if start is None else float(start)
+        self._mono0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.start + self.time_scale * (time.monotonic() - self._mono0)
+
+    def elapsed_s(self) -> float:
+        """Emulated seconds since the start."""
+        return self.time_scale * (time.monotonic() - self._mono0)
+
+
+@dataclass
+class _Job:
+    launch: JobLaunch
+    sim: SimJob | None
+    state: ExecState = ExecState.QUEUED
+    plan: WorkerPlan | None = None
+    launches: int = 0
+    message: str = ""
+    events: list[tuple[str, str]] = field(default_factory=list)
+    started_at: float | None = None  # clock time the current launch was placed
+    first_step_s: float | None = None  # emulated time its first step ends (after the pause)
+    first_step_reported: bool = False
+    resumed: dict[str, Any] | None = None
+    report: dict[str, Any] | None = None
+    reported_s: float = -float("inf")  # emulated time of the last report
+    reported_epoch: int = 0
+    world: int = 0  # workers of the latest launch
+
+
+class EmulatedExecutor(Executor):
+    """Simulated jobs on a simulated cluster, on an emulated clock (see the module docstring)."""
+
+    name = "emulated"
+
+    def __init__(self, data_dir: str | Path, *, cluster: str | Cluster = "16x4",
+                 profiles: str | Path | None = None, catalog: str | Path | None = None,
+                 time_scale: float = 1.0, mechanism: str = "checkpoint-restart",
+                 restart_delay_s: float = 30.0, report_interval_s: float = 30.0,
+                 poll_s: float | None = None, **_ignored: Any) -> None:
+        self.data_dir = Path(data_dir)
+        self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
+        self.truth = TruthSource.of(profiles, catalog).load()
+        self.mechanism = mechanism_named(mechanism, restart_delay_s)
+        self.report_interval_s = report_interval_s
+        _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
+        self.clock_ = EmulatedClock(time_scale)
+        self.time_scale = self.clock_.time_scale
+        # a pass about every emulated second, within [5 ms, 50 ms] of real time
+        self.poll_s = poll_s if poll_s is not None else min(0.05, max(0.005, 1.0 / self.time_scale))
+        self._handover = GpuHandover(self._cluster.gpus_per_node)
+        self._held = [0] * self._cluster.num_nodes
+        self._owed = [0] * self._cluster.num_nodes  # see `_pause`
+        self._jobs: dict[str, _Job] = {}
+        self._lock = threading.RLock()
+        self._closing = threading.Event()
+        self._last_round: float | None = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="corral-emulated-executor",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- time ---------------------------------------------------------------------------------
+    def clock(self) -> float:
+        return self.clock_()
+
+    def _now_s(self) -> float:
+        """Emulated seconds since this executor started: the simulated jobs' time base."""
+        return self.clock_.elapsed_s()
+
+    # -- the contract -------------------------------------------------------------------------
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    def check_app(self, app: str | None) -> None:
+        known = sorted(self.truth.apps())
+        if not app:
+            raise InputError("the emulated executor needs the job's model: set `app` to one of "
+                             + ", ".join(known))
+        if app not in known:
+            raise InputError(f"unknown app {app!r} for the emulated executor "
+                             f"({self.truth.source}); known: {', '.join(known)}")
+
+    def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
+        with self._lock:
+            now = self._now_s()
+            j = self._jobs.get(job.job_id)
+            if j is None:
+                j = self._jobs[job.job_id] = _Job(job, None)
+                j.sim = self._new_sim(j)
+                if j.sim is None:
+                    return
+            if j.state in TERMINAL:
+                return
+            j.launch = job
+            self._check_plan(plan)
+            self._change(j, now, plan)
+
+    def stop(self, job_id: str) -> None:
+        self._halt(job_id, ExecState.STOPPED)
+
+    def cancel(self, job_id: str) -> None:
+        self._halt(job_id, ExecState.CANCELLED)
+
+    def status(self, job_id: str) -> ExecStatus:
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None:
+                return ExecStatus(job_id, ExecState.UNKNOWN)
+            running = j.state is ExecState.RUNNING and j.plan is not None
+            workers = tuple(f"{job_id}/{r}" for r in range(j.plan.num_workers)) if running else ()
+            return ExecStatus(job_id, j.state, j.plan if running else None, j.launches, 0,
+                              (0,) * j.world if j.state is ExecState.DONE else (), j.message,
+                              workers, j.started_at, tuple(j.events))
+
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            j = self._jobs.get(job_id)
+            return j.report if j is not None else None
+
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        path = self._dir(job_id) / "job.log"
+        if rank != 0 or not path.exists():
+            return ""
+        text = path.read_bytes()
+        return (text if tail_bytes is None else text[-tail_bytes:] if tail_bytes else b""
+                ).decode(errors="replace")
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return self._dir(job_id) / "checkpoints"
+
+    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
+        """Nothing outlives this executor: an earlier service's simulated workers are gone."""
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        self._closing.set()
+        self._thread.join(timeout=5)
+        with self._lock:
+            for job_id, j in self._jobs.items():
+                if j.state is ExecState.RUNNING:
+                    self._halt(job_id, ExecState.STOPPED)
+
+    def last_round(self) -> float | None:
+        return self._last_round
+
+    # -- placing and halting --------------------------------------------------------------------
+    def _new_sim(self, j: _Job) -> SimJob | None:
+        """The job's simulated twin; None (and the job FAILED) when it cannot be emulated."""
+        spec = j.launch.spec
+        try:
+            if spec is None:
+                raise InputError("the service gave no job spec")
+            self.check_app(spec.app)
+            return SimJob(spec, self.truth.app(spec.app))
+        except InputError as exc:
+            j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
+            self._event(j, "start-failed", j.message)
+            return None
+
+    def _check_plan(self, plan: WorkerPlan) -> None:
+        caps = self._cluster.gpus_per_node
+        for node, gpus in plan.placement.slots:
+            if node >= len(caps) or gpus > caps[node]:
+                raise ValueError(f"placement {plan.placement} does not fit the emulated cluster "
+                                 f"{self._cluster.describe()}")
+
+    def _change(self, j: _Job, now: float, plan: WorkerPlan | None) -> None:
+        """Apply a new assignment (None: no GPUs) at emulated time `now`, as the engine does."""
+        sim = j.sim
+        if not sim.placement:  # waiting is the service's to count: the job's time starts now
+            sim.clock_s = now
+        sim.advance(now)
+        if sim.finish_s is not None:  # it finished before this decision reached it
+            self._finish(j)
+            return
+        old = sim.placement
+        new = plan.placement if plan is not None else Placement()
+        assignment = Assignment(new, plan.batch) if plan is not None else None
+        if new == old and (plan is None or sim.keeps(assignment)):
+            return
+        pause = self._pause(now, sim.spec.app, old, new) if new != old else 0.0
+        sim.assign(now, assignment, pause)
+        if new != old:
+            self._hold(old, -1)
+            self._hold(new, +1)
+            if old and self.mechanism.overheads.loses_progress:
+                sim.restart_from_epoch()
+        if not new:
+            j.plan = None
+            self._write_report(j, now, "stopped")
+            return
+        j.plan = plan
+        if new != old:  # a new launch: the workers restart on the new placement
+            j.state = ExecState.RUNNING
+            j.launches += 1
+            j.world = new.num_gpus
+            j.started_at = self.clock()
+            j.first_step_s, j.first_step_reported = now + pause, False
+            j.resumed = ({"steps": int(sim.steps), "epoch": sim.epoch, "loss": None,
+                          "checkpoint": f"emulated@{int(sim.steps)}"}
+                         if sim.steps > 0 or sim.epoch > 0 else None)
+            self._note(j, f"launch {j.launches - 1}: {new.num_gpus} worker(s) on {new}, batch "
+                       f"{sim.batch.local_bsz}x{sim.batch.accum_steps + 1}, pause {pause:g} s "
+                       f"({self.mechanism.name})")
+        else:
+            self._note(j, f"batch now {sim.batch.local_bsz}x{sim.batch.accum_steps + 1}")
+            self._write_report(j, now, "running")
+
+    def _pause(self, now: float, app: str, old: Placement, new: Placement) -> float:
+        """The mechanism's pause of a job moving from `old` to `new` at `now`, with the GPUs
+        still being released as the engine's `GpuHandover` keeps them.
+
+        The engine applies a decision at once, releases first; the service hands it over job
+        by job, so a job may take GPUs that another job of the same decision gives up only
+        after it. Those GPUs are taken as released now (plus the mechanism's release time,
+        the engine's figure) and owed: the other job's release then pays the debt instead of
+        adding them to the GPUs being released again. Exact for checkpoint-restart (no release
+        time), close for the others."""
+        caps, release_s = self._cluster.gpus_per_node, self.mechanism.overheads.resize_release_s
+        before, after = dict(old.slots), dict(new.slots)
+        short = {n: g - before.get(n, 0) - (caps[n] - self._held[n]) for n, g in after.items()
+                 if g - before.get(n, 0) > caps[n] - self._held[n]}
+        if short:
+            lost = Placement.of({n: g - after.get(n, 0) for n, g in before.items()
+                                 if g > after.get(n, 0)})
+            self._handover.released(lost, now + release_s)
+            pause = self.mechanism.pause_s(app, old, new, release_s)
+            for n, k in short.items():
+                self._owed[n] += k
+        else:
+            pause = self._handover.pauses(now, self.mechanism, [(app, old, new)], self._held)[0]
+        for n, g in before.items():
+            pay = min(self._owed[n], g - after.get(n, 0))
+            if pay > 0:
+                self._handover.unreleased(n, now + release_s, pay)
+                self._owed[n] -= pay
+        return pause
+
+    def _halt(self, job_id: str, state: ExecState) -> None:
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None or j.state in TERMINAL or j.sim is None:
+                if j is not None and j.state not in TERMINAL:
+                    j.state = state
+                return
+            if j.sim.placement:
+                self._change(j, self._now_s(), None)
+            if j.state not in TERMINAL:
+                j.state = state
+                self._note(j, "stopped" if state is ExecState.STOPPED else "cancelled")
+
+    def _hold(self, placement: Placement, sign: int) -> None:
+        for node, gpus in placement.slots:
+            self._held[node] += sign * gpus
+
+    def _finish(self, j: _Job) -> None:
+        """The simulated job trained its last epoch: DONE, its GPUs released as the engine
+        releases them."""
+        sim = j.sim
+        placement = sim.placement
+        self._handover.released(placement, sim.finish_s + self.mechanism.overheads.release_s)
+        self._hold(placement, -1)
+        self._write_report(j, sim.finish_s, "finished")
+        sim.release()
+        j.state, j.plan = ExecState.DONE, None
+        self._note(j, f"finished at emulated {sim.finish_s:.1f} s after {int(sim.steps)} steps")
+
+    # -- the background loop --------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            with self._lock:
+                now = self._now_s()
+                for j in self._jobs.values():
+                    if j.state is ExecState.RUNNING and j.sim is not None and j.sim.placement:
+                        try:
+                            self._advance(j, now)
+                        except Exception as exc:  # noqa: BLE001 - fail this job only
+                            self._fail(j, f"emulation error: {type(exc).__name__}: {exc}")
+            self._last_round = time.monotonic()
+            self._closing.wait(self.poll_s)
+
+    def _advance(self, j: _Job, now: float) -> None:
+        sim = j.sim
+        sim.advance(now)
+        if sim.finish_s is not None:
+            self._finish(j)
+            return
+        if not j.first_step_reported and now >= j.first_step_s:
+            j.first_step_reported = True
+            self._write_report(j, now, "running")
+        elif sim.epoch != j.reported_epoch or now - j.reported_s >= self.report_interval_s:
+            self._write_report(j, now, "running")
+
+    def _fail(self, j: _Job, message: str) -> None:
+        if j.sim is not None and j.sim.placement:
+            self._hold(j.sim.placement, -1)
+            j.sim.release()
+        j.state, j.plan, j.message = ExecState.FAILED, None, message
+        self._event(j, "executor-error", message)
+
+    # -- reports and files ------------------------------------------------------------------------
+    def _write_report(self, j: _Job, now: float, state: str) -> None:
+        """The report a corral.train job writes (corral.protocol.report), at emulated `now`."""
+        sim = j.sim
+        b = sim.batch
+        k = sim.placement.num_gpus or j.world
+        base = self.clock_.start
+        doc = {
+            "time": base + now, "state": state, "launch": j.launch.config.launch + j.launches - 1,
+            "world_size": k, "num_nodes": sim.placement.num_nodes or 1, "device": "emulated",
+            "batch": [b.local_bsz, b.accum_steps] if b else None,
+            "total_bsz": b.total(k) if b else None, "steps": int(sim.steps), "epoch": sim.epoch,
+            "progress": sim.progress, "samples": None, "loss": None, "lr_scale": None,
+            "metrics": [list(m) for m in sim.metrics], "estimator": sim.estimator.to_dict(),
+            "resumed": j.resumed,
+            "first_step_time": base + j.first_step_s if j.first_step_reported else None,
+            "pid": None, "events": [],
+        }
+        j.report, j.reported_s, j.reported_epoch = doc, now, sim.epoch
+        atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
+
+    def _event(self, j: _Job, kind: str, detail: str) -> None:
+        j.events.append((kind, detail))
+        self._note(j, detail)
+
+    def _note(self, j: _Job, text: str) -> None:
+        with open(self._dir(j.launch.job_id) / "job.log", "a") as f:
+            f.write(f"[corral emulated {self._now_s():.1f} s] {text}\n")
+
+    def _dir(self, job_id: str) -> Path:
+        path = self.data_dir / "jobs" / job_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def _warm_up(truth: Any) -> None:
+    """Train a tiny simulated job of an adaptive model through an epoch end, so that the
+    imports and first fits its estimator makes happen before the clock starts."""
+    from corral.core.jobs import JobSpec
+
+    for limits in truth.limits().values():
+        if limits.adaptive:
+            spec = JobSpec("warm-up", 0.0, limits.app, 1, limits.init_bsz, limits.init_bsz,
+                           limits.max_bsz, limits.min_local_bsz, limits.max_local_bsz,
+                           lr_rule=limits.lr_rule, epochs=2)
+            job = SimJob(spec, truth.app(limits.app))
+            job.clock_s = 0.0
+            job.assign(0.0, Assignment(Placement.of({0: 1})), 0.0)
+            job.advance(1e9)
+            return

@@ -1,0 +1,51 @@
+"""`corral emulate`: the real service on simulated jobs agrees with `corral simulate` (issue 13
+item 5, the CI-sized check; benchmarks/bench_emulate.py runs the whole of workload-6)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corral.report.files import JOBS_CSV_COLUMNS
+
+POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
+CLI = [sys.executable, "-m", "corral"]
+
+
+@pytest.mark.skipif(not (POLLUX / "profiles").is_dir(),
+                    reason=f"shared data not found at {POLLUX} (the Pollux profiles)")
+def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6(tmp_path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [*CLI, "emulate", "--workload", str(POLLUX / "workloads" / "workload-6.csv"),
+         "--profiles", str(POLLUX / "profiles"), "--policy", "fifo", "--cluster", "16x4",
+         "--time-scale", "200", "--limit", "12", "--compare", "--timeout", "120",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "avg JCT" in done.stdout and "fifo" in done.stdout
+    [a] = json.loads((out / "agreement.json").read_text())
+    assert a["jobs"] == 12
+    assert abs(a["avg_jct_rel_diff"]) < 0.05, a
+    assert a["median_job_abs_rel_diff"] < 0.05, a
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policies"]["fifo"]["mean"]["finished"] == 12
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert tuple(rows[0]) == JOBS_CSV_COLUMNS and len(rows) == 13
+
+
+def test_emulate_refuses_bad_arguments_in_one_line() -> None:
+    done = subprocess.run([*CLI, "emulate", "--time-scale", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--time-scale" in done.stderr
+    done = subprocess.run([*CLI, "serve", "--time-scale", "5"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "need(s) --executor emulated" in done.stderr

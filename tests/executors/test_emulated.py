@@ -1,0 +1,179 @@
+"""The emulated executor: simulated jobs on the truth, on a clock N times real time, reporting
+as corral.train jobs do; and the service's side of it (the `app` field, the clock)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from corral.core.cluster import Placement
+from corral.core.errors import InputError
+from corral.core.jobs import Assignment
+from corral.executors import create_executor
+from corral.executors.base import ExecState, JobLaunch, WorkerPlan
+from corral.executors.emulated import EmulatedClock, EmulatedExecutor
+from corral.protocol.report import REPORT_FILE, read_report
+from corral.sim.job import SimJob
+from corral.sim.workloads.common import make_job
+
+
+@pytest.fixture
+def executor(tmp_path: Path):
+    ex = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000, report_interval_s=30)
+    yield ex
+    ex.shutdown()
+
+
+def _spec(ex: EmulatedExecutor, name: str = "a", epochs: int = 3):
+    limits = ex.truth.limits()["cifar10"]
+    return dataclasses.replace(make_job(name, 0, "cifar10", limits, 4, 512), epochs=epochs)
+
+
+def _launch(spec) -> JobLaunch:
+    return JobLaunch(spec.name, ("emulated",), ".", spec=spec)
+
+
+def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor) -> None:
+    spec = _spec(executor)
+    placement = Placement.of({0: 4})
+    executor.place(_launch(spec), WorkerPlan(placement))
+    st = executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    assert st.launches == 1 and not st.workers
+    sim = executor._jobs["a"].sim
+    twin = SimJob(spec, executor.truth.app("cifar10"))
+    twin.clock_s = sim.first_start_s
+    twin.assign(sim.first_start_s, Assignment(placement), 30.0)  # checkpoint-restart's start
+    assert sim.finish_s == pytest.approx(twin.predict_finish_s(1e9), rel=1e-9)
+    report = executor.report("a")
+    assert report == read_report(executor.data_dir / "jobs" / "a" / REPORT_FILE)
+    assert report["state"] == "finished" and report["epoch"] == 3 and report["steps"] > 0
+    assert report["world_size"] == 4 and report["launch"] == 0 and report["batch"]
+    assert report["estimator"]  # the JobEstimator document of what it observed
+    # times are on the emulated clock: the first step ended 30 emulated seconds after the start
+    assert report["first_step_time"] - executor.clock_.start == pytest.approx(
+        sim.first_start_s + 30.0)
+
+
+def test_stop_resume_and_cancel(executor) -> None:
+    spec = _spec(executor, epochs=50)
+    plan = WorkerPlan(Placement.of({0: 4}))
+    executor.place(_launch(spec), plan)
+    deadline = time.monotonic() + 30
+    while (executor.report("a") or {}).get("steps", 0) == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    executor.stop("a")
+    st = executor.status("a")
+    assert st.state is ExecState.STOPPED and not st.workers
+    stopped = executor.report("a")
+    assert stopped["state"] == "stopped" and stopped["steps"] > 0
+    executor.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
+    st = executor.status("a")
+    assert st.state is ExecState.RUNNING and st.launches == 2 and len(st.workers) == 2
+    while executor.report("a")["launch"] != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    report = executor.report("a")
+    assert report["resumed"]["steps"] == stopped["steps"] and report["world_size"] == 2
+    executor.cancel("a")
+    assert executor.status("a").state is ExecState.CANCELLED
+    assert "launch 1: 2 worker(s)" in executor.read_log("a")
+
+
+def test_a_decision_handed_over_job_by_job_takes_gpus_before_they_are_given_up(tmp_path) -> None:
+    """The service may place a job on GPUs before it stops the job holding them (one
+    decision, applied job by job): the books stay right and the pause is the mechanism's."""
+    executor = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=1)
+    try:
+        _job_by_job(executor)
+    finally:
+        executor.shutdown()
+
+
+def _job_by_job(executor: EmulatedExecutor) -> None:
+    a, b = _spec(executor, "a", epochs=50), _spec(executor, "b", epochs=50)
+    executor.place(_launch(b), WorkerPlan(Placement.of({0: 4})))
+    executor.place(_launch(a), WorkerPlan(Placement.of({0: 4})))
+    assert executor.status("a").state is ExecState.RUNNING
+    assert executor._jobs["a"].sim.pause_left_s == pytest.approx(30.0, abs=1.0)
+    executor.stop("b")
+    assert executor._held == [4, 0] and executor._owed == [0, 0]
+    executor.place(_launch(b), WorkerPlan(Placement.of({1: 4})))  # a swap of nodes
+    executor.place(_launch(a), WorkerPlan(Placement.of({1: 2})))
+    executor.place(_launch(b), WorkerPlan(Placement.of({0: 4})))
+    assert executor._held == [4, 2] and executor._owed == [0, 0]
+
+
+def test_a_placement_that_does_not_fit_is_refused(executor) -> None:
+    with pytest.raises(ValueError):
+        executor.place(_launch(_spec(executor)), WorkerPlan(Placement.of({0: 8})))
+
+
+def test_apps_are_checked_against_the_truth(executor) -> None:
+    executor.check_app("cifar10")
+    with pytest.raises(InputError, match="needs the job's model"):
+        executor.check_app(None)
+    with pytest.raises(InputError, match="unknown app 'nope'.*known: .*cifar10"):
+        executor.check_app("nope")
+    spec = dataclasses.replace(_spec(executor, "b"), app="nope")
+    executor.place(_launch(spec), WorkerPlan(Placement.of({0: 1})))
+    st = executor.status("b")
+    assert st.state is ExecState.FAILED and "unknown app" in st.message
+
+
+def test_the_clock_runs_time_scale_times_real_time() -> None:
+    clock = EmulatedClock(500)
+    a, real = clock(), time.monotonic()
+    time.sleep(0.05)
+    gone = time.monotonic() - real
+    assert clock() - a == pytest.approx(500 * gone, rel=0.2)
+    with pytest.raises(InputError):
+        EmulatedClock(0)
+
+
+def test_create_executor_knows_it(tmp_path: Path) -> None:
+    ex = create_executor("emulated", tmp_path, cluster="1x2", time_scale=10)
+    try:
+        assert ex.cluster().total_gpus == 2 and ex.name == "emulated"
+    finally:
+        ex.shutdown()
+
+
+def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from corral.core.policy import create_policy
+    from corral.service.api import create_app
+    from corral.service.loop import ControlLoop
+    from corral.service.store import Store
+
+    ex = EmulatedExecutor(tmp_path, cluster="1x4", time_scale=100)
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, ex, create_policy("fifo"), interval_s=60, clock=ex.clock)
+    client = TestClient(create_app(store, ex, loop, "t"))
+    auth = {"Authorization": "Bearer t"}
+    try:
+        r = client.post("/jobs", json={"command": ["x"]}, headers=auth)
+        assert r.status_code == 400 and "needs the job's model" in r.json()["detail"]
+        r = client.post("/jobs", json={"command": ["x"], "app": "gpt"}, headers=auth)
+        assert r.status_code == 400 and "unknown app 'gpt'" in r.json()["detail"]
+        body = {"command": ["emulated"], "app": "cifar10", "name": "c", "gpus": 2,
+                "batch_size": 512, "init_batch_size": 128, "max_batch_size": 4096,
+                "min_local_bsz": 32, "max_local_bsz": 1024, "adaptive": True}
+        r = client.post("/jobs", json=body, headers=auth)
+        assert r.status_code == 201, r.text
+        job = r.json()
+        assert job["spec"]["app"] == "cifar10" and job["spec"]["init_batch_size"] == 128
+        loop.tick()
+        assert 0 <= loop.now_s() < 100 * 60  # emulated seconds since the store's origin
+    finally:
+        client.close()
+        store.close()
+        ex.shutdown()

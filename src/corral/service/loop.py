@@ -54,7 +54,8 @@ __all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
 log = logging.getLogger("corral.service")
 RECENT_ROUNDS = 50  # rounds kept for the dashboard (`ControlLoop.recent_rounds`)
-_SAVE_EVERY_S = 1.0  # time accounting is written at least this often
+_SAVE_EVERY_S = 1.0  # time accounting is written at least this often (real seconds: an
+# emulated clock running 300x faster would otherwise write every active job at every tick)
 
 
 def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
@@ -215,10 +216,9 @@ class ControlLoop:
                 self._next_round_s = (now // self.interval_s + 1) * self.interval_s
             elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
                 self._round(now, fill_in=True)
-            if now - self._last_save_s >= _SAVE_EVERY_S:
-                for job in self.jobs.values():
-                    self.store.save_job(job.to_doc())
-                self._last_save_s = now
+            if time.monotonic() - self._last_save_s >= _SAVE_EVERY_S:
+                self.store.save_jobs(job.to_doc() for job in self.jobs.values())
+                self._last_save_s = time.monotonic()
             self.last_round = time.monotonic()
 
     def _cluster_changed(self) -> bool:

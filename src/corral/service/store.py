@@ -112,8 +112,20 @@ class Store:
         return doc
 
     def save_job(self, doc: dict[str, Any]) -> None:
-        self._exec("UPDATE jobs SET status = ?, doc = ? WHERE id = ?",
-                   (doc["status"], json.dumps(doc), doc["id"]))
+        self.save_jobs([doc])
+
+    def save_jobs(self, docs: Iterable[dict[str, Any]]) -> None:
+        """Update stored jobs in one transaction (one commit for thousands of active jobs,
+        not one each)."""
+        rows = [(d["status"], json.dumps(d), d["id"]) for d in docs]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("UPDATE jobs SET status = ?, doc = ? WHERE id = ?", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         rows = self._exec("SELECT doc FROM jobs WHERE id = ?", (job_id,))

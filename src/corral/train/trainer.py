@@ -31,12 +31,14 @@ the Adam moment reset on batch change is not done.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import gc
 import os
 import signal
 import sys
 import time
+import weakref
 from typing import Any, Callable, ContextManager, Iterator
 
 import torch
@@ -80,6 +82,22 @@ def _progress_field(name: str, doc: str) -> property:
 
 def _log(msg: str) -> None:
     print(f"[corral.train] {msg}", flush=True)
+
+
+def _drop_data_parallel(trainer: "ElasticTrainer") -> None:
+    """Let go of the trainer's DDP wrapper while the interpreter is whole: its reducer holds
+    gloo work objects whose destruction during interpreter finalisation (no GIL to take) aborts
+    the process now and then (SIGABRT, "terminate called without an active exception": seen in
+    the 2-worker Adam test, in about one full test run in three)."""
+    trainer.model = trainer.module
+    gc.collect()
+
+
+def _drop_data_parallel_at_exit(ref: "weakref.ReferenceType[ElasticTrainer]") -> None:
+    """atexit: as `_drop_data_parallel`, for a script that left its loop without finish()."""
+    trainer = ref()
+    if trainer is not None:
+        _drop_data_parallel(trainer)
 
 
 class ElasticTrainer:
@@ -173,6 +191,7 @@ class ElasticTrainer:
         self._step_started: float | None = None
         self._last_checkpoint = time.monotonic()
         self._restored = False
+        self._exit_hook = False
         self.good_state = LastGoodState(self.store)
         if joining is not None:  # an in-place resize: the state comes from rank 0
             load_trainer_state(self, self.group.broadcast_object(None))
@@ -308,11 +327,7 @@ class ElasticTrainer:
             self._report("finished")
         self.fetcher.close()
         self.group.close()
-        # Drop the DDP wrapper now: its reducer holds gloo work objects whose destruction during
-        # interpreter finalisation (no GIL to take) aborts the process now and then (SIGABRT,
-        # "terminate called without an active exception", seen once in ~40 2-worker exits)
-        self.model = self.module
-        gc.collect()
+        _drop_data_parallel(self)
 
     # ----------------------------------------------------------------------------- a step
     def _count_forward(self, _module: torch.nn.Module, _args: Any) -> None:
@@ -545,6 +560,9 @@ class ElasticTrainer:
         self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
         if self.model is not self.module:
             self.model.register_forward_pre_hook(self._count_forward)
+            if not self._exit_hook:  # also for scripts that never call finish()
+                atexit.register(_drop_data_parallel_at_exit, weakref.ref(self))
+                self._exit_hook = True
 
     def _regroup(self) -> None:
         """In-place resize (corral.protocol.inplace): leave this process group, join the next

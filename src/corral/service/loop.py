@@ -380,7 +380,6 @@ class ControlLoop:
     def _round(self, now: float, fill_in: bool = False) -> None:
         """Call the policy and apply its decision; a fill-in round applies only placements of
         waiting jobs on idle GPUs (see the module docstring)."""
-        self.cluster = self.executor.cluster()  # nodes may have joined or left (Ray)
         views = tuple(job.view() for job in self.jobs.values())
         snapshot = Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=self.previous,
                             completed=tuple(self.completed))

@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from corral.core.errors import CorralError
 from corral.executors.procs import is_job_worker
 from corral.service.client import Client
+from corral.service.jobs import LiveStatus
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -155,6 +157,25 @@ class LiveService:
         """Until the job (a corral.train job) has reported `steps` steps."""
         wait_until(lambda: self.job(job_id)["steps"] >= steps, timeout_s,
                    f"{job_id} to train {steps} steps")
+
+    def cancel_all(self, ids: list[str], timeout_s: float = 60.0) -> None:
+        """Cancel the jobs still active and wait for them to end. A job long by construction
+        can still end on its own first on a fast machine (an adaptive job's epochs shorten as
+        its batch grows: CI saw one done before its cleanup); the service answers 409 to
+        cancel it, and 'done' is as good an end here. A failed job fails the test."""
+        for job_id in ids:
+            if LiveStatus(self.job(job_id)["status"]).active:
+                try:
+                    self.client.cancel(job_id)
+                except CorralError as exc:
+                    assert "is already" in str(exc), exc
+
+        def ended() -> dict[str, str] | None:
+            states = {i: self.job(i)["status"] for i in ids}
+            return None if any(LiveStatus(v).active for v in states.values()) else states
+
+        states = wait_until(ended, timeout_s, f"jobs {ids} to be cancelled")
+        assert set(states.values()) <= {"cancelled", "done"}, states
 
     def wait_log(self, job_id: str, text: str, timeout_s: float) -> None:
         wait_until(lambda: text in self.client.logs(job_id), timeout_s, f"{text!r} in {job_id}'s log")

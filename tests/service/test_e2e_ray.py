@@ -122,7 +122,4 @@ def test_spanning_job_resize_and_lost_node_on_ray(service, ray_cluster) -> None:
     for job_id in (a, b):
         live.wait_until(lambda: (svc.job(job_id)["metric"] or 0) >= TARGET, 120,
                         f"{job_id} to reach accuracy {TARGET}")
-    for job_id in (a, b):
-        svc.client.cancel(job_id)
-    live.wait_until(lambda: all(svc.job(j)["status"] == "cancelled" for j in (a, b)), 60,
-                    "both jobs to be cancelled")
+    svc.cancel_all([a, b])

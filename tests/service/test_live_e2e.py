@@ -153,10 +153,7 @@ def test_elastic_jobs_resize_resume_and_reach_their_accuracy(service_factory, po
                               JOB_TIMEOUT_S, "an adaptive job to change its batch", poll_s=0.5)
     for steps in ([s for s, _, _ in c] for c in changes.values()):
         assert all(b - a >= DEFAULT_MIN_HOLD_STEPS // 2 for a, b in zip(steps, steps[1:])), changes
-    for job_id in ids:
-        svc.client.cancel(job_id)
-    live.wait_until(lambda: all(svc.job(i)["status"] == "cancelled" for i in ids), 60,
-                    "the jobs to be cancelled")
+    svc.cancel_all(ids)
 
 
 @pytest.mark.parametrize("policy", ["tiresias-las"])
@@ -190,7 +187,7 @@ def test_non_intrusive_jobs_are_stopped_and_restarted(service_factory, policy) -
     for job_id in resumed:
         live.wait_until(lambda: _best_epoch_accuracy(svc.client.logs(job_id)) >= TARGET,
                         JOB_TIMEOUT_S, f"{job_id} to reach accuracy {TARGET}", poll_s=0.5)
-    _cancel_all(svc, ids)
+    svc.cancel_all(ids)
 
 
 def _best_epoch_accuracy(log: str) -> float:
@@ -198,13 +195,6 @@ def _best_epoch_accuracy(log: str) -> float:
     found = [float(l.split()[-1]) for l in log.splitlines()
              if l.startswith("epoch ") and " accuracy " in l]
     return max(found, default=0.0)
-
-
-def _cancel_all(svc, ids: list[str]) -> None:
-    for job_id in ids:
-        svc.client.cancel(job_id)
-    live.wait_until(lambda: all(svc.job(i)["status"] == "cancelled" for i in ids), 60,
-                    "the jobs to be cancelled")
 
 
 def test_faults_worker_kill_service_kill_auth_and_bad_input(service_factory) -> None:
@@ -258,7 +248,7 @@ def test_faults_worker_kill_service_kill_auth_and_bad_input(service_factory) -> 
     log = svc2.cli("logs", b)
     assert "restarting from the last checkpoint" in log.stdout
     assert "left by an earlier service" in log.stdout and "resumed from" in log.stdout
-    _cancel_all(svc2, [a, b])
+    svc2.cancel_all([a, b])
 
 
 def test_sigterm_stops_the_service_cleanly_and_the_next_one_resumes(service_factory) -> None:
@@ -279,5 +269,5 @@ def test_sigterm_stops_the_service_cleanly_and_the_next_one_resumes(service_fact
                     "the job to resume from the checkpoint it took on shutdown")
     live.wait_until(lambda: (svc2.job(a)["metric"] or 0) >= TARGET, JOB_TIMEOUT_S,
                     f"{a} to reach accuracy {TARGET}", poll_s=0.5)
-    _cancel_all(svc2, [a])
+    svc2.cancel_all([a])
 

@@ -12,7 +12,8 @@ from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.run_record import read_run
-from corral.sim.measured_run import MeasuredRun, measured_catalog, replay, restart_delay_s
+from corral.sim.measured_run import (MeasuredRun, measured_catalog, measured_mechanism, replay,
+                                     resize_cost_s, restart_delay_s)
 from corral.service.store import Store
 from corral.service.submission import Submission
 
@@ -26,7 +27,8 @@ def _report(steps: int, epoch: int, state: str, estimator: JobEstimator) -> dict
             "estimator": estimator.to_dict(), "first_step_time": ORIGIN + 3.0, "time": steps}
 
 
-def _record(tmp_path: Path, finished: bool = True, settings: bool = True) -> Path:
+def _record(tmp_path: Path, finished: bool = True, settings: bool = True,
+            resizes: tuple[dict, ...] = ()) -> Path:
     """One fixed-batch job on 1 of 2 slots under fifo (interval 1 s): submitted at 0.5 s,
     placed at 1.0 s, first step at 3.0 s, 2 epochs of 45 steps of 10 ms, last report at 5.0 s,
     exited at 6.0 s."""
@@ -46,6 +48,7 @@ def _record(tmp_path: Path, finished: bool = True, settings: bool = True) -> Pat
     store.add_telemetry(5.0, doc["id"], last)
     job = LiveJob.from_doc(doc)
     job.report = last
+    job.resizes = list(resizes)
     if finished:
         job.status, job.finish_s = LiveStatus.DONE, 6.0
     store.save_job(job.to_doc())
@@ -63,7 +66,9 @@ def test_restart_pause_and_time_outside_steps_are_measured(tmp_path):
 
 
 def test_the_replay_predicts_the_jct_of_the_record(tmp_path):
-    rows, delay = replay(MeasuredRun.from_record(read_run(_record(tmp_path))))
+    rows, mechanism = replay(MeasuredRun.from_record(read_run(_record(tmp_path))))
+    delay = mechanism.overheads.start_s
+    assert mechanism.name == "checkpoint-restart"  # the run resized nothing in place
     (row,) = rows
     overhead = (2.0 - 89 * STEP_S + 1.0) / 2
     # placed at the 1 s round, 2 s pause, then per epoch 45 steps and the time outside them
@@ -80,3 +85,56 @@ def test_a_run_without_what_the_replay_needs_is_refused_in_one_line(tmp_path):
         MeasuredRun.from_record(read_run(_record(tmp_path / "a", finished=False)))
     with pytest.raises(InputError, match="settings were not recorded"):
         MeasuredRun.from_record(read_run(_record(tmp_path / "b", settings=False)))
+
+
+GROW = {"launch": 1, "mechanism": "in-place", "from_gpus": 1, "to_gpus": 2, "pause_s": 0.3,
+        "to_new_size_s": 2.3}
+SHRINK = {"launch": 2, "mechanism": "in-place", "from_gpus": 2, "to_gpus": 1, "pause_s": 0.2,
+          "to_new_size_s": 0.2}
+
+
+def test_an_in_place_grow_costs_its_pause_and_the_new_size_it_lacked_while_joiners_started():
+    # 2 s at 1 of its 2 new GPUs while the new worker started: half of it lost, plus the pause
+    assert resize_cost_s(GROW) == pytest.approx(0.3 + 2.0 * 0.5)
+    assert resize_cost_s(SHRINK) == pytest.approx(0.2)  # a shrink loses its pause
+    assert resize_cost_s({**GROW, "mechanism": "checkpoint-restart", "to_new_size_s": 0.3}) == 0.3
+
+
+def test_a_run_resized_in_place_replays_with_its_measured_pauses_or_under_restarts(tmp_path):
+    run = MeasuredRun.from_record(read_run(_record(tmp_path, resizes=(GROW, SHRINK))))
+    own = measured_mechanism(run)  # the run's own: it resized in place
+    assert own.name == "in-place"
+    assert (own.overheads.grow_s, own.overheads.shrink_s) == pytest.approx((1.3, 0.2))
+    assert own.overheads.start_s == pytest.approx(2.0)  # launch 0: placed 1.0 s, first step 3.0 s
+    restarts = measured_mechanism(run, "checkpoint-restart")  # no such resize: each costs a start
+    assert restarts.name == "checkpoint-restart"
+    assert restarts.overheads.grow_s == restarts.overheads.shrink_s == pytest.approx(2.0)
+    only_grow = measured_mechanism(MeasuredRun.from_record(read_run(
+        _record(tmp_path / "g", resizes=(GROW,)))))
+    assert only_grow.overheads.shrink_s == pytest.approx(1.3)  # one kind stands for the other
+
+
+def test_a_run_that_resized_nothing_in_place_cannot_replay_in_place(tmp_path):
+    run = MeasuredRun.from_record(read_run(_record(tmp_path)))
+    assert measured_mechanism(run).name == "checkpoint-restart"
+    with pytest.raises(InputError, match="resized no job in place"):
+        measured_mechanism(run, "in-place")
+    with pytest.raises(InputError, match="unknown mechanism 'sidecar'"):
+        measured_mechanism(run, "sidecar")
+
+
+def test_corral_replay_prints_the_measured_mechanism_and_refuses_one_it_did_not_measure(tmp_path):
+    from typer.testing import CliRunner
+
+    from corral.cli.main import app
+
+    data = _record(tmp_path, resizes=(GROW, SHRINK))
+    out = CliRunner().invoke(app, ["replay", "--data-dir", str(data)])
+    assert out.exit_code == 0, out.output
+    assert "in-place (measured: start 2.00 s, grow 1.30 s, shrink 0.20 s)" in " ".join(out.output.split())
+    out = CliRunner().invoke(app, ["replay", "--data-dir", str(data), "-m", "checkpoint-restart"])
+    assert out.exit_code == 0 and "grow 2.00 s" in " ".join(out.output.split()), out.output
+    bad = CliRunner().invoke(app, ["replay", "--data-dir", str(_record(tmp_path / "b")),
+                                   "-m", "in-place"])
+    assert bad.exit_code != 0 and "resized no job in place" in bad.output
+    assert "Traceback" not in bad.output

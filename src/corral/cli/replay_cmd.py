@@ -24,9 +24,13 @@ def replay(
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
     policy: Optional[str] = typer.Option(None, "--policy", "-p", help="Replay under this policy instead of the run's own (a what-if)."),
     policy_module: Optional[List[Path]] = typer.Option(None, help="Python file registering extra policies (repeatable)."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", "-m", help="Replay with this resize mechanism's measured pauses: in-place (the run's in-place resizes) or checkpoint-restart (its launches' start time). Default: the run's own."),
     catalog_out: Optional[Path] = typer.Option(None, help="Write the measured catalog here (for `corral simulate --catalog`)."),
 ) -> None:
-    """Replay a live run in the simulator and compare each job's JCT with the real one."""
+    """Replay a live run in the simulator and compare each job's JCT with the real one.
+
+    The simulator charges the resize pauses the run measured; `--mechanism` replays the same
+    jobs under the other mechanism (a what-if: how much in-place resizing saved)."""
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
@@ -35,9 +39,11 @@ def replay(
     _load_policy_modules(policy_module or [])
     run = MeasuredRun.from_record(read_run(resolve(data_dir)))
     chosen = create_policy(policy) if policy else None
-    rows, delay = run_replay(run, chosen)
+    rows, mech = run_replay(run, chosen, mechanism)
+    o = mech.overheads
     table = Table(title=f"live run under {run.policy} vs the simulator under "
-                        f"{policy or run.policy} (restart pause {delay:.1f} s, measured)")
+                        f"{policy or run.policy}, {o.name} (measured: start {o.start_s:.2f} s, "
+                        f"grow {o.grow_s:.2f} s, shrink {o.shrink_s:.2f} s)")
     for col in ("job", "app", "real JCT (s)", "simulated JCT (s)", "error"):
         table.add_column(col)
     for r in rows:

@@ -73,7 +73,8 @@ class LiveJob(JobLedger):
     exec_events_seen: int = 0  # executor events already recorded (this executor's)
     holding: bool = False  # its workers hold their slots (set from the executor's state)
     #: every resize of a running job once its new worker set trained: {"launch", "mechanism"
-    #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s"}
+    #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s" (training stopped),
+    #: "to_new_size_s" (decision to the first step at the new size)}
     resizes: list[dict[str, Any]] = field(default_factory=list)
     #: (wall-clock time, GPUs before) of a resize decided and not yet measured
     pending_resize: tuple[float, int] | None = None

@@ -366,9 +366,14 @@ class ControlLoop:
             return  # not measurable from this report (a launch that resumed a preempted job)
         job.pending_resize = None
         mechanism = "in-place" if in_place else "checkpoint-restart"
+        first_step = report.get("first_step_time")
+        # in place, the job trained at its old size while its new workers started: the time
+        # from the decision to the new size's first step is longer than the pause
+        to_new_size = (max(pause, float(first_step) - decided)
+                       if isinstance(first_step, (int, float)) else pause)
         record = {"launch": int(report.get("launch", 0)), "mechanism": mechanism,
                   "from_gpus": from_gpus, "to_gpus": int(report.get("world_size") or 0),
-                  "pause_s": round(pause, 3)}
+                  "pause_s": round(pause, 3), "to_new_size_s": round(to_new_size, 3)}
         job.resizes.append(record)
         totals = self.resize_pauses.setdefault(mechanism, [0, 0.0])
         totals[0] += 1

@@ -3,7 +3,8 @@
 
 The record is plain data - the run's settings and, for every job that trained to the end under
 corral.train, its spec, finish time, last report's progress, epochs and estimator, its stored
-reports and the placement decisions made for it - so the service needs nothing of the simulator.
+reports, the placement decisions made for it and its resizes (mechanism
+and pauses) - so the service needs nothing of the simulator.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def read_run(data_dir: Path | str) -> dict[str, Any]:
                 continue  # only jobs that trained to the end under corral.train can replay
             jobs.append({"id": job.id, "spec": job.spec, "finish_s": job.finish_s,
                          "progress": job.progress, "epochs": job.epoch, "estimator": estimator,
-                         "telemetry": store.telemetry(job.id),
+                         "resizes": job.resizes, "telemetry": store.telemetry(job.id),
                          "assignments": store.assignments(job.id)})
     finally:
         store.close()

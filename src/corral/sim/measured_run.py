@@ -11,8 +11,14 @@ everything the simulator needs to run the same jobs again:
   spent outside training steps (validation, checkpoints, and at the end exiting): the wall time
   between a launch's reports that the fitted step times do not explain, plus the time from the
   last report to the job's exit, over its epochs;
-* the mechanism: checkpoint-restart whose pause is the mean time the run's launches took from
-  the service's decision to their first training step (process start, rendezvous, restore);
+* the mechanism, with the pauses the run measured (`measured_mechanism`): starting a job's
+  workers (a first start, a resume after preemption, a checkpoint-restart) costs the mean time
+  the run's launches took from the service's decision to their first training step (process
+  start, rendezvous, restore); a resize in place costs what the run's in-place resizes cost,
+  growing and shrinking apart (`resize_cost_s`). A run resized in place replays in place by
+  default; it can be replayed under checkpoint-restart too (its resizes then cost a start, as
+  its checkpoint-restart resizes do when it had any): the two mechanisms compared on one's own
+  jobs;
 * the policy with its parameters, the interval and the cluster, as the service recorded them.
 
 `replay()` runs it and sets each job's simulated JCT beside its real one; `corral replay` prints
@@ -29,7 +35,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -38,14 +44,20 @@ from corral.core.cluster import Cluster, Node
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
 from corral.core.policy import Policy, create_policy
+from corral.perf.overheads import ReshapeOverheads
 from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
-from corral.sim.mechanism import CheckpointRestart
+from corral.sim.mechanism import CHECKPOINT_RESTART, Mechanism
 from corral.sim.truth.catalog import CATALOG_VERSION, CatalogTruth, noise_features
 from corral.sim.workloads import Workload
 
-__all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "measured_catalog", "restart_delay_s", "replay"]
+__all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "IN_PLACE", "REPLAY_MECHANISMS",
+           "measured_catalog", "measured_mechanism", "resize_cost_s", "restart_delay_s", "replay"]
+
+IN_PLACE = "in-place"
+#: The mechanisms a live run measures, and so can be replayed under.
+REPLAY_MECHANISMS = (IN_PLACE, CHECKPOINT_RESTART)
 
 _NOISE_DEG_EPOCH = 2
 _MIN_NOISE_POINTS = 6
@@ -63,6 +75,7 @@ class FinishedJob:
     estimator: Mapping[str, Any]  # its last report's JobEstimator.to_dict()
     telemetry: list[dict[str, Any]]  # its reports, as the service stored them
     assignments: list[dict[str, Any]]  # the service's placement decisions for it
+    resizes: list[dict[str, Any]] = field(default_factory=list)  # corral.service LiveJob.resizes
 
     @property
     def jct_s(self) -> float:
@@ -176,13 +189,15 @@ def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
 
 
 def restart_delay_s(run: MeasuredRun) -> float:
-    """Mean seconds from a placement decision to the first training step of the launch it made."""
+    """Mean seconds from a placement decision to the first training step of a launch that
+    started workers: every launch but those that resized a job in place."""
     delays = []
     for job in run.jobs:
         decided = sorted(a["time_s"] for a in job.assignments if a["num_gpus"] > 0)
+        in_place = {r["launch"] for r in job.resizes if r["mechanism"] == IN_PLACE}
         firsts: dict[int, float] = {}
         for row in job.telemetry:
-            if row.get("first_step_s") is not None and row.get("launch") is not None:
+            if row.get("first_step_s") is not None and row.get("launch") not in (None, *in_place):
                 firsts.setdefault(row["launch"], row["first_step_s"])
         for first in firsts.values():
             before = [t for t in decided if t <= first]
@@ -193,17 +208,67 @@ def restart_delay_s(run: MeasuredRun) -> float:
     return statistics.fmean(delays)
 
 
-def replay(run: MeasuredRun, policy: Policy | None = None) -> tuple[list[ReplayedJob], float]:
-    """Each job's real and simulated JCT (under the run's own policy unless given another),
-    and the restart pause the simulation charged."""
+def resize_cost_s(resize: Mapping[str, Any]) -> float:
+    """Seconds at the new size one live resize cost, in the simulator's terms.
+
+    The simulator moves a job to its new size at the decision and pauses it; live, an in-place
+    grow trains on at the old size while its new workers start, then pauses to regroup. That
+    time counts for the share of the new size the job lacked during it (by GPU count), added to
+    the pause; a shrink or a checkpoint-restart loses just its pause.
+    """
+    pause = float(resize["pause_s"])
+    ahead = max(0.0, float(resize.get("to_new_size_s", pause)) - pause)
+    old, new = int(resize["from_gpus"]), int(resize["to_gpus"])
+    return pause + (ahead * (1.0 - old / new) if new > old else 0.0)
+
+
+def _mean_resize_s(resizes: list[Mapping[str, Any]], grow: bool) -> float | None:
+    costs = [resize_cost_s(r) for r in resizes if (r["to_gpus"] > r["from_gpus"]) == grow]
+    return statistics.fmean(costs) if costs else None
+
+
+def measured_mechanism(run: MeasuredRun, name: str | None = None) -> Mechanism:
+    """The mechanism `name` with the pauses this run measured; by default the run's own (in
+    place when any of its jobs was resized in place).
+
+    A start costs `restart_delay_s`. In place, a grow and a shrink cost the mean of the run's
+    in-place grows and shrinks (one stands for the other when only one kind happened); under
+    checkpoint-restart, the run's checkpoint-restart resizes, or a start when it had none.
+    InputError when the run measured nothing of the mechanism asked for.
+    """
+    resizes = [r for job in run.jobs for r in job.resizes]
+    if name is None:
+        name = IN_PLACE if any(r["mechanism"] == IN_PLACE for r in resizes) else CHECKPOINT_RESTART
+    if name not in REPLAY_MECHANISMS:
+        raise InputError(f"unknown mechanism {name!r} for a replay; a live run measures "
+                         f"{' and '.join(REPLAY_MECHANISMS)}")
+    start = restart_delay_s(run)
+    own = [r for r in resizes if r["mechanism"] == name]
+    grow, shrink = _mean_resize_s(own, grow=True), _mean_resize_s(own, grow=False)
+    if name == IN_PLACE and grow is None and shrink is None:
+        raise InputError("this run resized no job in place (its service ran with --mechanism "
+                         "checkpoint-restart, or no job was resized): replay it under "
+                         "checkpoint-restart")
+    fallback = start if name == CHECKPOINT_RESTART else None
+    grow = grow if grow is not None else (shrink if fallback is None else fallback)
+    shrink = shrink if shrink is not None else (grow if fallback is None else fallback)
+    return Mechanism(ReshapeOverheads(name, start_s=start, shrink_s=shrink, grow_s=grow,
+                                      cross_host_s=grow))
+
+
+def replay(run: MeasuredRun, policy: Policy | None = None,
+           mechanism: str | Mechanism | None = None) -> tuple[list[ReplayedJob], Mechanism]:
+    """Each job's real and simulated JCT (under the run's own policy and mechanism unless given
+    others: a mechanism by name takes the pauses this run measured, a `Mechanism` its own, e.g.
+    another run's), and the mechanism the simulation charged."""
     catalog = measured_catalog(run)
     truth = CatalogTruth.from_document(catalog, "live run")
-    delay = restart_delay_s(run)
+    mech = mechanism if isinstance(mechanism, Mechanism) else measured_mechanism(run, mechanism)
     policy = policy or create_policy(run.policy, run.params)
     specs: list[JobSpec] = [replace(j.spec, app=j.id, epochs=None) for j in run.jobs]
     workload = Workload("live-run", sorted(specs, key=lambda s: s.submit_time_s), "live run")
     sim = Simulator(truth, policy, run.cluster,
-                    EngineConfig(interval_s=run.interval_s, mechanism=CheckpointRestart(delay)))
+                    EngineConfig(interval_s=run.interval_s, mechanism=mech))
     result = {r.name: r for r in sim.run(workload).jobs}
     return [ReplayedJob(j.id, j.spec.app, j.jct_s, result[j.id].jct_s)
-            for j in run.jobs], delay
+            for j in run.jobs], mech

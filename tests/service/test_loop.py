@@ -184,3 +184,28 @@ def test_the_policy_is_told_when_a_job_leaves(store, fake_executor) -> None:
     clock.t = 102.0
     loop.tick()
     assert sorted(left) == sorted([a, b, c]) and not loop.jobs
+
+
+def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fake_executor,
+                                                                       share_policy) -> None:
+    clock = Clock()
+    a = submit(store, 100, adaptive=True, max_gpus=4)
+    loop = make_loop(store, fake_executor, policy="test-share", clock=clock)
+    loop.tick()
+    submit(store, 101, adaptive=True)
+    clock.t = 111.0
+    loop.tick()  # a: 4 -> 2 GPUs
+    decided, from_gpus = loop.jobs[a].pending_resize
+    assert from_gpus == 4
+    # the new worker set's first report: regrouped in place, trained 2 s after the decision
+    # having paused 0.25 s
+    fake_executor.reports[a] = {"time": 112.0, "state": "running", "launch": 1, "world_size": 2,
+                                "first_step_time": decided + 2.0,
+                                "resumed": {"in_place": 0, "pause_s": 0.25}}
+    clock.t = 112.0
+    loop.tick()
+    (record,) = loop.jobs[a].resizes
+    assert record == {"launch": 1, "mechanism": "in-place", "from_gpus": 4, "to_gpus": 2,
+                      "pause_s": 0.25, "to_new_size_s": 2.0}
+    assert loop.jobs[a].pending_resize is None
+    assert any(e["kind"] == "resize-pause" for e in store.events(a))

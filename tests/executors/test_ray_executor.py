@@ -10,6 +10,7 @@ down at the end of the module, whatever happened. Skipped when ray is not instal
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -23,12 +24,15 @@ import ray  # noqa: E402
 from corral.core.cluster import Placement  # noqa: E402
 from corral.core.errors import CorralError  # noqa: E402
 from corral.executors import create_executor  # noqa: E402
-from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
+from corral.executors.base import ExecState, JobLaunch, WorkerPlan  # noqa: E402
 from corral.executors.ray import RayExecutor, connect  # noqa: E402
 from corral.executors.ray_launch import check_address  # noqa: E402
 from corral.executors.ray_nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
+from corral.executors.ray_resize import plan_in_place  # noqa: E402
+from corral.protocol.env import JobConfig  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
+TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 
 #: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
 FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
@@ -151,6 +155,106 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         assert sorted(l["RANK"] for l in third) == ["0", "1"]  # same size, on what remains
         assert json.loads((ex.checkpoint_dir("span") / "count.json").read_text())["count"] >= stopped_at
     finally:
+        ex.shutdown(10)
+
+
+def test_an_in_place_plan_keeps_rank_0_and_never_moves_workers() -> None:
+    grow = plan_in_place(["a", "a"], (("a", 2), ("b", 2)))
+    assert grow.ranks == {0: 0, 1: 1} and grow.joiners == (("b", 2),) and grow.new_world == 4
+    shrink = plan_in_place(["a", "a", "b", "b"], (("a", 1), ("b", 1)))
+    assert shrink.ranks == {0: 0, 1: None, 2: 1, 3: None}  # each node's highest ranks leave
+    assert shrink.staying == [0, 2] and shrink.leaving == [1, 3] and not shrink.joiners
+    assert plan_in_place(["a", "b"], (("b", 1),)) is None  # rank 0's node would lose it
+    assert plan_in_place(["a", "b"], (("a", 2),)) is None  # one node gains, another loses
+    assert plan_in_place(["a"], (("a", 1),)) is None  # nothing to do
+
+
+def _trains_on(ex: RayExecutor, job_id: str, launch: int, world: int, after_steps: int = 0):
+    """The report once launch `launch` trains on `world` workers past `after_steps` steps and
+    the executor has taken that worker set as the job's."""
+    def ok():
+        r = ex.report(job_id)
+        return r if (r and r.get("launch") == launch and r.get("world_size") == world
+                     and r.get("steps", 0) > after_steps
+                     and ex.status(job_id).launches == launch + 1) else None
+    return contract.wait_until(ok, 90, f"launch {launch} of {job_id} to train on {world} worker(s)")
+
+
+def _two_nodes(ray_cluster, ex: RayExecutor) -> None:
+    """The module's second node again if an earlier test removed it, seen by `ex`."""
+    if len(ex.cluster().gpus_per_node) < 2:
+        ray_cluster.add_node(num_cpus=0, resources={"corral_slot": 2}, node_ip_address="127.0.0.1")
+    contract.wait_until(lambda: ex.cluster().gpus_per_node == (2, 2), 60, "two nodes")
+
+
+def _trainer(job_id: str) -> JobLaunch:
+    """A corral.train job long by construction (an epoch count no test reaches)."""
+    return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000"),
+                     str(TINY_JOB.parent), config=JobConfig(init_bsz=16, max_bsz=16,
+                                                            max_local_bsz=16))
+
+
+def test_a_trainer_grows_onto_another_node_and_shrinks_back_in_place(ray_cluster, tmp_path):
+    """1 worker on node 0, grown in place to one more on node 1 (its actor and process stay,
+    training goes on from its step), then shrunk in place back to node 0: the leaver's slot is
+    given back to Ray."""
+    pytest.importorskip("torch")
+    ex = RayExecutor(tmp_path / "data", resource="corral_slot", max_retries=1, stop_timeout_s=20,
+                     crash_grace_s=1, poll_s=0.02, nodes_poll_s=0.2, report_interval_s=0.2,
+                     checkpoint_interval_s=1.0)
+    try:
+        _two_nodes(ray_cluster, ex)
+        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1),))))
+        first = _trains_on(ex, "ip", 0, 1, after_steps=5)
+        (rank0,) = ex.status("ip").workers
+
+        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1), (1, 1)))))
+        grown = _trains_on(ex, "ip", 1, 2, after_steps=first["steps"])
+        st = ex.status("ip")
+        assert st.workers[0] == rank0 and len(st.workers) == 2  # rank 0's actor stayed
+        assert st.plan.placement == Placement(((0, 1), (1, 1)))
+        assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
+        assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
+
+        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1),))))
+        shrunk = _trains_on(ex, "ip", 2, 1, after_steps=grown["steps"])
+        assert ex.status("ip").workers == (rank0,) and shrunk["resumed"]["in_place"] == 2
+        events = list(ex.status("ip").events)
+        assert [d for k, d in events if k == "resized" and "in place from 1 to 2" in d]
+        assert not [k for k, _ in events if k == "resize-fallback"], events
+        # the leaver's slot is Ray's again: 4 slots, the job holds 1
+        contract.wait_until(lambda: ray.available_resources().get("corral_slot", 0) == 3, 30,
+                            "the leaver's placement group to be removed")
+    finally:
+        ex.cancel("ip")
+        ex.wait_for("ip", ExecState.CANCELLED, 60)
+        ex.shutdown(10)
+
+
+def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_cluster, tmp_path):
+    pytest.importorskip("torch")
+    ex = RayExecutor(tmp_path / "data", resource="corral_slot", max_retries=1, stop_timeout_s=20,
+                     crash_grace_s=1, poll_s=0.02, nodes_poll_s=0.2, report_interval_s=0.2,
+                     checkpoint_interval_s=1.0)
+    try:
+        ex.place(_trainer("fb"), WorkerPlan(Placement(((0, 1),))))
+        first = _trains_on(ex, "fb", 0, 1, after_steps=5)
+        ex.place(_trainer("fb"), WorkerPlan(Placement(((0, 2),))))
+        job = ex._jobs["fb"]  # white-box: the resize under way and its new worker's actor
+        joiner = contract.wait_until(
+            lambda: job.resize is not None and job.resize.joiners is not None
+            and job.resize.joiners.started and job.resize.joiners.actors[0], 60,
+            "the new worker to start")
+        ray.kill(joiner, no_restart=True)
+        after = _trains_on(ex, "fb", 1, 2, after_steps=first["steps"])
+        assert after["resumed"]["checkpoint"] is not None  # restarted from a checkpoint
+        assert after["resumed"]["steps"] >= first["steps"]  # nothing before the resize is lost
+        events = list(ex.status("fb").events)
+        assert any(k == "resize-fallback" and "checkpoint-restart instead" in d for k, d in events)
+        assert ex.status("fb").crashes == 0  # a fallback is no crash
+    finally:
+        ex.cancel("fb")
+        ex.wait_for("fb", ExecState.CANCELLED, 60)
         ex.shutdown(10)
 
 

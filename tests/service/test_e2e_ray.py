@@ -6,8 +6,9 @@ $CORRAL_RAY_RESOURCE (the executor's option defaults) and runs the elastic test 
 `test-share` (tests/service/share_policy.py), which makes the story deterministic:
 
 1. job A arrives alone: 4 workers, 2 on each node (one torch.distributed job across nodes);
-2. job B arrives: A is resized to 2 workers (checkpoint-restart, its batch changes), B gets
-   the other node;
+2. job B arrives: A is resized to 2 workers in place (its workers on the first node keep their
+   actors and processes, those on the second leave and give their slots back), B gets the
+   second node;
 3. B's node is killed (its raylet and workers, as if the machine died) while B trains: the
    service sees the smaller cluster, the policy re-decides, and B restarts from its last
    checkpoint on the node that remains and trains on.
@@ -95,13 +96,14 @@ def test_spanning_job_resize_and_lost_node_on_ray(service, ray_cluster) -> None:
     assert "4 worker(s) as Ray actors on n0:2+n1:2" in _launch_lines(svc, a)[0]  # spans both
 
     b = svc.submit("digits_elastic.py", *LONG_RUN, **DIGITS_FIELDS)
-    live.wait_until(lambda: len(_launch_lines(svc, a)) >= 2 and _launch_lines(svc, b), 90,
-                    "A to be resized and B to start")
-    assert "2 worker(s) as Ray actors on n0:2" in _launch_lines(svc, a)[1]
+    live.wait_until(lambda: "resized in place from 4 to 2" in svc.client.logs(a)
+                    and _launch_lines(svc, b), 120, "A to be resized in place and B to start")
+    assert len(_launch_lines(svc, a)) == 1  # no new launch: A's workers on n0 stayed
     assert "on n1:2" in _launch_lines(svc, b)[0]
-    # A's resize resumed from its checkpoint at 2 workers
+    # A trains on at 2 workers from the step it was at, with no checkpoint on the way
     resized = live.wait_until(lambda: _resumed_and_trained(svc, a, 1), 90, "A to train after its resize")
     assert resized[0]["world_size"] == 2
+    assert [r["mechanism"] for r in svc.job(a)["resizes"]] == ["in-place"]
 
     # kill B's node once B trains and has a checkpoint to come back to (periodic, every 3 s)
     live.wait_until(lambda: any((svc.data_dir / "jobs" / b / "checkpoints").glob("ckpt-*.pt"))

@@ -62,7 +62,7 @@ def serve(
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
     checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
     retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
-    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local only: Ray resizes by checkpoint-restart. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
+    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
     cluster: Optional[str] = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
     profiles: Optional[Path] = typer.Option(None, help="--executor emulated: measured profiles (Pollux format) the jobs follow (default: the built-in catalog)."),
     catalog: Optional[Path] = typer.Option(None, help="--executor emulated: a catalog file made by `corral calibrate` instead of the built-in one."),
@@ -91,7 +91,7 @@ def serve(
             raise InputError(f"--gpus {gpus!r}: expected comma-separated GPU ids, e.g. 0,1") from None
     if slots is not None and slots < 1:
         raise InputError("--slots must be >= 1")
-    from corral.executors.resize import CHECKPOINT_RESTART, MECHANISMS
+    from corral.executors.resize import MECHANISMS
 
     if mechanism is not None and mechanism not in MECHANISMS and executor != "emulated":
         raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
@@ -122,8 +122,8 @@ def serve(
             tick_s = min(0.2, max(0.01, 2.0 / time_scale))
     elif executor == "ray":
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
-        if mechanism not in (None, CHECKPOINT_RESTART):
-            err_console.print("corral: the Ray executor resizes by checkpoint-restart", highlight=False)
+        if mechanism is not None:
+            options.update(mechanism=mechanism)
     elif ray_address or ray_storage or ray_resource:
         raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
     elif mechanism is not None:

@@ -7,18 +7,23 @@ machines (also on Kubernetes through KubeRay, docs/ray.md):
   cluster a policy sees is Ray's node table: alive nodes offering the slot resource (`GPU`, or
   `CPU`, or a custom resource name), in a stable order, refreshed every `nodes_poll_s` - nodes
   that join or leave appear or vanish (corral.executors.ray_nodes).
-* **Placement**: a policy's per-node placement becomes a placement group with one bundle per
-  node, pinned to that node (STRICT_PACK for one node, STRICT_SPREAD for several). A launch
-  waits (QUEUED) until Ray can reserve it, e.g. while a stopping job still holds the slots.
+* **Placement**: a policy's per-node placement becomes one placement group per worker, pinned
+  to its node (so that a worker's slot can be given back alone when the job shrinks in place).
+  A launch waits (QUEUED) until Ray has reserved them all, e.g. while a stopping job still
+  holds the slots.
 * **Workers**: one actor per worker in its bundle (corral.executors.ray_launch builds the
   set, corral.executors.ray_worker is the actor); it runs the job's command on its node with
   the torch.distributed env:// variables - MASTER_ADDR and MASTER_PORT come from rank 0's
   actor (its node's IP and a free port there) - and CORRAL_* variables; on GPUs,
   CUDA_VISIBLE_DEVICES is what Ray assigned and the backend is nccl.
-* **Resize, preemption, crashes**: the local executor's checkpoint-restart protocol, unchanged:
-  SIGTERM every worker (through its actor), wait until all have exited (SIGKILL after the
-  timeout), remove the placement group, start the new worker set. A worker that exits non-zero
-  or whose actor dies restarts the job from its last checkpoint, at most `max_retries` times.
+* **Resize**: in place (the default `mechanism`, for corral.train jobs whose every node gains
+  or loses workers, not both: corral.executors.ray_resize) - the new workers start in placement
+  groups of their own while the old ones train, then all regroup; the workers that stay keep
+  their actor and process. Otherwise, and when an in-place resize fails, checkpoint-restart.
+* **Checkpoint-restart, preemption, crashes**: the local executor's protocol: SIGTERM every
+  worker (through its actor), wait until all have exited (SIGKILL after the timeout), remove
+  the placement groups, start the new worker set. A worker that exits non-zero or whose actor
+  dies restarts the job from its last checkpoint, at most `max_retries` times.
 * **Lost nodes**: a removed node's actors die, which is a crash for its jobs; their restart
   goes to the placement they had if its nodes are all still there, otherwise the same number
   of workers (fewer if the cluster is now smaller) packed wherever they fit, until the policy
@@ -53,9 +58,13 @@ from corral.core.errors import InputError
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
-                                         ready)
+                                         ready, remove_groups)
 from corral.executors.ray_nodes import NodeTable
-from corral.protocol.env import WorkerEnv
+from corral.executors.ray_resize import RayResize, local_ranks, merged, plan_in_place
+from corral.executors.resize import IN_PLACE, check_mechanism, runs_corral_train
+from corral.protocol.env import STOP_EXIT_CODE, WorkerEnv
+from corral.protocol.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
+                                     ready_ranks, write_request)
 
 __all__ = ["RayExecutor", "connect"]
 
@@ -68,6 +77,7 @@ class _Job(JobRecord):
 
     target: Target | None
     ws: WorkerSet | None = None  # the worker set being started, running or stopping
+    resize: RayResize | None = None  # an in-place resize under way
 
 
 class RayExecutor(JobTableExecutor[_Job]):
@@ -76,7 +86,8 @@ class RayExecutor(JobTableExecutor[_Job]):
     Options (the CLI passes them through `corral serve`): `address` (default $RAY_ADDRESS; none:
     start a single-node Ray here with `slots` CPUs), `resource` (default $CORRAL_RAY_RESOURCE,
     else GPU when the cluster has GPUs, else CPU), `storage` (default $CORRAL_RAY_STORAGE, else
-    the data directory). `slots` is ignored when connecting to an existing cluster."""
+    the data directory), `mechanism` (how running jobs are resized: in-place or
+    checkpoint-restart). `slots` is ignored when connecting to an existing cluster."""
 
     name = "ray"
     _job_type = _Job
@@ -88,10 +99,11 @@ class RayExecutor(JobTableExecutor[_Job]):
                  max_retries: int = 3, stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
                  poll_s: float = 0.05, nodes_poll_s: float = 0.5,
-                 retry_backoff_s: float = 1.0) -> None:
+                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE) -> None:
         if gpus:
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
                              "(start Ray with the GPUs it should offer)")
+        self.mechanism = check_mechanism(mechanism)
         address = address or os.environ.get("RAY_ADDRESS") or None
         self._owns_ray = connect(address, num_cpus=slots)
         resource = resource or os.environ.get("CORRAL_RAY_RESOURCE") or (
@@ -180,12 +192,16 @@ class RayExecutor(JobTableExecutor[_Job]):
         return " - worker(s) lost: their node left or their actor died" if LOST in codes else ""
 
     def _has_workers(self, j: _Job) -> bool:
-        return j.ws is not None
+        return j.ws is not None or j.resize is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return j.ws.live_names if j.ws else ()
 
     def _advance(self, j: _Job) -> None:
+        if j.resize is not None:
+            self._advance_resize(j)
+            if j.resize is not None:
+                return
         ws = j.ws
         if ws is None:
             return
@@ -195,7 +211,7 @@ class RayExecutor(JobTableExecutor[_Job]):
             elif j.target != ws.target or (  # re-placed, or its node left, while reserving
                     ws.target.nodes is not None and not self._table.still_fits(ws.target.nodes)):
                 self._requeue(j)
-            elif ready(ws.waiting):
+            elif ready(*ws.waiting):
                 (self._create_actors if ws.phase == "pg" else self._start_workers)(j)
             return
         if ws.phase == "start" and ready(*ws.starts):
@@ -222,8 +238,11 @@ class RayExecutor(JobTableExecutor[_Job]):
         return [c if c is not None else LOST for c in j.ws.codes] if j.ws.started else None
 
     def _release(self, j: _Job) -> None:
-        j.ws.release()
-        j.ws = None
+        if j.resize is not None:
+            self._drop_joiners(j)
+        if j.ws is not None:
+            j.ws.release()
+            j.ws = None
 
     def _requeue(self, j: _Job) -> None:
         self._release(j)
@@ -271,3 +290,150 @@ class RayExecutor(JobTableExecutor[_Job]):
         j.state, j.started_at = ExecState.RUNNING, time.time()
         j.launches += 1
         self._record_workers(job.job_id, ws.names)
+
+    # -- in-place resize (corral.executors.ray_resize) ------------------------------------------
+    def _resize(self, j: _Job) -> None:
+        """Resize in place when the job and the move allow it, else checkpoint-restart."""
+        ws = j.ws
+        plan = (plan_in_place(ws.nodes, j.target.nodes)
+                if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
+                and j.target.nodes is not None else None)
+        if plan is None or not self._runs_trainer(j):
+            super()._resize(j)
+            return
+        joiners = None
+        if plan.joiners:
+            try:
+                joiners = self.launcher.reserve(Target.of(j.target.plan, plan.joiners,
+                                                          sum(c for _, c in plan.joiners)))
+            except LaunchError as exc:
+                self._event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
+                            "checkpoint-restart instead")
+                super()._resize(j)
+                return
+        j.resize = RayResize(j.target, self._launch_number(j), plan, joiners,
+                             [ws.actors[0].address.remote()])
+        self._note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
+                   f"{plan.new_world} worker(s) (generation {j.resize.generation})")
+
+    def _runs_trainer(self, j: _Job) -> bool:
+        """The running launch's rank 0 is a corral.train trainer (its report names the pid of
+        rank 0's command), so SIGUSR1 reaches its regroup handler."""
+        try:
+            pid = ray.get(j.ws.actors[0].command_pid.remote(), timeout=self._join_timeout_s)
+        except RayError:
+            return False
+        return pid is not None and runs_corral_train(self.report(j.launch.job_id),
+                                                     self._launch_number(j) - 1, pid)
+
+    def _advance_resize(self, j: _Job) -> None:
+        """One look at the resize under way: start the new workers, send the request once
+        they are ready, take the new worker set once it reports, or fall back."""
+        r, ws = j.resize, j.ws
+        ws.collect()
+        if r.joiners is not None and r.joiners.started:
+            r.joiners.collect()
+        joiner_codes = r.joiners.codes if r.joiners is not None else []
+        if r.phase == "joining":
+            if j.state is not ExecState.RUNNING or j.target != r.target or any(
+                    c is not None for c in ws.codes):
+                self._drop_joiners(j)  # re-decided, stopped or crashed: the lifecycle goes on
+            elif any(c is not None for c in joiner_codes):
+                self._fall_back(j, f"a new worker exited with status {joiner_codes} before it "
+                                "was ready")
+            elif r.timed_out():
+                self._fall_back(j, "the new workers were not ready in time")
+            elif r.master is None:
+                if ready(*r.address):
+                    r.master = tuple(ray.get(r.address[0]))
+            elif r.joiners is not None and not r.joiners.started:
+                self._start_joiners(j)
+            elif r.joiners is not None and ready(*r.joiners.starts) and r.joiners.start_error():
+                self._fall_back(j, f"a new worker could not start: {r.joiners.start_error()}")
+            elif r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
+                self._send_request(j)
+            return
+        report = self.report(j.launch.job_id)
+        if (report and report.get("launch") == r.generation
+                and report.get("world_size") == r.plan.new_world):
+            self._take_new_set(j)
+            return
+        leaving = set(r.plan.leaving)
+        bad = [(rank, c) for rank, c in enumerate(ws.codes)
+               if c is not None and not (rank in leaving and c == LEAVE_EXIT_CODE)]
+        if bad or any(c is not None for c in joiner_codes):
+            why = ("the old workers gave up the regroup and checkpointed"
+                   if bad and all(c == STOP_EXIT_CODE for _, c in bad)
+                   else f"a worker exited during the regroup (old {ws.codes}, new {joiner_codes})")
+            self._fall_back(j, why)
+        elif r.timed_out():
+            self._fall_back(j, "the new process group did not report in time")
+
+    def _start_joiners(self, j: _Job) -> None:
+        """The joiners' groups are reserved: create their actors, then start them with the new
+        rendezvous once their actors are up (the next looks)."""
+        r, job, js = j.resize, j.launch, j.resize.joiners
+        if js.phase == "pg":
+            if ready(*js.waiting):
+                self.launcher.create_actors(js, job.job_id, r.generation, self._table,
+                                            first_rank=len(r.plan.staying))
+            return
+        if not ready(*js.waiting):
+            return
+        nodes = [j.ws.nodes[rank] for rank in r.plan.staying] + js.nodes
+        base = self._worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.launcher.gpu)
+        base[ENV_JOIN_GENERATION] = str(r.generation)
+        envs, first = [], len(r.plan.staying)
+        for i, (local_rank, local_size) in enumerate(local_ranks(nodes)[first:]):
+            envs.append({**base, **WorkerEnv(
+                rank=first + i, world_size=r.plan.new_world, local_rank=local_rank,
+                local_world_size=local_size, master_addr=r.master[0], master_port=r.master[1],
+                backend=self.launcher.backend).to_env()})
+        self.launcher.start(js, job.command, job.cwd, envs,
+                            [str(self._log_path(job.job_id, first + i)) for i in range(len(envs))])
+
+    def _send_request(self, j: _Job) -> None:
+        r = j.resize
+        batch = r.target.plan.batch
+        nodes = {j.ws.nodes[rank] for rank in r.plan.staying} | set(
+            r.joiners.nodes if r.joiners is not None else ())
+        write_request(self._control_dir(j.launch.job_id), ResizeRequest(
+            r.generation, r.plan.new_world, r.master[0], r.master[1], dict(r.plan.ranks),
+            batch=(batch.local_bsz, batch.accum_steps) if batch else None,
+            num_nodes=len(nodes), launch=r.generation))
+        r.switch()
+        for actor, code in zip(j.ws.actors, j.ws.codes):
+            if code is None:
+                actor.signal_command.remote(signal.SIGUSR1)
+
+    def _take_new_set(self, j: _Job) -> None:
+        """The new process group trains: it is the job's worker set from now on; the leavers'
+        actors end and their slots are given back."""
+        r, old, job = j.resize, j.ws, j.launch
+        for rank in r.plan.leaving:
+            ray.kill(old.actors[rank], no_restart=True)
+        remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving])
+        j.ws, j.resize = merged(old, r), None
+        j.ws.placement = self._table.placement_of(j.ws.nodes)
+        j.plan, j.started_at = WorkerPlan(j.ws.placement, r.target.plan.batch), time.time()
+        j.launches += 1
+        self._record_workers(job.job_id, j.ws.names)
+        self._event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
+                    f"to {r.plan.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
+                    "(mechanism in-place; the old workers trained while the new ones started)")
+
+    def _fall_back(self, j: _Job, why: str) -> None:
+        """The in-place resize failed: checkpoint-restart instead (the old workers checkpoint
+        the state they hold on SIGTERM, or have already)."""
+        target = j.resize.plan.new_world
+        self._drop_joiners(j)
+        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
+                    "resizing by checkpoint-restart instead")
+        if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
+            self._terminate(j, "resize", self.stop_timeout_s)
+
+    def _drop_joiners(self, j: _Job) -> None:
+        """End the resize's new workers and give back their slots."""
+        r, j.resize = j.resize, None
+        if r.joiners is not None:
+            r.joiners.release()

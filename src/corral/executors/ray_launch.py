@@ -3,7 +3,10 @@
 A `WorkerSet` goes through phases, each waiting on a Ray future that the executor's background
 loop polls without blocking:
 
-    "pg"    the placement group is being reserved (ray_nodes.bundles_for / packed_bundles)
+    "pg"    the placement groups are being reserved: one per worker, pinned to its node
+            (ray_nodes.bundles_for), so a worker's slot can be given back on its own when the
+            job shrinks in place; or, for a job packed wherever it fits, one group of one-slot
+            bundles (ray_nodes.packed_bundles)
     "addr"  one actor per worker is starting in its bundle; rank 0 is asked for its node's IP
             and a free port there (the torch.distributed rendezvous)
     "start" every worker's command is being started (ray_worker.WorkerActor.start)
@@ -36,7 +39,7 @@ from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, r
 from corral.executors.ray_worker import WorkerActor
 
 __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
-           "LOST"]
+           "remove_groups", "LOST"]
 
 LOST = -128  # exit status recorded for a worker whose actor died: no real status
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -124,12 +127,15 @@ class Target:
 
 @dataclass
 class WorkerSet:
-    """The Ray objects of one launch (see the module docstring for the phases)."""
+    """The Ray objects of one launch (see the module docstring for the phases). `seats` are
+    the one-slot bundles reserved, as (placement group, bundle index); `slots[rank]` names its
+    seat (ranks_by_node)."""
 
     target: Target
-    pg: Any
+    pgs: list[Any]
     phase: str = "pg"
-    waiting: Any = None  # the future the "pg" or "addr" phase waits for
+    waiting: list[Any] = field(default_factory=list)  # the futures the "pg" or "addr" phase waits for
+    seats: list[tuple[Any, int]] = field(default_factory=list)
     actors: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     slots: list[tuple[int, str, int, int]] = field(default_factory=list)  # ranks_by_node
@@ -149,6 +155,16 @@ class WorkerSet:
     @property
     def num_nodes(self) -> int:
         return len({node for _, node, _, _ in self.slots})
+
+    @property
+    def per_worker(self) -> bool:
+        """Every worker holds a placement group of its own (its slot can be freed alone)."""
+        return len(self.pgs) == len(self.seats)
+
+    @property
+    def nodes(self) -> list[str]:
+        """Each rank's Ray node id."""
+        return [node for _, node, _, _ in self.slots]
 
     def all_exited(self) -> bool:
         return all(c is not None for c in self.codes)
@@ -194,10 +210,16 @@ class WorkerSet:
                     pass
 
     def release(self) -> None:
-        """Kill the actors and free the placement group."""
+        """Kill the actors and free the placement groups."""
         self.kill_actors()
+        remove_groups(self.pgs)
+
+
+def remove_groups(pgs: Sequence[Any]) -> None:
+    """Free placement groups (one already gone is no error)."""
+    for pg in pgs:
         try:
-            remove_placement_group(self.pg)
+            remove_placement_group(pg)
         except RayError:
             pass
 
@@ -216,37 +238,49 @@ class Launcher:
                          {"num_cpus": 0, "resources": {resource: 1}})
 
     def reserve(self, target: Target) -> WorkerSet:
-        """Ask Ray for the target's placement group (phase "pg")."""
-        request = (bundles_for(target.nodes, self.resource) if target.nodes is not None
-                   else packed_bundles(target.count, self.resource))
+        """Ask Ray for the target's placement groups (phase "pg")."""
+        if target.nodes is not None:
+            requests = [bundles_for(((node_id, 1),), self.resource)
+                        for node_id, count in target.nodes for _ in range(count)]
+        else:
+            requests = [packed_bundles(target.count, self.resource)]
+        pgs: list[Any] = []
         try:
-            pg = placement_group(list(request.bundles), strategy=request.strategy,
-                                 bundle_label_selector=(list(request.selectors)
-                                                        if request.selectors else None))
+            for request in requests:
+                pgs.append(placement_group(
+                    list(request.bundles), strategy=request.strategy,
+                    bundle_label_selector=list(request.selectors) if request.selectors else None))
         except (RayError, ValueError, TypeError) as exc:
+            remove_groups(pgs)
             raise LaunchError(f"cannot reserve {target.count} {self.resource} slot(s): "
                               f"{exc}".splitlines()[0]) from None
-        return WorkerSet(target, pg, waiting=pg.ready())
+        return WorkerSet(target, pgs, waiting=[pg.ready() for pg in pgs])
 
-    def create_actors(self, ws: WorkerSet, job_id: str, launch: int, table: NodeTable) -> None:
-        """The group is reserved: one actor per worker, in rank order (phase "addr")."""
-        info = placement_group_table(ws.pg)
-        sizes = [int(b.get(self.resource, 0)) for b in info["bundles"].values()]
-        nodes = [info["bundles_to_node_id"][b] for b in info["bundles"]]
-        ws.slots = ranks_by_node(sizes, nodes, [n.node_id for n in table.nodes])
-        ws.placement = table.placement_of([node for _, node, _, _ in ws.slots])
-        ws.names = [f"corral-{job_id}-{self.token}-{launch}-{r}" for r in range(len(ws.slots))]
+    def create_actors(self, ws: WorkerSet, job_id: str, launch: int, table: NodeTable,
+                      first_rank: int = 0) -> None:
+        """The groups are reserved: one actor per worker, in rank order (phase "addr"); ranks
+        are numbered from `first_rank` (the new workers of an in-place grow follow the old)."""
+        nodes = []
+        for pg in ws.pgs:
+            info = placement_group_table(pg)
+            for b in info["bundles"]:
+                ws.seats.append((pg, int(b)))
+                nodes.append(info["bundles_to_node_id"][b])
+        ws.slots = ranks_by_node([1] * len(nodes), nodes, [n.node_id for n in table.nodes])
+        ws.placement = table.placement_of(ws.nodes)
+        ws.names = [f"corral-{job_id}-{self.token}-{launch}-{first_rank + r}"
+                    for r in range(len(ws.slots))]
         ws.actors = [self._actor_cls.options(
             name=name, max_concurrency=4, max_restarts=0, **self._options,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
-                ws.pg, placement_group_bundle_index=bundle)).remote()
-            for name, (bundle, _, _, _) in zip(ws.names, ws.slots)]
-        ws.phase, ws.waiting = "addr", ws.actors[0].address.remote()
+                ws.seats[seat][0], placement_group_bundle_index=ws.seats[seat][1])).remote()
+            for name, (seat, _, _, _) in zip(ws.names, ws.slots)]
+        ws.phase, ws.waiting = "addr", [ws.actors[0].address.remote()]
 
     def rendezvous(self, ws: WorkerSet) -> tuple[str, int]:
         """Rank 0's node IP and port (once the "addr" future is ready); RayError if its actor
         died before it answered."""
-        addr, port = ray.get(ws.waiting)
+        addr, port = ray.get(ws.waiting[0])
         return str(addr), int(port)
 
     def start(self, ws: WorkerSet, command: Sequence[str], cwd: str,
@@ -256,4 +290,4 @@ class Launcher:
                      for a, env, log in zip(ws.actors, envs, logs)]
         ws.waits = [a.wait.remote() for a in ws.actors]
         ws.codes = [None] * len(ws.actors)
-        ws.phase, ws.waiting = "start", None
+        ws.phase, ws.waiting = "start", []

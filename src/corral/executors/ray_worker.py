@@ -127,6 +127,32 @@ class WorkerActor:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def command_pid(self) -> int | None:
+        """The pid of the job's command: the guard's child (None before it started or after
+        it exited). A corral.train trainer names it in its report."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                return None
+            guard = self._proc.pid
+        try:
+            children = Path(f"/proc/{guard}/task/{guard}/children").read_text().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    def signal_command(self, signum: int) -> bool:
+        """Send `signum` to the job's command alone, not its process group (SIGUSR1 asks a
+        corral.train trainer to regroup; the helper processes it started have no handler for
+        it and would die of it). False when the command is not running."""
+        pid = self.command_pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
     def placement_group_hex(self) -> str | None:
         """The id of the placement group this actor runs in (for a later executor's clean-up)."""
         from ray.util import get_current_placement_group

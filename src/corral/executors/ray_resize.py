@@ -1,0 +1,135 @@
+"""In-place resize on Ray (ONES §3.3.1; the protocol is corral.protocol.inplace): what the
+Ray executor plans and keeps while a job's worker set changes size without stopping.
+
+A resize is done in place when every node of the job either gains workers or loses them (not
+both), and rank 0's node keeps it: the workers that stay keep their actor, process, model and
+device. Growing, the new workers get placement groups of their own, pinned to their nodes,
+start, build their model and report ready while the old ones train on; shrinking, the highest
+ranks of each node that loses workers leave, and their placement groups are given back once
+they have gone. Anything else (a move to other nodes, a job packed wherever it fit) is a
+checkpoint-restart. `plan_in_place` decides; `RayResize` is the executor's record of one resize
+under way; `merged` builds the job's worker set once the new process group trains.
+
+Ray is imported by the caller only: this module handles plain data and the executor's
+`WorkerSet` records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from corral.executors.ray_launch import Target, WorkerSet
+from corral.executors.resize import READY_TIMEOUT_S, SWITCH_TIMEOUT_S
+
+__all__ = ["InPlacePlan", "RayResize", "plan_in_place", "merged"]
+
+
+@dataclass(frozen=True)
+class InPlacePlan:
+    """Each old rank's new rank (None: it leaves), and the new workers to start, as (node id,
+    count) in rank order after the workers that stay."""
+
+    ranks: dict[int, int | None]
+    joiners: tuple[tuple[str, int], ...]
+
+    @property
+    def staying(self) -> list[int]:
+        """Old ranks that stay, in their new rank order."""
+        return sorted((r for r, n in self.ranks.items() if n is not None), key=self.ranks.__getitem__)
+
+    @property
+    def leaving(self) -> list[int]:
+        return [r for r, n in self.ranks.items() if n is None]
+
+    @property
+    def new_world(self) -> int:
+        return len(self.staying) + sum(c for _, c in self.joiners)
+
+
+def plan_in_place(old_nodes: Sequence[str], new_nodes: Sequence[tuple[str, int]]) -> InPlacePlan | None:
+    """How a worker set with rank r on `old_nodes[r]` becomes `new_nodes` ((node id, workers)
+    pairs) in place, or None when it cannot: no change, a node that gains workers while
+    another loses some, or rank 0's node losing it."""
+    old = Counter(old_nodes)
+    new = Counter({node: count for node, count in new_nodes})
+    change = {node: new[node] - old[node] for node in (*old, *new)}
+    if not any(change.values()) or (
+            any(d > 0 for d in change.values()) and any(d < 0 for d in change.values())):
+        return None
+    leaving: set[int] = set()
+    for node, d in change.items():
+        if d < 0:
+            on_node = [r for r, n in enumerate(old_nodes) if n == node]
+            leaving.update(on_node[d:])  # its highest ranks
+    if 0 in leaving:
+        return None
+    staying = [r for r in range(len(old_nodes)) if r not in leaving]
+    ranks = {r: (staying.index(r) if r not in leaving else None) for r in range(len(old_nodes))}
+    joiners = tuple((node, change[node]) for node, _ in new_nodes if change[node] > 0)
+    return InPlacePlan(ranks, joiners)
+
+
+@dataclass
+class RayResize:
+    """One in-place resize under way: to `target` as generation `generation` of the job's
+    process group (the launch number of the new worker set)."""
+
+    target: Target
+    generation: int
+    plan: InPlacePlan
+    joiners: WorkerSet | None  # the new workers' set (a grow), None on a shrink
+    address: list[Any]  # the future of the new rendezvous: old rank 0's node and a free port
+    master: tuple[str, int] | None = None
+    phase: str = "joining"  # "joining": the new workers start; "switching": request sent
+    started: float = field(default_factory=time.monotonic)
+    deadline: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = self.started + READY_TIMEOUT_S
+
+    @property
+    def joiner_ranks(self) -> set[int]:
+        return set(range(len(self.plan.staying), self.plan.new_world))
+
+    def switch(self) -> None:
+        self.phase = "switching"
+        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
+
+    def timed_out(self) -> bool:
+        return time.monotonic() > self.deadline
+
+
+def local_ranks(nodes: Sequence[str]) -> list[tuple[int, int]]:
+    """(local rank, local world size) of each rank on `nodes` (each rank's node)."""
+    per_node = Counter(nodes)
+    seen: Counter[str] = Counter()
+    out = []
+    for node in nodes:
+        out.append((seen[node], per_node[node]))
+        seen[node] += 1
+    return out
+
+
+def merged(old: WorkerSet, r: RayResize) -> WorkerSet:
+    """The job's worker set once the new process group trains: the workers that stayed, in
+    their new rank order, then the new ones. The leavers' actors and groups are not in it."""
+    ws = WorkerSet(r.target, [], phase="run")
+    sources = [(old, rank) for rank in r.plan.staying]
+    if r.joiners is not None:
+        sources += [(r.joiners, rank) for rank in range(len(r.joiners.actors))]
+    nodes = [s.slots[rank][1] for s, rank in sources]
+    for (s, rank), node, (local, size) in zip(sources, nodes, local_ranks(nodes)):
+        seat = s.seats[s.slots[rank][0]]
+        ws.pgs.append(seat[0])
+        ws.slots.append((len(ws.seats), node, local, size))
+        ws.seats.append(seat)
+        ws.actors.append(s.actors[rank])
+        ws.names.append(s.names[rank])
+        ws.starts.append(s.starts[rank])
+        ws.waits.append(s.waits[rank])
+        ws.codes.append(s.codes[rank])
+    return ws

@@ -16,13 +16,23 @@ Targets: in-place paused <= 1 s on CPU for both models (ONES: about 1 s), and at
 checkpoint-restart. Each cell is the median of `--repeats` resizes (default 1), mechanisms taking
 turns so a busy machine slows both alike; the machine is printed.
 
+`--handover` measures early initialisation (SideCar, corral.executors.early) instead: a donor
+job trains on every slot; one round shrinks it (`--handover 2-1:1`: donor 2->1 workers, incoming
+job on 1) or preempts it (`2-0:2`), and places a second job on the slots it gives up, with early
+initialisation on and off. For the incoming job it prints `decision->step` (the decision to its
+first step) and `idle`, how long the handed-over slots trained nobody: from the donor giving
+them up (at the decision without early initialisation; once the incoming workers were ready
+with it) to the incoming job's first step; and the overlap, how long the incoming job
+initialised while the donor trained on.
+
 Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
-         [--steps 1-2,2-4,4-2,2-1] [--repeats 1]
+         [--steps 1-2,2-4,4-2,2-1] [--repeats 1] [--handover 2-1:1,2-0:2]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -89,12 +99,76 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
             ex.shutdown(timeout_s=60)
 
 
+def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: int,
+                     gpus: list[int] | None) -> dict:
+    """A donor on `donor[0]` workers, trained a few steps, shrunk to `donor[1]` (0: preempted)
+    in the round that places an incoming job of `incoming` workers on the slots it gives up."""
+    command, config = MODELS[model]
+    before, after = donor
+    with tempfile.TemporaryDirectory(prefix="corral-handover-") as tmp:
+        ex = LocalExecutor(Path(tmp), slots=None if gpus else before, gpus=gpus,
+                           early_init=early, report_interval_s=0.5, checkpoint_interval_s=3600,
+                           stop_timeout_s=60)
+        try:
+            donor_job = JobLaunch("donor", command, str(REPO), {}, config)
+            ex.place(donor_job, WorkerPlan(Placement(((0, before),))))
+            first = _report_of(ex, "donor", 0, before)
+            while (ex.report("donor") or {}).get("steps", 0) < first["steps"] + 3:
+                time.sleep(0.05)
+            decided = time.time()
+            with ex.applying():
+                if after:
+                    ex.place(donor_job, WorkerPlan(Placement(((0, after),))))
+                else:
+                    ex.stop("donor")
+                ex.place(JobLaunch("incoming", command, str(REPO), {}, config, early_init=early),
+                         WorkerPlan(Placement(((0, incoming),))))
+            new = _report_of(ex, "incoming", 0, incoming)
+            to_step = float(new["first_step_time"]) - decided
+            summary = [d for k, d in ex.status("incoming").events if k == "early-started"]
+            found = re.search(r"overlap ([0-9.]+) s", summary[0]) if summary else None
+            overlap = float(found.group(1)) if found else 0.0
+            for job_id in ("incoming", "donor"):
+                ex.cancel(job_id)
+                ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED,
+                                     ExecState.STOPPED), 120)
+            return {"to_step_s": to_step, "idle_s": to_step - overlap, "overlap_s": overlap,
+                    "early": bool(summary)}
+        finally:
+            ex.shutdown(timeout_s=60)
+
+
+def handover(args: argparse.Namespace, gpus: list[int] | None) -> None:
+    """The `--handover` table (see the module docstring)."""
+    print(f"{'model':9s} {'donor':6s} {'incoming':8s} {'early':6s} {'decision->step':>15s} "
+          f"{'idle':>7s} {'overlap':>8s}", flush=True)
+    for model in args.models.split(","):
+        for case in args.handover.split(","):
+            shape, incoming = case.split(":")
+            donor = tuple(int(n) for n in shape.split("-"))
+            if gpus is not None and donor[0] > len(gpus):
+                continue
+            cells: dict[bool, list[dict]] = {True: [], False: []}
+            for _ in range(args.repeats):
+                for early in (True, False):  # taking turns: a busy machine slows both alike
+                    cells[early].append(measure_handover(early, model, donor, int(incoming), gpus))
+            for early, cs in cells.items():
+                med = {k: statistics.median(c[k] for c in cs)
+                       for k in ("to_step_s", "idle_s", "overlap_s")}
+                note = "" if all(c["early"] == early for c in cs) else "  (early start fell back)"
+                print(f"{model:9s} {shape:6s} {incoming:8s} {'on' if early else 'off':6s} "
+                      f"{med['to_step_s']:14.2f}s {med['idle_s']:6.2f}s {med['overlap_s']:7.2f}s"
+                      + note, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--models", default="digits,resnet18")
     ap.add_argument("--steps", default="1-2,2-4,4-2,2-1")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--handover", default=None,
+                    help="early initialisation cases DONOR_BEFORE-DONOR_AFTER:INCOMING, e.g. 2-1:1,2-0:2")
     args = ap.parse_args()
     gpus = None
     if args.device == "cuda":
@@ -105,6 +179,9 @@ def main() -> None:
         gpus = list(range(torch.cuda.device_count()))
     steps = [tuple(int(n) for n in s.split("-")) for s in args.steps.split(",")]
     print(f"machine: {machine()}; device {args.device}", flush=True)
+    if args.handover:
+        handover(args, gpus)
+        return
     rows = []
     for model in args.models.split(","):
         for before, after in steps:

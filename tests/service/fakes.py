@@ -3,8 +3,9 @@ hand. A module of its own (not conftest) so test modules can import it unambiguo
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
@@ -26,18 +27,34 @@ class FakeExecutor(Executor):
         self.reclaimed: list[tuple[str, tuple[str, ...]]] = []
         self.crashes: dict[str, int] = {}
         self.events: dict[str, list[tuple[str, str]]] = {}
+        self.rounds: list[list[tuple[str, str]]] = []  # the calls made inside each applying()
+        self._round: list[tuple[str, str]] | None = None
 
     def cluster(self) -> Cluster:
         return Cluster((Node("here", self.slots),))
 
+    @contextlib.contextmanager
+    def applying(self) -> Iterator[None]:
+        self._round = []
+        try:
+            yield
+        finally:
+            self.rounds.append(self._round)
+            self._round = None
+
+    def _called(self, what: str, job_id: str) -> None:
+        self.calls.append((what, job_id))
+        if self._round is not None:
+            self._round.append((what, job_id))
+
     def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
-        self.calls.append(("place", job.job_id))
+        self._called("place", job.job_id)
         self.launches[job.job_id], self.plans[job.job_id] = job, plan
         self.states[job.job_id] = ExecState.RUNNING
         self.workers[job.job_id] = tuple(str(1000 + i) for i in range(plan.num_workers))
 
     def stop(self, job_id: str) -> None:
-        self.calls.append(("stop", job_id))
+        self._called("stop", job_id)
         self.states[job_id] = ExecState.STOPPED
         self.workers[job_id] = ()
 

@@ -98,6 +98,22 @@ def test_elastic_policy_resizes_and_counts_restarts(store, fake_executor, share_
     assert [e["kind"] for e in store.events(a)] == ["started", "resized"]
 
 
+def test_a_rounds_decisions_are_applied_together(store, fake_executor, share_policy) -> None:
+    """The executor sees a round whole (`Executor.applying`): the shrink of one job and the
+    start of the job that takes its GPUs, so the latter may start early (SideCar); the
+    submission's early_init reaches the executor."""
+    clock = Clock()
+    a = submit(store, 100, adaptive=True, max_gpus=4)
+    loop = make_loop(store, fake_executor, policy="test-share", clock=clock)
+    loop.tick()
+    b = submit(store, 101, adaptive=True, early_init=False)
+    clock.t = 111.0
+    loop.tick()
+    assert fake_executor.rounds[-1] == [("place", a), ("place", b)]  # giving up first
+    assert fake_executor.launches[a].early_init is None  # default: decided by what the job is
+    assert fake_executor.launches[b].early_init is False
+
+
 def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path) -> None:
     a = submit(store, 100, gpus=2)
     b = submit(store, 100, gpus=2)

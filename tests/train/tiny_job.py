@@ -2,6 +2,7 @@
 
     python tiny_job.py --epochs 3 [--stop-at-step N] [--out weights.json] [--adam]
 
+--init-hold-file F makes initialisation last until F exists (early-initialisation tests).
 --stop-at-step N sends SIGTERM to this worker after step N of its first launch (as an executor
 would), so the job checkpoints and exits with status 143. --out writes the final weights, steps,
 epoch and progress as JSON (rank 0).
@@ -28,7 +29,16 @@ ap.add_argument("--max-batch-size", type=int, default=None)
 ap.add_argument("--hold-at-step", type=int, default=None,
                 help="after this step of the first launch, wait until --hold-file exists")
 ap.add_argument("--hold-file", default=None)
+ap.add_argument("--init-hold-file", default=None,
+                help="before building the trainer, write <file>.waiting-r<RANK> and wait "
+                "until <file> exists (an initialisation as long as a test needs)")
 args = ap.parse_args()
+if args.init_hold_file:
+    with open(f"{args.init_hold_file}.waiting-r{os.environ.get('RANK', '0')}", "w") as f:
+        f.write(str(os.getpid()))
+    deadline = time.monotonic() + 120
+    while not os.path.exists(args.init_hold_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 torch.set_num_threads(1)
 g = torch.Generator().manual_seed(7)

@@ -70,6 +70,7 @@ def serve(
     restart_delay: float = typer.Option(30.0, help="--executor emulated: pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
     tick: Optional[float] = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does."),
+    early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`)."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
@@ -126,8 +127,10 @@ def serve(
             options.update(mechanism=mechanism)
     elif ray_address or ray_storage or ray_resource:
         raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
-    elif mechanism is not None:
-        options.update(mechanism=mechanism)
+    else:
+        options.update(early_init=early_init)
+        if mechanism is not None:
+            options.update(mechanism=mechanism)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout,
@@ -155,6 +158,7 @@ def submit(
     max_local_bsz: Optional[int] = typer.Option(None, help="Largest per-GPU batch that fits in memory."),
     adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size."),
     lr_rule: str = typer.Option("adascale", help="Learning-rate scaling: adascale, sqrt or linear."),
+    early_init: Optional[bool] = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling corral.protocol.early.wait_for_start())."),
     env: Optional[List[str]] = typer.Option(None, help="KEY=VALUE for the workers (repeatable)."),
     cwd: Optional[Path] = typer.Option(None, help="Working directory of the workers (default: here)."),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
@@ -177,7 +181,7 @@ def submit(
             "env": extra, "gpus": gpus, "min_gpus": min_gpus, "max_gpus": max_gpus,
             "batch_size": batch_size, "max_batch_size": max_batch_size,
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
-            "adaptive": adaptive, "lr_rule": lr_rule}
+            "adaptive": adaptive, "lr_rule": lr_rule, "early_init": early_init}
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)

@@ -18,12 +18,13 @@ Every executor (local processes, Ray) passes the same contract tests
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, ContextManager, Mapping, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig, JobSpec
@@ -63,6 +64,10 @@ class JobLaunch:
     #: the job as policies see it (its model is `spec.app`); executors that run commands
     #: ignore it, the emulated executor builds its simulated job from it
     spec: JobSpec | None = None
+    #: may its workers start early, on slots a donor still trains on (corral.protocol.early)?
+    #: True: it waits at the start gate; False: never (two processes on one GPU do not fit);
+    #: None: only once a report shows it runs corral.train, which always waits at the gate
+    early_init: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,12 @@ class Executor(ABC):
     @abstractmethod
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop every job's workers (checkpointing) and the background work."""
+
+    def applying(self) -> ContextManager[None]:
+        """A context in which the service applies one round's decisions (its `place` and
+        `stop` calls): an executor that hands slots from a job giving them up to the job that
+        takes them (early initialisation) sees the round whole before it acts. Here: nothing."""
+        return contextlib.nullcontext()
 
     def clock(self) -> float:
         """The time jobs run on, in seconds since the Unix epoch: wall-clock time here; the

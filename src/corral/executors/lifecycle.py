@@ -8,6 +8,12 @@ STOPPED), the environment shared by a launch's workers, and the per-job files un
 are released through the hooks at the end of the class (see corral.executors.local for the
 state machine).
 
+A round of decisions applied inside `applying()` holds the background thread off, and a stop
+given there waits for the next pass where the executor defers give-ups (`_defers_give_up`), so
+the pass sees the whole round: which queued job takes the slots that a running job gives up.
+The local executor then starts that job early while the other trains on (`_plan_starts`,
+`_keeps_training`; corral.executors.early).
+
 Fault isolation: every step taken for one job (advancing it, starting it, signalling or
 releasing its workers) runs under `_guarded`, so an exception fails that job (FAILED, with a
 "start-failed" or "executor-error" event) and the background thread goes on with the others;
@@ -18,6 +24,7 @@ The service's own secrets (SERVICE_ENV) are never passed on to workers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -25,7 +32,7 @@ import time
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterator, Mapping, Sequence, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
@@ -89,6 +96,7 @@ class JobTableExecutor(Executor, Generic[J]):
         self.poll_s = poll_s
         self._jobs: dict[str, J] = {}
         self._lock = threading.RLock()
+        self._round_open = False  # inside `applying()`: stops wait for the next pass
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
         self._thread.start()
@@ -109,6 +117,17 @@ class JobTableExecutor(Executor, Generic[J]):
             elif j.state is ExecState.STOPPING and j.reason == "stop":
                 j.reason = "resize"
 
+    @contextlib.contextmanager
+    def applying(self) -> Iterator[None]:
+        """Hold the background thread off while a round is applied, so its next pass sees the
+        whole round (which job takes the slots another gives up)."""
+        with self._lock:
+            self._round_open = True
+            try:
+                yield
+            finally:
+                self._round_open = False
+
     def stop(self, job_id: str) -> None:
         self._halt(job_id, "stop", ExecState.STOPPED)
 
@@ -125,6 +144,9 @@ class JobTableExecutor(Executor, Generic[J]):
             j.target = None
             if not self._has_workers(j):
                 j.state = idle_state
+            elif reason == "stop" and j.state is ExecState.RUNNING and self._round_open \
+                    and self._defers_give_up():
+                pass  # its next pass stops it (`_watch`), unless a job starts early on its slots
             elif j.state is not ExecState.STOPPING:
                 self._guarded(j, f"cannot {reason} it", self._terminate, j, reason,
                               self.stop_timeout_s)
@@ -185,6 +207,10 @@ class JobTableExecutor(Executor, Generic[J]):
             except Exception:  # noqa: BLE001 - a refresh failing is retried next round
                 log.exception("executor refresh failed")
             with self._lock:
+                try:
+                    self._plan_starts()
+                except Exception:  # noqa: BLE001 - the jobs still advance; planned next pass
+                    log.exception("executor planning failed")
                 for j in list(self._jobs.values()):
                     self._guarded(j, "executor error", self._advance, j)
                 self._start_queued()
@@ -221,8 +247,11 @@ class JobTableExecutor(Executor, Generic[J]):
                 self._note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
                            + self._codes_note([c for _, c in bad]) + "; stopping the rest")
                 self._terminate(j, "crash", self.crash_grace_s)
-            elif j.target is not None and j.target != running:
-                self._resize(j)
+            elif j.target != running and not self._keeps_training(j):
+                if j.target is None:  # a stop deferred by `applying()`
+                    self._terminate(j, "stop", self.stop_timeout_s)
+                else:
+                    self._resize(j)
         elif j.state is ExecState.STOPPING:
             if all(c is not None for c in codes):
                 self._exited(j)
@@ -372,6 +401,20 @@ class JobTableExecutor(Executor, Generic[J]):
 
     def _refresh(self) -> None:
         """Called by the background thread before each round, without the lock."""
+
+    def _defers_give_up(self) -> bool:
+        """Does a stop inside `applying()` wait for the next pass (an executor that may start
+        another job early on the stopped job's slots)?"""
+        return False
+
+    def _plan_starts(self) -> None:
+        """Called by the background thread at the start of each pass, with the lock, before
+        any job is advanced: where early initialisation is done, queued jobs start early here."""
+
+    def _keeps_training(self, j: J) -> bool:
+        """Does running job `j` keep training on slots it was told to give up (a job that
+        takes them is still initialising early)?"""
+        return False
 
     @staticmethod
     def _codes_note(codes: Sequence[int]) -> str:

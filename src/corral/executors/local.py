@@ -23,6 +23,13 @@ running corral.train job, whose staying workers keep their process while new one
 highest ranks leave; checkpoint-restart for every other job, and whenever an in-place resize
 fails. A worker set resized in place counts as a new launch.
 
+Early initialisation (corral.executors.early, SideCar; on unless `early_init=False`): a queued job
+whose slots are held by running jobs giving them up (shrunk or stopped by the same round, which
+the service applies inside `applying()`) starts its workers at once; they initialise while the
+donors train on, the donors give the slots up once the workers are ready, and the workers take
+their first step once the slots are free. Meanwhile the job stays QUEUED (it holds the free slots
+it will run on and is promised the donors'), and its pre-started workers are its own.
+
 Every launch is contained (corral.executors.procs): its workers lead sessions of their own and
 carry a launch tag that all their descendants inherit; releasing a launch, whatever ended it,
 kills every process still carrying its tag, torchrun's trainers included.
@@ -40,12 +47,14 @@ from typing import IO, Sequence
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, WorkerPlan
+from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStart, allows_early_start, plan_slots
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
                                    new_launch_tag, signal_group, spawn, stop_pids)
 from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
                                     runs_corral_train)
 from corral.executors.slots import SlotPool, detect_gpus
+from corral.protocol.early import ENV_EARLY_START, clear_gate, open_gate
 from corral.protocol.env import STOP_EXIT_CODE, WorkerEnv
 from corral.protocol.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
                                      ready_ranks, write_request)
@@ -62,6 +71,8 @@ class _Job(JobRecord):
     tag: str | None = None  # the current launch's tag
     slots: list[int] = field(default_factory=list)  # the slot of each rank of the current launch
     resize: InPlaceResize | None = None  # an in-place resize under way
+    early: EarlyStart | None = None  # its next launch, started early (it is QUEUED meanwhile)
+    no_early_for: int = -1  # the launch number whose early start was called off (not retried)
 
 
 class LocalExecutor(JobTableExecutor[_Job]):
@@ -75,9 +86,13 @@ class LocalExecutor(JobTableExecutor[_Job]):
                  stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
                  poll_s: float = 0.05, node_name: str = "localhost",
-                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE) -> None:
+                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
+                 early_init: bool = True,
+                 early_timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
         self.data_dir = Path(data_dir)
         self.mechanism = check_mechanism(mechanism)
+        self.early_init = early_init
+        self.early_timeout_s = early_timeout_s
         ids = list(gpus) if gpus is not None else ([] if slots else detect_gpus())
         if ids:
             self.pool = SlotPool(ids, gpu=True)
@@ -115,12 +130,15 @@ class LocalExecutor(JobTableExecutor[_Job]):
         return plan
 
     def _has_workers(self, j: _Job) -> bool:
-        return bool(j.procs) or j.resize is not None
+        return bool(j.procs) or j.resize is not None or j.early is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return tuple(str(p.pid) for p in j.procs if p.poll() is None)
 
     def _advance(self, j: _Job) -> None:
+        if j.early is not None:
+            self._advance_early(j)
+            return
         if j.resize is not None:
             self._advance_resize(j)
             if j.resize is not None:
@@ -137,13 +155,15 @@ class LocalExecutor(JobTableExecutor[_Job]):
         self._signal(j, signal.SIGKILL)
         j.deadline = time.monotonic() + 3600  # killed; wait for the exit to be reaped
 
-    def _final_codes(self, j: _Job) -> list[int]:
-        return [int(p.returncode) for p in j.procs]
+    def _final_codes(self, j: _Job) -> list[int] | None:
+        return [int(p.returncode) for p in j.procs] if j.procs else None
 
     def _release(self, j: _Job) -> None:
         """Free the slots and logs first (that cannot fail), then end every process left."""
         if j.resize is not None:
             self._drop_joiners(j)
+        if j.early is not None:
+            self._drop_early(j)
         procs, logs, tag = j.procs, j.logs, j.tag
         j.prefer = self.pool.held(j.launch.job_id)
         self.pool.release(j.launch.job_id)
@@ -170,30 +190,42 @@ class LocalExecutor(JobTableExecutor[_Job]):
             self.pool.release(job.job_id)
             self._fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
             return
-        port = free_port()
-        backend = "nccl" if self.pool.gpu else "gloo"
-        base = self._worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
-        j.tag = base[ENV_LAUNCH_TAG] = new_launch_tag(job.job_id)
-        if self.pool.gpu:
-            base["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in slots)
         self._note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
                    f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
                                        if plan.batch else ""))
         j.plan, j.state, j.started_at = plan, ExecState.RUNNING, time.time()
         j.slots = list(slots)
-        j.launches += 1
+        j.tag = new_launch_tag(job.job_id)
         try:
-            for rank in range(k):
-                worker = WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
-                                   master_addr="127.0.0.1", master_port=port, backend=backend)
-                log = open(self._log_path(job.job_id, rank), "ab")
-                j.logs.append(log)
-                j.procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env()}, log))
-            self._record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
+            self._spawn_set(j, plan, slots, free_port(), j.tag, j.procs, j.logs)
         except (OSError, ValueError) as exc:  # no such program, not executable, bad argument
+            j.launches += 1
             self._release(j)  # also when no process started: the slots and the logs
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self._fail(j, f"cannot start {job.command[0]!r}: {reason}")
+            return
+        j.launches += 1
+
+    def _spawn_set(self, j: _Job, plan: WorkerPlan, slots: list[int], port: int, tag: str,
+                   procs: list[subprocess.Popen], logs: list[IO[bytes]],
+                   extra: dict[str, str] | None = None) -> None:
+        """Start the workers of the job's next launch on `slots` (rank r on slots[r]), appending
+        them to `procs` and their logs to `logs` as they start (so a failure midway leaves
+        what started there to release), and record them for a later service to reclaim."""
+        job, k = j.launch, len(slots)
+        backend = "nccl" if self.pool.gpu else "gloo"
+        base = self._worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        base[ENV_LAUNCH_TAG] = tag
+        base.update(extra or {})
+        if self.pool.gpu:
+            base["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in slots)
+        for rank in range(k):
+            worker = WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
+                               master_addr="127.0.0.1", master_port=port, backend=backend)
+            log = open(self._log_path(job.job_id, rank), "ab")
+            logs.append(log)
+            procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env()}, log))
+        self._record_workers(job.job_id, [p.pid for p in procs], tag)
 
     # -- in-place resize (corral.executors.resize) ----------------------------------------------
     def _resize(self, j: _Job) -> None:
@@ -319,4 +351,147 @@ class LocalExecutor(JobTableExecutor[_Job]):
             if p.poll() is None:
                 p.wait(timeout=5)
         for f in r.joiner_logs:
+            f.close()
+
+    # -- early initialisation (corral.executors.early) ------------------------------------------
+    def _defers_give_up(self) -> bool:
+        return self.early_init
+
+    def _keeps_training(self, j: _Job) -> bool:
+        return any(o.early is not None and o.early.initialising and j.launch.job_id in o.early.donors
+                   for o in self._jobs.values())
+
+    def _gives_up(self, d: _Job) -> int:
+        """How many of its slots running job `d` was told to give up and still holds."""
+        if d.state is not ExecState.RUNNING or not d.procs or d.resize is not None:
+            return 0
+        return max(0, len(d.slots) - (d.target.num_workers if d.target is not None else 0))
+
+    @staticmethod
+    def _keeps_slots(d: _Job) -> bool:
+        """Running job `d` is told to keep every slot it holds (a donor whose decision was
+        changed back)."""
+        return (d.state is ExecState.RUNNING and d.resize is None and d.target is not None
+                and d.target.num_workers >= len(d.slots))
+
+    def _donor_slots(self) -> dict[str, list[int]]:
+        """Running jobs that give slots up and are not let go yet: the slots each gives up
+        (its highest ranks', as an in-place shrink frees them) that nobody was promised."""
+        promised = set(self.pool.promised())
+        let_go = {d for o in self._jobs.values() if o.early is not None and not o.early.initialising
+                  for d in o.early.donors}
+        found = {}
+        for d in self._jobs.values():
+            n = self._gives_up(d)
+            if n and d.early is None and d.launch.job_id not in let_go:
+                slots = [s for s in d.slots[len(d.slots) - n:] if s not in promised]
+                if slots:
+                    found[d.launch.job_id] = slots
+        return found
+
+    def _plan_starts(self) -> None:
+        """Start early every queued job that can run on free slots plus slots donors give up."""
+        if not self.early_init:
+            return
+        now = time.monotonic()
+        for j in sorted(self._jobs.values(), key=lambda j: j.queued_at):
+            if (j.state is not ExecState.QUEUED or self._has_workers(j) or j.target is None
+                    or now < j.not_before or self._launch_number(j) == j.no_early_for):
+                continue
+            planned = plan_slots(j.target.num_workers, self.pool.free(j.launch.job_id),
+                                 self._donor_slots())
+            if planned is not None and allows_early_start(j.launch.early_init,
+                                                          self.report(j.launch.job_id)):
+                self._guarded(j, "cannot start it early", self._start_early, j, *planned)
+
+    def _start_early(self, j: _Job, free: list[int], donors: dict[str, list[int]]) -> None:
+        job_id, plan = j.launch.job_id, j.target
+        if not os.path.isdir(j.launch.cwd):
+            return  # its normal start fails it with the reason
+        self.pool.acquire(job_id, len(free), free)
+        self.pool.promise(job_id, [s for slots in donors.values() for s in slots])
+        slots = sorted(free + [s for slots in donors.values() for s in slots])
+        generation = self._launch_number(j)
+        clear_gate(self._control_dir(job_id), generation, len(slots))
+        j.early = EarlyStart(plan, generation, slots, donors, free_port(),
+                             new_launch_tag(job_id), timeout_s=self.early_timeout_s)
+        self._event(j, "early-init", f"launch {generation}: starting {len(slots)} worker(s) early "
+                    f"on slots {slots}; donor job(s) {', '.join(donors)} train on until they are "
+                    "ready")
+        try:
+            self._spawn_set(j, plan, slots, j.early.port, j.early.tag, j.early.procs,
+                            j.early.logs, {ENV_EARLY_START: str(generation)})
+        except (OSError, ValueError) as exc:
+            self._call_off(j, f"a worker could not start: {exc}")
+
+    def _advance_early(self, j: _Job) -> None:
+        """One look at the early start under way: call it off, let the donors go once every
+        worker is ready, start it once the donors' slots are free."""
+        e, job_id = j.early, j.launch.job_id
+        if j.state is ExecState.STOPPING:  # stopped, cancelled or shut down meanwhile
+            self._exited(j)
+            return
+        codes = [p.poll() for p in e.procs]
+        promised = set(self.pool.promised(job_id))
+        kept = [d for d, k in ((d, self._jobs.get(d)) for d in e.donors)
+                if k is not None and self._keeps_slots(k) and promised & set(k.slots)]
+        if j.state is not ExecState.QUEUED or j.target != e.plan:
+            self._call_off(j, "its placement changed")
+        elif any(c is not None for c in codes):
+            self._call_off(j, f"a worker exited (statuses {codes}) before it was ready")
+        elif kept:
+            self._call_off(j, f"{', '.join(kept)} keep(s) the slots (decision changed)")
+        elif e.timed_out():
+            self._call_off(j, f"its workers were not ready within {e.timeout_s:g} s")
+        elif e.initialising:
+            if set(range(len(e.procs))) <= ready_ranks(self._control_dir(job_id), e.generation):
+                self._let_donors_go(j)
+        else:
+            promised = self.pool.promised(job_id)
+            if set(promised) <= set(self.pool.free(job_id)):
+                self.pool.acquire(job_id, len(promised), promised)
+                self._start_now(j)
+
+    def _let_donors_go(self, j: _Job) -> None:
+        """Every early worker is ready: the donors now give their slots up."""
+        e = j.early
+        e.ready_at = time.monotonic()
+        for donor, slots in e.donors.items():
+            d = self._jobs.get(donor)
+            if d is not None:
+                self._event(d, "donated", f"trained on for {e.ready_at - e.started:.2f} s while "
+                            f"{j.launch.job_id} initialised early; now gives up slots {slots}")
+
+    def _start_now(self, j: _Job) -> None:
+        """The slots are free: the waiting workers are the job's new launch; open the gate."""
+        e, j.early = j.early, None
+        j.procs, j.logs, j.slots, j.tag = e.procs, e.logs, e.slots, e.tag
+        j.plan, j.state, j.started_at = e.plan, ExecState.RUNNING, time.time()
+        j.launches += 1
+        open_gate(self._control_dir(j.launch.job_id), e.generation)
+        self._event(j, "early-started", e.summary(time.monotonic()))
+
+    def _call_off(self, j: _Job, why: str) -> None:
+        """The early start failed or is not wanted: end it; the job starts normally later."""
+        generation = j.early.generation
+        self._drop_early(j)
+        j.no_early_for = generation
+        self._event(j, "early-init-fallback", f"launch {generation}: early start called off: "
+                    f"{why}; the donor(s) give their slots up as decided and the job starts "
+                    "normally once they are free")
+
+    def _drop_early(self, j: _Job) -> None:
+        """End the early workers; free the slots the job held for them and its promises."""
+        e, j.early = j.early, None
+        job_id = j.launch.job_id
+        self.pool.withdraw(job_id)
+        self.pool.release(job_id)  # a queued job holds only its early workers' slots
+        j.prefer = e.slots
+        for p in e.procs:
+            signal_group(p.pid, signal.SIGKILL)
+        end_launch(e.tag)
+        for p in e.procs:
+            if p.poll() is None:
+                p.wait(timeout=5)
+        for f in e.logs:
             f.close()

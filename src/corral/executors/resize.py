@@ -14,6 +14,10 @@ Two mechanisms, named as the simulator names them (corral.sim.mechanism):
   checkpoint-restart, with an event that says why; the old workers checkpoint the state they
   hold, so nothing beyond the last step is lost.
 
+Not a resize of the job itself but of who holds its slots: early initialisation
+(corral.executors.early) starts a job's workers on slots a shrinking or preempted job still
+trains on, and lets that job give them up, by its own mechanism, once they are ready.
+
 A job is resized in place only when its rank-0 process is the corral.train trainer itself (its
 report of the current launch names that pid, so SIGUSR1 reaches the trainer and its signal
 handler is in place) and the executor's mechanism is `in-place`; everything else is

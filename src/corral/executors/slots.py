@@ -3,6 +3,11 @@
 GPUs come from CUDA_VISIBLE_DEVICES when it is set, else from `nvidia-smi`; without GPUs the
 machine offers a configured number of CPU slots (one worker process each, one BLAS thread).
 A job keeps the slots it held when it is restarted on no more of them (fewer moves on resize).
+
+A slot has at most one holder, and may be *promised* to one other job: the job that starts early
+on it (corral.executors.early) while its holder, the donor, still trains. The promise is
+SideCar's `reserved` GPU state (spec 1.1): once the holder releases the slot no job but the one
+it was promised to can acquire it.
 """
 
 from __future__ import annotations
@@ -40,27 +45,49 @@ class SlotPool:
             raise ValueError("a slot pool needs at least one slot")
         self.gpu = gpu
         self._owner: dict[int, str] = {}
+        self._promised: dict[int, str] = {}  # slot -> the job it goes to once it is released
 
     @property
     def size(self) -> int:
         return len(self.ids)
 
-    def free(self) -> list[int]:
-        return [i for i in self.ids if i not in self._owner]
+    def free(self, owner: str | None = None) -> list[int]:
+        """Slots nobody holds and nobody else was promised (`owner` may take its own)."""
+        return [i for i in self.ids if i not in self._owner
+                and self._promised.get(i, owner) == owner]
 
     def held(self, owner: str) -> list[int]:
         return [i for i in self.ids if self._owner.get(i) == owner]
 
     def acquire(self, owner: str, count: int, prefer: Iterable[int] = ()) -> list[int] | None:
         """`count` free slots for `owner` (preferring `prefer`), or None if too few are free."""
-        free = self.free()
+        free = self.free(owner)
         if count > len(free):
             return None
         preferred = [i for i in prefer if i in free]
         chosen = (preferred + [i for i in free if i not in preferred])[:count]
         for i in chosen:
             self._owner[i] = owner
+            self._promised.pop(i, None)
         return sorted(chosen)
+
+    def promise(self, owner: str, ids: Iterable[int]) -> None:
+        """Promise `ids` (held by another job now, which is giving them up) to `owner`: once
+        released, only `owner` can acquire them. A slot is promised to one job at a time."""
+        for i in ids:
+            if self._promised.get(i, owner) != owner:
+                raise ValueError(f"slot {i} is promised to {self._promised[i]} already")
+            self._promised[i] = owner
+
+    def promised(self, owner: str | None = None) -> list[int]:
+        """Slots promised to `owner` (to anyone: None) and not yet acquired."""
+        return [i for i in self.ids if i in self._promised
+                and (owner is None or self._promised[i] == owner)]
+
+    def withdraw(self, owner: str) -> None:
+        """Drop every promise made to `owner`."""
+        for i in self.promised(owner):
+            del self._promised[i]
 
     def release(self, owner: str, ids: Iterable[int] | None = None) -> None:
         """Free `owner`'s slots: all of them, or only `ids` (workers that left a job)."""

@@ -411,12 +411,16 @@ class ControlLoop:
         # jobs that give GPUs up first (preempted, shrunk), each group in submission order, as
         # the engine frees GPUs before it hands them over (the emulated executor keeps books
         # of GPUs being released; an executor starts a job once its slots are free)
-        for job in sorted(self.jobs.values(), key=keeps_gpus):
-            try:
-                self._apply(now, job, decision)
-            except Exception as exc:  # noqa: BLE001 - fail this job, apply the others
-                log.exception("job %s: applying its assignment failed", job.id)
-                self._fail(now, job, f"cannot apply its assignment: {type(exc).__name__}: {exc}")
+        # inside `applying()`, so the executor sees the round whole: a job that takes the GPUs
+        # another gives up may start early while that one trains on (early initialisation)
+        with self.executor.applying():
+            for job in sorted(self.jobs.values(), key=keeps_gpus):
+                try:
+                    self._apply(now, job, decision)
+                except Exception as exc:  # noqa: BLE001 - fail this job, apply the others
+                    log.exception("job %s: applying its assignment failed", job.id)
+                    self._fail(now, job,
+                               f"cannot apply its assignment: {type(exc).__name__}: {exc}")
         if not fill_in:
             self.previous = decision
 
@@ -488,4 +492,5 @@ class ControlLoop:
     def _launch(job: LiveJob) -> JobLaunch:
         sub = job.submission
         return JobLaunch(job.id, tuple(sub.command), sub.cwd, dict(sub.env),
-                         sub.job_config(job.id).replace(launch=job.launch_base), spec=job.spec)
+                         sub.job_config(job.id).replace(launch=job.launch_base), spec=job.spec,
+                         early_init=sub.early_init)

@@ -113,6 +113,12 @@ class Submission(BaseModel):
     max_local_bsz: Batch | None = None
     adaptive: bool = False
     lr_rule: LrRule = LrRule.ADASCALE
+    early_init: bool | None = Field(
+        None, description="may its workers start (and initialise) on GPUs a job giving them up "
+        "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
+        "(corral.protocol.early: corral.train jobs do, a plain script that calls "
+        "wait_for_start()); false: never, e.g. where two processes on one GPU do not fit; "
+        "default: once the job has shown it runs corral.train")
 
     def checked(self, cluster_gpus: int) -> "Submission":
         """The submission with defaults filled in; InputError (one line) when inconsistent."""

@@ -48,6 +48,7 @@ from corral.perf.agent import initial_batch
 from corral.perf.agent import BatchController
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 from corral.perf.estimator import JobEstimator
+from corral.protocol.early import wait_for_start
 from corral.protocol.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
 from corral.protocol.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION, LEAVE_EXIT_CODE,
                                      mark_ready, read_request)
@@ -149,10 +150,13 @@ class ElasticTrainer:
         placement = place_worker(self.worker, device)
         self.device = placement.device
         self._backend = placement.backend
+        self.module = model.to(self.device)  # built on its device before it says it is ready
         if joining is not None and self._control_dir:  # built; now wait for the old workers
             mark_ready(self._control_dir, int(joining), self.rank)
+        elif not wait_for_start(self.rank, should_stop=lambda: self._stop.requested):
+            _log("early start called off before the first step")  # pre-started, not needed
+            self._exit(STOP_EXIT_CODE)
         self.group = Group(self.worker, placement)
-        self.module = model.to(self.device)
         self.optimizer = optimizer
         self.dataset = dataset
         self.extra_state = dict(extra_state or {})

@@ -9,55 +9,24 @@ is for a state, bounded in time. Jobs are endless by construction and cancelled 
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from corral.core.cluster import Placement  # noqa: E402
-from corral.executors.base import ExecState, JobLaunch, WorkerPlan  # noqa: E402
+from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
-from corral.protocol.env import JobConfig  # noqa: E402
+from trainjobs import TIMEOUT_S, on_node0, tiny, trains_on, wait  # noqa: E402  (on sys.path)
 
-TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
-TIMEOUT_S = 120
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _plan(workers: int) -> WorkerPlan:
-    return WorkerPlan(Placement(((0, workers),)))
-
-
-def _wait(predicate, what: str, timeout_s: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _tiny(job_id: str, hold: Path | None = None, early_init: bool | None = True) -> JobLaunch:
-    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16)
-    extra = ("--init-hold-file", str(hold)) if hold else ()
-    return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000", *extra),
-                     str(TINY_JOB.parent), config=config, early_init=early_init)
-
-
-def _trains(ex: LocalExecutor, job_id: str, launch: int, world: int, after_steps: int = 0):
-    """The report once launch `launch` of the job trains on `world` workers past `after_steps`
-    steps and the executor has taken that worker set as the job's."""
-    def ok():
-        r = ex.report(job_id)
-        return r if (r and r.get("launch") == launch and r.get("world_size") == world
-                     and r.get("steps", 0) > after_steps
-                     and ex.status(job_id).launches == launch + 1) else None
-    return _wait(ok, f"launch {launch} of {job_id} to train on {world} worker(s)")
+    """The tiny trainer; with `hold`, its initialisation waits for that file (a state the test
+    holds, not a race)."""
+    return tiny(job_id, *(("--init-hold-file", str(hold)) if hold else ()), early_init=early_init)
 
 
 def _steps(ex: LocalExecutor, job_id: str) -> int:
@@ -94,8 +63,8 @@ def _hand_over(ex: LocalExecutor, donor_world: int | None, incoming: JobLaunch,
         if donor_world is None:
             ex.stop("donor")
         else:
-            ex.place(_tiny("donor"), _plan(donor_world))
-        ex.place(incoming, _plan(incoming_world))
+            ex.place(_tiny("donor"), on_node0(donor_world))
+        ex.place(incoming, on_node0(incoming_world))
 
 
 @pytest.mark.parametrize("preempt", [False, True], ids=["shrink", "preempt"])
@@ -103,17 +72,17 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
                                                       preempt: bool) -> None:
     ex = make_executor()
     hold = tmp_path / "hold"
-    ex.place(_tiny("donor"), _plan(2))
-    first = _trains(ex, "donor", 0, 2, after_steps=3)
+    ex.place(_tiny("donor"), on_node0(2))
+    first = trains_on(ex, "donor", 0, 2, after_steps=3)
     world = 2 if preempt else 1
     _hand_over(ex, None if preempt else 1, _tiny("incoming", hold), world)
 
     # the incoming job's workers have started and are initialising ...
-    _wait(lambda: all(_waiting(hold, r).exists() for r in range(world)), "the early workers")
+    wait(lambda: all(_waiting(hold, r).exists() for r in range(world)), "the early workers")
     started_at = _steps(ex, "donor")
     assert _events(ex, "incoming", "early-init")
     # ... while the donor keeps stepping on all its slots (the incoming job cannot be ready)
-    _wait(lambda: _steps(ex, "donor") > started_at + 5, "the donor to keep training")
+    wait(lambda: _steps(ex, "donor") > started_at + 5, "the donor to keep training")
     donor, incoming = ex.status("donor"), ex.status("incoming")
     assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
     assert incoming.state is ExecState.QUEUED and not incoming.workers
@@ -124,7 +93,7 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
     assert ex.pool.held("incoming") == []
 
     hold.touch()  # initialisation ends: the workers report ready; the donor gives the slots up
-    trained = _trains(ex, "incoming", 0, world, after_steps=3)  # (b) it trains on the slots
+    trained = trains_on(ex, "incoming", 0, world, after_steps=3)  # (b) it trains on the slots
     assert trained["resumed"] is None  # its first launch, from scratch
     donated = _events(ex, "donor", "donated")
     assert len(donated) == 1 and "initialised early" in donated[0]
@@ -136,7 +105,7 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
         ex.wait_for("donor", ExecState.STOPPED, TIMEOUT_S)
         assert ex.pool.held("donor") == []
     else:
-        shrunk = _trains(ex, "donor", 1, 1, after_steps=first["steps"])
+        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
         assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
         assert ex.pool.held("donor") == [0]
     assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
@@ -151,14 +120,14 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
     ex = make_executor(early_init=where != "executor")
     hold = tmp_path / "hold"
     hold.touch()  # no initialisation hold: the order is what is tested
-    ex.place(_tiny("donor"), _plan(2))
-    first = _trains(ex, "donor", 0, 2, after_steps=3)
+    ex.place(_tiny("donor"), on_node0(2))
+    first = trains_on(ex, "donor", 0, 2, after_steps=3)
     _hand_over(ex, 1, _tiny("incoming", hold, early_init=where != "job"), 1)
-    _wait(lambda: _waiting(hold).exists(), "the incoming job to start")
+    wait(lambda: _waiting(hold).exists(), "the incoming job to start")
     # its worker started only once the donor had shrunk and freed the slot (as before)
     assert ex.status("donor").launches == 2 and len(ex.status("donor").workers) == 1
-    _trains(ex, "incoming", 0, 1)
-    _trains(ex, "donor", 1, 1, after_steps=first["steps"])
+    trains_on(ex, "incoming", 0, 1)
+    trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
     assert not _events(ex, "incoming", "early-init") and not _events(ex, "donor", "donated")
     assert not _events(ex, "incoming", "early-started")
     ex.cancel("incoming")
@@ -169,19 +138,19 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
 def test_an_early_worker_that_dies_leaves_the_donor_alone(make_executor, tmp_path: Path) -> None:
     ex = make_executor()
     hold = tmp_path / "hold"
-    ex.place(_tiny("donor"), _plan(2))
-    first = _trains(ex, "donor", 0, 2, after_steps=3)
+    ex.place(_tiny("donor"), on_node0(2))
+    first = trains_on(ex, "donor", 0, 2, after_steps=3)
     _hand_over(ex, 1, _tiny("incoming", hold), 1)
-    _wait(lambda: _waiting(hold).exists(), "the early worker")
+    wait(lambda: _waiting(hold).exists(), "the early worker")
     ex._jobs["incoming"].early.procs[0].kill()  # white-box: it dies while it initialises
 
-    fallback = _wait(lambda: _events(ex, "incoming", "early-init-fallback"), "the fallback")
+    fallback = wait(lambda: _events(ex, "incoming", "early-init-fallback"), "the fallback")
     assert "exited" in fallback[0] and "starts normally" in fallback[0]
     # the donor was not harmed: it shrinks in place as decided, no restart, no crash
-    shrunk = _trains(ex, "donor", 1, 1, after_steps=first["steps"])
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
     assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
     hold.touch()
-    _trains(ex, "incoming", 0, 1)  # started normally on the freed slot
+    trains_on(ex, "incoming", 0, 1)  # started normally on the freed slot
     st = ex.status("incoming")
     assert st.crashes == 0 and len(_events(ex, "incoming", "early-init")) == 1  # no retry early
     assert not _events(ex, "incoming", "early-started")

@@ -8,37 +8,19 @@ endless by construction (an epoch count no test reaches) and cancelled at the en
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from corral.core.cluster import Placement  # noqa: E402
-from corral.executors.base import ExecState, JobLaunch, WorkerPlan  # noqa: E402
+from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
-from corral.protocol.env import JobConfig  # noqa: E402
+from trainjobs import on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
 
-TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 WORKER = Path(__file__).resolve().parent / "worker.py"
-TIMEOUT_S = 120
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _plan(workers: int) -> WorkerPlan:
-    return WorkerPlan(Placement(((0, workers),)))
-
-
-def _wait(predicate, what: str, timeout_s: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -49,36 +31,19 @@ def executor(tmp_path: Path):
     ex.shutdown(timeout_s=30)
 
 
-def _tiny(job_id: str) -> JobLaunch:
-    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16)
-    return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000"),
-                     str(TINY_JOB.parent), config=config)
-
-
-def _trains_on(ex: LocalExecutor, job_id: str, launch: int, world: int, after_steps: int = 0):
-    """The report once launch `launch` trains on `world` workers past `after_steps` steps and
-    the executor has taken that worker set as the job's."""
-    def ok():
-        r = ex.report(job_id)
-        return r if (r and r.get("launch") == launch and r.get("world_size") == world
-                     and r.get("steps", 0) > after_steps
-                     and ex.status(job_id).launches == launch + 1) else None
-    return _wait(ok, f"launch {launch} of {job_id} to train on {world} worker(s)")
-
-
 def _events(ex: LocalExecutor, job_id: str) -> list[tuple[str, str]]:
     return list(ex.status(job_id).events)
 
 
 def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecutor) -> None:
     ex = executor
-    ex.place(_tiny("grow"), _plan(2))
-    first = _trains_on(ex, "grow", 0, 2, after_steps=5)
+    ex.place(tiny("grow"), on_node0(2))
+    first = trains_on(ex, "grow", 0, 2, after_steps=5)
     pids = ex.status("grow").workers
     assert len(pids) == 2
 
-    ex.place(_tiny("grow"), _plan(4))
-    grown = _trains_on(ex, "grow", 1, 4, after_steps=first["steps"])
+    ex.place(tiny("grow"), on_node0(4))
+    grown = trains_on(ex, "grow", 1, 4, after_steps=first["steps"])
     st = ex.status("grow")
     assert st.launches == 2 and st.state is ExecState.RUNNING
     assert st.workers[:2] == pids  # the workers that stayed are the same processes
@@ -86,8 +51,8 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
     assert any(k == "resized" and "in place from 2 to 4" in d for k, d in _events(ex, "grow"))
 
-    ex.place(_tiny("grow"), _plan(1))
-    shrunk = _trains_on(ex, "grow", 2, 1, after_steps=grown["steps"])
+    ex.place(tiny("grow"), on_node0(1))
+    shrunk = trains_on(ex, "grow", 2, 1, after_steps=grown["steps"])
     st = ex.status("grow")
     assert st.workers == pids[:1] and st.launches == 3
     assert shrunk["resumed"]["in_place"] == 2
@@ -104,14 +69,14 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
 
 def test_a_new_worker_that_dies_falls_back_to_checkpoint_restart(executor: LocalExecutor) -> None:
     ex = executor
-    ex.place(_tiny("fall"), _plan(2))
-    first = _trains_on(ex, "fall", 0, 2, after_steps=5)
-    ex.place(_tiny("fall"), _plan(3))
+    ex.place(tiny("fall"), on_node0(2))
+    first = trains_on(ex, "fall", 0, 2, after_steps=5)
+    ex.place(tiny("fall"), on_node0(3))
     job = ex._jobs["fall"]  # white-box: the resize under way and its new worker
-    joiner = _wait(lambda: job.resize is not None and job.resize.joiners and job.resize.joiners[0],
+    joiner = wait(lambda: job.resize is not None and job.resize.joiners and job.resize.joiners[0],
                    "the new worker to start")
     joiner.kill()
-    after = _trains_on(ex, "fall", 1, 3, after_steps=first["steps"])
+    after = trains_on(ex, "fall", 1, 3, after_steps=first["steps"])
     assert after["resumed"]["checkpoint"] is not None  # restarted from a checkpoint
     assert after["resumed"]["steps"] >= first["steps"]  # nothing before the resize is lost
     events = _events(ex, "fall")
@@ -125,11 +90,11 @@ def test_a_command_that_is_not_a_trainer_is_resized_by_checkpoint_restart(
         executor: LocalExecutor, tmp_path: Path) -> None:
     ex = executor
     job = JobLaunch("plain", (sys.executable, str(WORKER), "count", "100000"), str(tmp_path))
-    ex.place(job, _plan(1))
+    ex.place(job, on_node0(1))
     first = ex.wait_for("plain", ExecState.RUNNING, 30).workers
-    _wait(lambda: ex.status("plain").workers, "the worker to run")
-    ex.place(job, _plan(2))
-    st = _wait(lambda: (s := ex.status("plain")).launches == 2 and len(s.workers) == 2 and s,
+    wait(lambda: ex.status("plain").workers, "the worker to run")
+    ex.place(job, on_node0(2))
+    st = wait(lambda: (s := ex.status("plain")).launches == 2 and len(s.workers) == 2 and s,
                "the restart on 2 workers")
     assert st.workers[0] not in first  # a new process: checkpoint-restart
     assert "resizing in place" not in ex.read_log("plain")

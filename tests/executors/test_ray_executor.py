@@ -10,7 +10,6 @@ down at the end of the module, whatever happened. Skipped when ray is not instal
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -24,15 +23,13 @@ import ray  # noqa: E402
 from corral.core.cluster import Placement  # noqa: E402
 from corral.core.errors import CorralError  # noqa: E402
 from corral.executors import create_executor  # noqa: E402
-from corral.executors.base import ExecState, JobLaunch, WorkerPlan  # noqa: E402
+from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
 from corral.executors.ray import RayExecutor, connect  # noqa: E402
 from corral.executors.ray_launch import check_address  # noqa: E402
 from corral.executors.ray_nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
 from corral.executors.ray_resize import plan_in_place  # noqa: E402
-from corral.protocol.env import JobConfig  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
-TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 
 #: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
 FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
@@ -40,6 +37,7 @@ FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500
 
 
 import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
+from trainjobs import tiny, trains_on  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -169,29 +167,11 @@ def test_an_in_place_plan_keeps_rank_0_and_never_moves_workers() -> None:
     assert plan_in_place(["a"], (("a", 1),)) is None  # nothing to do
 
 
-def _trains_on(ex: RayExecutor, job_id: str, launch: int, world: int, after_steps: int = 0):
-    """The report once launch `launch` trains on `world` workers past `after_steps` steps and
-    the executor has taken that worker set as the job's."""
-    def ok():
-        r = ex.report(job_id)
-        return r if (r and r.get("launch") == launch and r.get("world_size") == world
-                     and r.get("steps", 0) > after_steps
-                     and ex.status(job_id).launches == launch + 1) else None
-    return contract.wait_until(ok, 90, f"launch {launch} of {job_id} to train on {world} worker(s)")
-
-
 def _two_nodes(ray_cluster, ex: RayExecutor) -> None:
     """The module's second node again if an earlier test removed it, seen by `ex`."""
     if len(ex.cluster().gpus_per_node) < 2:
         ray_cluster.add_node(num_cpus=0, resources={"corral_slot": 2}, node_ip_address="127.0.0.1")
     contract.wait_until(lambda: ex.cluster().gpus_per_node == (2, 2), 60, "two nodes")
-
-
-def _trainer(job_id: str) -> JobLaunch:
-    """A corral.train job long by construction (an epoch count no test reaches)."""
-    return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000"),
-                     str(TINY_JOB.parent), config=JobConfig(init_bsz=16, max_bsz=16,
-                                                            max_local_bsz=16))
 
 
 def test_a_trainer_grows_onto_another_node_and_shrinks_back_in_place(ray_cluster, tmp_path):
@@ -204,20 +184,20 @@ def test_a_trainer_grows_onto_another_node_and_shrinks_back_in_place(ray_cluster
                      checkpoint_interval_s=1.0)
     try:
         _two_nodes(ray_cluster, ex)
-        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1),))))
-        first = _trains_on(ex, "ip", 0, 1, after_steps=5)
+        ex.place(tiny("ip"), WorkerPlan(Placement(((0, 1),))))
+        first = trains_on(ex, "ip", 0, 1, after_steps=5)
         (rank0,) = ex.status("ip").workers
 
-        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1), (1, 1)))))
-        grown = _trains_on(ex, "ip", 1, 2, after_steps=first["steps"])
+        ex.place(tiny("ip"), WorkerPlan(Placement(((0, 1), (1, 1)))))
+        grown = trains_on(ex, "ip", 1, 2, after_steps=first["steps"])
         st = ex.status("ip")
         assert st.workers[0] == rank0 and len(st.workers) == 2  # rank 0's actor stayed
         assert st.plan.placement == Placement(((0, 1), (1, 1)))
         assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
         assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
 
-        ex.place(_trainer("ip"), WorkerPlan(Placement(((0, 1),))))
-        shrunk = _trains_on(ex, "ip", 2, 1, after_steps=grown["steps"])
+        ex.place(tiny("ip"), WorkerPlan(Placement(((0, 1),))))
+        shrunk = trains_on(ex, "ip", 2, 1, after_steps=grown["steps"])
         assert ex.status("ip").workers == (rank0,) and shrunk["resumed"]["in_place"] == 2
         events = list(ex.status("ip").events)
         assert [d for k, d in events if k == "resized" and "in place from 1 to 2" in d]
@@ -237,16 +217,16 @@ def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_clus
                      crash_grace_s=1, poll_s=0.02, nodes_poll_s=0.2, report_interval_s=0.2,
                      checkpoint_interval_s=1.0)
     try:
-        ex.place(_trainer("fb"), WorkerPlan(Placement(((0, 1),))))
-        first = _trains_on(ex, "fb", 0, 1, after_steps=5)
-        ex.place(_trainer("fb"), WorkerPlan(Placement(((0, 2),))))
+        ex.place(tiny("fb"), WorkerPlan(Placement(((0, 1),))))
+        first = trains_on(ex, "fb", 0, 1, after_steps=5)
+        ex.place(tiny("fb"), WorkerPlan(Placement(((0, 2),))))
         job = ex._jobs["fb"]  # white-box: the resize under way and its new worker's actor
         joiner = contract.wait_until(
             lambda: job.resize is not None and job.resize.joiners is not None
             and job.resize.joiners.started and job.resize.joiners.actors[0], 60,
             "the new worker to start")
         ray.kill(joiner, no_restart=True)
-        after = _trains_on(ex, "fb", 1, 2, after_steps=first["steps"])
+        after = trains_on(ex, "fb", 1, 2, after_steps=first["steps"])
         assert after["resumed"]["checkpoint"] is not None  # restarted from a checkpoint
         assert after["resumed"]["steps"] >= first["steps"]  # nothing before the resize is lost
         events = list(ex.status("fb").events)

@@ -70,6 +70,7 @@ class JobRecord:
     started_at: float | None = None
     queued_at: float = field(default_factory=time.monotonic)
     not_before: float = 0.0  # monotonic time before which it is not started (retry back-off)
+    resize: Any = None  # an in-place resize under way (the executor's record of it)
     events: list[tuple[str, str]] = field(default_factory=list)  # see ExecStatus.events
 
 
@@ -314,6 +315,35 @@ class JobTableExecutor(Executor, Generic[J]):
         in place (corral.executors.resize)."""
         self._terminate(j, "resize", self.stop_timeout_s)
 
+    def _joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
+                       joiner_codes: Sequence[int | None]) -> bool:
+        """While an in-place resize's new workers start: drop it when the job was re-decided
+        (its target is no longer `planned`), stopped or crashed, and the lifecycle goes on;
+        fall back to checkpoint-restart when a new worker exited or time ran out. True when
+        the resize is over."""
+        if j.state is not ExecState.RUNNING or j.target != planned or any(
+                c is not None for c in old_codes):
+            self._drop_joiners(j)
+        elif any(c is not None for c in joiner_codes):
+            self._fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
+                            "was ready")
+        elif j.resize.timed_out():
+            self._fall_back(j, "the new workers were not ready in time")
+        else:
+            return False
+        return True
+
+    def _fall_back(self, j: J, why: str) -> None:
+        """The in-place resize under way (`j.resize`, corral.executors.resize) failed: its new
+        workers end, and the job is resized by checkpoint-restart instead (the old workers
+        checkpoint the state they hold on SIGTERM, or have already)."""
+        target = j.resize.new_world
+        self._drop_joiners(j)
+        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
+                    "resizing by checkpoint-restart instead")
+        if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
+            self._terminate(j, "resize", self.stop_timeout_s)
+
     def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
         """The job ends FAILED with `message` (its workers released first)."""
         j.state, j.message, j.target = ExecState.FAILED, message, None
@@ -450,5 +480,10 @@ class JobTableExecutor(Executor, Generic[J]):
         """Kill what is left of the job's worker set and free its resources."""
 
     @abstractmethod
+    def _drop_joiners(self, j: J) -> None:
+        """End the in-place resize's new workers and give back their slots (executors that
+        resize in place)."""
+        raise NotImplementedError
+
     def _try_start(self, j: J) -> None:
         """Start a launch of a queued job on `j.target` if its resources are free."""

@@ -52,11 +52,11 @@ from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
                                    new_launch_tag, signal_group, spawn, stop_pids)
 from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
-                                    runs_corral_train)
+                                    regroup_failure, runs_corral_train)
 from corral.executors.slots import SlotPool, detect_gpus
 from corral.protocol.early import ENV_EARLY_START, clear_gate, open_gate
-from corral.protocol.env import STOP_EXIT_CODE, WorkerEnv
-from corral.protocol.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
+from corral.protocol.env import WorkerEnv
+from corral.protocol.inplace import (ENV_JOIN_GENERATION, ResizeRequest,
                                      ready_ranks, write_request)
 
 __all__ = ["LocalExecutor"]
@@ -274,28 +274,17 @@ class LocalExecutor(JobTableExecutor[_Job]):
         old_codes = [p.poll() for p in j.procs]
         joiner_codes = [p.poll() for p in r.joiners]
         if r.phase == "joining":
-            if j.state is not ExecState.RUNNING or j.target != r.plan or any(
-                    c is not None for c in old_codes):
-                self._drop_joiners(j)  # re-decided, stopped or crashed: the lifecycle goes on
-            elif any(c is not None for c in joiner_codes):
-                self._fall_back(j, f"a new worker exited with status {joiner_codes} before it "
-                                "was ready")
-            elif r.timed_out():
-                self._fall_back(j, "the new workers were not ready in time")
-            elif r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
+            if self._joining_ended(j, r.plan, old_codes, joiner_codes):
+                return
+            if r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
                 self._send_request(j)
             return
         report = self.report(j.launch.job_id)
         if report and report.get("launch") == r.generation and report.get("world_size") == r.new_world:
             self._take_new_set(j)
             return
-        leaving = set(range(r.new_world, r.old_world))
-        bad = [(rank, c) for rank, c in enumerate(old_codes)
-               if c is not None and not (rank in leaving and c == LEAVE_EXIT_CODE)]
-        if bad or any(c is not None for c in joiner_codes):
-            why = ("the old workers gave up the regroup and checkpointed"
-                   if bad and all(c == STOP_EXIT_CODE for _, c in bad)
-                   else f"a worker exited during the regroup (old {old_codes}, new {joiner_codes})")
+        why = regroup_failure(old_codes, range(r.new_world, r.old_world), joiner_codes)
+        if why:
             self._fall_back(j, why)
         elif r.timed_out():
             self._fall_back(j, "the new process group did not report in time")
@@ -330,16 +319,6 @@ class LocalExecutor(JobTableExecutor[_Job]):
         self._event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
                     f"to {r.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
                     "(mechanism in-place; the old workers trained while the new ones started)")
-
-    def _fall_back(self, j: _Job, why: str) -> None:
-        """The in-place resize failed: checkpoint-restart instead (the old workers checkpoint
-        the state they hold on SIGTERM, or have already)."""
-        target = j.resize.plan.num_workers
-        self._drop_joiners(j)
-        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
-                    "resizing by checkpoint-restart instead")
-        if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
-            self._terminate(j, "resize", self.stop_timeout_s)
 
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and free their slots."""

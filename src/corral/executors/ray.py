@@ -61,10 +61,9 @@ from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, Wo
                                          ready, remove_groups)
 from corral.executors.ray_nodes import NodeTable
 from corral.executors.ray_resize import RayResize, local_ranks, merged, plan_in_place
-from corral.executors.resize import IN_PLACE, check_mechanism, runs_corral_train
-from corral.protocol.env import STOP_EXIT_CODE, WorkerEnv
-from corral.protocol.inplace import (ENV_JOIN_GENERATION, LEAVE_EXIT_CODE, ResizeRequest,
-                                     ready_ranks, write_request)
+from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
+from corral.protocol.env import WorkerEnv
+from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["RayExecutor", "connect"]
 
@@ -335,15 +334,9 @@ class RayExecutor(JobTableExecutor[_Job]):
             r.joiners.collect()
         joiner_codes = r.joiners.codes if r.joiners is not None else []
         if r.phase == "joining":
-            if j.state is not ExecState.RUNNING or j.target != r.target or any(
-                    c is not None for c in ws.codes):
-                self._drop_joiners(j)  # re-decided, stopped or crashed: the lifecycle goes on
-            elif any(c is not None for c in joiner_codes):
-                self._fall_back(j, f"a new worker exited with status {joiner_codes} before it "
-                                "was ready")
-            elif r.timed_out():
-                self._fall_back(j, "the new workers were not ready in time")
-            elif r.master is None:
+            if self._joining_ended(j, r.target, ws.codes, joiner_codes):
+                return
+            if r.master is None:
                 if ready(*r.address):
                     r.master = tuple(ray.get(r.address[0]))
             elif r.joiners is not None and not r.joiners.started:
@@ -358,13 +351,8 @@ class RayExecutor(JobTableExecutor[_Job]):
                 and report.get("world_size") == r.plan.new_world):
             self._take_new_set(j)
             return
-        leaving = set(r.plan.leaving)
-        bad = [(rank, c) for rank, c in enumerate(ws.codes)
-               if c is not None and not (rank in leaving and c == LEAVE_EXIT_CODE)]
-        if bad or any(c is not None for c in joiner_codes):
-            why = ("the old workers gave up the regroup and checkpointed"
-                   if bad and all(c == STOP_EXIT_CODE for _, c in bad)
-                   else f"a worker exited during the regroup (old {ws.codes}, new {joiner_codes})")
+        why = regroup_failure(ws.codes, r.plan.leaving, joiner_codes)
+        if why:
             self._fall_back(j, why)
         elif r.timed_out():
             self._fall_back(j, "the new process group did not report in time")
@@ -421,16 +409,6 @@ class RayExecutor(JobTableExecutor[_Job]):
         self._event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
                     f"to {r.plan.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
                     "(mechanism in-place; the old workers trained while the new ones started)")
-
-    def _fall_back(self, j: _Job, why: str) -> None:
-        """The in-place resize failed: checkpoint-restart instead (the old workers checkpoint
-        the state they hold on SIGTERM, or have already)."""
-        target = j.resize.plan.new_world
-        self._drop_joiners(j)
-        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
-                    "resizing by checkpoint-restart instead")
-        if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
-            self._terminate(j, "resize", self.stop_timeout_s)
 
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and give back their slots."""

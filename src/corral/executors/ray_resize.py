@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from corral.executors.ray_launch import Target, WorkerSet
-from corral.executors.resize import READY_TIMEOUT_S, SWITCH_TIMEOUT_S
+from corral.executors.resize import ResizeTimeline
 
 __all__ = ["InPlacePlan", "RayResize", "plan_in_place", "merged"]
 
@@ -73,7 +73,7 @@ def plan_in_place(old_nodes: Sequence[str], new_nodes: Sequence[tuple[str, int]]
 
 
 @dataclass
-class RayResize:
+class RayResize(ResizeTimeline):
     """One in-place resize under way: to `target` as generation `generation` of the job's
     process group (the launch number of the new worker set)."""
 
@@ -87,20 +87,14 @@ class RayResize:
     started: float = field(default_factory=time.monotonic)
     deadline: float = 0.0
 
-    def __post_init__(self) -> None:
-        if not self.deadline:
-            self.deadline = self.started + READY_TIMEOUT_S
+    @property
+    def new_world(self) -> int:
+        return self.plan.new_world
 
     @property
     def joiner_ranks(self) -> set[int]:
         return set(range(len(self.plan.staying), self.plan.new_world))
 
-    def switch(self) -> None:
-        self.phase = "switching"
-        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
-
-    def timed_out(self) -> bool:
-        return time.monotonic() > self.deadline
 
 
 def local_ranks(nodes: Sequence[str]) -> list[tuple[int, int]]:

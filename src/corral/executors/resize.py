@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Mapping
+from typing import IO, Any, Collection, Mapping, Sequence
 
 from corral.executors.base import WorkerPlan
+from corral.protocol.env import STOP_EXIT_CODE
+from corral.protocol.inplace import LEAVE_EXIT_CODE
 
 __all__ = ["MECHANISMS", "IN_PLACE", "CHECKPOINT_RESTART", "InPlaceResize", "check_mechanism",
-           "runs_corral_train"]
+           "runs_corral_train", "regroup_failure", "ResizeTimeline"]
 
 CHECKPOINT_RESTART = "checkpoint-restart"
 IN_PLACE = "in-place"
@@ -59,8 +61,44 @@ def runs_corral_train(report: Mapping[str, Any] | None, launch: int, rank0_pid: 
         and report.get("state") == "running" and report.get("first_step_time") is not None
 
 
+def regroup_failure(old_codes: Sequence[int | None], leaving: Collection[int],
+                    joiner_codes: Sequence[int | None]) -> str | None:
+    """Why a regroup under way has failed, from the exit statuses so far (None: still running,
+    or an old worker with no new rank that left as it should); None when nothing failed."""
+    bad = [(rank, c) for rank, c in enumerate(old_codes)
+           if c is not None and not (rank in leaving and c == LEAVE_EXIT_CODE)]
+    if not bad and all(c is None for c in joiner_codes):
+        return None
+    if bad and all(c == STOP_EXIT_CODE for _, c in bad):
+        return "the old workers gave up the regroup and checkpointed"
+    return f"a worker exited during the regroup (old {list(old_codes)}, new {list(joiner_codes)})"
+
+
+class ResizeTimeline:
+    """The phases of an in-place resize and their deadlines, for the executors' records of one
+    (which hold `phase`, `started` and `deadline`): "joining" (the new workers start) until
+    READY_TIMEOUT_S after the start, then "switching" (the request is out) for
+    SWITCH_TIMEOUT_S."""
+
+    phase: str
+    started: float
+    deadline: float
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = self.started + READY_TIMEOUT_S
+
+    def switch(self) -> None:
+        """The request is out: the old workers now regroup."""
+        self.phase = "switching"
+        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
+
+    def timed_out(self) -> bool:
+        return time.monotonic() > self.deadline
+
+
 @dataclass
-class InPlaceResize:
+class InPlaceResize(ResizeTimeline):
     """One in-place resize under way: from `old_world` workers to `plan`'s, as generation
     `generation` of the job's process group (the launch number of the new worker set)."""
 
@@ -75,10 +113,6 @@ class InPlaceResize:
     phase: str = "joining"  # "joining": new workers initialise; "switching": request sent
     deadline: float = 0.0
 
-    def __post_init__(self) -> None:
-        if not self.deadline:
-            self.deadline = self.started + READY_TIMEOUT_S
-
     @property
     def new_world(self) -> int:
         return self.plan.num_workers
@@ -91,10 +125,3 @@ class InPlaceResize:
         """Each old rank's new rank: ranks keep their number; the highest leave on a shrink."""
         return {r: (r if r < self.new_world else None) for r in range(self.old_world)}
 
-    def switch(self) -> None:
-        """The request is out: the old workers now regroup."""
-        self.phase = "switching"
-        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
-
-    def timed_out(self) -> bool:
-        return time.monotonic() > self.deadline

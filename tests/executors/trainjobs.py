@@ -1,0 +1,54 @@
+"""A corral.train job for executor tests, and the wait for one of its launches to train.
+
+The job (tests/train/tiny_job.py) is long by construction: an epoch count no test reaches, so
+every wait is for a state it reaches while training; tests cancel it at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from corral.core.cluster import Placement
+from corral.executors.base import Executor, JobLaunch, WorkerPlan
+from corral.protocol.env import JobConfig
+
+TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
+TIMEOUT_S = 120.0
+
+
+def tiny(job_id: str, *extra: str, early_init: bool | None = None) -> JobLaunch:
+    """The tiny trainer at a fixed batch of 16, with `extra` arguments."""
+    return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000", *extra),
+                     str(TINY_JOB.parent), config=JobConfig(init_bsz=16, max_bsz=16,
+                                                            max_local_bsz=16),
+                     early_init=early_init)
+
+
+def on_node0(workers: int) -> WorkerPlan:
+    return WorkerPlan(Placement(((0, workers),)))
+
+
+def wait(predicate: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) -> Any:
+    """`predicate()` once it is true; AssertionError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def trains_on(ex: Executor, job_id: str, launch: int, world: int, after_steps: int = 0,
+              timeout_s: float = TIMEOUT_S) -> dict:
+    """The report once launch `launch` of the job trains on `world` workers past `after_steps`
+    steps and the executor has taken that worker set as the job's."""
+    def ok() -> dict | None:
+        r = ex.report(job_id)
+        return r if (r and r.get("launch") == launch and r.get("world_size") == world
+                     and r.get("steps", 0) > after_steps
+                     and ex.status(job_id).launches == launch + 1) else None
+    return wait(ok, f"launch {launch} of {job_id} to train on {world} worker(s)", timeout_s)

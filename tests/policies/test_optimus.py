@@ -113,7 +113,8 @@ def snap(views: list[JobView], cluster: Cluster = Cluster.uniform(2, 4)) -> Snap
 def test_oracle_gives_spare_gpus_to_the_longer_job() -> None:
     long, short = view(spec("long"), estimator_with(SCALES), remaining=10_000), \
         view(spec("short"), estimator_with(SCALES), remaining=100)
-    d = create_policy("optimus-oracle", {"explore_factor": "0"}).decide(snap([short, long]))
+    d = create_policy("optimus-oracle", {"speed_model": "allreduce", "explore_factor": "0"}
+                      ).decide(snap([short, long]))
     assert d.get("long").num_gpus > d.get("short").num_gpus >= 1
     assert d.get("long").batch == spec("long").user_batch(d.get("long").num_gpus)  # TunedJobs
     used = sum(a.num_gpus for a in d.assignments.values())
@@ -123,7 +124,7 @@ def test_oracle_gives_spare_gpus_to_the_longer_job() -> None:
 def test_exploration_caps_growth_and_unrun_jobs_get_one_gpu() -> None:
     one = view(spec("one"), estimator_with(SCALES[:1]), remaining=1e6)
     fresh = view(spec("fresh"), estimator_with([]), remaining=1e6)
-    d = create_policy("optimus-oracle").decide(snap([one, fresh]))
+    d = create_policy("optimus-oracle", {"speed_model": "allreduce"}).decide(snap([one, fresh]))
     assert d.get("one").num_gpus == 2  # 2 x the most GPUs it has run on
     assert d.get("fresh").num_gpus == 1  # no model yet: starvation-avoidance GPU only
 
@@ -136,6 +137,22 @@ def test_ps_speed_model_is_used_once_three_gpu_counts_were_run() -> None:
     assert np.all(np.diff(table[1:5]) < 0)
     with pytest.raises(UnknownPolicyError, match="speed_model"):
         create_policy("optimus", {"speed_model": "magic"})
+
+
+def test_oracle_speed_model_reads_true_step_times_and_explores_nothing() -> None:
+    """optimus-oracle (default speed_model=oracle) grows a job that never ran straight to the
+    count the true step times favour, as the Pollux artifact's Optimus+Oracle did."""
+    s = spec("j", batch=1024)
+    true_step = (4.0, 2.0, 1.4, 1.0, 0.9, 0.85, 0.84, 0.9)  # 1..8 GPUs
+    v = view(s, estimator_with([]), remaining=1e5)
+    v.oracle = OracleInfo(1e5, 1e5, step_s_user=true_step)
+    d = create_policy("optimus-oracle").decide(snap([v]))
+    assert d.get("j").num_gpus == 7  # gains positive up to 7, negative at 8
+    v.oracle = OracleInfo(1e5, 1e5)  # no table: a clear error, not a silent guess
+    with pytest.raises(RuntimeError, match="step_s_user"):
+        create_policy("optimus-oracle").decide(snap([v]))
+    with pytest.raises(UnknownPolicyError, match="oracle"):
+        create_policy("optimus", {"speed_model": "oracle"})
 
 
 def test_online_remaining_steps_follow_the_convergence_fit() -> None:

@@ -49,6 +49,12 @@ class JobSpec:
     #: Seconds the job ran in its source trace on `gpus` GPUs at `batch_size`, when a trace
     #: says (a duration-based job): the simulator scales its model's epochs to take that long.
     trace_duration_s: float | None = None
+    #: On one GPU, a total batch above this many samples trains as at least two micro-batches
+    #: (one accumulation step): AdaptDL, the system the Pollux measurements replay, needs two
+    #: gradient samples per step to estimate gradient noise (the artifact's simulator.py and
+    #: goodput.py apply it to fixed and chosen batches alike; perf.goodput does for chosen ones).
+    #: None: no such rule (corral.train estimates noise from consecutive steps instead).
+    one_gpu_split_bsz: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -64,11 +70,27 @@ class JobSpec:
         per_gpu = total / max(num_gpus, 1)
         return max(0, math.ceil(per_gpu / self.max_local_bsz) - 1)
 
+    def max_user_gpus(self, total_gpus: int) -> int:
+        """Most GPUs the user's batch spreads over: each keeps >= `min_local_bsz` samples (the
+        Pollux artifact's cap for its baselines), within `max_gpus` and `total_gpus`."""
+        return max(1, min(total_gpus, self.max_gpus, self.batch_size // self.min_local_bsz))
+
     def user_batch(self, num_gpus: int) -> "BatchConfig":
-        """The user's fixed total batch over `num_gpus`, with accumulation when it does not fit."""
+        """The user's fixed total batch over `num_gpus`, with accumulation when it does not fit
+        (and, on one GPU above `one_gpu_split_bsz`, at least one accumulation step).
+
+        The per-GPU batch is rounded up, but not past `max_bsz` in total (bert's 384 on 5 GPUs
+        runs as 5 x 10 x 7 = 350, not 5 x 11 x 7 = 385: the Pollux artifact's cap, as in
+        perf.goodput; its gradient statistics end at the largest validated batch)."""
         s = self.accum_steps_for(num_gpus)
-        local = max(1, math.ceil(self.batch_size / (num_gpus * (s + 1))))
-        return BatchConfig(local, s)
+        if num_gpus == 1 and self.one_gpu_split_bsz is not None \
+                and self.batch_size > self.one_gpu_split_bsz:
+            s = max(s, 1)
+        micro = num_gpus * (s + 1)
+        local = math.ceil(self.batch_size / micro)
+        if self.batch_size <= self.max_bsz:
+            local = min(local, self.max_bsz // micro)
+        return BatchConfig(max(1, local), s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +138,9 @@ class OracleInfo:
 
     remaining_steps_user: float  # optimizer steps left at the user's batch size
     remaining_s_user: float  # seconds left running alone at the user's configuration
+    #: True seconds per optimizer step at the user's batch on 1, 2, ... packed GPUs (entry k-1
+    #: for k GPUs, up to `JobSpec.max_user_gpus`); empty where the source has no table.
+    step_s_user: tuple[float, ...] = ()
 
 
 @dataclass(slots=True)

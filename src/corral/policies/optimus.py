@@ -15,14 +15,19 @@ gradient accumulation when the per-GPU share does not fit.
 * `optimus-oracle`: Q_j is the true remaining steps from `JobView.oracle` (the Pollux paper's
   "Optimus+Oracle").
 
-Speed model: the jobs here synchronise by all-reduce, so the step time comes from the job's own
-fitted Pollux throughput model (`JobView.estimator`, `corral.perf.throughput`), at the packed
-placement of K GPUs. `speed_model=ps` uses Optimus's parameter-server form instead (Eq. 4 with
-one PS per worker, NNLS-fitted in `corral.perf.ps_speed`) once a job has run at 3 GPU counts.
+Speed model: `optimus-oracle` reads the true step time at the user's batch on K packed GPUs
+(`speed_model=oracle`, `JobView.oracle.step_s_user`), as the Pollux artifact's Optimus+Oracle
+did (its optimus.py asks the application's measured throughput, not a fit), and has no
+exploration cap: it knows every GPU count's speed. Otherwise the jobs here synchronise by
+all-reduce, so the step time comes from the job's own fitted Pollux throughput model
+(`speed_model=allreduce`, the default of `optimus`; `JobView.estimator`,
+`corral.perf.throughput`), at the packed placement of K GPUs. `speed_model=ps` uses Optimus's
+parameter-server form instead (Eq. 4 with one PS per worker, NNLS-fitted in
+`corral.perf.ps_speed`) once a job has run at 3 GPU counts.
 
 Decided where the paper is silent:
-* No pre-run: the paper profiles each job on ~5 (p, w) configurations before it starts; a
-  simulated job observes only what it runs. A job that has never run gets its one GPU and no
+* No pre-run (fitted speed models): the paper profiles each job on ~5 (p, w) configurations
+  before it starts; a simulated job observes only what it runs. A job that has never run gets its one GPU and no
   more; afterwards it may grow to at most `explore_factor` x the most GPUs it has run on, so a
   model extrapolated from small runs cannot grab the cluster (Pollux's exploration rule).
 * GPUs per job are capped at user batch / smallest per-GPU batch (the Pollux artifact's cap).
@@ -65,14 +70,15 @@ USER_DELTA: dict[str, float] = {
     "yolov3": 1.7e-3,
 }
 
-SPEED_MODELS = ("allreduce", "ps")
+SPEED_MODELS = ("oracle", "allreduce", "ps")
 MIN_PS_POINTS = 3
 
 
 @dataclass
 class OptimusOracleParams:
-    speed_model: str = "allreduce"  # allreduce (Pollux model) | ps (Optimus Eq. 4, p = w)
-    explore_factor: float = 2.0  # growth cap: x the most GPUs the job has run on (0 = none)
+    #: oracle (true step times) | allreduce (fitted Pollux model) | ps (Optimus Eq. 4, p = w)
+    speed_model: str = "oracle"
+    explore_factor: float = 2.0  # fitted models: x the most GPUs the job has run on (0 = none)
 
     def __post_init__(self) -> None:
         if self.speed_model not in SPEED_MODELS:
@@ -83,6 +89,7 @@ class OptimusOracleParams:
 
 @dataclass
 class OptimusParams(OptimusOracleParams):
+    speed_model: str = "allreduce"  # allreduce | ps: a policy that is no oracle fits its speed
     delta: float = 1e-3  # relative convergence threshold of applications not in the table
     delta_by_app: str = ""  # app=δ,... overriding USER_DELTA
     delta_prime_factor: float = 3.0  # δ' = factor x δ (the paper's 3% vs 1%)
@@ -92,6 +99,8 @@ class OptimusParams(OptimusOracleParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.speed_model == "oracle":
+            raise ValueError("speed_model=oracle needs the oracle policy (optimus-oracle)")
         if not self.delta > 0 or not self.delta_prime_factor >= 1 or self.overestimate < 1:
             raise ValueError("need delta > 0, delta_prime_factor >= 1 and overestimate >= 1")
         if self.fallback_epochs < 1 or self.max_epochs < 2:
@@ -300,7 +309,9 @@ class OptimusOracle(Policy):
 
     def max_gpus(self, view: JobView, total_gpus: int) -> int:
         spec = view.spec
-        cap = min(total_gpus, spec.max_gpus, max(1, spec.batch_size // spec.min_local_bsz))
+        cap = spec.max_user_gpus(total_gpus)
+        if self.params.speed_model == "oracle":  # knows every count's speed: nothing to explore
+            return max(cap, max(1, spec.min_gpus))
         seen = view.estimator.max_gpus_observed if view.estimator is not None else 0
         if self.params.explore_factor > 0:
             cap = min(cap, max(1, int(self.params.explore_factor * seen)))
@@ -308,7 +319,9 @@ class OptimusOracle(Policy):
 
     def step_times(self, view: JobView, max_gpus: int, per_node: int) -> np.ndarray | None:
         """Seconds per step at the user's batch on 1..max_gpus packed GPUs (index 0 unused);
-        None before the job has run anywhere."""
+        None when unknown (a fitted model before the job has run anywhere)."""
+        if self.params.speed_model == "oracle":
+            return self._oracle_step_times(view, max_gpus)
         est = view.estimator
         params = est.throughput_params() if est is not None else None
         if params is None:
@@ -329,6 +342,18 @@ class OptimusOracle(Policy):
         table = np.concatenate(([np.inf], np.asarray(table, dtype=float)))
         self._tables[view.name] = (key, max_gpus, table)
         return table
+
+    def _oracle_step_times(self, view: JobView, max_gpus: int) -> np.ndarray:
+        """The true step times of `JobView.oracle` on 1..max_gpus GPUs (index 0 unused)."""
+        known = view.oracle.step_s_user if view.oracle is not None else ()
+        if len(known) < max_gpus:
+            raise RuntimeError(f"{self.name}: speed_model=oracle needs JobView.oracle.step_s_user "
+                               f"for 1..{max_gpus} GPUs of {view.name} (the simulator fills it)")
+        cached = self._tables.get(view.name)
+        if cached is None or cached[0] is not known or cached[1] != max_gpus:
+            table = np.concatenate(([np.inf], np.asarray(known[:max_gpus], dtype=float)))
+            self._tables[view.name] = cached = (known, max_gpus, table)
+        return cached[2]
 
     def _ps_step_times(self, view: JobView, ks: np.ndarray) -> np.ndarray | None:
         """Optimus Eq. 4 (p = w = K) fitted to the optimizer-step times the job has run."""

@@ -27,7 +27,7 @@ from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover
-from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at
+from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.results import JobRecord, SimResult
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.scaled import job_app
@@ -192,10 +192,13 @@ class Simulator:
 
     def _oracle(self, job: SimJob) -> OracleInfo:
         spec = job.spec
-        counts = packed_counts(spec.gpus, self.cluster.max_node_gpus)
+        per_node = self.cluster.max_node_gpus
+        counts = packed_counts(spec.gpus, per_node)
         secs, steps = remaining_at(job.truth, counts, spec.user_batch(spec.gpus),
                                    job.total_epochs, job.epoch, job.progress)
-        return OracleInfo(remaining_steps_user=steps, remaining_s_user=secs)
+        speed = user_step_times(job.truth, spec, per_node,
+                                spec.max_user_gpus(self.cluster.total_gpus))
+        return OracleInfo(remaining_steps_user=steps, remaining_s_user=secs, step_s_user=speed)
 
     def _validate(self, decision: Decision, active: list[SimJob]) -> None:
         check_decision(decision, {j.spec.name for j in active}, self.cluster, self.policy.name)

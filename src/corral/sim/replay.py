@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from corral.core.jobs import BatchConfig
+from corral.core.jobs import BatchConfig, JobSpec
 from corral.sim.truth.base import AppTruth
 
 
@@ -47,6 +47,19 @@ def fixed_config_epochs(truth: AppTruth, counts: tuple[int, ...], batch: BatchCo
                         epochs: int) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, optimizer steps) each epoch takes alone at a fixed placement and batch."""
     return _fixed_config_epochs(truth, counts, batch.local_bsz, batch.accum_steps, epochs)
+
+
+@lru_cache(maxsize=4096)
+def user_step_times(truth: AppTruth, spec: JobSpec, gpus_per_node: int,
+                    max_gpus: int) -> tuple[float, ...]:
+    """Seconds per optimizer step at `spec`'s own batch on 1..`max_gpus` packed GPUs, with its
+    accumulation steps: the true speed an oracle policy reads (memoised per job)."""
+    out = []
+    for k in range(1, max_gpus + 1):
+        batch = spec.user_batch(k)
+        step_s, sync_s = truth.step_time(packed_counts(k, gpus_per_node), batch.local_bsz)
+        out.append(step_s + batch.accum_steps * (step_s - sync_s))
+    return tuple(out)
 
 
 def remaining_at(truth: AppTruth, counts: tuple[int, ...], batch: BatchConfig, epochs: int,

@@ -106,7 +106,9 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
 
     A fixed-batch application (`limits.fixed_bsz`, e.g. ncf) runs at that total batch under every
     policy: its batch size, M0 and maximum are all `fixed_bsz`. `limits.max_gpus`, when set, caps
-    the job's GPUs (`JobSpec.max_gpus`; the Pollux reference ran ncf on one GPU).
+    the job's GPUs (`JobSpec.max_gpus`; the Pollux reference ran ncf on one GPU). On one GPU a
+    batch above the application's measured M0 trains as two or more micro-batches
+    (`JobSpec.one_gpu_split_bsz`, the measured system's rule: ncf's 32768 runs as 2 x 16384).
     """
     init, top = limits.init_bsz, limits.max_bsz
     if limits.fixed_bsz is not None:
@@ -117,6 +119,7 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
             batch_size=int(batch_size), init_bsz=int(init), max_bsz=int(top),
             min_local_bsz=limits.min_local_bsz, max_local_bsz=limits.max_local_bsz,
             adaptive=limits.adaptive, lr_rule=limits.lr_rule, epochs=limits.epochs,
+            one_gpu_split_bsz=limits.init_bsz,
             **({} if limits.max_gpus is None else {"max_gpus": int(limits.max_gpus)}))
     except ValueError as exc:
         raise InputError(f"{where or name}: {exc}") from None

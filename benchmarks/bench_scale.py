@@ -48,6 +48,28 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   keeps nodes bucketed by free GPUs (identical placements). The fits are `corral.perf`'s and
   their results must not change, so they were left as they are; pollux's rounds after the first
   are dominated by the same fits.
+* Round 2 of the fits: the catalog truth is deterministic, so jobs of one application that ran
+  the same configurations have bit-identical profiles: recorded from 200-job optimus and 100-job
+  pollux rounds at t=0, 650 fits had 33 distinct inputs (4,000-job optimus, 5 rounds: 11,226
+  fits, 27 distinct; busiest day under optimus: 10,425 fits, 66 distinct). `fit_throughput` now
+  remembers fits by the exact bytes of their inputs and warm start (`_fit_memo`, LRU), so a hit
+  is the same computation by construction. scipy's gradient is the objective's analytic one
+  (`jac=True`), a few hundred evaluations of a handful of points per fit, where numpy's
+  per-call overhead is the cost: the objective now computes each value once, reduces with
+  `np.add.reduce` (what np.sum/np.mean call) and takes the masks precomputed per fit -- the
+  same floating-point operations, 1.2-1.4x per evaluation; scipy's own wrapper is about a
+  quarter of a fit and was left alone.
+* With the fits memoised, optimus's t=0 rounds were 37 % `steps_per_epoch`: each job before its
+  first epoch scanned every job for another of its application (4,000 x 4,000); `Optimus` now
+  looks each application up once per round (`borrowed_epoch_steps`, same job, same arithmetic).
+  The busiest day under optimus (cProfile, 113 s) was then 72 % `Optimus.predict` ->
+  `predict_total_epochs` (the convergence fit): 73,479 calls, 312 distinct histories (jobs of
+  one application at one batch size see the same curve). It is remembered by the exact bytes of
+  its inputs too (`_predict_memo`). Day: 589.5 s (241.0 s CPU) -> 6.9 s (5.0 s CPU), same
+  figures (3,908 rounds, avg JCT 1584 s), both at load average ~6-10 on the shared 2 cores;
+  optimus round median 22.5 s (load ~1) -> 0.24 s (load ~7).
+* pollux's rounds are now its genetic search (`pollux_search`: `_trim`, `_pick`, `_growth`,
+  `_merge`, ~80 % of `decide`), not the fits; its 0.1 s target needs work there.
 """
 
 from __future__ import annotations

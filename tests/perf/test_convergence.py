@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.perf.convergence import (LossCurve, delta_at_epochs, fit_loss_curve,
+from corral.perf.convergence import (LossCurve, _predict_memo, delta_at_epochs, fit_loss_curve,
                                      last_segment_start, oriented_loss, predict_total_epochs,
                                      remove_outliers)
 
@@ -80,3 +80,17 @@ def test_whole_curve_predicts_its_own_length() -> None:
 def test_fallback_before_three_points() -> None:
     pred = predict_total_epochs([0.9, 0.8], 0.01, fallback_epochs=20)
     assert not pred.fitted and pred.total_epochs == 22
+
+
+def test_prediction_is_remembered_by_its_exact_inputs():
+    history = [0.2, 0.5, 0.62, 0.7, 0.74, 0.77]
+    _predict_memo.cache_clear()
+    first = predict_total_epochs(history, 0.01)
+    assert predict_total_epochs(np.array(history), 0.01, delta_prime=3.0 * 0.01) is first
+    assert predict_total_epochs(history, 0.01, delta_prime=0.02) is not first
+    _predict_memo.cache_clear()
+    assert predict_total_epochs(tuple(history), 0.01) == first  # computed afresh: the same
+    with pytest.raises(ValueError):  # invalid inputs raise every time, never remembered
+        predict_total_epochs(history, 0.0)
+    with pytest.raises(ValueError):
+        predict_total_epochs(history, 0.0)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corral.perf.throughput import (PARAM_LOWER_BOUND, ThroughputParams, fit_throughput,
-                                    grad_time, iteration_time, sync_time)
+from corral.perf.throughput import (PARAM_LOWER_BOUND, ThroughputParams, _fit_memo,
+                                    fit_throughput, grad_time, iteration_time, sync_time)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pollux"
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
@@ -201,6 +201,31 @@ def test_fit_respects_bounds():
 def test_fit_rejects_bad_input(bad):
     with pytest.raises(ValueError):
         fit_throughput(*bad)
+
+
+def test_fit_is_remembered_by_its_exact_inputs():
+    n, k, m, step, sync = synthetic(TRUE, placements=[(1, 1), (1, 2)])
+    _fit_memo.cache_clear()
+    first = fit_throughput(n, k, m, step, sync)
+    # the same values in another container (lists, another job's estimator) hit the memo
+    again = fit_throughput(list(n), list(k), list(m), list(step), list(sync))
+    assert again is first and _fit_memo.cache_info().hits == 1
+    warm = fit_throughput(n, k, m, step, sync, initial=first)
+    assert fit_throughput(n, k, m, step, sync, initial=first) is warm
+    # a remembered fit is the fit: computed afresh it is bit-identical
+    _fit_memo.cache_clear()
+    assert fit_throughput(n, k, m, step, sync).as_array().tobytes() == first.as_array().tobytes()
+    assert fit_throughput(n, k, m, step, sync, initial=first) == warm
+    # an input one ulp away is another fit
+    fit_throughput(n, k, m, np.nextafter(step, 1.0), sync)
+    assert _fit_memo.cache_info().misses == 3
+
+
+def test_bad_input_is_rejected_every_time():
+    bad = ([1], [1], [8], [0.0], [0.0])
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            fit_throughput(*bad)
 
 
 # ----------------------------------------------------------------- measured profiles

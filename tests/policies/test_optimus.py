@@ -12,7 +12,8 @@ from corral.core.policy import create_policy
 from corral.perf.convergence import LossCurve, predict_total_epochs
 from corral.perf.estimator import JobEstimator
 from corral.policies.optimus import (USER_DELTA, EvenPlacer, JobDemand, fewest_nodes_even,
-                                     marginal_gain_allocation, steps_per_epoch)
+                                     borrowed_epoch_steps, marginal_gain_allocation,
+                                     steps_per_epoch)
 from corral.policies.placement import take
 
 INF = np.inf
@@ -168,6 +169,31 @@ def test_online_remaining_steps_follow_the_convergence_fit() -> None:
     # Before its first epoch a job borrows steps/epoch from another job of the same model.
     fresh = view(spec("fresh", batch=512), None)
     assert steps_per_epoch(fresh, snap([v, fresh])) == pytest.approx(25)
+
+
+def test_steps_per_epoch_borrows_from_the_first_job_of_the_app_once_per_round() -> None:
+    first = view(spec("a", batch=256), None, metrics=((100, 2, 0.5),))
+    second = view(spec("b", batch=128), None, metrics=((90, 1, 0.5),))
+    other_app = view(spec("c", app="bert"), None, metrics=((7, 1, 0.5),))
+    fresh = view(spec("fresh", batch=512), None, steps=3)
+    s = snap([other_app, first, second, fresh])
+    assert borrowed_epoch_steps(s, "cifar10") == (50.0, 256)
+    assert steps_per_epoch(fresh, s) == 25.0
+    lonely = view(spec("lonely", app="ncf"), None, steps=3)
+    assert borrowed_epoch_steps(s, "ncf") is None and steps_per_epoch(lonely, s) == 3.0
+    pol = create_policy("optimus")
+    looked_up: list[str] = []
+
+    def counting(snapshot: Snapshot, app: str):
+        looked_up.append(app)
+        return borrowed_epoch_steps(snapshot, app)
+    pol._epoch_steps = None
+    for v in (fresh, lonely, fresh, lonely):
+        pol._borrow(s, v.spec.app)
+    assert pol._epoch_steps[1] == {"cifar10": (50.0, 256), "ncf": None}
+    assert steps_per_epoch(fresh, s, counting) == steps_per_epoch(fresh, s, pol._borrow) == 25.0
+    pol.decide(s)
+    assert pol._epoch_steps is None  # the round's table does not outlive its snapshot
 
 
 def test_bad_parameters() -> None:

@@ -29,6 +29,7 @@ Decided where the paper is silent:
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import dataclass
 
@@ -151,6 +152,9 @@ def _fit_at(u: np.ndarray, k: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np
     return a, c, sse
 
 
+# Predictions remembered by their exact inputs (`_predict_memo`); an entry holds the history.
+_PREDICT_MEMO_SIZE = 4096
+
 _U_GRID = np.concatenate(([0.0], np.geomspace(1e-3, 1e5, 49)))
 _REFINE_POINTS = 25
 _REFINE_ROUNDS = 4
@@ -203,10 +207,32 @@ def predict_total_epochs(metric: ArrayLike, delta: float, *, delta_prime: float 
 
     With fewer than 3 points in the current segment the prediction is "20 epochs more" (the
     Optimus reference code's fallback). `delta_prime` defaults to 3 δ (the paper's 3% vs 1%).
+
+    The prediction is a pure function of its inputs, so it is remembered by their exact bytes
+    (`_predict_memo`): jobs of one application at one batch size have identical histories, and
+    a policy asks again for each of them after every epoch.
     """
+    y = np.asarray(metric, dtype=float)
+    d_prime = 3.0 * delta if delta_prime is None else delta_prime
+    deltas = np.array([delta, d_prime], dtype=float)
+    return _predict_memo(y.tobytes(), y.shape, deltas.tobytes(), max_epochs, fallback_epochs)
+
+
+@functools.lru_cache(maxsize=_PREDICT_MEMO_SIZE)
+def _predict_memo(metric: bytes, shape: tuple[int, ...], deltas: bytes, max_epochs: int,
+                  fallback_epochs: int) -> ConvergencePrediction:
+    """`_predict` of the float64 bytes of the history and of (δ, δ'): a hit is the same
+    computation by construction; the prediction is immutable, so callers may share it."""
+    delta, d_prime = np.frombuffer(deltas).tolist()
+    return _predict(np.frombuffer(metric).reshape(shape), delta, d_prime, max_epochs,
+                    fallback_epochs)
+
+
+def _predict(metric: np.ndarray, delta: float, d_prime: float, max_epochs: int,
+             fallback_epochs: int) -> ConvergencePrediction:
+    """`predict_total_epochs` with δ' given."""
     y = oriented_loss(metric)
     n = y.size
-    d_prime = 3.0 * delta if delta_prime is None else delta_prime
     start = last_segment_start(y) if n else 0
     seg = y[start:]
     curve = fit_loss_curve(remove_outliers(seg / abs(seg[0]) if seg.size and seg[0] else seg))

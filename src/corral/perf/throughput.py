@@ -12,6 +12,7 @@ prior pinning follow ../shared/specs/pollux.md sections 1.2.1, 1.2.2 and 2.4.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -41,9 +42,16 @@ _LBFGSB_OPTIONS = {"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500}
 _LOG_LOWER = float(np.log(PARAM_LOWER_BOUND))
 _LOG_UPPER = float(np.log(1e9))
 
+# Fits remembered by their exact inputs (`_fit_memo`); an entry is a few hundred bytes.
+_FIT_MEMO_SIZE = 4096
+
 # A warm-start value at or below this was pinned (or driven to the bound): start it afresh,
 # since in log space a parameter sitting at the bound has almost no gradient.
 _WARM_MIN = 1e3 * PARAM_LOWER_BOUND
+
+# np.sum and np.mean of a 1-d array are this reduction (np.mean then divides by the count),
+# without their argument handling, which costs more than the sum of a few points.
+_sum = np.add.reduce
 
 # Positions in ThroughputParams.as_array().
 _AG, _BG, _AL, _BL, _AN, _BN, _GAMMA = range(7)
@@ -135,7 +143,8 @@ def iteration_time(params: ThroughputParams, num_nodes: ArrayLike, num_gpus: Arr
 
 @dataclass(frozen=True, slots=True)
 class _Profile:
-    """One point per unique (N, K, m): averaged step and compute (grad) times."""
+    """One point per unique (N, K, m): averaged step and compute (grad) times, and the sync
+    regime of each point (Eq. 9), computed once per fit rather than at every evaluation."""
 
     nodes: np.ndarray
     gpus: np.ndarray
@@ -143,18 +152,22 @@ class _Profile:
     log_step: np.ndarray
     log_grad: np.ndarray
     grad_mean_s: float
+    local: np.ndarray  # all replicas on one node, >= 2 GPUs
+    node: np.ndarray  # replicas on >= 2 nodes
+    synced: np.ndarray  # local | node
+    extra: np.ndarray  # max(K - 2, 0)
+    local_01: np.ndarray  # `local` as 0.0/1.0, the values numpy multiplies a bool mask as
+    node_01: np.ndarray
 
 
-def _aggregate(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
-               step_time_s: ArrayLike, sync_time_s: ArrayLike) -> _Profile:
-    cols = [np.asarray(c, dtype=float).ravel()
-            for c in (num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s)]
-    n = cols[0].size
+def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.ndarray,
+               sync: np.ndarray) -> _Profile:
+    """Check the flat float input columns and average them per unique (N, K, m)."""
+    n = nodes.size
     if n == 0:
         raise ValueError("fit_throughput needs at least one observation")
-    if any(c.size != n for c in cols):
+    if any(c.size != n for c in (gpus, bsz, step, sync)):
         raise ValueError("fit_throughput: all input columns must have the same length")
-    nodes, gpus, bsz, step, sync = cols
     if not (np.all(np.isfinite(step)) and np.all(step > 0)):
         raise ValueError("fit_throughput: step times must be finite and > 0")
     if np.any(gpus < 1) or np.any(nodes < 1) or np.any(bsz < 1):
@@ -167,52 +180,63 @@ def _aggregate(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
     # Compute time = step - sync; a sync reading at or above the step time is noise, so keep
     # at least a sliver of the step as compute rather than taking the log of <= 0.
     grad_mean = np.maximum(step_mean - sync_mean, 1e-3 * step_mean)
-    return _Profile(keys[:, 0], keys[:, 1], keys[:, 2], np.log(step_mean), np.log(grad_mean),
-                    float(np.mean(grad_mean)))
+    nodes, gpus = keys[:, 0], keys[:, 1]
+    local, node, extra = _sync_regime(nodes, gpus)
+    return _Profile(nodes, gpus, keys[:, 2], np.log(step_mean), np.log(grad_mean),
+                    float(np.mean(grad_mean)), local, node, local | node, extra,
+                    local.astype(float), node.astype(float))
 
 
-def _loss_and_grad(theta: np.ndarray, prof: _Profile, local: np.ndarray, node: np.ndarray,
-                   extra: np.ndarray) -> tuple[float, np.ndarray]:
-    """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient."""
+def _loss_and_grad(theta: np.ndarray, prof: _Profile) -> tuple[float, np.ndarray]:
+    """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient.
+
+    L-BFGS-B calls this a few hundred times per fit on a handful of points, so numpy's
+    per-call overhead is its cost: each value is computed once, sums and means go straight to
+    `np.add.reduce` (what np.sum and np.mean call), and the masks come precomputed. The
+    floating-point operations are exactly those of the plain formulas, so fits are unchanged.
+    """
     ag, bg, al, bl, an, bn, gamma = theta
-    m = prof.local_bsz
+    m, extra, synced = prof.local_bsz, prof.extra, prof.synced
     n = m.size
-    synced = local | node
+    gm1 = gamma - 1.0
     t_grad = ag + bg * m
-    t_sync = np.where(local, al + bl * extra, 0.0) + np.where(node, an + bn * extra, 0.0)
+    t_sync = (np.where(prof.local, al + bl * extra, 0.0)
+              + np.where(prof.node, an + bn * extra, 0.0))
     log_tg = np.log(t_grad)
     log_ts = np.log(np.where(synced, t_sync, 1.0))
     # log T_iter = logaddexp(g*log tg, g*log ts)/g; on one GPU T_iter = T_grad.
-    lse = np.where(synced, np.logaddexp(gamma * log_tg, gamma * log_ts), gamma * log_tg)
+    g_log_tg, g_log_ts = gamma * log_tg, gamma * log_ts
+    lse = np.where(synced, np.logaddexp(g_log_tg, g_log_ts), g_log_tg)
     log_ti = lse / gamma
     # d log T_iter / d T_grad = tg^(g-1)/(tg^g+ts^g), likewise for ts (0 on one GPU).
-    d_tg = np.exp((gamma - 1.0) * log_tg - lse)
-    d_ts = np.where(synced, np.exp((gamma - 1.0) * log_ts - lse), 0.0)
-    w_s = np.where(synced, np.exp(gamma * log_ts - lse), 0.0)
+    d_tg = np.exp(gm1 * log_tg - lse)
+    d_ts = np.where(synced, np.exp(gm1 * log_ts - lse), 0.0)
+    w_s = np.where(synced, np.exp(g_log_ts - lse), 0.0)
     d_gamma = ((1.0 - w_s) * log_tg + w_s * log_ts - log_ti) / gamma
 
     e_grad = log_tg - prof.log_grad
     e_iter = log_ti - prof.log_step
-    r_grad = np.sqrt(np.mean(e_grad ** 2) + _RMSE_FLOOR)
-    r_iter = np.sqrt(np.mean(e_iter ** 2) + _RMSE_FLOOR)
+    r_grad = np.sqrt(_sum(e_grad ** 2) / n + _RMSE_FLOOR)
+    r_iter = np.sqrt(_sum(e_iter ** 2) / n + _RMSE_FLOOR)
     ratio_n, ratio_l = bn / an, bl / al
-    loss = (r_grad + r_iter + _GAMMA_REG * (gamma - 1.0) ** 2
+    loss = (r_grad + r_iter + _GAMMA_REG * gm1 ** 2
             + _RATIO_REG * (ratio_n ** 2 + ratio_l ** 2))
 
     c_grad = e_grad / (n * r_grad)  # d r_grad / d log_tg, per point
     c_iter = e_iter / (n * r_iter)  # d r_iter / d log_ti, per point
     inv_tg = 1.0 / t_grad
     g_tg = c_grad * inv_tg + c_iter * d_tg  # d loss / d T_grad, per point
-    g_ls = c_iter * d_ts * local  # d loss / d T_sync (local branch)
-    g_ns = c_iter * d_ts * node
+    g_s = c_iter * d_ts
+    g_ls = g_s * prof.local_01  # d loss / d T_sync (local branch)
+    g_ns = g_s * prof.node_01
     grad = np.array([
-        np.sum(g_tg),
-        np.sum(g_tg * m),
-        np.sum(g_ls) - 2.0 * _RATIO_REG * ratio_l ** 2 / al,
-        np.sum(g_ls * extra) + 2.0 * _RATIO_REG * ratio_l / al,
-        np.sum(g_ns) - 2.0 * _RATIO_REG * ratio_n ** 2 / an,
-        np.sum(g_ns * extra) + 2.0 * _RATIO_REG * ratio_n / an,
-        np.sum(c_iter * d_gamma) + 2.0 * _GAMMA_REG * (gamma - 1.0),
+        _sum(g_tg),
+        _sum(g_tg * m),
+        _sum(g_ls) - 2.0 * _RATIO_REG * ratio_l ** 2 / al,
+        _sum(g_ls * extra) + 2.0 * _RATIO_REG * ratio_l / al,
+        _sum(g_ns) - 2.0 * _RATIO_REG * ratio_n ** 2 / an,
+        _sum(g_ns * extra) + 2.0 * _RATIO_REG * ratio_n / an,
+        _sum(c_iter * d_gamma) + 2.0 * _GAMMA_REG * gm1,
     ])
     return float(loss), grad
 
@@ -230,9 +254,33 @@ def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLi
     `initial` warm-starts the fit from an earlier one (a refit after one more configuration
     needs far fewer iterations); parameters it has at the lower bound (pinned then) start
     from the spec's initial values instead.
+
+    The fit is a pure function of its inputs, so results are remembered by their exact bytes
+    (`_fit_memo`): jobs of one application that ran the same configurations have identical
+    profiles, and a whole cluster of them refits in the same rounds.
     """
-    prof = _aggregate(num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s)
-    local, node, extra = _sync_regime(prof.nodes, prof.gpus)
+    cols = (np.asarray(c, dtype=float).ravel()
+            for c in (num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s))
+    warm = None if initial is None else initial.as_array().tobytes()
+    return _fit_memo(tuple(c.tobytes() for c in cols), bool(prior_driven), warm)
+
+
+@functools.lru_cache(maxsize=_FIT_MEMO_SIZE)
+def _fit_memo(cols: tuple[bytes, ...], prior_driven: bool, initial: bytes | None
+              ) -> ThroughputParams:
+    """`_fit` of the float64 bytes of the five input columns and of the warm start.
+
+    Keyed on bytes, not values, so a hit is exactly the same computation (-0.0 and 0.0, or
+    two NaNs, are different keys); the result is immutable, so callers may share it. Inputs
+    are checked on a miss only: invalid ones raise, so they are never remembered.
+    """
+    warm = None if initial is None else ThroughputParams.from_array(np.frombuffer(initial))
+    return _fit(_aggregate(*(np.frombuffer(b) for b in cols)), prior_driven, warm)
+
+
+def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
+         ) -> ThroughputParams:
+    """`fit_throughput` of an aggregated profile."""
     theta = np.array(_INITIAL, dtype=float)
     if initial is not None:
         warm = initial.as_array()
@@ -267,7 +315,7 @@ def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLi
         x = np.where(is_log, np.exp(q), q)
         full = theta.copy()
         full[free_idx] = x
-        loss, grad = _loss_and_grad(full, prof, local, node, extra)
+        loss, grad = _loss_and_grad(full, prof)
         return loss, np.where(is_log, grad[free_idx] * x, grad[free_idx])
 
     x0 = theta[free_idx]

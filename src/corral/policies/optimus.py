@@ -49,7 +49,7 @@ import bisect
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -380,6 +380,8 @@ class Optimus(OptimusOracle):
         super().__init__(params)
         self._deltas = self.params.deltas()
         self._predictions: dict[str, tuple[int, ConvergencePrediction]] = {}
+        # this round's `borrowed_epoch_steps` by application (for jobs before their first epoch)
+        self._epoch_steps: tuple[Snapshot, dict[str, tuple[float, int] | None]] | None = None
 
     def predict(self, view: JobView) -> ConvergencePrediction:
         """The job's convergence prediction, refitted only when a new epoch was measured."""
@@ -398,23 +400,48 @@ class Optimus(OptimusOracle):
         pred = self.predict(view)
         done = len(view.metrics)
         factor = self.params.overestimate if pred.before_prime(done) else 1.0
-        return pred.remaining(done) * steps_per_epoch(view, snapshot) * factor
+        return pred.remaining(done) * steps_per_epoch(view, snapshot, self._borrow) * factor
+
+    def _borrow(self, snapshot: Snapshot, app: str) -> tuple[float, int] | None:
+        """`borrowed_epoch_steps`, looked up once per application per round (snapshot)."""
+        if self._epoch_steps is None or self._epoch_steps[0] is not snapshot:
+            self._epoch_steps = (snapshot, {})
+        table = self._epoch_steps[1]
+        if app not in table:
+            table[app] = borrowed_epoch_steps(snapshot, app)
+        return table[app]
 
     def decide(self, snapshot: Snapshot) -> Decision:
         active = {v.name for v in snapshot.jobs}
         for gone in [n for n in self._predictions if n not in active]:
             del self._predictions[gone]
-        return super().decide(snapshot)
+        try:
+            return super().decide(snapshot)
+        finally:
+            self._epoch_steps = None  # holds the snapshot only during its round
 
 
-def steps_per_epoch(view: JobView, snapshot: Snapshot) -> float:
+def borrowed_epoch_steps(snapshot: Snapshot, app: str) -> tuple[float, int] | None:
+    """(steps per epoch, batch size) of the first job of `app` with a measured epoch, active
+    jobs before completed ones; None when there is none."""
+    for other in (*snapshot.jobs, *snapshot.completed):
+        if other.spec.app == app and other.metrics:
+            steps, epoch, _ = other.metrics[-1]
+            return steps / max(epoch, 1), other.spec.batch_size
+    return None
+
+
+def steps_per_epoch(view: JobView, snapshot: Snapshot,
+                    borrow: Callable[[Snapshot, str], tuple[float, int] | None]
+                    = borrowed_epoch_steps) -> float:
     """Optimizer steps per epoch at the job's batch: its own history, else another job of the
-    same application scaled by batch size, else the steps it has run so far (at least 1)."""
+    same application scaled by batch size (`borrow`: a caller may remember its lookups), else
+    the steps it has run so far (at least 1)."""
     if view.metrics:
         steps, epoch, _ = view.metrics[-1]
         return steps / max(epoch, 1)
-    for other in (*snapshot.jobs, *snapshot.completed):
-        if other.spec.app == view.spec.app and other.metrics:
-            steps, epoch, _ = other.metrics[-1]
-            return steps / max(epoch, 1) * other.spec.batch_size / view.spec.batch_size
+    borrowed = borrow(snapshot, view.spec.app)
+    if borrowed is not None:
+        per_epoch, batch_size = borrowed
+        return per_epoch * batch_size / view.spec.batch_size
     return max(float(view.steps), 1.0)

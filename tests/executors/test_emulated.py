@@ -41,9 +41,10 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
     spec = _spec(executor)
     placement = Placement.of({0: 4})
     executor.place(_launch(spec), WorkerPlan(placement))
+    sim = executor._jobs["a"].sim
     st = executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
     assert st.launches == 1 and not st.workers
-    sim = executor._jobs["a"].sim
+    assert executor._jobs["a"].sim is None  # an ended job's twin is let go
     twin = SimJob(spec, executor.truth.app("cifar10"))
     twin.clock_s = sim.first_start_s
     twin.assign(sim.first_start_s, Assignment(placement), 30.0)  # checkpoint-restart's start
@@ -133,6 +134,62 @@ def test_the_clock_runs_time_scale_times_real_time() -> None:
     assert clock() - a == pytest.approx(500 * gone, rel=0.2)
     with pytest.raises(InputError):
         EmulatedClock(0)
+
+
+def _die(executor: EmulatedExecutor) -> None:
+    """The service's process dies (SIGKILL): its simulated workers stop where they are,
+    nothing is stopped or checkpointed."""
+    executor._closing.set()
+    executor._thread.join(timeout=5)
+
+
+def test_a_new_executor_on_the_same_directory_resumes_its_clock_and_each_jobs_training(
+        tmp_path: Path) -> None:
+    first = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=200, checkpoint_interval_s=60)
+    spec = _spec(first, epochs=50)
+    first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
+    deadline = time.monotonic() + 30
+    while (first._checkpoints.load("a") or {}).get("steps", 0) == 0:  # a periodic one, saved
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    _die(first)
+    saved = first._checkpoints.load("a")
+    second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=200, checkpoint_interval_s=60)
+    try:
+        # one clock: the new one is where the old one would be now (downtime passes on it)
+        assert second.clock() == pytest.approx(first.clock(), abs=200 * 0.05)
+        second.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
+        sim = second._jobs["a"].sim
+        assert (sim.epoch, sim.steps, sim.progress) == (
+            saved["epoch"], saved["steps"], saved["progress"])
+        def configs(doc: dict) -> set:  # (nodes, GPUs, local batch) the job has measured
+            return {tuple(c[:3]) for c in doc["configs"]}
+
+        assert configs(saved["estimator"]) <= configs(sim.estimator.to_dict())
+        while (second.report("a") or {}).get("first_step_time") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert second.report("a")["resumed"]["steps"] == int(saved["steps"])
+        assert "resumes from its checkpoint" in second.read_log("a")
+    finally:
+        second.shutdown()
+
+
+def test_a_job_checkpointed_after_its_last_epoch_finishes_when_placed_again(tmp_path) -> None:
+    first = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000)
+    spec = _spec(first, epochs=2)
+    first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
+    first.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    steps = first.report("a")["steps"]
+    _die(first)  # before the service saw the job finish
+    second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000)
+    try:
+        second.place(_launch(spec), WorkerPlan(Placement.of({0: 1})))
+        second.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+        report = second.report("a")
+        assert report["steps"] == steps and report["epoch"] == 2
+    finally:
+        second.shutdown()
 
 
 def test_create_executor_knows_it(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the
     from corral.sim.truth.base import Truth
     from corral.sim.workloads import Workload
 
-__all__ = ["EmulationOptions", "run_emulation", "simulate_same", "agreement", "submission_body"]
+__all__ = ["EmulationOptions", "EmulatedService", "run_emulation", "simulate_same", "agreement", "submission_body"]
 
 _SUBMIT_AHEAD_S = 0.002  # real seconds: a submission is sent this early (its HTTP round trip)
 
@@ -58,6 +58,8 @@ class EmulationOptions:
     interval_s: float = 60.0
     restart_delay_s: float = 30.0
     mechanism: str = "checkpoint-restart"
+    checkpoint_interval_s: float = 600.0  # emulated seconds between a job's checkpoints
+    report_interval_s: float = 30.0  # emulated seconds between a job's reports
     fill_in: bool = False  # as the simulator: arrivals wait for the policy's next call
     tick_s: float | None = None  # the service's default for the time scale
     timeout_s: float = 3600.0  # real seconds one policy's run may take
@@ -78,8 +80,9 @@ def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
             "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value}
 
 
-class _Service:
-    """One `corral serve --executor emulated` process; every wait bounded."""
+class EmulatedService:
+    """One `corral serve --executor emulated` process on `data_dir`; every wait bounded. A
+    second one on the same directory after this one ended resumes its jobs and clock."""
 
     def __init__(self, data_dir: Path, policy: str, sets: Sequence[str], opts: EmulationOptions
                  ) -> None:
@@ -87,7 +90,9 @@ class _Service:
         args = [sys.executable, "-m", "corral", "serve", "--executor", "emulated",
                 "--policy", policy, "--cluster", opts.cluster, "--time-scale", str(opts.time_scale),
                 "--interval", str(opts.interval_s), "--restart-delay", str(opts.restart_delay_s),
-                "--mechanism", opts.mechanism, "--port", "0", "--host", "127.0.0.1",
+                "--mechanism", opts.mechanism,
+                "--checkpoint-interval", str(opts.checkpoint_interval_s),
+                "--report-interval", str(opts.report_interval_s), "--port", "0", "--host", "127.0.0.1",
                 "--data-dir", str(data_dir), "--fill-in" if opts.fill_in else "--no-fill-in"]
         if opts.profiles is not None:
             args += ["--profiles", str(opts.profiles)]
@@ -159,7 +164,7 @@ def run_emulation(workload: Workload, policy: str, truth: Truth, opts: Emulation
     if data_dir is None:
         temp = tempfile.mkdtemp(prefix=f"corral-emulate-{policy}-")
         data_dir = Path(temp)
-    service = _Service(data_dir, policy, sets, opts)
+    service = EmulatedService(data_dir, policy, sets, opts)
     try:
         client = service.connect()
         jobs = _drive(client, workload, cluster, opts, on_progress, service)
@@ -177,7 +182,7 @@ def run_emulation(workload: Workload, policy: str, truth: Truth, opts: Emulation
 
 
 def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOptions,
-           on_progress: Callable[[int, int, int], None] | None, service: _Service
+           on_progress: Callable[[int, int, int], None] | None, service: EmulatedService
            ) -> list[dict[str, Any]]:
     """Submit every job at its time, wait for all to end; each job's summary and assignments,
     with its times shifted to the workload's time base (`offset` = workload time 0)."""

@@ -60,7 +60,7 @@ def serve(
     max_retries: int = typer.Option(3, help="Restarts after worker failures before a job fails."),
     stop_timeout: float = typer.Option(30.0, help="Seconds a job may take to checkpoint and exit before it is killed."),
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
-    checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints."),
+    checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints (--executor emulated: emulated seconds)."),
     retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
     mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
     cluster: Optional[str] = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
@@ -118,7 +118,8 @@ def serve(
         mechanism_named(mechanism or "checkpoint-restart")  # a one-line error for a bad name
         options = dict(cluster=cluster or "16x4", profiles=profiles, catalog=catalog,
                        time_scale=time_scale, mechanism=mechanism or "checkpoint-restart",
-                       restart_delay_s=restart_delay, report_interval_s=report_interval)
+                       restart_delay_s=restart_delay, report_interval_s=report_interval,
+                       checkpoint_interval_s=checkpoint_interval)
         if tick is None:
             tick_s = min(0.2, max(0.01, 2.0 / time_scale))
     elif executor == "ray":

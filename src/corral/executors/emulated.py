@@ -5,24 +5,37 @@ real service - API, store, control loop, policy - over jobs that are the simulat
 (`corral.sim.job.SimJob` on the ground truth of measured profiles or the catalog), so that
 `corral emulate` can compare the service with `corral simulate` on the same workload.
 
-* **Time.** `EmulatedClock`: emulated seconds = N x real seconds since the executor started,
-  as epoch-like seconds (`clock()`); the service keeps its time by the executor's clock
-  (`Executor.clock`), so its job times, rounds and report times are emulated seconds too.
+* **Time.** `EmulatedClock` (corral.executors.emulated_clock): emulated seconds run N times
+  real time, as epoch-like seconds (`clock()`), and continue across a restart of the service on
+  the same data directory (downtime passes on it as real time does); the service keeps its
+  time by the executor's clock (`Executor.clock`), so its job times, rounds and report times
+  are emulated seconds too.
 * **Jobs.** A job's model is its spec's `app` (the submission's `app` field, checked by
   `check_app`); its command is never run. A background thread advances every placed job to the
   clock with `SimJob.advance`, exactly as the engine does between events, and the job finishes
   when its truth says so (DONE).
-* **Reports.** Each job writes the report a `corral.train` job writes (corral.protocol.report:
+* **Reports.** Each job makes the report a `corral.train` job writes (corral.protocol.report:
   steps, epoch, progress, batch, world size, launch, the estimator document of what it has
-  observed, `first_step_time`, state running / stopped / finished) to `<data_dir>/jobs/<id>/
-  report.json` when a launch takes its first step, at every epoch end, every
-  `report_interval_s` emulated seconds, and when it stops or finishes; `report` returns it.
+  observed, `first_step_time`, state running / stopped / finished) when a launch takes its
+  first step, at every epoch end, every `report_interval_s` emulated seconds, and when it stops
+  or finishes; `report` returns it. Only the last report of a launch (stopped, finished) is
+  also written to `<data_dir>/jobs/<id>/report.json`: at a high time scale, a file per running
+  report would be thousands of writes a real second that nothing reads.
 * **Resizes** follow the simulator's mechanism (`corral.sim.mechanism`, default
   checkpoint-restart with a 30 s pause): a placement change applies at once, and the job holds
   its new GPUs without progress for the mechanism's pause (`GpuHandover` keeps the GPUs still
   being released, as in the engine); a preemption gives its GPUs back at once. Each placement
   change is a new launch (`resumed` names the step it resumed from). A batch-only change takes
   effect at once, without a pause, as in the engine.
+* **Checkpoints.** The simulated workers live in the service's process and die with it; as a
+  real job does, each job checkpoints its training (`SimJob.training_state`: epoch, progress,
+  steps, metrics, its estimator) every `checkpoint_interval_s` emulated seconds of a launch
+  (`corral serve --checkpoint-interval`) and whenever a launch ends (resize, preemption, the
+  service's shutdown, the job's end), into `<data_dir>/emulated-checkpoints.db`
+  (corral.executors.emulated_checkpoints: written together, at most once a real second). A
+  job placed on an executor that has not seen it (a restarted service) resumes from its
+  checkpoint, so a service killed with SIGKILL loses at most `checkpoint_interval_s` plus one
+  real second (times the time scale) of each running job's training.
 
 Where this differs from the engine, by construction: a decision is applied job by job as the
 service hands it over (the engine applies one decision at one instant; for mechanisms with a
@@ -42,6 +55,8 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.executors.emulated_checkpoints import CHECKPOINT_DB, CheckpointFile
+from corral.executors.emulated_clock import EmulatedClock
 from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
 from corral.sim.job import SimJob
@@ -50,24 +65,7 @@ from corral.sim.truth.source import TruthSource
 
 __all__ = ["EmulatedClock", "EmulatedExecutor"]
 
-
-class EmulatedClock:
-    """Seconds since the Unix epoch on a clock that runs `time_scale` times real time from
-    `start` (default: now); monotonic."""
-
-    def __init__(self, time_scale: float, start: float | None = None) -> None:
-        if not time_scale > 0:
-            raise InputError(f"--time-scale must be > 0, got {time_scale}")
-        self.time_scale = float(time_scale)
-        self.start = time.time() if start is None else float(start)
-        self._mono0 = time.monotonic()
-
-    def __call__(self) -> float:
-        return self.start + self.time_scale * (time.monotonic() - self._mono0)
-
-    def elapsed_s(self) -> float:
-        """Emulated seconds since the start."""
-        return self.time_scale * (time.monotonic() - self._mono0)
+_SAVE_EVERY_S = 1.0  # real seconds between writes of the checkpoints collected
 
 
 @dataclass
@@ -87,6 +85,7 @@ class _Job:
     reported_s: float = -float("inf")  # emulated time of the last report
     reported_epoch: int = 0
     world: int = 0  # workers of the latest launch
+    checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
 
 
 class EmulatedExecutor(Executor):
@@ -98,14 +97,20 @@ class EmulatedExecutor(Executor):
                  profiles: str | Path | None = None, catalog: str | Path | None = None,
                  time_scale: float = 1.0, mechanism: str = "checkpoint-restart",
                  restart_delay_s: float = 30.0, report_interval_s: float = 30.0,
-                 poll_s: float | None = None, **_ignored: Any) -> None:
+                 checkpoint_interval_s: float = 600.0, poll_s: float | None = None,
+                 **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
         self.truth = TruthSource.of(profiles, catalog).load()
         self.mechanism = mechanism_named(mechanism, restart_delay_s)
         self.report_interval_s = report_interval_s
+        self.checkpoint_interval_s = checkpoint_interval_s
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
-        self.clock_ = EmulatedClock(time_scale)
+        self.clock_ = EmulatedClock.resumed(self.data_dir, time_scale)
+        self._checkpoints = CheckpointFile(self.data_dir / CHECKPOINT_DB)
+        self._unsaved: dict[str, dict[str, Any]] = {}  # checkpoints not written yet, by job
+        self._saved_at = time.monotonic()
+        self._save_lock = threading.Lock()
         self.time_scale = self.clock_.time_scale
         # a pass about every emulated second, within [5 ms, 50 ms] of real time
         self.poll_s = poll_s if poll_s is not None else min(0.05, max(0.005, 1.0 / self.time_scale))
@@ -199,6 +204,8 @@ class EmulatedExecutor(Executor):
             for job_id, j in self._jobs.items():
                 if j.state is ExecState.RUNNING:
                     self._halt(job_id, ExecState.STOPPED)
+        self._save_checkpoints()
+        self._checkpoints.close()
 
     def last_round(self) -> float | None:
         return self._last_round
@@ -211,11 +218,22 @@ class EmulatedExecutor(Executor):
             if spec is None:
                 raise InputError("the service gave no job spec")
             self.check_app(spec.app)
-            return SimJob(spec, self.truth.app(spec.app))
+            sim = SimJob(spec, self.truth.app(spec.app))
         except InputError as exc:
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
             return None
+        state = self._unsaved.get(j.launch.job_id) or self._checkpoints.load(j.launch.job_id)
+        if state is not None:
+            try:
+                sim.resume_training(state)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                self._note(j, f"checkpoint unreadable ({type(exc).__name__}: {exc}): starts fresh")
+                sim = SimJob(spec, self.truth.app(spec.app))
+            else:
+                self._note(j, f"resumes from its checkpoint: epoch {sim.epoch}, step "
+                              f"{int(sim.steps)}, progress {sim.progress:.4g}")
+        return sim
 
     def _check_plan(self, plan: WorkerPlan) -> None:
         caps = self._cluster.gpus_per_node
@@ -245,6 +263,8 @@ class EmulatedExecutor(Executor):
             self._hold(new, +1)
             if old and self.mechanism.overheads.loses_progress:
                 sim.restart_from_epoch()
+            if old:  # the launch that ends checkpoints (on SIGTERM, for a real job)
+                self._checkpoint(j, now)
         if not new:
             j.plan = None
             self._write_report(j, now, "stopped")
@@ -256,6 +276,7 @@ class EmulatedExecutor(Executor):
             j.world = new.num_gpus
             j.started_at = self.clock()
             j.first_step_s, j.first_step_reported = now + pause, False
+            j.checkpointed_s = now
             j.resumed = ({"steps": int(sim.steps), "epoch": sim.epoch, "loss": None,
                           "checkpoint": f"emulated@{int(sim.steps)}"}
                          if sim.steps > 0 or sim.epoch > 0 else None)
@@ -308,6 +329,8 @@ class EmulatedExecutor(Executor):
             if j.state not in TERMINAL:
                 j.state = state
                 self._note(j, "stopped" if state is ExecState.STOPPED else "cancelled")
+            if j.state in TERMINAL:
+                j.sim = None  # see _finish
 
     def _hold(self, placement: Placement, sign: int) -> None:
         for node, gpus in placement.slots:
@@ -321,9 +344,12 @@ class EmulatedExecutor(Executor):
         self._handover.released(placement, sim.finish_s + self.mechanism.overheads.release_s)
         self._hold(placement, -1)
         self._write_report(j, sim.finish_s, "finished")
+        self._checkpoint(j, sim.finish_s)
         sim.release()
         j.state, j.plan = ExecState.DONE, None
         self._note(j, f"finished at emulated {sim.finish_s:.1f} s after {int(sim.steps)} steps")
+        j.sim = None  # an ended job keeps what status() and report() show, not its twin: the
+        # executor's memory does not grow with the jobs it has run
 
     # -- the background loop --------------------------------------------------------------------
     def _run(self) -> None:
@@ -336,6 +362,8 @@ class EmulatedExecutor(Executor):
                             self._advance(j, now)
                         except Exception as exc:  # noqa: BLE001 - fail this job only
                             self._fail(j, f"emulation error: {type(exc).__name__}: {exc}")
+            if time.monotonic() - self._saved_at >= _SAVE_EVERY_S:
+                self._save_checkpoints()
             self._last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
@@ -350,17 +378,20 @@ class EmulatedExecutor(Executor):
             self._write_report(j, now, "running")
         elif sim.epoch != j.reported_epoch or now - j.reported_s >= self.report_interval_s:
             self._write_report(j, now, "running")
+        if now - j.checkpointed_s >= self.checkpoint_interval_s:
+            self._checkpoint(j, now)
 
     def _fail(self, j: _Job, message: str) -> None:
         if j.sim is not None and j.sim.placement:
             self._hold(j.sim.placement, -1)
             j.sim.release()
-        j.state, j.plan, j.message = ExecState.FAILED, None, message
+        j.state, j.plan, j.message, j.sim = ExecState.FAILED, None, message, None
         self._event(j, "executor-error", message)
 
     # -- reports and files ------------------------------------------------------------------------
     def _write_report(self, j: _Job, now: float, state: str) -> None:
-        """The report a corral.train job writes (corral.protocol.report), at emulated `now`."""
+        """The report a corral.train job writes (corral.protocol.report), at emulated `now`;
+        to the job's report file too when it is a launch's last (see the module docstring)."""
         sim = j.sim
         b = sim.batch
         k = sim.placement.num_gpus or j.world
@@ -377,7 +408,23 @@ class EmulatedExecutor(Executor):
             "pid": None, "events": [],
         }
         j.report, j.reported_s, j.reported_epoch = doc, now, sim.epoch
-        atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
+        if state != "running":
+            atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
+
+    def _checkpoint(self, j: _Job, now: float) -> None:
+        """Checkpoint the job's training at emulated `now`; written at the next save."""
+        state = j.sim.training_state()
+        state["time"] = self.clock_.start + now
+        self._unsaved[j.launch.job_id] = state
+        j.checkpointed_s = now
+
+    def _save_checkpoints(self) -> None:
+        """Write the checkpoints collected since the last save (outside the jobs' lock)."""
+        with self._save_lock:  # saves in the order their checkpoints were taken
+            with self._lock:
+                unsaved, self._unsaved = self._unsaved, {}
+            self._checkpoints.save(unsaved)
+            self._saved_at = time.monotonic()
 
     def _event(self, j: _Job, kind: str, detail: str) -> None:
         j.events.append((kind, detail))

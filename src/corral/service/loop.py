@@ -98,7 +98,8 @@ class ControlLoop:
         self.previous = Decision({})
         self.rounds = 0
         self.decide_s_total = 0.0
-        #: The last RECENT_ROUNDS rounds: {"time_s", "decide_s", "jobs", "fill_in"} (dashboard).
+        #: The last RECENT_ROUNDS rounds: {"time_s", "decide_s", "round_s" (deciding and
+        #: handing the decision to the executor, real seconds), "jobs", "fill_in"} (dashboard).
         self.recent_rounds: collections.deque[dict[str, Any]] = \
             collections.deque(maxlen=RECENT_ROUNDS)
         self.restarts_total = 0
@@ -400,8 +401,9 @@ class ControlLoop:
             took = time.perf_counter() - started
             self.decide_s_total += took
         self.rounds += 1
-        self.recent_rounds.append({"time_s": now, "decide_s": took, "jobs": len(views),
-                                   "fill_in": fill_in})
+        record = {"time_s": now, "decide_s": took, "round_s": took, "jobs": len(views),
+                  "fill_in": fill_in}
+        self.recent_rounds.append(record)
         if fill_in:
             decision = self._fill_in(decision)
         def keeps_gpus(job: LiveJob) -> bool:
@@ -423,6 +425,7 @@ class ControlLoop:
                                f"cannot apply its assignment: {type(exc).__name__}: {exc}")
         if not fill_in:
             self.previous = decision
+        record["round_s"] = time.perf_counter() - started
 
     def _fill_in(self, decision: Decision) -> Decision:
         """Of `decision`, the current placements of running jobs and the placements of waiting

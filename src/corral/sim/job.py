@@ -18,6 +18,7 @@ Its books (placement, time held and waited, restarts, the `JobView` it shows) ar
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
@@ -129,6 +130,28 @@ class SimJob(JobLedger):
         self.progress = self.boundaries[self.epoch - 1] if self.epoch > 0 else 0.0
         self.steps = self.epoch_start_steps
 
+    def training_state(self) -> dict[str, Any]:
+        """What a checkpoint of this job keeps (JSON-safe): its training - epoch, progress,
+        steps, metrics and what its estimator observed - not its books, placement or batch,
+        which a relaunched job gets anew."""
+        return {"epoch": self.epoch, "progress": self.progress, "steps": self.steps,
+                "epoch_start_steps": self.epoch_start_steps,
+                "metrics": [list(m) for m in self.metrics],
+                "estimator": self.estimator.to_dict()}
+
+    def resume_training(self, state: Mapping[str, Any]) -> None:
+        """Take back the training of a `training_state()` (a job resumed from its checkpoint,
+        before it is placed). A job checkpointed after its last epoch finishes as soon as it
+        has paid its placement's pause, as a real job that finds its work done."""
+        self.epoch = min(int(state["epoch"]), self.total_epochs)
+        self.progress = float(state["progress"])
+        self.steps = float(state["steps"])
+        self.epoch_start_steps = float(state["epoch_start_steps"])
+        self.metrics = [(int(s), int(e), float(v)) for s, e, v in state["metrics"]]
+        self.estimator = JobEstimator.from_dict(state["estimator"])
+        self.ending = self.epoch >= self.total_epochs
+        self._rate, self._observed = None, None
+
     def set_slowdown(self, slowdown: float) -> None:
         if slowdown != self.slowdown:
             self.slowdown = slowdown
@@ -180,6 +203,9 @@ class SimJob(JobLedger):
                     self._complete(t)
                     break
                 continue
+            if self.ending:  # resumed from a checkpoint taken after its last epoch
+                self._complete(t)
+                break
             rate, speed = self._current_rate()
             boundary = self.boundaries[self.epoch]
             need = boundary - self.progress

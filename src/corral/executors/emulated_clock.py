@@ -1,0 +1,62 @@
+"""`EmulatedClock`: seconds on a clock that runs N times real time, continued across restarts.
+
+The emulated executor's jobs, and the service that keeps its time by the executor's clock
+(`Executor.clock`), live on this clock. A service restarted on the same data directory must
+find the clock where the wall clock says it is: its stored job times (submissions, starts,
+rounds) are on it, and going back would undo them. So the clock's anchor - an emulated time,
+the wall-clock time it was read at and the time scale - is kept in the data directory
+(`CLOCK_FILE`), and a new clock on that directory starts where the old one would be now: the
+downtime passes on the emulated clock as any real time does (D real seconds are N x D emulated
+seconds), as a real cluster's clock runs on while its scheduler is down.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from corral.core.errors import InputError
+from corral.protocol.files import atomic_write_json, read_json
+
+__all__ = ["EmulatedClock", "CLOCK_FILE"]
+
+CLOCK_FILE = "emulated-clock.json"
+
+
+class EmulatedClock:
+    """Seconds since the Unix epoch on a clock that runs `time_scale` times real time from
+    `start` (default: now); monotonic within a process."""
+
+    def __init__(self, time_scale: float, start: float | None = None) -> None:
+        if not time_scale > 0:
+            raise InputError(f"--time-scale must be > 0, got {time_scale}")
+        self.time_scale = float(time_scale)
+        self.start = time.time() if start is None else float(start)
+        self._mono0 = time.monotonic()
+        self._wall0 = time.time()
+
+    def __call__(self) -> float:
+        return self.start + self.time_scale * (time.monotonic() - self._mono0)
+
+    def elapsed_s(self) -> float:
+        """Emulated seconds since this clock object started."""
+        return self.time_scale * (time.monotonic() - self._mono0)
+
+    @classmethod
+    def resumed(cls, data_dir: str | Path, time_scale: float) -> "EmulatedClock":
+        """The clock of the emulated service on `data_dir`: the one a previous service there
+        left running (its anchor in `CLOCK_FILE`, carried forward by the wall-clock time
+        since), or a new one from now; its anchor is written for the next service."""
+        path = Path(data_dir) / CLOCK_FILE
+        anchor = read_json(path)
+        start = None
+        try:
+            if anchor is not None:
+                start = float(anchor["start"]) + float(anchor["time_scale"]) * max(
+                    0.0, time.time() - float(anchor["wall"]))
+        except (KeyError, TypeError, ValueError):
+            start = None  # an unreadable anchor: a new clock, as on a first start
+        clock = cls(time_scale, start)
+        atomic_write_json(path, {"start": clock.start, "wall": clock._wall0,
+                                 "time_scale": clock.time_scale})
+        return clock

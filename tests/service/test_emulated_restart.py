@@ -1,0 +1,101 @@
+"""An emulated service killed with SIGKILL mid-run and started again on its data directory:
+every job finishes, resumed from its last checkpoint, and each job's JCT grows by the downtime
+plus at most what a checkpoint-restart costs (issue 13 item 6, the CI-sized check;
+benchmarks/bench_control_plane.py --kill runs it at scale).
+
+Two runs of the same four jobs (cifar10 on 2 GPUs each, 100 epochs: about 2,700 emulated s)
+on a 2x4 cluster under fifo, so every job runs from its submission to its end without
+waiting: an undisturbed run, and one whose service is killed about 1,000 emulated seconds in.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from corral.cli.emulate_cmd import EmulatedService, EmulationOptions, submission_body
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads.common import make_job
+
+SCALE = 200.0  # emulated seconds per real second
+CHECKPOINT_S = 60.0  # emulated seconds between a job's checkpoints
+RESTART_S = 30.0  # checkpoint-restart's pause when a job is placed again
+# Real-time jitter, in real seconds: a job starts, and its end is seen, at the first control
+# loop tick after the event (10 ms at this scale), and the two runs' services answer with
+# different delays on a shared 2-core machine. Taken at 0.25 s (50 emulated s).
+JITTER_REAL_S = 0.25
+JOBS = 4
+
+
+def _opts(data_dir: Path) -> EmulationOptions:
+    return EmulationOptions(cluster="2x4", time_scale=SCALE, fill_in=True,
+                            checkpoint_interval_s=CHECKPOINT_S, restart_delay_s=RESTART_S,
+                            data_dir=data_dir)
+
+
+def _submit(client) -> list[str]:
+    limits = CatalogTruth().limits()["cifar10"]
+    return [client.submit(submission_body(make_job(f"j{i}", 0, "cifar10", limits, 2,
+                                                   limits.init_bsz), 8))["id"]
+            for i in range(JOBS)]
+
+
+def _wait_done(client, ids: list[str], timeout_s: float) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = {r["id"]: r for r in client.jobs() if r["id"] in ids}
+        assert not [r for r in rows.values() if r["status"] not in ("queued", "running", "done")], rows
+        if all(r["status"] == "done" for r in rows.values()):
+            return rows
+        assert time.monotonic() < deadline, f"jobs not done after {timeout_s:.0f} s: {rows}"
+        time.sleep(0.2)
+
+
+def _jct(row: dict) -> float:
+    return float(row["finish_s"]) - float(row["submit_time_s"])
+
+
+def test_a_killed_emulated_service_restarts_and_every_job_keeps_its_progress(tmp_path) -> None:
+    base = EmulatedService(tmp_path / "base", "fifo", (), _opts(tmp_path / "base"))
+    try:
+        client = base.connect()
+        ids = _submit(client)
+        undisturbed = _wait_done(client, ids, timeout_s=120)
+    finally:
+        base.close()
+
+    data = tmp_path / "killed"
+    first = EmulatedService(data, "fifo", (), _opts(data))
+    second = None
+    try:
+        client = first.connect()
+        ids = _submit(client)
+        deadline = time.monotonic() + 60
+        while min(r["run_time_s"] for r in client.jobs()) < 1000:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        first.proc.kill()  # SIGKILL: the simulated workers die with it, nothing checkpoints
+        killed = time.monotonic()
+        first.proc.wait(timeout=10)
+        first.client.close()
+        second = EmulatedService(data, "fifo", (), _opts(data))
+        client = second.connect()
+        downtime_s = SCALE * (time.monotonic() - killed)  # emulated: the clock ran on
+        rows = _wait_done(client, ids, timeout_s=120)
+        logs = {i: client.logs(i) for i in ids}
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+    # progress kept: a job resumed from a checkpoint at most CHECKPOINT_S old and paid the
+    # restart pause; had it started over, its JCT would have grown by its 1,000 s and more
+    tolerance_s = CHECKPOINT_S + RESTART_S + SCALE * JITTER_REAL_S
+    for job_id in ids:
+        name = rows[job_id]["name"]
+        grew = _jct(rows[job_id]) - _jct(next(r for r in undisturbed.values()
+                                             if r["name"] == name))
+        assert "resumes from its checkpoint" in logs[job_id], logs[job_id][-2000:]
+        assert grew <= downtime_s + tolerance_s, (name, grew, downtime_s)
+        # and the downtime passed on the clock: no job trained while the service was down
+        assert grew >= downtime_s - SCALE * JITTER_REAL_S, (name, grew, downtime_s)

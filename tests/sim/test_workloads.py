@@ -105,12 +105,15 @@ def test_pollux_csv_good(tmp_path, apps):
     assert w.name == "w" and str(path) in w.source and w.trace_gpu_s is None
     assert [j.name for j in w.jobs] == ["a", "b", "c"]  # by submit time, ties in file order
     assert w.jobs[0] == JobSpec("a", 107.5, "cifar10", 6, 2048, 128, 4096, 32, 1024,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=100)
-    # ncf runs at its fixed total batch whatever the file says
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=100,
+                                one_gpu_split_bsz=128)
+    # ncf runs at its fixed total batch whatever the file says; above its smallest validated
+    # batch (M0), one GPU runs it in two or more micro-batches, as the Pollux artifact did
     assert w.jobs[1] == JobSpec("b", 300.0, "ncf", 1, 32768, 32768, 32768, 32, 32768,
-                                adaptive=False, lr_rule=LrRule.SQRT, epochs=10)
+                                adaptive=False, lr_rule=LrRule.SQRT, epochs=10,
+                                one_gpu_split_bsz=256)
     assert w.jobs[2] == JobSpec("c", 300.0, "bert", 12, 384, 12, 384, 4, 12,
-                                adaptive=True, lr_rule=LrRule.SQRT, epochs=2)
+                                adaptive=True, lr_rule=LrRule.SQRT, epochs=2, one_gpu_split_bsz=12)
     check_invariants(w)
 
 
@@ -164,9 +167,10 @@ def test_tiresias_csv_good(tmp_path, apps):
     check_invariants(w)
     assert [j.submit_time_s for j in w.jobs] == [0, 20, 20, 50]
     assert w.jobs[0] == JobSpec("imagenet-3", 0.0, "imagenet", 4, 1600, 200, 12800, 20, 200,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90)
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90,
+                                one_gpu_split_bsz=200)
     assert w.jobs[3] == JobSpec("yolov3-7", 50.0, "yolov3", 2, 32, 8, 512, 4, 8,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=50)
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=50, one_gpu_split_bsz=8)
     medium, small = w.jobs[1], w.jobs[2]
     assert medium.app in ("deepspeech2", "bert") and medium.name == f"{medium.app}-9"
     assert (medium.gpus, medium.batch_size) == tuned_config(apps[medium.app], 1)
@@ -234,9 +238,10 @@ def test_philly_busiest_window(tmp_path, apps):
     assert [j.gpus for j in w.jobs] == [4, 1, 8, 1]
     assert w.jobs[0].app in ("deepspeech2", "bert")
     assert w.jobs[1] == JobSpec("yolov3-1", 1795.0, "yolov3", 1, 16, 8, 512, 4, 8,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=50)
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=50,
+                                one_gpu_split_bsz=8)
     assert w.jobs[2] == JobSpec("imagenet-2", 3595.0, "imagenet", 8, 3200, 200, 12800, 20, 200,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90)
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90, one_gpu_split_bsz=200)
     assert w.jobs[3].app in ("cifar10", "ncf") and w.jobs[3].name.endswith("-3")
     assert sorted(w.trace_gpu_s.values()) == [120.0, 28800.0, 36000.0, 720000.0]
     assert load_philly(path, apps, hours=8) == w
@@ -413,7 +418,8 @@ def test_real_pollux_workloads(apps):
         check_invariants(w)
     w1 = ws[0]
     assert w1.jobs[0] == JobSpec("cifar10-0", 107.0, "cifar10", 6, 2048, 128, 4096, 32, 1024,
-                                 adaptive=True, lr_rule=LrRule.ADASCALE, epochs=100)
+                                 adaptive=True, lr_rule=LrRule.ADASCALE, epochs=100,
+                                 one_gpu_split_bsz=128)
     assert all(j.batch_size == 32768 and not j.adaptive for j in w1.jobs if j.app == "ncf")
     counts = describe_workload(ws[5])["apps"]  # the testbed workload (spec §5.2)
     assert counts == {"bert": 15, "cifar10": 67, "deepspeech2": 16, "imagenet": 3, "ncf": 54,

@@ -1,5 +1,7 @@
 """The speed work changed no result: every non-timing summary figure of the shared 160-job
-workloads equals, to the last digit, a stored run of the code before it (commit 9f38669).
+workloads equals, to the last digit, a stored run (first of the code before the speed work,
+commit 9f38669; remade when issue 15's fidelity fixes changed figures on purpose: see
+reference_run.py).
 
 The stored run (`tests/sim/data/reference_summaries.json`, made by `reference_run.py`) covers
 all seven policies on all eight workloads; this test checks the cells that run in a few seconds

@@ -28,7 +28,7 @@ from typing import IO, Mapping, Sequence
 
 from corral.protocol.env import ENV_JOB_ID
 
-__all__ = ["spawn", "signal_group", "free_port", "is_job_worker", "stop_pids", "new_launch_tag",
+__all__ = ["spawn", "signal_group", "free_port", "ephemeral_ports", "is_job_worker", "stop_pids", "new_launch_tag",
            "tagged_pids", "end_launch", "ENV_LAUNCH_TAG"]
 
 #: Environment variable naming the launch a process belongs to (set by the local executor).
@@ -56,10 +56,41 @@ def signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for the rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+#: Where the kernel takes outgoing connections' source ports when it does not say (Linux's
+#: default net.ipv4.ip_local_port_range).
+_EPHEMERAL_DEFAULT = (32768, 60999)
+_LISTEN_FLOOR = 20000  # rendezvous ports are drawn from here up to the ephemeral range
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel draws outgoing connections' source ports from."""
+    try:
+        low, high = (int(v) for v in
+                     Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+
+
+def free_port(host: str = "127.0.0.1", tries: int = 64) -> int:
+    """A TCP port on `host` that was free a moment ago, for a rendezvous: outside the ephemeral
+    range. A port the kernel handed out by bind(0) lies inside it, and a worker that connects to
+    it before its listener is up (rank 1 retrying while rank 0 still imports torch) can draw
+    that same port as its source port: on loopback that is a TCP self-connect (simultaneous
+    open), the client talks to itself and the rendezvous hangs. Source ports never come from
+    outside the range, so a listener there cannot be taken that way."""
+    low, high = ephemeral_ports()
+    span = (_LISTEN_FLOOR, low - 1) if low - 1 > _LISTEN_FLOOR else (high + 1, 65535)
+    for _ in range(tries if span[1] > span[0] else 0):
+        port = span[0] + secrets.randbelow(span[1] - span[0] + 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue  # in use: draw again
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # all taken: any free port
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

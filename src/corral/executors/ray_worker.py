@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import signal
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from corral.executors.procs import free_port
 from corral.protocol.env import STOP_EXIT_CODE
 
 __all__ = ["WorkerActor", "GUARD"]
@@ -78,9 +78,7 @@ class WorkerActor:
         import ray
 
         ip = ray.util.get_node_ip_address()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((ip, 0))
-            return ip, s.getsockname()[1]
+        return ip, free_port(ip)
 
     def start(self, command: Sequence[str], cwd: str, env: Mapping[str, str], log_path: str,
               gpu: bool) -> dict:

@@ -68,8 +68,8 @@ def test_worker_processes_match_serial_exactly(serial):
 @pytest.mark.timeout(300)
 def test_ray_tasks_match_serial_exactly(serial):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")  # its own Ray, not one another process started here
     try:
         progress = []
         choices = _choices()[:2]  # the cheap policies: Ray's start-up is the cost here

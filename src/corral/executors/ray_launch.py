@@ -71,8 +71,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     try:
         if address:
             ray.init(address=address, **common)
-        else:
-            ray.init(num_cpus=num_cpus, **common)
+        else:  # "local": a Ray of its own, not the last one `ray start` left on this machine
+            ray.init(address="local", num_cpus=num_cpus, **common)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

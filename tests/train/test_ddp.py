@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,7 @@ def run_workers(batch: tuple[int, int], tmp: Path, *args: str, workers: int = WO
     procs = []
     for rank in range(workers):
         env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
+               "PYTHONFAULTHANDLER": "1",
                **WorkerEnv(rank=rank, world_size=workers, local_rank=rank,
                            local_world_size=workers, master_port=port).to_env()}
         procs.append(subprocess.Popen([sys.executable, str(JOB), "--out", str(out), *args],
@@ -55,6 +57,16 @@ def run_workers(batch: tuple[int, int], tmp: Path, *args: str, workers: int = WO
                                       text=True))
     try:
         outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        # a hung worker: SIGABRT makes each one still running print where its threads are
+        # (PYTHONFAULTHANDLER), and the failure shows every rank's output
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGABRT)
+        outputs = [p.communicate(timeout=30)[0] for p in procs]
+        raise AssertionError(f"workers hung for {TIMEOUT_S} s:\n" + "\n".join(
+            f"--- rank {r} (status {p.returncode}):\n{o[-4000:]}"
+            for r, (p, o) in enumerate(zip(procs, outputs)))) from None
     finally:
         for p in procs:
             if p.poll() is None:

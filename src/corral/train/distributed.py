@@ -78,6 +78,7 @@ class Group:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         self.active = self.size > 1
+        self._before_close: list[Callable[[], None]] = []
         if self.active and not dist.is_initialized():
             timeout = datetime.timedelta(seconds=timeout_s)
             store = _loopback_store(worker, timeout)
@@ -124,10 +125,17 @@ class Group:
         dist.broadcast(t, src)
         return [int(v) for v in t.tolist()]
 
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Call `fn` first when this group closes, while it still works: a DDP wrapper let go
+        of after the group is destroyed can hang its process in the reducer's teardown."""
+        self._before_close.append(fn)
+
     def close(self) -> None:
         """Leave together: a worker that tears down its gloo connections while a peer still
         uses them can abort the peer (SIGABRT) or leave it hanging in its own teardown."""
         if self.active and dist.is_initialized():
+            for fn in self._before_close:
+                fn()
             try:
                 dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda"
                              else None)

@@ -32,6 +32,7 @@ the Adam moment reset on batch change is not done.
 from __future__ import annotations
 
 import atexit
+import functools
 import dataclasses
 import gc
 import os
@@ -94,10 +95,13 @@ def _drop_data_parallel(trainer: "ElasticTrainer") -> None:
     gc.collect()
 
 
-def _drop_data_parallel_at_exit(ref: "weakref.ReferenceType[ElasticTrainer]") -> None:
-    """atexit: as `_drop_data_parallel`, for a script that left its loop without finish()."""
+def _drop_data_parallel_of(ref: "weakref.ReferenceType[ElasticTrainer]") -> None:
+    """As `_drop_data_parallel`, once: when the trainer's group closes (a script that closes it
+    itself, a regroup) and at exit (a script that left its loop without finish()). After the
+    group is destroyed, dropping the wrapper can hang the process in the reducer's teardown
+    (seen at exit in the 2-worker DDP tests after the script's own group.close())."""
     trainer = ref()
-    if trainer is not None:
+    if trainer is not None and trainer.model is not trainer.module:
         _drop_data_parallel(trainer)
 
 
@@ -564,8 +568,9 @@ class ElasticTrainer:
         self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
         if self.model is not self.module:
             self.model.register_forward_pre_hook(self._count_forward)
+            self.group.on_close(functools.partial(_drop_data_parallel_of, weakref.ref(self)))
             if not self._exit_hook:  # also for scripts that never call finish()
-                atexit.register(_drop_data_parallel_at_exit, weakref.ref(self))
+                atexit.register(_drop_data_parallel_of, weakref.ref(self))
                 self._exit_hook = True
 
     def _regroup(self) -> None:

@@ -19,7 +19,7 @@ synchronised at both ends); the variants take turns, round after round, so a bus
 both alike. Printed: the median and the best round of each. Targets (issue 11): <= 5 % on CPU
 at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
-Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 3]
+Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50]
 """
 
@@ -41,6 +41,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 WARMUP_STEPS = 20
+#: Fewest timed steps per CPU run: a 60-step window (about 1 s at width 128) let one scheduling
+#: hiccup on a 2-core machine move a run's figure by +-7 % (rounds of 18.3 to 31 ms/step seen).
+MIN_CPU_STEPS = 200
 RUN_TIMEOUT_S = 300.0
 DIGITS_BSZ = 16
 GPU_MODELS = {"resnet18": (18, 32, 256), "resnet50": (50, 224, 64)}  # depth, image side, batch
@@ -223,8 +226,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--steps", type=int, default=None,
-                    help="timed steps (CPU: at width 16, proportionally fewer wider; GPU: 200)")
-    ap.add_argument("--rounds", type=int, default=3)
+                    help="timed steps (CPU: at width 16, proportionally fewer wider but at least "
+                         f"{MIN_CPU_STEPS}; GPU: 200)")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int, nargs="+", default=None)
     ap.add_argument("--widths", type=int, nargs="+", default=[16, 64, 128])
     ap.add_argument("--models", nargs="+", default=list(GPU_MODELS), choices=list(GPU_MODELS))
@@ -255,7 +259,7 @@ def main() -> None:
     print(f"digits CNN, {DIGITS_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
           f"{args.rounds} rounds (median and best)")
     for width in args.widths:
-        steps = max(60, (args.steps or 300) * 16 // width)
+        steps = max(MIN_CPU_STEPS, (args.steps or 600) * 16 // width)
         for workers in args.workers or [1, 2]:
             spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32"}
             _compare(f"width {width:3d}", workers, steps, args.rounds, spec)

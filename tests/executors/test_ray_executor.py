@@ -317,6 +317,51 @@ def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(ray_clu
         ex.shutdown(10)
 
 
+def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_cluster, tmp_path):
+    """The donor is preempted in the round that places a 2-worker job on its slots: the
+    incoming workers initialise in the donor's placement groups while it trains on; once they
+    are ready the donor checkpoints and stops, its placement groups pass to the incoming job
+    (not removed: its actors there live on), which steps only after the donor stopped."""
+    pytest.importorskip("torch")
+    ex = _ray_trainer_executor(tmp_path / "data")
+    hold = tmp_path / "hold"
+    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
+    try:
+        contract.wait_until(lambda: _free_slots() == ex.cluster().total_gpus, 30,
+                            "earlier tests' slots to be free")
+        free_before = _free_slots()
+        ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
+        trains_on(ex, "donor", 0, 2, after_steps=3)
+        with ex.applying():
+            ex.stop("donor")
+            ex.place(incoming, WorkerPlan(Placement(((0, 2),))))
+        contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
+                            60, "the early workers")
+        at = _steps(ex, "donor")
+        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+        assert ex.status("donor").state is ExecState.RUNNING
+        assert ex.status("incoming").state is ExecState.QUEUED
+        assert _free_slots() == free_before - 2  # only the donor's two slots are reserved
+
+        hold.touch()
+        trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
+        ex.wait_for("donor", ExecState.STOPPED, 60)
+        stopped = ex.report("donor")
+        assert stopped["state"] == "stopped"
+        assert trained["first_step_time"] > stopped["time"]  # it stepped once the donor stopped
+        (summary,) = _events(ex, "incoming", "early-started")
+        assert "n0:donor/rank 0" in summary and "n0:donor/rank 1" in summary
+        assert not _events(ex, "incoming", "early-init-fallback")
+        assert _free_slots() == free_before - 2  # the donor's groups are the incoming job's now
+        assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
+    finally:
+        for job_id in ("incoming", "donor"):
+            ex.cancel(job_id)
+        for job_id in ("incoming", "donor"):
+            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.STOPPED, ExecState.UNKNOWN), 60)
+        ex.shutdown(10)
+
+
 def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(ray_cluster, tmp_path):
     """The incoming worker pre-started in the donor's placement group dies while it
     initialises: the early start is called off with an event, the donor shrinks as decided

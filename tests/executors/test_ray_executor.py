@@ -363,36 +363,42 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
 
 
 def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(ray_cluster, tmp_path):
-    """The incoming worker pre-started in the donor's placement group dies while it
-    initialises: the early start is called off with an event, the donor shrinks as decided
-    (no crash, no restart), and the job starts normally on the slot once it is free."""
+    """One of two incoming workers - the one pre-started in the donor's placement group - dies
+    while it initialises: the early start is called off with an event and its other worker
+    ends (no process is left at the gate), the donor shrinks as decided (no crash, no
+    restart), and the job starts normally once the slot is free."""
     pytest.importorskip("torch")
     ex = _ray_trainer_executor(tmp_path / "data")
     hold = tmp_path / "hold"
     incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
     try:
+        _two_nodes(ray_cluster, ex)
         ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
         first = trains_on(ex, "donor", 0, 2, after_steps=3)
         with ex.applying():
             ex.place(tiny("donor"), WorkerPlan(Placement(((0, 1),))))
-            ex.place(incoming, WorkerPlan(Placement(((0, 1),))))
-        waiting = Path(f"{hold}.waiting-r0")
-        contract.wait_until(lambda: waiting.exists() and waiting.read_text(), 60,
-                            "the early worker")
-        os.kill(int(waiting.read_text()), signal.SIGKILL)  # it dies while it initialises
+            ex.place(incoming, WorkerPlan(Placement(((0, 1), (1, 1)))))
+        waiting = [Path(f"{hold}.waiting-r{r}") for r in (0, 1)]
+        contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), 60,
+                            "the early workers")
+        pids = [int(w.read_text()) for w in waiting]
+        os.kill(pids[0], signal.SIGKILL)  # rank 0, in the donor's group, dies as it initialises
 
         fallback = contract.wait_until(lambda: _events(ex, "incoming", "early-init-fallback"),
                                        60, "the fallback")
         assert "before it was ready" in fallback[0] and "starts normally" in fallback[0]
+        contract.wait_until(lambda: not Path(f"/proc/{pids[1]}").exists()
+                            or "zombie" in Path(f"/proc/{pids[1]}/status").read_text(), 10,
+                            "the other early worker to end with the early start")
         # the donor was not harmed: it shrinks in place as decided, no restart, no crash
         shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
         assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
         hold.touch()
-        trains_on(ex, "incoming", 0, 1)  # started normally on the freed slot
+        trains_on(ex, "incoming", 0, 2)  # started normally once the slot was free
         assert ex.status("incoming").crashes == 0
         assert len(_events(ex, "incoming", "early-init")) == 1  # not tried early again
         assert not _events(ex, "incoming", "early-started")
-        assert ex.status("incoming").plan.placement == Placement(((0, 1),))
+        assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
     finally:
         for job_id in ("incoming", "donor"):
             ex.cancel(job_id)

@@ -21,6 +21,7 @@ LOST, which no process can have.
 
 from __future__ import annotations
 
+import signal
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
@@ -213,9 +214,22 @@ class WorkerSet:
         """`seat_key` of every seat the set holds."""
         return {seat_key(pg, bundle) for pg, bundle in self.seats}
 
+    def end_processes(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL the process group of every worker whose status is not in yet, through its
+        actor, and wait (at most `timeout_s`) until that is done. Before an actor is killed:
+        a Ray worker that exits kills its direct children (Ray's
+        kill_child_processes_on_worker_exit), so the guard (ray_guard.py) can die before it
+        ends the job's command, which would then live on (e.g. an early worker at its gate)."""
+        running = [a for a, c in zip(self.actors, self.codes or [None] * len(self.actors))
+                   if c is None]
+        refs = [a.signal.remote(signal.SIGKILL) for a in running]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+
     def release(self, keep: Collection[str] = ()) -> None:
-        """Kill the actors and free the placement groups, but those whose id is in `keep`
-        (handed over to a job that starts early on them)."""
+        """End the workers and their actors and free the placement groups, but those whose id
+        is in `keep` (handed over to a job that starts early on them)."""
+        self.end_processes()
         self.kill_actors()
         remove_groups(self.pgs, keep)
 

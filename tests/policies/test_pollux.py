@@ -77,14 +77,19 @@ def _problem(node_gpus, max_gpus, tables=None, base=None, penalty=None, p=-1.0, 
 
 
 def _random_population(s: _Searcher, rng, size=60) -> np.ndarray:
-    """Valid-capacity slot arrays with random jobs (unsorted on purpose, then sorted)."""
-    S = rng.integers(0, s.J + 1, size=(size, s.num_nodes, s.C))
-    S = np.where(s.blocked, s.block, S)
-    return np.sort(S, axis=-1)
+    """Valid-capacity slot arrays (C, P, nodes) with random jobs (drawn unsorted, then sorted)."""
+    S = rng.integers(0, s.J + 1, size=(s.C, size, s.num_nodes))
+    S = np.where(s.blocked[:, None, :], s.block, S)
+    return np.sort(S, axis=0).astype(s.dtype)
 
 
 def _dense(s: _Searcher, S: np.ndarray) -> np.ndarray:
-    return np.stack([s.decode(x) for x in S])
+    return np.stack([s.decode(S[:, i]) for i in range(S.shape[1])])
+
+
+def _blocked_ok(s: _Searcher, S: np.ndarray) -> bool:
+    """Every position beyond a node's size holds BLOCK, and only those."""
+    return bool(np.all((S == s.block) == s.blocked[:, None, :]))
 
 
 def test_repair_enforces_interference_caps_and_capacity():
@@ -103,8 +108,8 @@ def test_repair_enforces_interference_caps_and_capacity():
     per_node = ((A > 0) & distributed[:, :, None]).sum(axis=1)
     assert np.all(per_node <= 1)  # at most one distributed job per node
     # repaired slots stay canonical: sorted per node, blocked positions blocked
-    assert np.array_equal(repaired, np.sort(repaired, axis=-1))
-    assert np.all(repaired[:, s.blocked] == s.block)
+    assert np.array_equal(repaired, np.sort(repaired, axis=0))
+    assert _blocked_ok(s, repaired)
 
 
 def test_operators_never_overfill_a_node():
@@ -113,11 +118,12 @@ def test_operators_never_overfill_a_node():
     s = _Searcher(pb, SearchSettings(), rng)
     pop = s.repair(_random_population(s, rng, 100))
     for _ in range(5):
-        child = s.crossover(pop[:50], pop[50:])
+        child = s.crossover(pop[:, :50], pop[:, 50:])
         mutated = s.mutate(child)
         for S in (child, mutated):
             assert np.all(_dense(s, S).sum(axis=1) <= pb.node_gpus)
-            assert np.all(S[:, s.blocked] == s.block)
+            assert _blocked_ok(s, S)
+            assert np.array_equal(S, np.sort(S, axis=0))
         pop = s.repair(mutated)
 
 
@@ -199,7 +205,7 @@ def test_search_matches_exhaustive_optimum_on_a_small_problem():
         dist = (A > 0).sum(axis=1) > 1
         if np.any(((A > 0) & dist[:, None]).sum(axis=0) > 1):
             continue
-        best = max(best, float(s.evaluate(s.encode(A)[None])[0]))
+        best = max(best, float(s.evaluate(s.encode(A)[:, None])[0]))
     got = genetic_search(pb, SearchSettings(generations=50), np.random.default_rng(0))
     assert got.fitness == pytest.approx(best)
 

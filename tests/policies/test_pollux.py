@@ -152,6 +152,30 @@ def test_reallocation_penalty_keeps_a_job_where_it_is():
         assert A[0, 0] == expected
 
 
+@pytest.mark.parametrize("p", [-1.0, 0.0, 1.0, 2.0, 0.5, -3.5])
+def test_evaluate_equals_fitness_of_the_allocations_bit_for_bit(p):
+    # the search evaluates by table lookup (`_fitness_terms`); it must give `fitness` of each
+    # allocation's speedups exactly, since comparisons of fitness decide the search
+    rng = np.random.default_rng(3)
+    caps = rng.choice([1, 2, 4, 8], size=12)
+    tables = []
+    for cap in caps:
+        gains = np.concatenate([[0.0], np.cumsum(rng.uniform(0.1, 1.0, cap))])
+        tables.append(np.vstack([np.zeros(cap + 1)] + [gains * 0.8 ** n
+                                                      for n in range(min(5, cap))]))
+    base = np.zeros((12, 5), dtype=np.int64)
+    base[[0, 3, 7], [1, 2, 4]] = 1
+    pb = _problem([4, 4, 8, 2, 4], caps, tables=tables, base=base,
+                  penalty=rng.uniform(0.1, 1.0, 12), p=p)
+    s = _Searcher(pb, SearchSettings(), rng)
+    S = s.repair(_random_population(s, rng, 80))
+    A = _dense(s, S)  # (P, J, nodes)
+    K, N = A.sum(axis=2), (A > 0).sum(axis=2)
+    changed = np.any(A != pb.base[None], axis=2)
+    expected = fitness(pb.speedup.lookup(N, K), changed, pb.penalty, p)
+    assert np.array_equal(s.evaluate(S), expected)
+
+
 def test_encode_decode_round_trip_and_truncation():
     pb = _problem([4, 2], max_gpus=[4, 4, 4])
     s = _Searcher(pb, SearchSettings(), np.random.default_rng(0))

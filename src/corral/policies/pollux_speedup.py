@@ -77,11 +77,22 @@ class SpeedupGrids:
         """For each (name, goodput fn or None, max_nodes, max_gpus): the speedup table
         [N, K], N <= max_nodes, K <= max_gpus, relative to (fair_nodes, fair_gpus), times
         `scale`. The tables are read-only (shared between rounds and jobs)."""
+        out: list[np.ndarray | None] = [None] * len(jobs)
+        todo = []
+        for i, (name, fn, max_nodes, max_gpus) in enumerate(jobs):
+            if fn is None:
+                out[i] = _scaled_linear(max_nodes, max_gpus, fair_gpus, scale)
+                continue
+            memo = self._memo.get(name)
+            if (memo is not None and memo.fn is fn
+                    and memo.table_key == (max_nodes, max_gpus, fair_nodes, fair_gpus, scale)):
+                out[i] = memo.table  # same model, grid and fair share as last time
+            else:
+                todo.append(i)
         need_fn: list[GoodputFunction] = []
         which, nodes, gpus, owners = [], [], [], []
-        for name, fn, max_nodes, max_gpus in jobs:
-            if fn is None:
-                continue
+        for i in todo:
+            name, fn, max_nodes, max_gpus = jobs[i]
             memo = self._memo.get(name)
             rows, cols = max_nodes + 1, max(max_gpus, fair_gpus) + 1
             if memo is None or memo.fn is not fn:
@@ -109,17 +120,14 @@ class SpeedupGrids:
             for memo, n_idx, k_idx in zip(owners, nodes, gpus):
                 memo.values[n_idx, k_idx] = best[at:at + len(n_idx)]
                 at += len(n_idx)
-        out = []
-        for name, fn, max_nodes, max_gpus in jobs:
-            if fn is None:
-                out.append(_scaled_linear(max_nodes, max_gpus, fair_gpus, scale))
-                continue
+        for i in todo:
+            name, _, max_nodes, max_gpus = jobs[i]
             memo = self._memo[name]
             key = (max_nodes, max_gpus, fair_nodes, fair_gpus, scale)
             if memo.table_key != key:
                 memo.table, memo.table_key = self._speedups(memo.values, *key), key
-            out.append(memo.table)
-        return out
+            out[i] = memo.table
+        return out  # type: ignore[return-value]
 
     @staticmethod
     def _speedups(values: np.ndarray, max_nodes: int, max_gpus: int, fair_nodes: int,

@@ -234,6 +234,25 @@ def test_search_matches_exhaustive_optimum_on_a_small_problem():
     assert got.fitness == pytest.approx(best)
 
 
+def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
+    from corral.perf.efficiency import GradStats
+    from corral.perf.goodput import GoodputFunction, optimize_many
+    from corral.perf.throughput import ThroughputParams
+    from corral.policies.pollux_speedup import _best_goodputs
+
+    models = [ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 2.0),
+              ThroughputParams(0.1, 0.002, 0.01, 0.001, 0.3, 0.01, 1.3)]
+    # 30 jobs, 6 distinct functions: equal inputs in distinct objects, as jobs of one app have
+    fns = [GoodputFunction(models[i % 2], GradStats(1.0 + i % 3, 30.0), 128, 4096, 32, 1024)
+           for i in range(30)]
+    rng = np.random.default_rng(0)
+    gpus = rng.integers(1, 40, size=3000)
+    nodes = np.minimum(rng.integers(1, 9, size=3000), gpus)
+    which = rng.integers(0, len(fns), size=3000)
+    assert np.array_equal(_best_goodputs(fns, which, nodes, gpus),
+                          optimize_many(fns, which, nodes, gpus)[0])
+
+
 # ------------------------------------------------------------------------ the policy
 
 def _spec(name: str, t: float = 0.0, max_bsz: int = 4096, adaptive: bool = True) -> JobSpec:

@@ -138,12 +138,15 @@ class Pollux(Policy):
                                 self._warm_start(names, problem.node_gpus))
         self._last = (names, tuple(int(g) for g in problem.node_gpus), result.population)
         self.last_generations = result.generations
+        per_job: dict[int, list[tuple[int, int]]] = {}
+        for j, node, gpus in zip(*(a.tolist() for a in result.entries())):
+            per_job.setdefault(j, []).append((node, gpus))
         out = {}
-        for view, row in zip(jobs, result.allocation):
-            if row.any():
-                placement = Placement.from_dense(row)
-                out[view.name] = Assignment(view.placement if placement == view.placement
-                                            else placement)
+        for j, slots in per_job.items():
+            view = jobs[j]
+            placement = Placement(tuple(slots))
+            out[view.name] = Assignment(view.placement if placement == view.placement
+                                        else placement)
         return Decision(out)
 
     def _warm_start(self, names: tuple[str, ...], node_gpus: np.ndarray) -> np.ndarray | None:
@@ -171,13 +174,23 @@ class Pollux(Policy):
         caps = [max_gpus_for(v, total, self.params.silent_after_s) for v in jobs]
         tables = self._grids.tables(
             [(v.name, v.estimator.goodput_fn() if v.estimator is not None else None,
-              min(max_nodes, cap), cap) for v, cap in zip(jobs, caps)], fair_nodes, fair_gpus)
+              min(max_nodes, cap), cap) for v, cap in zip(jobs, caps)], fair_nodes, fair_gpus, scale)
         return AllocationProblem(
             node_gpus=np.array(cluster.gpus_per_node, dtype=np.int64),
-            base=np.array([v.placement.dense(num_nodes) for v in jobs], dtype=np.int64),
+            base=_current_allocation(jobs, num_nodes),
             max_gpus=np.array(caps, dtype=np.int64),
             min_gpus=np.array([v.spec.min_gpus for v in jobs], dtype=np.int64),
-            speedup=SpeedupTable([t * scale for t in tables]),
+            speedup=SpeedupTable(tables),
             penalty=np.array([realloc_factor(now_s - v.spec.submit_time_s, v.restarts, delay)
                               for v in jobs]),
             p=float(self.params.p))
+
+
+def _current_allocation(jobs: list[JobView], num_nodes: int) -> np.ndarray:
+    """(J, nodes) GPUs each job holds on each node now."""
+    cells = [(j, node, gpus) for j, v in enumerate(jobs) for node, gpus in v.placement.slots]
+    out = np.zeros((len(jobs), num_nodes), dtype=np.int64)
+    if cells:
+        job, node, gpus = np.array(cells, dtype=np.int64).T
+        out[job, node] = gpus
+    return out

@@ -13,7 +13,8 @@ from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux import PolluxParams, max_gpus_for, realloc_factor
+from corral.policies.pollux import (PolluxParams, max_gpus_for, realloc_factor,
+                                    search_patience)
 from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
@@ -342,6 +343,35 @@ def test_policy_warm_starts_from_its_last_population():
         (population == names.index("j0")) | (population == names.index("j2")))
     # a changed cluster drops the warm start
     assert pol._warm_start(tuple(v.name for v in views2), np.array([4, 4])) is None
+
+
+def test_search_patience_grows_with_the_time_since_the_last_search():
+    assert search_patience(5, 60.0, 60.0) == 5
+    assert search_patience(5, 30.0, 60.0) == 5  # never below patience
+    assert search_patience(5, 240.0, 60.0) == 20
+    assert search_patience(5, 480.0, 60.0) == 40
+    assert search_patience(5, 90.0, 60.0) == 8  # 7.5, rounded up
+    assert search_patience(5, None, 60.0) == 5  # first search
+    assert search_patience(5, 480.0, 0.0) == 5  # per search
+    assert search_patience(0, 480.0, 60.0) == 0  # never stops early
+
+
+def _searched_generations(period_s: str, gap_s: float, names=("j0", "j1", "j2")) -> int:
+    """Generations of the second of two searches `gap_s` apart (the second of other jobs when
+    `names` does not overlap the first's)."""
+    pol = create_policy("pollux", {"patience": "2", "patience_period_s": period_s})
+    est = _estimator({(1, 1): 0.0, (1, 2): 0.002})
+    pol.decide(_snapshot([_view(_spec(n), estimator=est) for n in ("j0", "j1", "j2")], t=600.0))
+    pol.decide(_snapshot([_view(_spec(n), estimator=est) for n in names], t=600.0 + gap_s))
+    return pol.last_generations
+
+
+def test_a_later_search_runs_longer_unless_patience_is_per_search():
+    # patience 2 per 60 s: a search 8 minutes after the last waits 16 generations for a better
+    # allocation; per search, or for jobs the last search never saw, it waits 2
+    assert _searched_generations("60", 480.0) >= 16
+    assert _searched_generations("0", 480.0) < 16
+    assert _searched_generations("60", 480.0, names=("k0", "k1", "k2")) < 16
 
 
 def test_decision_keeps_unchanged_placements_and_fits_the_cluster():

@@ -29,7 +29,8 @@ from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
 from corral.executors.ray import RayExecutor, connect  # noqa: E402
 from corral.executors.ray_launch import check_address  # noqa: E402
 from corral.executors.ray_nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
-from corral.executors.ray_resize import plan_in_place  # noqa: E402
+from corral.executors import ray as ray_executor  # noqa: E402
+from corral.executors.ray_resize import PidLookup, plan_in_place  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -237,6 +238,49 @@ def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_clus
     finally:
         ex.cancel("fb")
         ex.wait_for("fb", ExecState.CANCELLED, 60)
+        ex.shutdown(10)
+
+
+def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, monkeypatch):
+    """Rank 0's actor names its command's pid 3 s late (a slow node): meanwhile the executor's
+    thread goes on looking at its jobs (a call that needs its lock answers at once), then the
+    job grows in place; shrinking back asks no more (the same rank 0 keeps its pid)."""
+    pytest.importorskip("torch")
+
+    @ray.remote(num_cpus=0)
+    def late(pid: int | None) -> int | None:
+        time.sleep(3.0)
+        return pid
+
+    asked: list[float] = []
+
+    def slow_lookup(actor: str, ref, deadline: float) -> PidLookup:
+        asked.append(time.monotonic())
+        return PidLookup(actor, late.remote(ref), deadline)
+
+    monkeypatch.setattr(ray_executor, "PidLookup", slow_lookup)
+    ex = _ray_trainer_executor(tmp_path / "data")
+    try:
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))
+        first = trains_on(ex, "late", 0, 1, after_steps=5)
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 2),))))
+        contract.wait_until(lambda: asked, 30, "the executor to ask rank 0's pid")
+        slowest = 0.0
+        while time.monotonic() < asked[0] + 2.5:  # the answer is not in yet
+            t0 = time.monotonic()
+            ex.status("late")
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.1)
+        assert slowest < 1.0, f"the executor's lock was held {slowest:.1f} s"
+        grown = trains_on(ex, "late", 1, 2, after_steps=first["steps"])
+        assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))
+        shrunk = trains_on(ex, "late", 2, 1, after_steps=grown["steps"])
+        assert shrunk["resumed"]["in_place"] == 2 and len(asked) == 1
+        assert not _events(ex, "late", "resize-fallback")
+    finally:
+        ex.cancel("late")
+        ex.wait_for("late", ExecState.CANCELLED, 60)
         ex.shutdown(10)
 
 

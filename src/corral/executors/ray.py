@@ -70,7 +70,7 @@ from corral.executors.ray_early import RayEarlyStart, Seat, leaving_ranks
 from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
                                          ready, remove_groups, seat_key)
 from corral.executors.ray_nodes import NodeTable
-from corral.executors.ray_resize import RayResize, local_ranks, merged, plan_in_place
+from corral.executors.ray_resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
 from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
 from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import WorkerEnv
@@ -88,6 +88,7 @@ class _Job(EarlyJobRecord):
     target: Target | None
     ws: WorkerSet | None = None  # the worker set being started, running or stopping
     resize: RayResize | None = None  # an in-place resize under way
+    pid_lookup: PidLookup | None = None  # rank 0's command pid, asked of its actor
 
 
 class RayExecutor(EarlyStartExecutor[_Job]):
@@ -104,6 +105,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     name = "ray"
     _job_type = _Job
     _join_timeout_s = 10.0
+    #: Seconds rank 0's actor gets to name its command's pid (`_runs_trainer`).
+    _pid_timeout_s = 10.0
 
     def __init__(self, data_dir: str | Path, *, address: str | None = None,
                  resource: str | None = None, storage: str | Path | None = None,
@@ -327,12 +330,17 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     # -- in-place resize (corral.executors.ray_resize) ------------------------------------------
     def _resize(self, j: _Job) -> None:
-        """Resize in place when the job and the move allow it, else checkpoint-restart."""
+        """Resize in place when the job and the move allow it, else checkpoint-restart (the
+        lifecycle calls this at every look while the job's target differs from its workers',
+        so a look that is still waiting for rank 0's pid returns and a later one decides)."""
         ws = j.ws
         plan = (plan_in_place(ws.nodes, j.target.nodes)
                 if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
                 and j.target.nodes is not None else None)
-        if plan is None or not self._runs_trainer(j):
+        trainer = self._runs_trainer(j) if plan is not None else False
+        if trainer is None:
+            return
+        if not trainer:
             super()._resize(j)
             return
         joiners = None
@@ -350,15 +358,30 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         self._note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
                    f"{plan.new_world} worker(s) (generation {j.resize.generation})")
 
-    def _runs_trainer(self, j: _Job) -> bool:
+    def _runs_trainer(self, j: _Job) -> bool | None:
         """The running launch's rank 0 is a corral.train trainer (its report names the pid of
-        rank 0's command), so SIGUSR1 reaches its regroup handler."""
-        try:
-            pid = ray.get(j.ws.actors[0].command_pid.remote(), timeout=self._join_timeout_s)
-        except RayError:
+        rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
+        being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
+        `_pid_timeout_s` counts as not a trainer)."""
+        name, lookup = j.ws.names[0], j.pid_lookup
+        if lookup is None or lookup.actor != name:
+            lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
+                                              time.monotonic() + self._pid_timeout_s)
+        if not ready(lookup.ref):
+            if time.monotonic() < lookup.deadline:
+                return None
+            j.pid_lookup = None
+            self._note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
+                       f"{self._pid_timeout_s:g} s; resizing by checkpoint-restart")
             return False
-        return pid is not None and runs_corral_train(self.report(j.launch.job_id),
-                                                     self._launch_number(j) - 1, pid)
+        try:
+            pid = ray.get(lookup.ref)
+        except RayError:
+            pid = None
+        if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
+            j.pid_lookup = None
+            return False
+        return runs_corral_train(self.report(j.launch.job_id), self._launch_number(j) - 1, pid)
 
     def _advance_resize(self, j: _Job) -> None:
         """One look at the resize under way: start the new workers, send the request once

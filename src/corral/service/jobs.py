@@ -30,6 +30,7 @@ from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
 from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
+from corral.service.resizes import PendingResize
 from corral.service.submission import Submission, safe_text
 
 __all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc"]
@@ -76,8 +77,8 @@ class LiveJob(JobLedger):
     #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s" (training stopped),
     #: "to_new_size_s" (decision to the first step at the new size)}
     resizes: list[dict[str, Any]] = field(default_factory=list)
-    #: (wall-clock time, GPUs before) of a resize decided and not yet measured
-    pending_resize: tuple[float, int] | None = None
+    #: resizes decided and not yet measured, oldest first (corral.service.resizes)
+    pending_resizes: list[PendingResize] = field(default_factory=list)
     _estimator: JobEstimator | None = field(default=None, repr=False)
     _estimator_key: Any = field(default=None, repr=False)
 

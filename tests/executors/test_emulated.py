@@ -85,6 +85,21 @@ def test_stop_resume_and_cancel(executor) -> None:
     assert "launch 1: 2 worker(s)" in executor.read_log("a")
 
 
+def test_a_forgotten_job_leaves_nothing_behind_but_its_log(executor) -> None:
+    """The service forgets a job once it stored its end: the executor's memory and its passes
+    do not grow with the jobs it ran; a job forgotten while it ran gives its GPUs back."""
+    executor.place(_launch(_spec(executor, "a")), WorkerPlan(Placement.of({0: 4})))
+    executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    executor.place(_launch(_spec(executor, "b", epochs=50)), WorkerPlan(Placement.of({1: 2})))
+    assert executor._held == [0, 2]
+    executor.forget("a")
+    executor.forget("b")
+    executor.forget("never-placed")
+    assert executor._jobs == {} and executor._held == [0, 0]
+    assert executor.status("a").state is ExecState.UNKNOWN and executor.report("a") is None
+    assert "finished at emulated" in executor.read_log("a")
+
+
 def test_a_decision_handed_over_job_by_job_takes_gpus_before_they_are_given_up(tmp_path) -> None:
     """The service may place a job on GPUs before it stops the job holding them (one
     decision, applied job by job): the books stay right and the pause is the mechanism's."""

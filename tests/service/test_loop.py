@@ -55,7 +55,31 @@ def test_time_is_accounted_and_completion_frees_the_gpus(store, fake_executor) -
     clock.t = 110.0
     loop.tick()
     assert fake_executor.plans[b].placement.num_gpus == 2
-    assert [v.name for v in loop.completed] == [a]
+    assert fake_executor.forgotten == [a]  # its end is stored: the executor may let go of it
+    assert loop.completed == []  # fifo learns nothing from finished jobs: none is kept
+
+
+def test_finished_jobs_are_kept_as_views_only_for_a_policy_that_learns_from_them(
+        store, fake_executor) -> None:
+    clock = Clock()
+    a = submit(store, 100, gpus=1)
+    loop = make_loop(store, fake_executor, policy="tiresias-gittins", clock=clock)
+    loop.tick()
+    clock.t = 105.0
+    loop.tick()  # 5 s on its GPU
+    est = JobEstimator(32, 256, 4, 32)
+    est.observe_step(1, 1, 32, 0.1, 0.0)
+    fake_executor.reports[a] = {"time": 1.0, "steps": 40, "epoch": 2, "progress": 38.5,
+                                "batch": [32, 1], "world_size": 1, "estimator": est.to_dict(),
+                                "metrics": [[20, 1, 0.5], [40, 2, 0.8]], "state": "finished"}
+    fake_executor.states[a] = ExecState.DONE
+    clock.t = 106.0
+    loop.tick()
+    [view] = loop.completed
+    assert view.name == a and view.attained_gpu_s == pytest.approx(5)
+    assert view.epoch == 2 and view.metrics == ((20, 1, 0.5), (40, 2, 0.8))
+    assert view.estimator is None  # what no policy reads of a finished job is not kept
+    assert fake_executor.forgotten == [a]
 
 
 def test_live_view_is_built_like_the_simulators(store, fake_executor, share_policy) -> None:

@@ -85,6 +85,7 @@ class _Job:
     reported_s: float = -float("inf")  # emulated time of the last report
     reported_epoch: int = 0
     world: int = 0  # workers of the latest launch
+    workers: tuple[str, ...] = ()  # the latest launch's worker ids (`status`)
     checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
 
 
@@ -173,10 +174,9 @@ class EmulatedExecutor(Executor):
             if j is None:
                 return ExecStatus(job_id, ExecState.UNKNOWN)
             running = j.state is ExecState.RUNNING and j.plan is not None
-            workers = tuple(f"{job_id}/{r}" for r in range(j.plan.num_workers)) if running else ()
             return ExecStatus(job_id, j.state, j.plan if running else None, j.launches, 0,
                               (0,) * j.world if j.state is ExecState.DONE else (), j.message,
-                              workers, j.started_at, tuple(j.events))
+                              j.workers if running else (), j.started_at, tuple(j.events))
 
     def report(self, job_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -196,6 +196,18 @@ class EmulatedExecutor(Executor):
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """Nothing outlives this executor: an earlier service's simulated workers are gone."""
+
+    def forget(self, job_id: str) -> None:
+        """Drop the job (halted first, had it not ended): its entry, last report and launch
+        are what a finished job would otherwise keep here for as long as the service runs,
+        and every pass of the background thread walks the entries."""
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None:
+                return
+            if j.state not in TERMINAL:
+                self._halt(job_id, ExecState.CANCELLED)
+            del self._jobs[job_id]
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         self._closing.set()
@@ -274,6 +286,7 @@ class EmulatedExecutor(Executor):
             j.state = ExecState.RUNNING
             j.launches += 1
             j.world = new.num_gpus
+            j.workers = tuple(f"{j.launch.job_id}/{r}" for r in range(j.world))
             j.started_at = self.clock()
             j.first_step_s, j.first_step_reported = now + pause, False
             j.checkpointed_s = now
@@ -348,8 +361,8 @@ class EmulatedExecutor(Executor):
         sim.release()
         j.state, j.plan = ExecState.DONE, None
         self._note(j, f"finished at emulated {sim.finish_s:.1f} s after {int(sim.steps)} steps")
-        j.sim = None  # an ended job keeps what status() and report() show, not its twin: the
-        # executor's memory does not grow with the jobs it has run
+        j.sim = None  # an ended job keeps what status() and report() show, not its twin,
+        # until the service has taken its end and forgets it (`forget`)
 
     # -- the background loop --------------------------------------------------------------------
     def _run(self) -> None:

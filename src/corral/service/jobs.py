@@ -78,8 +78,8 @@ class LiveJob(JobLedger):
     resizes: list[dict[str, Any]] = field(default_factory=list)
     #: (wall-clock time, GPUs before) of a resize decided and not yet measured
     pending_resize: tuple[float, int] | None = None
-    _estimator: JobEstimator | None = field(default=None, repr=False)
-    _estimator_key: Any = field(default=None, repr=False)
+    #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
+    _measured_cache: tuple[Any, JobEstimator, tuple] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         JobLedger.__init__(self, self.spec)  # fresh books; `from_doc` restores stored ones
@@ -99,8 +99,7 @@ class LiveJob(JobLedger):
 
     @property
     def metrics(self) -> tuple[tuple[int, int, float], ...]:
-        rows = self.report.get("metrics", []) if self.report else []
-        return tuple((int(s), int(e), float(v)) for s, e, v in rows)
+        return self._measured()[2]
 
     @property
     def batch(self) -> BatchConfig | None:
@@ -116,15 +115,22 @@ class LiveJob(JobLedger):
 
     @property
     def estimator(self) -> JobEstimator:
+        return self._measured()[1]
+
+    def _measured(self) -> tuple[Any, JobEstimator, tuple[tuple[int, int, float], ...]]:
+        """The estimator and metrics of the latest report, built once per report (a view is
+        built every round: rebuilding them each time cost a third of a 2,000-job run's ticks)."""
         key = self.report.get("time") if self.report else None
-        if self._estimator is None or key != self._estimator_key:
+        if self._measured_cache is None or key != self._measured_cache[0]:
             doc = self.report.get("estimator") if self.report else None
             s = self.spec
-            self._estimator = JobEstimator.from_dict(doc) if doc else JobEstimator(
+            estimator = JobEstimator.from_dict(doc) if doc else JobEstimator(
                 s.init_bsz, s.max_bsz, s.min_local_bsz, s.max_local_bsz,
                 accumulation=True, adaptive=s.adaptive)
-            self._estimator_key = key
-        return self._estimator
+            rows = (self.report.get("metrics") or []) if self.report else []
+            metrics = tuple((int(a), int(e), float(v)) for a, e, v in rows)
+            self._measured_cache = (key, estimator, metrics)
+        return self._measured_cache
 
     def throughput(self) -> float | None:
         """Samples per second at the configuration it trains with now, as its report's

@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
-from corral.core.ledger import should_decide
+from corral.core.ledger import completed_view, should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
@@ -94,6 +94,8 @@ class ControlLoop:
         self.cluster = executor.cluster()
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
+        #: views of the jobs done so far, kept only for a policy that learns from them
+        #: (`Policy.learns_from_completed`; `completed_view`, as the engine keeps them)
         self.completed: list[JobView] = []
         self.previous = Decision({})
         self.rounds = 0
@@ -117,6 +119,7 @@ class ControlLoop:
         self._changed = True
         self._last_tick_s: float | None = None
         self._last_save_s = 0.0
+        self._telemetry: list[tuple[float, str, dict]] = []  # this tick's new reports
         self.lock = threading.Lock()  # held while a tick runs (the API reads counters under it)
 
     def now_s(self) -> float:
@@ -133,7 +136,7 @@ class ControlLoop:
                 continue
             job.launch_base, job.crash_base = job.launches, job.crashes
             if job.status is LiveStatus.DONE:
-                self.completed.append(job.view())
+                self._completed(job)
             if not job.status.active:
                 continue
             try:
@@ -147,7 +150,7 @@ class ControlLoop:
                 job.report = report
             if report is not None and report.get("state") == "finished":
                 job.finish(now, LiveStatus.DONE)
-                self.completed.append(job.view())
+                self._completed(job)
                 self.store.add_event(now, job.id, "finished", "while the service was down")
             else:
                 if job.placement:
@@ -184,7 +187,20 @@ class ControlLoop:
         self.failures_total += 1
         self.store.save_job(job.to_doc())
         self.store.add_event(now, job.id, "error", message)
+        self._forget(job.id)
         self._changed = True
+
+    def _completed(self, job: LiveJob) -> None:
+        """`job` finished (DONE): kept as a view if the policy learns from finished jobs."""
+        if self.policy.learns_from_completed:
+            self.completed.append(completed_view(job.view()))
+
+    def _forget(self, job_id: str) -> None:
+        """The job's end is stored: the executor may let go of it (`Executor.forget`)."""
+        try:
+            self.executor.forget(job_id)
+        except Exception:  # noqa: BLE001 - the job has ended either way
+            log.exception("job %s: the executor could not let go of it", job_id)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -256,6 +272,7 @@ class ControlLoop:
             job.finish(now, LiveStatus.CANCELLED, "cancelled by the user")
             self.store.save_job(job.to_doc())
             self.store.add_event(now, job_id, "cancelled")
+            self._forget(job_id)
         return bool(ids)
 
     def _sync_executor(self, now: float, dt: float) -> bool:
@@ -278,6 +295,8 @@ class ControlLoop:
                 self._fail(now, job, f"executor error: {type(exc).__name__}: {exc}")
                 finished = True
         self.gpus_running = running
+        reports, self._telemetry = self._telemetry, []
+        self.store.add_telemetry_rows(reports)  # one commit for the tick's reports
         return finished
 
     def _sync_job(self, now: float, job: LiveJob, st) -> bool:
@@ -306,7 +325,7 @@ class ControlLoop:
             if report is not None:
                 self._record_training_events(now, job, report)
                 job.report = report
-                self.store.add_telemetry(now, job.id, report)
+                self._telemetry.append((now, job.id, report))
                 self._note_launch(now, job, report)
         terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
                     ExecState.CANCELLED: LiveStatus.CANCELLED}.get(st.state)
@@ -316,12 +335,13 @@ class ControlLoop:
         self._left(job.id)
         job.finish(now, terminal, st.message)
         if terminal is LiveStatus.DONE:
-            self.completed.append(job.view())
+            self._completed(job)
             self.completions_total += 1
         elif terminal is LiveStatus.FAILED:
             self.failures_total += 1
         self.store.save_job(job.to_doc())
         self.store.add_event(now, job.id, terminal.value, st.message)
+        self._forget(job.id)
         return True
 
     def _left(self, job_id: str) -> None:

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS telemetry (
     resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE INDEX IF NOT EXISTS jobs_cancel ON jobs(cancel_requested) WHERE cancel_requested = 1;
 CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 """
 
@@ -117,11 +118,17 @@ class Store:
     def save_jobs(self, docs: Iterable[dict[str, Any]]) -> None:
         """Update stored jobs in one transaction (one commit for thousands of active jobs,
         not one each)."""
-        rows = [(d["status"], json.dumps(d), d["id"]) for d in docs]
+        self._exec_many("UPDATE jobs SET status = ?, doc = ? WHERE id = ?",
+                        [(d["status"], json.dumps(d), d["id"]) for d in docs])
+
+    def _exec_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """`sql` for every row, in one transaction."""
+        if not rows:
+            return
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("UPDATE jobs SET status = ?, doc = ? WHERE id = ?", rows)
+                self._db.executemany(sql, rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -139,6 +146,12 @@ class Store:
             rows = self._exec(f"SELECT doc FROM jobs WHERE status IN ({','.join('?' * len(st))}) "
                               "ORDER BY seq", st)
         return [json.loads(r["doc"]) for r in rows]
+
+    def status_counts(self) -> dict[str, int]:
+        """Jobs per status (submitted ones: not 'new'), without reading their documents."""
+        rows = self._exec("SELECT status, COUNT(*) AS n FROM jobs WHERE status != 'new' "
+                          "GROUP BY status")
+        return {r["status"]: r["n"] for r in rows}
 
     def jobs_after(self, seq: int) -> list[tuple[int, dict[str, Any]]]:
         """(seq, document) of jobs submitted after `seq`, oldest first."""
@@ -180,21 +193,32 @@ class Store:
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
         in the simulator (corral.sim.measured_run), when its launch took its first step."""
-        batch = report.get("batch") or [None, None]
-        metrics = report.get("metrics") or []
-        resumed = report.get("resumed") or {}
-        grad = (report.get("estimator") or {}).get("grad") or {}
-        first = report.get("first_step_time")
-        self._exec(
+        self.add_telemetry_rows([(time_s, job_id, report)])
+
+    def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:
+        """(time_s, job_id, report) of many reports (`add_telemetry`), in one transaction:
+        the control loop writes a tick's reports together, not a commit each."""
+        origin = self.origin()
+
+        def row(time_s: float, job_id: str, report: dict[str, Any]) -> tuple[Any, ...]:
+            batch = report.get("batch") or [None, None]
+            metrics = report.get("metrics") or []
+            resumed = report.get("resumed") or {}
+            grad = (report.get("estimator") or {}).get("grad") or {}
+            first = report.get("first_step_time")
+            return (job_id, time_s, report.get("launch"), report.get("world_size"),
+                    report.get("steps"), report.get("epoch"), report.get("progress"),
+                    report.get("loss"), batch[0], batch[1], report.get("total_bsz"),
+                    metrics[-1][2] if metrics else None, report.get("state"),
+                    resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
+                    None if first is None else float(first) - origin)
+
+        self._exec_many(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
             "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss, "
             "grad_sqr, grad_var, first_step_s) "
             "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, time_s, report.get("launch"), report.get("world_size"), report.get("steps"),
-             report.get("epoch"), report.get("progress"), report.get("loss"), batch[0], batch[1],
-             report.get("total_bsz"), metrics[-1][2] if metrics else None, report.get("state"),
-             resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
-             None if first is None else float(first) - self.origin()))
+            [row(*r) for r in rows])
 
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:
         rows = self._exec("SELECT * FROM telemetry WHERE job_id = ? ORDER BY seq", (job_id,))

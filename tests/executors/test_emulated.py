@@ -59,6 +59,16 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
         sim.first_start_s + 30.0)
 
 
+def test_a_trace_job_takes_its_trace_duration_as_in_the_engine(executor) -> None:
+    """A duration-based job trains on its model scaled to the trace (`job_app`)."""
+    spec = dataclasses.replace(_spec(executor), trace_duration_s=900.0, adaptive=False)
+    executor.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
+    sim = executor._jobs["a"].sim
+    executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    # alone on its GPUs at the user's batch: the trace's 900 s after the 30 s start
+    assert sim.finish_s - sim.first_start_s == pytest.approx(930.0, rel=1e-6)
+
+
 def test_stop_resume_and_cancel(executor) -> None:
     spec = _spec(executor, epochs=50)
     plan = WorkerPlan(Placement.of({0: 4}))

@@ -57,6 +57,8 @@ def test_openapi_schema_lists_the_endpoints(api) -> None:
     ({"command": ["x"], "lr_rule": "cubic"}, "lr_rule", "'adascale', 'sqrt' or 'linear'"),
     ({"command": ["x"], "colour": "red"}, "colour", "Extra inputs are not permitted"),
     ({"gpus": 1}, "command", "Field required"),
+    ({"command": ["x"], "trace_duration_s": 0}, "trace_duration_s", "greater than 0"),
+    ({"command": ["x"], "epochs": 0}, "epochs", "greater than or equal to 1"),
 ])
 def test_malformed_submission_gets_a_one_line_error(api, body, field, words) -> None:
     client, _ = api

@@ -11,9 +11,11 @@ real service - API, store, control loop, policy - over jobs that are the simulat
   time by the executor's clock (`Executor.clock`), so its job times, rounds and report times
   are emulated seconds too.
 * **Jobs.** A job's model is its spec's `app` (the submission's `app` field, checked by
-  `check_app`); its command is never run. A background thread advances every placed job to the
-  clock with `SimJob.advance`, exactly as the engine does between events, and the job finishes
-  when its truth says so (DONE).
+  `check_app`); its command is never run. It trains on the truth the engine gives it
+  (`job_app`: with the submission's `epochs`, `one_gpu_split_bsz` and a trace job's
+  `trace_duration_s`, the simulated job's spec). A background thread advances every placed job
+  to the clock with `SimJob.advance`, exactly as the engine does between events, and the job
+  finishes when its truth says so (DONE).
 * **Reports.** Each job makes the report a `corral.train` job writes (corral.protocol.report:
   steps, epoch, progress, batch, world size, launch, the estimator document of what it has
   observed, `first_step_time`, state running / stopped / finished) when a launch takes its
@@ -53,7 +55,7 @@ from typing import Any, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
-from corral.core.jobs import Assignment
+from corral.core.jobs import Assignment, JobSpec
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.emulated_checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated_clock import EmulatedClock
@@ -61,6 +63,8 @@ from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover, mechanism_named
+from corral.sim.truth.base import AppTruth
+from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource
 
 __all__ = ["EmulatedClock", "EmulatedExecutor"]
@@ -230,7 +234,7 @@ class EmulatedExecutor(Executor):
             if spec is None:
                 raise InputError("the service gave no job spec")
             self.check_app(spec.app)
-            sim = SimJob(spec, self.truth.app(spec.app))
+            sim = SimJob(spec, self._truth_of(spec))
         except InputError as exc:
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
@@ -241,11 +245,16 @@ class EmulatedExecutor(Executor):
                 sim.resume_training(state)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 self._note(j, f"checkpoint unreadable ({type(exc).__name__}: {exc}): starts fresh")
-                sim = SimJob(spec, self.truth.app(spec.app))
+                sim = SimJob(spec, self._truth_of(spec))
             else:
                 self._note(j, f"resumes from its checkpoint: epoch {sim.epoch}, step "
                               f"{int(sim.steps)}, progress {sim.progress:.4g}")
         return sim
+
+    def _truth_of(self, spec: JobSpec) -> AppTruth:
+        """The truth the job trains on, as the engine gives it (`job_app`: a trace job's model
+        scaled to the trace's duration)."""
+        return job_app(self.truth, spec, self._cluster.max_node_gpus)
 
     def _check_plan(self, plan: WorkerPlan) -> None:
         caps = self._cluster.gpus_per_node

@@ -104,6 +104,26 @@ def test_submit_list_schedule_cancel(api, fake_executor) -> None:
     assert again.status_code == 409 and again.json()["detail"] == "job job-1 is already cancelled"
 
 
+def test_the_job_list_sends_the_stored_summaries_page_by_page(api, monkeypatch) -> None:
+    """GET /jobs streams the summaries the loop stored, a page at a time; a job stored without
+    one (an older service's row) is summarised from its document; a NaN is null."""
+    import corral.service.api as api_module
+
+    monkeypatch.setattr(api_module, "_LIST_PAGE", 2)
+    client, loop = api
+    for i in range(5):
+        body = {"command": ["python", "train.py"], "name": f"j{i}"}
+        assert client.post("/jobs", headers=AUTH, json=body).status_code == 201
+    loop.tick()
+    loop.jobs["job-2"].report = {"time": 1.0, "loss": float("nan"), "steps": 3}
+    loop.store.save_job(*loop.jobs["job-2"].record())
+    loop.store.save_job(loop.jobs["job-4"].to_doc())  # no summary, as an older store's row
+    listed = client.get("/jobs", headers=AUTH).json()
+    assert [j["name"] for j in listed] == [f"j{i}" for i in range(5)]
+    assert [j["status"] for j in listed] == ["running"] * 4 + ["queued"]
+    assert listed[1]["loss"] is None and listed[1]["steps"] == 3  # job-2
+
+
 def test_prometheus_metrics(api) -> None:
     client, loop = api
     client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 3})

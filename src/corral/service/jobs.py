@@ -22,6 +22,8 @@ one with a wrong type anywhere is ignored, as if the job had not reported.
 from __future__ import annotations
 
 import enum
+import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,7 +34,7 @@ from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
 from corral.service.submission import Submission, safe_text
 
-__all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc"]
+__all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc", "summary_json"]
 
 
 class LiveStatus(str, enum.Enum):
@@ -226,6 +228,11 @@ class LiveJob(JobLedger):
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)
         return job
 
+    def record(self) -> tuple[dict[str, Any], str]:
+        """What the store keeps of the job: its document, and its summary as JSON text (GET
+        /jobs sends the stored texts as they are, without reading any document)."""
+        return self.to_doc(), summary_json(self.summary())
+
     def summary(self) -> dict[str, Any]:
         """What the API shows of the job."""
         b = self.batch
@@ -247,6 +254,24 @@ class LiveJob(JobLedger):
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
         }
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    """A summary as JSON text; a number that is not finite (a job may report a NaN loss) is
+    null, since JSON has no such number."""
+    def finite(value: Any) -> Any:
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    try:
+        return json.dumps(summary, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(summary), separators=(",", ":"), allow_nan=False)
 
 
 def checked_report(report: Any) -> dict[str, Any] | None:

@@ -157,7 +157,7 @@ class ControlLoop:
                     self.store.add_event(now, job.id, "requeued", "service restarted")
                 job.requeue()
                 self.jobs[job.id] = job
-            self.store.save_job(job.to_doc())
+            self.store.save_job(*job.record())
         self._last_tick_s = now
 
     def _load(self, doc: dict, now: float) -> LiveJob | None:
@@ -185,7 +185,7 @@ class ControlLoop:
             log.exception("job %s: cancel after an error failed", job.id)
         job.finish(now, LiveStatus.FAILED, message)
         self.failures_total += 1
-        self.store.save_job(job.to_doc())
+        self.store.save_job(*job.record())
         self.store.add_event(now, job.id, "error", message)
         self._forget(job.id)
         self._changed = True
@@ -234,7 +234,7 @@ class ControlLoop:
             elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
                 self._round(now, fill_in=True)
             if time.monotonic() - self._last_save_s >= _SAVE_EVERY_S:
-                self.store.save_jobs(job.to_doc() for job in self.jobs.values())
+                self.store.save_jobs(job.record() for job in self.jobs.values())
                 self._last_save_s = time.monotonic()
             self.last_round = time.monotonic()
 
@@ -270,7 +270,7 @@ class ControlLoop:
             except Exception:  # noqa: BLE001 - the job is cancelled either way
                 log.exception("job %s: the executor could not cancel it", job_id)
             job.finish(now, LiveStatus.CANCELLED, "cancelled by the user")
-            self.store.save_job(job.to_doc())
+            self.store.save_job(*job.record())
             self.store.add_event(now, job_id, "cancelled")
             self._forget(job_id)
         return bool(ids)
@@ -318,7 +318,7 @@ class ControlLoop:
         job.launches = job.launch_base + st.launches
         if st.workers and st.workers != job.workers:
             job.workers = st.workers
-            self.store.save_job(job.to_doc())  # reclaimable even after a crash right now
+            self.store.save_job(*job.record())  # reclaimable even after a crash right now
         raw = self.executor.report(job.id)
         if isinstance(raw, dict) and (job.report is None or raw.get("time") != job.report.get("time")):
             report = checked_report(raw)  # only a new report is checked
@@ -339,7 +339,7 @@ class ControlLoop:
             self.completions_total += 1
         elif terminal is LiveStatus.FAILED:
             self.failures_total += 1
-        self.store.save_job(job.to_doc())
+        self.store.save_job(*job.record())
         self.store.add_event(now, job.id, terminal.value, st.message)
         self._forget(job.id)
         return True
@@ -486,14 +486,14 @@ class ControlLoop:
                                  f"{placement.num_gpus} GPU(s) {placement}"
                                  + (f", batch {batch_text}" if batch_text else "")
                                  + (" (again, after preemption)" if again else ""))
-            self.store.save_job(job.to_doc())
+            self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resize = (time.time(), old_gpus)
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1
             self.store.add_event(now, job.id, "preempted")
-            self.store.save_job(job.to_doc())
+            self.store.save_job(*job.record())
             self.executor.stop(job.id)
 
     def _record_training_events(self, now: float, job: LiveJob, report: dict) -> None:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 __all__ = ["Store"]
 
@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT UNIQUE NOT NULL,
     status TEXT NOT NULL,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    doc TEXT NOT NULL
+    doc TEXT NOT NULL,
+    summary TEXT
 );
 CREATE TABLE IF NOT EXISTS assignments (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
@@ -47,8 +48,9 @@ CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 """
 
 
-#: Telemetry columns added after the first release: databases made before get them on open.
+#: Columns added after the first release: databases made before get them on open.
 _TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL"}
+_JOBS_ADDED = {"summary": "TEXT"}
 
 
 class Store:
@@ -66,6 +68,7 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._add_missing_columns("telemetry", _TELEMETRY_ADDED)
+            self._add_missing_columns("jobs", _JOBS_ADDED)
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         have = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -102,24 +105,28 @@ class Store:
         return self._origin
 
     # -- jobs -----------------------------------------------------------------------------
-    def add_job(self, make_doc: Any) -> dict[str, Any]:
-        """Insert a job whose document `make_doc(job_id)` builds; returns the document."""
+    def add_job(self, make: Callable[[str], tuple[dict[str, Any], str | None]]
+                ) -> dict[str, Any]:
+        """Insert a job whose document and summary (JSON text) `make(job_id)` builds; returns
+        the document."""
         with self._lock:
             cur = self._db.execute("INSERT INTO jobs(id, status, doc) VALUES('', 'new', '{}')")
             job_id = f"job-{cur.lastrowid}"
-            doc = make_doc(job_id)
-            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ? WHERE seq = ?",
-                             (job_id, doc["status"], json.dumps(doc), cur.lastrowid))
+            doc, summary = make(job_id)
+            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ?, summary = ? "
+                             "WHERE seq = ?",
+                             (job_id, doc["status"], json.dumps(doc), summary, cur.lastrowid))
         return doc
 
-    def save_job(self, doc: dict[str, Any]) -> None:
-        self.save_jobs([doc])
+    def save_job(self, doc: dict[str, Any], summary: str | None = None) -> None:
+        self.save_jobs([(doc, summary)])
 
-    def save_jobs(self, docs: Iterable[dict[str, Any]]) -> None:
-        """Update stored jobs in one transaction (one commit for thousands of active jobs,
+    def save_jobs(self, records: Iterable[tuple[dict[str, Any], str | None]]) -> None:
+        """Update stored jobs - (document, summary as JSON text or None: made from the
+        document when listed) - in one transaction (one commit for thousands of active jobs,
         not one each)."""
-        self._exec_many("UPDATE jobs SET status = ?, doc = ? WHERE id = ?",
-                        [(d["status"], json.dumps(d), d["id"]) for d in docs])
+        self._exec_many("UPDATE jobs SET status = ?, doc = ?, summary = ? WHERE id = ?",
+                        [(d["status"], json.dumps(d), summary, d["id"]) for d, summary in records])
 
     def _exec_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """`sql` for every row, in one transaction."""
@@ -146,6 +153,17 @@ class Store:
             rows = self._exec(f"SELECT doc FROM jobs WHERE status IN ({','.join('?' * len(st))}) "
                               "ORDER BY seq", st)
         return [json.loads(r["doc"]) for r in rows]
+
+    def summaries(self, after_seq: int = 0, limit: int = 500
+                  ) -> list[tuple[int, str | None, dict[str, Any] | None]]:
+        """(seq, summary JSON text, document) of at most `limit` submitted jobs after
+        `after_seq`, oldest first; the document only where no summary was stored (it is not
+        read otherwise: listing thousands of jobs reads their short summaries)."""
+        rows = self._exec("SELECT seq, summary, CASE WHEN summary IS NULL THEN doc END AS doc "
+                          "FROM jobs WHERE seq > ? AND status != 'new' ORDER BY seq LIMIT ?",
+                          (after_seq, limit))
+        return [(r["seq"], r["summary"], None if r["doc"] is None else json.loads(r["doc"]))
+                for r in rows]
 
     def status_counts(self) -> dict[str, int]:
         """Jobs per status (submitted ones: not 'new'), without reading their documents."""

@@ -138,7 +138,11 @@ def test_a_rounds_decisions_are_applied_together(store, fake_executor, share_pol
     assert fake_executor.launches[b].early_init is False
 
 
-def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path) -> None:
+def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path,
+                                           monkeypatch) -> None:
+    import corral.service.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "_RECOVER_PAGE", 2)  # the stored jobs read in two pages
     a = submit(store, 100, gpus=2)
     b = submit(store, 100, gpus=2)
     c = submit(store, 100, gpus=4)
@@ -158,6 +162,9 @@ def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path)
     assert all(j.status is LiveStatus.QUEUED and not j.placement for j in loop2.jobs.values())
     loop2.tick()
     assert new_exec.plans[a].num_workers == 2  # placed again, resumes from its checkpoint
+    d = submit(again, 100, gpus=1)
+    loop2.tick()
+    assert set(loop2.jobs) == {a, c, d}  # only the job submitted since is new to it
     again.close()
 
 

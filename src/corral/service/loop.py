@@ -36,7 +36,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -54,6 +54,7 @@ __all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
 log = logging.getLogger("corral.service")
 RECENT_ROUNDS = 50  # rounds kept for the dashboard (`ControlLoop.recent_rounds`)
+_RECOVER_PAGE = 500  # stored jobs read at a time on start-up
 _SAVE_EVERY_S = 1.0  # time accounting is written at least this often (real seconds: an
 # emulated clock running 300x faster would otherwise write every active job at every tick)
 
@@ -129,7 +130,7 @@ class ControlLoop:
     def recover(self) -> None:
         """Load every job; stop workers left by an earlier service; requeue unfinished jobs."""
         now = self.now_s()
-        for seq, doc in self.store.jobs_after(0):
+        for seq, doc in self._stored_jobs():
             self._seq = max(self._seq, seq)
             job = self._load(doc, now)
             if job is None:
@@ -159,6 +160,17 @@ class ControlLoop:
                 self.jobs[job.id] = job
             self.store.save_job(*job.record())
         self._last_tick_s = now
+
+    def _stored_jobs(self) -> Iterator[tuple[int, dict]]:
+        """(seq, document) of every stored job, read a page at a time: a restarted service
+        held 10,000 documents at once, 28 MiB more RSS for as long as it ran."""
+        after = 0
+        while True:
+            page = self.store.jobs_after(after, limit=_RECOVER_PAGE)
+            yield from page
+            if len(page) < _RECOVER_PAGE:
+                return
+            after = page[-1][0]
 
     def _load(self, doc: dict, now: float) -> LiveJob | None:
         """The stored job; one whose stored submission no longer validates is repaired (and

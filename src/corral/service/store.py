@@ -171,10 +171,10 @@ class Store:
                           "GROUP BY status")
         return {r["status"]: r["n"] for r in rows}
 
-    def jobs_after(self, seq: int) -> list[tuple[int, dict[str, Any]]]:
-        """(seq, document) of jobs submitted after `seq`, oldest first."""
+    def jobs_after(self, seq: int, limit: int = -1) -> list[tuple[int, dict[str, Any]]]:
+        """(seq, document) of jobs submitted after `seq`, oldest first (at most `limit`)."""
         rows = self._exec("SELECT seq, doc FROM jobs WHERE seq > ? AND status != 'new' "
-                          "ORDER BY seq", (seq,))
+                          "ORDER BY seq LIMIT ?", (seq, limit))
         return [(r["seq"], json.loads(r["doc"])) for r in rows]
 
     def request_cancel(self, job_id: str) -> bool:

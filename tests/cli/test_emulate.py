@@ -4,6 +4,7 @@ item 5, the CI-sized check; benchmarks/bench_emulate.py runs the whole of worklo
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from corral.cli.emulate_cmd import submission_body
+from corral.core.jobs import JobSpec, LrRule
 from corral.report.files import JOBS_CSV_COLUMNS
+from corral.service.submission import Submission
 
 POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
 CLI = [sys.executable, "-m", "corral"]
@@ -40,6 +44,21 @@ def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6
     with open(out / "jobs.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert tuple(rows[0]) == JOBS_CSV_COLUMNS and len(rows) == 13
+
+
+def test_a_workload_job_reaches_the_service_as_the_same_spec() -> None:
+    """Every JobSpec field that changes how a job trains travels in its submission (a missing
+    one-GPU split made the emulated ncf jobs train unlike the simulated ones): a spec whose
+    every field differs from its default comes back whole, but for its id and submit time."""
+    spec = JobSpec("ncf-7", 12.0, "ncf", gpus=2, batch_size=640, init_bsz=512, max_bsz=4096,
+                   min_local_bsz=16, max_local_bsz=256, min_gpus=2, max_gpus=8, adaptive=False,
+                   lr_rule=LrRule.SQRT, epochs=9, trace_duration_s=3600.0,
+                   one_gpu_split_bsz=512)
+    for f in dataclasses.fields(JobSpec):
+        if f.default is not dataclasses.MISSING:
+            assert getattr(spec, f.name) != f.default, f"set {f.name} in this test"
+    sub = Submission.model_validate(submission_body(spec, 64)).checked(64)
+    assert sub.spec("job-3", 99.0) == dataclasses.replace(spec, name="job-3", submit_time_s=99.0)
 
 
 def test_emulate_refuses_bad_arguments_in_one_line() -> None:

@@ -59,6 +59,16 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
         sim.first_start_s + 30.0)
 
 
+def test_a_trace_job_takes_its_trace_duration_as_in_the_engine(executor) -> None:
+    """A duration-based job trains on its model scaled to the trace (`job_app`)."""
+    spec = dataclasses.replace(_spec(executor), trace_duration_s=900.0, adaptive=False)
+    executor.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
+    sim = executor._jobs["a"].sim
+    executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    # alone on its GPUs at the user's batch: the trace's 900 s after the 30 s start
+    assert sim.finish_s - sim.first_start_s == pytest.approx(930.0, rel=1e-6)
+
+
 def test_stop_resume_and_cancel(executor) -> None:
     spec = _spec(executor, epochs=50)
     plan = WorkerPlan(Placement.of({0: 4}))
@@ -83,6 +93,21 @@ def test_stop_resume_and_cancel(executor) -> None:
     executor.cancel("a")
     assert executor.status("a").state is ExecState.CANCELLED
     assert "launch 1: 2 worker(s)" in executor.read_log("a")
+
+
+def test_a_forgotten_job_leaves_nothing_behind_but_its_log(executor) -> None:
+    """The service forgets a job once it stored its end: the executor's memory and its passes
+    do not grow with the jobs it ran; a job forgotten while it ran gives its GPUs back."""
+    executor.place(_launch(_spec(executor, "a")), WorkerPlan(Placement.of({0: 4})))
+    executor.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
+    executor.place(_launch(_spec(executor, "b", epochs=50)), WorkerPlan(Placement.of({1: 2})))
+    assert executor._held == [0, 2]
+    executor.forget("a")
+    executor.forget("b")
+    executor.forget("never-placed")
+    assert executor._jobs == {} and executor._held == [0, 0]
+    assert executor.status("a").state is ExecState.UNKNOWN and executor.report("a") is None
+    assert "finished at emulated" in executor.read_log("a")
 
 
 def test_a_decision_handed_over_job_by_job_takes_gpus_before_they_are_given_up(tmp_path) -> None:

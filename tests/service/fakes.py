@@ -28,6 +28,7 @@ class FakeExecutor(Executor):
         self.crashes: dict[str, int] = {}
         self.events: dict[str, list[tuple[str, str]]] = {}
         self.rounds: list[list[tuple[str, str]]] = []  # the calls made inside each applying()
+        self.forgotten: list[str] = []  # jobs the service let go of (`forget`), in order
         self._round: list[tuple[str, str]] | None = None
 
     def cluster(self) -> Cluster:
@@ -82,3 +83,6 @@ class FakeExecutor(Executor):
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         self.calls.append(("shutdown", ""))
+
+    def forget(self, job_id: str) -> None:
+        self.forgotten.append(job_id)

@@ -19,7 +19,7 @@ class Clock:
 
 def submit(store: Store, now: float, **fields) -> str:
     sub = Submission(command=["python", "train.py"], **fields).checked(4)
-    return store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, now)).to_doc())["id"]
+    return store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, now)).record())["id"]
 
 
 def make_loop(store, executor, policy="fifo", clock=None, **kw) -> ControlLoop:

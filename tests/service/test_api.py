@@ -57,6 +57,8 @@ def test_openapi_schema_lists_the_endpoints(api) -> None:
     ({"command": ["x"], "lr_rule": "cubic"}, "lr_rule", "'adascale', 'sqrt' or 'linear'"),
     ({"command": ["x"], "colour": "red"}, "colour", "Extra inputs are not permitted"),
     ({"gpus": 1}, "command", "Field required"),
+    ({"command": ["x"], "trace_duration_s": 0}, "trace_duration_s", "greater than 0"),
+    ({"command": ["x"], "epochs": 0}, "epochs", "greater than or equal to 1"),
 ])
 def test_malformed_submission_gets_a_one_line_error(api, body, field, words) -> None:
     client, _ = api
@@ -100,6 +102,26 @@ def test_submit_list_schedule_cancel(api, fake_executor) -> None:
     assert client.get("/jobs/job-1", headers=AUTH).json()["status"] == "cancelled"
     again = client.post("/jobs/job-1/cancel", headers=AUTH)
     assert again.status_code == 409 and again.json()["detail"] == "job job-1 is already cancelled"
+
+
+def test_the_job_list_sends_the_stored_summaries_page_by_page(api, monkeypatch) -> None:
+    """GET /jobs streams the summaries the loop stored, a page at a time; a job stored without
+    one (an older service's row) is summarised from its document; a NaN is null."""
+    import corral.service.api as api_module
+
+    monkeypatch.setattr(api_module, "_LIST_PAGE", 2)
+    client, loop = api
+    for i in range(5):
+        body = {"command": ["python", "train.py"], "name": f"j{i}"}
+        assert client.post("/jobs", headers=AUTH, json=body).status_code == 201
+    loop.tick()
+    loop.jobs["job-2"].report = {"time": 1.0, "loss": float("nan"), "steps": 3}
+    loop.store.save_job(*loop.jobs["job-2"].record())
+    loop.store.save_job(loop.jobs["job-4"].to_doc())  # no summary, as an older store's row
+    listed = client.get("/jobs", headers=AUTH).json()
+    assert [j["name"] for j in listed] == [f"j{i}" for i in range(5)]
+    assert [j["status"] for j in listed] == ["running"] * 4 + ["queued"]
+    assert listed[1]["loss"] is None and listed[1]["steps"] == 3  # job-2
 
 
 def test_prometheus_metrics(api) -> None:

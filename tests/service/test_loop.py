@@ -55,7 +55,31 @@ def test_time_is_accounted_and_completion_frees_the_gpus(store, fake_executor) -
     clock.t = 110.0
     loop.tick()
     assert fake_executor.plans[b].placement.num_gpus == 2
-    assert [v.name for v in loop.completed] == [a]
+    assert fake_executor.forgotten == [a]  # its end is stored: the executor may let go of it
+    assert loop.completed == []  # fifo learns nothing from finished jobs: none is kept
+
+
+def test_finished_jobs_are_kept_as_views_only_for_a_policy_that_learns_from_them(
+        store, fake_executor) -> None:
+    clock = Clock()
+    a = submit(store, 100, gpus=1)
+    loop = make_loop(store, fake_executor, policy="tiresias-gittins", clock=clock)
+    loop.tick()
+    clock.t = 105.0
+    loop.tick()  # 5 s on its GPU
+    est = JobEstimator(32, 256, 4, 32)
+    est.observe_step(1, 1, 32, 0.1, 0.0)
+    fake_executor.reports[a] = {"time": 1.0, "steps": 40, "epoch": 2, "progress": 38.5,
+                                "batch": [32, 1], "world_size": 1, "estimator": est.to_dict(),
+                                "metrics": [[20, 1, 0.5], [40, 2, 0.8]], "state": "finished"}
+    fake_executor.states[a] = ExecState.DONE
+    clock.t = 106.0
+    loop.tick()
+    [view] = loop.completed
+    assert view.name == a and view.attained_gpu_s == pytest.approx(5)
+    assert view.epoch == 2 and view.metrics == ((20, 1, 0.5), (40, 2, 0.8))
+    assert view.estimator is None  # what no policy reads of a finished job is not kept
+    assert fake_executor.forgotten == [a]
 
 
 def test_live_view_is_built_like_the_simulators(store, fake_executor, share_policy) -> None:
@@ -114,7 +138,11 @@ def test_a_rounds_decisions_are_applied_together(store, fake_executor, share_pol
     assert fake_executor.launches[b].early_init is False
 
 
-def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path) -> None:
+def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path,
+                                           monkeypatch) -> None:
+    import corral.service.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "_RECOVER_PAGE", 2)  # the stored jobs read in two pages
     a = submit(store, 100, gpus=2)
     b = submit(store, 100, gpus=2)
     c = submit(store, 100, gpus=4)
@@ -134,6 +162,9 @@ def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path)
     assert all(j.status is LiveStatus.QUEUED and not j.placement for j in loop2.jobs.values())
     loop2.tick()
     assert new_exec.plans[a].num_workers == 2  # placed again, resumes from its checkpoint
+    d = submit(again, 100, gpus=1)
+    loop2.tick()
+    assert set(loop2.jobs) == {a, c, d}  # only the job submitted since is new to it
     again.close()
 
 

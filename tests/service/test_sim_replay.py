@@ -40,7 +40,7 @@ def _record(tmp_path: Path, finished: bool = True, settings: bool = True,
         store.set_meta("run", json.dumps({"policy": "fifo", "params": {}, "interval_s": 1.0,
                                           "nodes": [["n0", 2]]}))
     sub = Submission(command=["python", "train.py"], batch_size=32).checked(2)
-    doc = store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 0.5)).to_doc())
+    doc = store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 0.5)).record())
     est = JobEstimator(32, 32, 32, 32, adaptive=False)
     for _ in range(5):
         est.observe_step(1, 1, 32, STEP_S, 0.0)

@@ -22,6 +22,7 @@ subclass), not an object beside it: reading `job.placement` costs what it did be
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import Placement
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from corral.core.policy import Policy
     from corral.perf.estimator import JobEstimator
 
-__all__ = ["JobLedger", "should_decide", "LEDGER_FIELDS"]
+__all__ = ["JobLedger", "should_decide", "completed_view", "LEDGER_FIELDS"]
 
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
@@ -152,3 +153,11 @@ def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool) 
     and the live control loop both ask this, so a policy is called at the same moments."""
     return (at_round and (changed or not policy.decides_on_change_only)) or (
         policy.reacts_to_events and event)
+
+
+def completed_view(view: JobView) -> JobView:
+    """The view kept of a finished job for a policy that learns from finished jobs
+    (`Policy.learns_from_completed`): all of it but its estimator, which no policy reads of a
+    finished job and which a live job rebuilds from its last report (kept for as long as the
+    service runs). The simulator's engine and the live control loop both keep this."""
+    return dataclasses.replace(view, estimator=None)

@@ -37,6 +37,10 @@ class Policy(ABC):
     #: The decision changes only when the set of jobs changes (arrival/completion), so the
     #: engine may skip rounds in which nothing arrived or finished. A pure speed promise.
     decides_on_change_only: ClassVar[bool] = False
+    #: Reads `Snapshot.completed` (views of the jobs finished so far, to learn from them). Only
+    #: then do the engine and the live service keep a view of every finished job: the others
+    #: get an empty tuple, so memory does not grow with finished jobs (10,000-job traces).
+    learns_from_completed: ClassVar[bool] = False
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()

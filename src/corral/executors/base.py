@@ -152,6 +152,12 @@ class Executor(ABC):
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop every job's workers (checkpointing) and the background work."""
 
+    def forget(self, job_id: str) -> None:
+        """The service recorded the job's end (done, failed or cancelled): let go of what is
+        kept of it, so that an executor's memory and its passes over jobs do not grow with the
+        jobs it has run. `status` answers UNKNOWN for it after; its logs stay readable. Here:
+        nothing is let go."""
+
     def applying(self) -> ContextManager[None]:
         """A context in which the service applies one round's decisions (its `place` and
         `stop` calls): an executor that hands slots from a job giving them up to the job that

@@ -11,9 +11,11 @@ real service - API, store, control loop, policy - over jobs that are the simulat
   time by the executor's clock (`Executor.clock`), so its job times, rounds and report times
   are emulated seconds too.
 * **Jobs.** A job's model is its spec's `app` (the submission's `app` field, checked by
-  `check_app`); its command is never run. A background thread advances every placed job to the
-  clock with `SimJob.advance`, exactly as the engine does between events, and the job finishes
-  when its truth says so (DONE).
+  `check_app`); its command is never run. It trains on the truth the engine gives it
+  (`job_app`: with the submission's `epochs`, `one_gpu_split_bsz` and a trace job's
+  `trace_duration_s`, the simulated job's spec). A background thread advances every placed job
+  to the clock with `SimJob.advance`, exactly as the engine does between events, and the job
+  finishes when its truth says so (DONE).
 * **Reports.** Each job makes the report a `corral.train` job writes (corral.protocol.report:
   steps, epoch, progress, batch, world size, launch, the estimator document of what it has
   observed, `first_step_time`, state running / stopped / finished) when a launch takes its
@@ -53,7 +55,7 @@ from typing import Any, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
-from corral.core.jobs import Assignment
+from corral.core.jobs import Assignment, JobSpec
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.emulated_checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated_clock import EmulatedClock
@@ -61,6 +63,8 @@ from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover, mechanism_named
+from corral.sim.truth.base import AppTruth
+from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource
 
 __all__ = ["EmulatedClock", "EmulatedExecutor"]
@@ -85,6 +89,7 @@ class _Job:
     reported_s: float = -float("inf")  # emulated time of the last report
     reported_epoch: int = 0
     world: int = 0  # workers of the latest launch
+    workers: tuple[str, ...] = ()  # the latest launch's worker ids (`status`)
     checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
 
 
@@ -173,10 +178,9 @@ class EmulatedExecutor(Executor):
             if j is None:
                 return ExecStatus(job_id, ExecState.UNKNOWN)
             running = j.state is ExecState.RUNNING and j.plan is not None
-            workers = tuple(f"{job_id}/{r}" for r in range(j.plan.num_workers)) if running else ()
             return ExecStatus(job_id, j.state, j.plan if running else None, j.launches, 0,
                               (0,) * j.world if j.state is ExecState.DONE else (), j.message,
-                              workers, j.started_at, tuple(j.events))
+                              j.workers if running else (), j.started_at, tuple(j.events))
 
     def report(self, job_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -196,6 +200,18 @@ class EmulatedExecutor(Executor):
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """Nothing outlives this executor: an earlier service's simulated workers are gone."""
+
+    def forget(self, job_id: str) -> None:
+        """Drop the job (halted first, had it not ended): its entry, last report and launch
+        are what a finished job would otherwise keep here for as long as the service runs,
+        and every pass of the background thread walks the entries."""
+        with self._lock:
+            j = self._jobs.get(job_id)
+            if j is None:
+                return
+            if j.state not in TERMINAL:
+                self._halt(job_id, ExecState.CANCELLED)
+            del self._jobs[job_id]
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         self._closing.set()
@@ -218,7 +234,7 @@ class EmulatedExecutor(Executor):
             if spec is None:
                 raise InputError("the service gave no job spec")
             self.check_app(spec.app)
-            sim = SimJob(spec, self.truth.app(spec.app))
+            sim = SimJob(spec, self._truth_of(spec))
         except InputError as exc:
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
@@ -229,11 +245,16 @@ class EmulatedExecutor(Executor):
                 sim.resume_training(state)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 self._note(j, f"checkpoint unreadable ({type(exc).__name__}: {exc}): starts fresh")
-                sim = SimJob(spec, self.truth.app(spec.app))
+                sim = SimJob(spec, self._truth_of(spec))
             else:
                 self._note(j, f"resumes from its checkpoint: epoch {sim.epoch}, step "
                               f"{int(sim.steps)}, progress {sim.progress:.4g}")
         return sim
+
+    def _truth_of(self, spec: JobSpec) -> AppTruth:
+        """The truth the job trains on, as the engine gives it (`job_app`: a trace job's model
+        scaled to the trace's duration)."""
+        return job_app(self.truth, spec, self._cluster.max_node_gpus)
 
     def _check_plan(self, plan: WorkerPlan) -> None:
         caps = self._cluster.gpus_per_node
@@ -274,6 +295,7 @@ class EmulatedExecutor(Executor):
             j.state = ExecState.RUNNING
             j.launches += 1
             j.world = new.num_gpus
+            j.workers = tuple(f"{j.launch.job_id}/{r}" for r in range(j.world))
             j.started_at = self.clock()
             j.first_step_s, j.first_step_reported = now + pause, False
             j.checkpointed_s = now
@@ -348,8 +370,8 @@ class EmulatedExecutor(Executor):
         sim.release()
         j.state, j.plan = ExecState.DONE, None
         self._note(j, f"finished at emulated {sim.finish_s:.1f} s after {int(sim.steps)} steps")
-        j.sim = None  # an ended job keeps what status() and report() show, not its twin: the
-        # executor's memory does not grow with the jobs it has run
+        j.sim = None  # an ended job keeps what status() and report() show, not its twin,
+        # until the service has taken its end and forgets it (`forget`)
 
     # -- the background loop --------------------------------------------------------------------
     def _run(self) -> None:

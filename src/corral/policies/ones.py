@@ -103,6 +103,7 @@ class Ones(Policy):
                "SRUF with GPR progress")
     Params = OnesParams
     reacts_to_events = True
+    learns_from_completed = True  # epoch widths and the progress predictor's history
 
     def __init__(self, params: OnesParams | None = None) -> None:
         super().__init__(params)

@@ -375,6 +375,7 @@ class Optimus(OptimusOracle):
     summary = "Optimus: online convergence fit + marginal-gain GPU allocation, user's batch"
     Params = OptimusParams
     oracle = False
+    learns_from_completed = True  # steps per epoch borrowed from a finished job of the model
 
     def __init__(self, params: OptimusParams | None = None) -> None:
         super().__init__(params)

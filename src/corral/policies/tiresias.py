@@ -237,6 +237,7 @@ class TiresiasGittins(TiresiasLas):
     summary = "Tiresias discretized 2D-Gittins: Gittins index from a GPU-time distribution"
     Params = TiresiasGittinsParams
     ranks_within_queue = True
+    learns_from_completed = True  # the GPU-time distribution, when none is given
 
     def __init__(self, params: TiresiasGittinsParams | None = None) -> None:
         super().__init__(params)
@@ -244,6 +245,7 @@ class TiresiasGittins(TiresiasLas):
         self._fixed = load_service_distribution(path) if path else None
         self._dist: ServiceDistribution | None = self._fixed
         self._learned_from = 0
+        self.learns_from_completed = self._fixed is None
 
     def _prepare(self, snapshot: Snapshot) -> None:
         if self._fixed is None and len(snapshot.completed) != self._learned_from:

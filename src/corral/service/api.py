@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -28,7 +28,7 @@ from corral.core.errors import CorralError
 from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
 from corral.service.health import Health
-from corral.service.jobs import LiveJob
+from corral.service.jobs import LiveJob, summary_json
 from corral.service.limits import BodyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
@@ -37,6 +37,8 @@ from corral.service.submission import (MAX_BODY_BYTES, Submission, one_line_vali
                                        safe_text)
 
 __all__ = ["create_app", "one_line_validation_error"]
+
+_LIST_PAGE = 500  # jobs read from the store at a time by GET /jobs
 
 log = logging.getLogger("corral.service")
 MAX_LOG_BYTES = 16 << 20  # the most of a log one request returns (its end)
@@ -101,15 +103,16 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         checked = sub.checked(loop.cluster.total_gpus)
         executor.check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
-        doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).to_doc())
+        doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
         return LiveJob.from_doc(doc).summary()
 
     @app.get("/jobs", dependencies=[Depends(authorized)])
-    def jobs() -> JSONResponse:
-        # summaries are JSON-safe already: FastAPI's encoder would walk every field of every
-        # job again, 60 % of the time of this call with 2,000 jobs
-        return JSONResponse([LiveJob.from_doc(d).summary() for d in store.jobs()])
+    def jobs() -> StreamingResponse:
+        # the summaries the control loop stored, sent as they are, a page at a time: making
+        # them from the documents took 3.2 s with 10,000 jobs, and the list's temporaries
+        # raised the service's RSS by 170 MiB
+        return StreamingResponse(_job_list(store), media_type="application/json")
 
     @app.get("/jobs/{job_id}", dependencies=[Depends(authorized)])
     def job(job_id: str) -> dict[str, Any]:
@@ -143,3 +146,20 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     mount_dashboard(app)
     return app
+
+
+def _job_list(store: Store) -> Iterator[str]:
+    """GET /jobs's body: every submitted job's stored summary, oldest first, as one JSON list;
+    a job stored without one (by an older service) is summarised from its document."""
+    yield "["
+    after, first = 0, True
+    while True:
+        page = store.summaries(after, _LIST_PAGE)
+        for after, text, doc in page:
+            if text is None:
+                text = summary_json(LiveJob.from_doc(doc).summary())
+            yield text if first else "," + text
+            first = False
+        if len(page) < _LIST_PAGE:
+            break
+    yield "]"

@@ -26,12 +26,13 @@ class _ServiceCollector(Collector):
         self.loop = loop
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | SummaryMetricFamily]:
-        jobs = [LiveJob.from_doc(d) for d in self.store.jobs()]
+        counts = self.store.status_counts()  # every job ever submitted: not read one by one
         by_status = GaugeMetricFamily("corral_jobs", "Jobs by status", labels=["status"])
         for status in LiveStatus:
-            by_status.add_metric([status.value], sum(j.status is status for j in jobs))
+            by_status.add_metric([status.value], counts.get(status.value, 0))
         yield by_status
-        active = [j for j in jobs if j.status.active]
+        active = [LiveJob.from_doc(d) for d in self.store.jobs(
+            s.value for s in LiveStatus if s.active)]
         yield GaugeMetricFamily("corral_gpus_total", "GPU (or CPU) slots of the cluster",
                                 value=self.loop.cluster.total_gpus)
         reserved = sum(j.placement.num_gpus for j in active)

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 __all__ = ["Store"]
 
@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT UNIQUE NOT NULL,
     status TEXT NOT NULL,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    doc TEXT NOT NULL
+    doc TEXT NOT NULL,
+    summary TEXT
 );
 CREATE TABLE IF NOT EXISTS assignments (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
@@ -42,12 +43,14 @@ CREATE TABLE IF NOT EXISTS telemetry (
     resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE INDEX IF NOT EXISTS jobs_cancel ON jobs(cancel_requested) WHERE cancel_requested = 1;
 CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 """
 
 
-#: Telemetry columns added after the first release: databases made before get them on open.
+#: Columns added after the first release: databases made before get them on open.
 _TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL"}
+_JOBS_ADDED = {"summary": "TEXT"}
 
 
 class Store:
@@ -65,6 +68,7 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._add_missing_columns("telemetry", _TELEMETRY_ADDED)
+            self._add_missing_columns("jobs", _JOBS_ADDED)
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         have = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -101,27 +105,37 @@ class Store:
         return self._origin
 
     # -- jobs -----------------------------------------------------------------------------
-    def add_job(self, make_doc: Any) -> dict[str, Any]:
-        """Insert a job whose document `make_doc(job_id)` builds; returns the document."""
+    def add_job(self, make: Callable[[str], tuple[dict[str, Any], str | None]]
+                ) -> dict[str, Any]:
+        """Insert a job whose document and summary (JSON text) `make(job_id)` builds; returns
+        the document."""
         with self._lock:
             cur = self._db.execute("INSERT INTO jobs(id, status, doc) VALUES('', 'new', '{}')")
             job_id = f"job-{cur.lastrowid}"
-            doc = make_doc(job_id)
-            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ? WHERE seq = ?",
-                             (job_id, doc["status"], json.dumps(doc), cur.lastrowid))
+            doc, summary = make(job_id)
+            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ?, summary = ? "
+                             "WHERE seq = ?",
+                             (job_id, doc["status"], json.dumps(doc), summary, cur.lastrowid))
         return doc
 
-    def save_job(self, doc: dict[str, Any]) -> None:
-        self.save_jobs([doc])
+    def save_job(self, doc: dict[str, Any], summary: str | None = None) -> None:
+        self.save_jobs([(doc, summary)])
 
-    def save_jobs(self, docs: Iterable[dict[str, Any]]) -> None:
-        """Update stored jobs in one transaction (one commit for thousands of active jobs,
+    def save_jobs(self, records: Iterable[tuple[dict[str, Any], str | None]]) -> None:
+        """Update stored jobs - (document, summary as JSON text or None: made from the
+        document when listed) - in one transaction (one commit for thousands of active jobs,
         not one each)."""
-        rows = [(d["status"], json.dumps(d), d["id"]) for d in docs]
+        self._exec_many("UPDATE jobs SET status = ?, doc = ?, summary = ? WHERE id = ?",
+                        [(d["status"], json.dumps(d), summary, d["id"]) for d, summary in records])
+
+    def _exec_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """`sql` for every row, in one transaction."""
+        if not rows:
+            return
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("UPDATE jobs SET status = ?, doc = ? WHERE id = ?", rows)
+                self._db.executemany(sql, rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -140,10 +154,27 @@ class Store:
                               "ORDER BY seq", st)
         return [json.loads(r["doc"]) for r in rows]
 
-    def jobs_after(self, seq: int) -> list[tuple[int, dict[str, Any]]]:
-        """(seq, document) of jobs submitted after `seq`, oldest first."""
+    def summaries(self, after_seq: int = 0, limit: int = 500
+                  ) -> list[tuple[int, str | None, dict[str, Any] | None]]:
+        """(seq, summary JSON text, document) of at most `limit` submitted jobs after
+        `after_seq`, oldest first; the document only where no summary was stored (it is not
+        read otherwise: listing thousands of jobs reads their short summaries)."""
+        rows = self._exec("SELECT seq, summary, CASE WHEN summary IS NULL THEN doc END AS doc "
+                          "FROM jobs WHERE seq > ? AND status != 'new' ORDER BY seq LIMIT ?",
+                          (after_seq, limit))
+        return [(r["seq"], r["summary"], None if r["doc"] is None else json.loads(r["doc"]))
+                for r in rows]
+
+    def status_counts(self) -> dict[str, int]:
+        """Jobs per status (submitted ones: not 'new'), without reading their documents."""
+        rows = self._exec("SELECT status, COUNT(*) AS n FROM jobs WHERE status != 'new' "
+                          "GROUP BY status")
+        return {r["status"]: r["n"] for r in rows}
+
+    def jobs_after(self, seq: int, limit: int = -1) -> list[tuple[int, dict[str, Any]]]:
+        """(seq, document) of jobs submitted after `seq`, oldest first (at most `limit`)."""
         rows = self._exec("SELECT seq, doc FROM jobs WHERE seq > ? AND status != 'new' "
-                          "ORDER BY seq", (seq,))
+                          "ORDER BY seq LIMIT ?", (seq, limit))
         return [(r["seq"], json.loads(r["doc"])) for r in rows]
 
     def request_cancel(self, job_id: str) -> bool:
@@ -180,21 +211,32 @@ class Store:
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
         in the simulator (corral.sim.measured_run), when its launch took its first step."""
-        batch = report.get("batch") or [None, None]
-        metrics = report.get("metrics") or []
-        resumed = report.get("resumed") or {}
-        grad = (report.get("estimator") or {}).get("grad") or {}
-        first = report.get("first_step_time")
-        self._exec(
+        self.add_telemetry_rows([(time_s, job_id, report)])
+
+    def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:
+        """(time_s, job_id, report) of many reports (`add_telemetry`), in one transaction:
+        the control loop writes a tick's reports together, not a commit each."""
+        origin = self.origin()
+
+        def row(time_s: float, job_id: str, report: dict[str, Any]) -> tuple[Any, ...]:
+            batch = report.get("batch") or [None, None]
+            metrics = report.get("metrics") or []
+            resumed = report.get("resumed") or {}
+            grad = (report.get("estimator") or {}).get("grad") or {}
+            first = report.get("first_step_time")
+            return (job_id, time_s, report.get("launch"), report.get("world_size"),
+                    report.get("steps"), report.get("epoch"), report.get("progress"),
+                    report.get("loss"), batch[0], batch[1], report.get("total_bsz"),
+                    metrics[-1][2] if metrics else None, report.get("state"),
+                    resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
+                    None if first is None else float(first) - origin)
+
+        self._exec_many(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
             "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss, "
             "grad_sqr, grad_var, first_step_s) "
             "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, time_s, report.get("launch"), report.get("world_size"), report.get("steps"),
-             report.get("epoch"), report.get("progress"), report.get("loss"), batch[0], batch[1],
-             report.get("total_bsz"), metrics[-1][2] if metrics else None, report.get("state"),
-             resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
-             None if first is None else float(first) - self.origin()))
+            [row(*r) for r in rows])
 
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:
         rows = self._exec("SELECT * FROM telemetry WHERE job_id = ? ORDER BY seq", (job_id,))

@@ -41,6 +41,8 @@ MAX_ARGS = 1024  # arguments of the command
 MAX_ENV = 256  # extra environment variables
 MAX_GPUS = 1 << 16  # GPUs a job may ask for (the cluster bound is checked after)
 MAX_BATCH = 1 << 24  # total or per-GPU batch size
+MAX_EPOCHS = 1 << 20
+MAX_DURATION_S = 1e10  # a trace job's duration (over 300 years)
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -113,6 +115,17 @@ class Submission(BaseModel):
     max_local_bsz: Batch | None = None
     adaptive: bool = False
     lr_rule: LrRule = LrRule.ADASCALE
+    epochs: Annotated[int, Field(ge=1, le=MAX_EPOCHS)] | None = Field(
+        None, description="epochs the job trains for, where it says (the emulated executor's "
+        "job ends after them; default: its model's)")
+    one_gpu_split_bsz: Batch | None = Field(
+        None, description="on one GPU, a total batch above this many samples trains as at "
+        "least two micro-batches (AdaptDL's rule, which the Pollux measurements replay; "
+        "JobSpec.one_gpu_split_bsz)")
+    trace_duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] \
+        | None = Field(None, description="the emulated executor: the job's run time in its "
+                       "source trace on `gpus` GPUs at `batch_size`; its model's epochs are "
+                       "scaled to take that long (JobSpec.trace_duration_s)")
     early_init: bool | None = Field(
         None, description="may its workers start (and initialise) on GPUs a job giving them up "
         "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
@@ -163,7 +176,8 @@ class Submission(BaseModel):
             init_bsz=self.init_batch_size or self.batch_size, max_bsz=self.max_batch_size,
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
-            lr_rule=self.lr_rule)
+            lr_rule=self.lr_rule, epochs=self.epochs, trace_duration_s=self.trace_duration_s,
+            one_gpu_split_bsz=self.one_gpu_split_bsz)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""

@@ -21,7 +21,7 @@ from typing import Callable
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
-from corral.core.ledger import should_decide
+from corral.core.ledger import completed_view, should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon
@@ -115,7 +115,8 @@ class Simulator:
                 self._hold(job.placement, -1)
                 job.release()
                 done.append(job)
-                done_views.append(job.view())
+                if policy.learns_from_completed:
+                    done_views.append(completed_view(job.view()))
                 predicted.pop(id(job), None)
                 policy.job_left(job.spec.name)
             while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:

@@ -5,11 +5,14 @@ c = K (s+1) samples per step, or (one worker, no accumulation) this step's and t
 step's gradient. Where the squared norms come from:
 
 * Several workers: `comm_hook`, a DistributedDataParallel communication hook, takes each
-  gradient bucket as backward produces it, computes the squared norm of this worker's local
-  sample(s) in that bucket, and sends it *in the same all-reduce* as the bucket's gradients
-  (the bucket is packed with `EXTRA_SLOTS` more elements: local squared norm, stop flag,
-  divergence flag, in-place resize flag). When the reduction completes it takes the averaged bucket's squared norm.
-  So the statistics ride DDP's overlapped, bucketed communication and add no collective.
+  gradient bucket as backward produces it and computes the squared norm of this worker's local
+  sample(s) in it. DDP reduces buckets strictly in index order, so when the last bucket comes,
+  every local norm of the step is known: that bucket is sent packed with `EXTRA_SLOTS` more
+  elements (the sum of the local squared norms, the stop, divergence and in-place resize flags)
+  *in the same all-reduce* as its gradients; the others are reduced in place, as DDP's own hook
+  does (packing every bucket cost a copy of the whole gradient per step). After backward the
+  averaged gradient's squared norm is taken bucket by bucket. So the statistics ride DDP's
+  overlapped, bucketed communication and add no collective.
 * One worker: the same norms from the parameters' gradients after backward.
 * Accumulation (s >= 1): each micro-batch's gradient is the difference of the accumulated
   gradient after and before it.
@@ -18,28 +21,30 @@ step's gradient. Where the squared norms come from:
 * fp16 with a GradScaler: norms are divided by the loss scale squared (unscaled statistics);
   a step whose norms are not finite (a skipped step) does not update the estimate.
 
-The smoothed estimate (corral.train.noise's bias-corrected EMA) lives in a device tensor;
-`DeviceNoise.values()` reads it, a synchronisation reserved for reports, checkpoints and batch
-decisions; the per-step learning-rate gain reads it through corral.train.host_view instead.
-All kernels are foreach kernels over the parameter list (a few launches, not one per tensor).
+A step's norms go to corral.train.device_noise, which folds them into the smoothed estimate on
+the device when it is read (a synchronisation reserved for reports, checkpoints and batch
+decisions; the per-step learning-rate gain reads it through corral.train.host_view instead).
+Kernels are foreach kernels over the parameter list or one kernel per flat bucket buffer (a
+few launches, not one per tensor).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
 
-from corral.train.noise import DEFAULT_SMOOTHING, estimate
+from corral.train.device_noise import DeviceNoise
 from corral.train.sync_timer import SyncTimer
 
-__all__ = ["DeviceNoise", "GradientSampler", "Preconditioner", "EXTRA_SLOTS", "STOP", "DIVERGED",
+__all__ = ["GradientSampler", "Preconditioner", "EXTRA_SLOTS", "STOP", "DIVERGED",
            "REGROUP"]
 
 #: Elements appended to every bucket: [local squared norm, stop, divergence, regroup flags].
 EXTRA_SLOTS = 4
 STOP, DIVERGED, REGROUP = 1, 2, 3  # indices of the flags among the extras
+_MAX_BUCKETS = 4096  # more DDP buckets than any model has (25 MB each by default)
 _ADAM_WARMUP_STEPS = 5  # Adam's preconditioner is used once its step count exceeds this
 
 
@@ -84,43 +89,12 @@ class Preconditioner:
             self.current = [out[id(p)] for p in self._params]
 
 
-class DeviceNoise:
-    """corral.train.noise.GradNoise's smoothed (|g|^2, var), kept on the training device."""
-
-    def __init__(self, device: torch.device, smoothing: float = DEFAULT_SMOOTHING) -> None:
-        self.smoothing = smoothing
-        self.ema = torch.zeros(3, dtype=torch.float64, device=device)  # sqr, var, weight
-        self.updates = 0
-
-    def update(self, local_sqr: torch.Tensor, total_sqr: torch.Tensor, count: int,
-               scale: float) -> None:
-        """One step's estimate from `count` samples (means of their squared norms: local_sqr);
-        skipped when the norms are not finite."""
-        sqr, var = estimate(local_sqr, total_sqr, count, scale)
-        theta = self.smoothing ** scale
-        new = torch.stack([sqr, var, torch.ones_like(sqr)])
-        finite = torch.isfinite(new).all()
-        self.ema.copy_(torch.where(finite, theta * self.ema + (1 - theta) * new, self.ema))
-        self.updates += 1
-
-    @staticmethod
-    def stats_from(values: Sequence[float]) -> tuple[float, float] | None:
-        """(|g|^2, var) from the EMA's three values, None before the first update."""
-        sqr, var, weight = values[0], values[1], values[2]
-        return None if weight <= 0 else (sqr / weight, var / weight)
-
-    def values(self) -> list[float]:
-        """The EMA read to the host (a synchronisation)."""
-        return [float(v) for v in self.ema.tolist()]
-
-    def state_dict(self) -> dict[str, Any]:  # GradNoise's format: checkpoints stay compatible
-        sqr, var, weight = self.values()
-        return {"sqr": sqr, "var": var, "weight": weight, "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ema.copy_(torch.tensor([float(state["sqr"]), float(state["var"]),
-                                     float(state["weight"])], dtype=torch.float64))
-        self.updates = int(state.get("updates", 0))
+def _then(reduction: torch.futures.Future, result: torch.Tensor) -> torch.futures.Future:
+    """A future of `result` once `reduction` is done (its error, if any, passed on)."""
+    def done(fut: torch.futures.Future) -> torch.Tensor:
+        fut.value()
+        return result
+    return reduction.then(done)
 
 
 class GradientSampler:
@@ -141,17 +115,19 @@ class GradientSampler:
         self.world_size = world_size
         self.flags = torch.zeros(EXTRA_SLOTS, device=device)
         self.reduced_flags = torch.zeros(EXTRA_SLOTS, device=device)
-        self._zero = torch.zeros((), dtype=torch.float64, device=device)
         self._acc_prev: list[torch.Tensor] | None = None  # accumulated gradient before this micro
         self._micro_sqr: list[torch.Tensor] = []  # local squared norms of this step's samples
         self._prev_step: list[torch.Tensor] | None = None  # one worker: last step's sample
         self._prev_sqr: torch.Tensor | None = None
         self._scratch: dict[str, list[torch.Tensor]] = {}
-        self._bucket_local: list[torch.Tensor] = []
-        self._bucket_total: list[torch.Tensor] = []
+        self._buckets: list[tuple[torch.Tensor, dist.GradBucket]] = []  # (reduced, bucket)
+        self._slots: torch.Tensor | None = None  # this step's buckets' local norms
+        self._packed: torch.Tensor | None = None  # the last bucket's send buffer
+        self._reduced_local: torch.Tensor | None = None
         self._micro_count = 1
         self._grad_scale: Callable[[], torch.Tensor] | None = None
-        self.step_skipped = torch.zeros((), dtype=torch.float64, device=device)  # 1: not finite
+        # 1: the step's norms were not finite (fp16: the scaler skipped it); kept with a scaler
+        self.step_skipped = torch.zeros((), dtype=torch.float64, device=device)
         self.sync_timer = SyncTimer(device)
         self._hooked = False  # the first bucket of this step has been seen
 
@@ -162,7 +138,7 @@ class GradientSampler:
         self._grad_scale = grad_scale
         self._acc_prev = None
         self._micro_sqr = []
-        self._bucket_local, self._bucket_total = [], []
+        self._buckets = []
         self._hooked = False
 
     def after_micro_backward(self) -> None:
@@ -200,52 +176,89 @@ class GradientSampler:
 
     # -- several workers: the DDP communication hook ----------------------------------------
     def comm_hook(self, _state: object, bucket: dist.GradBucket) -> torch.futures.Future:
-        """Average the bucket across workers; its local squared norm and the flags go along."""
+        """Average the bucket across workers. DDP reduces buckets strictly in index order, so
+        when the last one comes every other bucket's local squared norm is known: the last
+        bucket alone is packed, with their sum and the flags; the others are reduced in place
+        as DDP's own hook does. The averaged gradient's norm is taken in `finish_step`."""
         if not self._hooked:
             self._hooked = True
             self.sync_timer.start()
         buf = bucket.buffer()
-        params = bucket.parameters()
-        local = self._sample_sqr(bucket.gradients(), self._subset(self._acc_prev, params),
-                                 self._subset(self._pre.current, params))
-        is_first = bucket.index() == 0
-        if is_first:  # the earlier micro-batches' norms cover every bucket: count them once
-            local = local + sum(self._micro_sqr, self._zero)
+        index = len(self._buckets)
+        self._local_sqr(bucket, buf, self._local_slots(buf)[index])
+        divisor = self.world_size * self._micro_count
+        if not bucket.is_last():
+            buf.div_(divisor)
+            self._buckets.append((buf, bucket))
+            return _then(dist.group.WORLD.allreduce([buf]).get_future(), buf)
         n = buf.numel()
-        packed = torch.empty(n + EXTRA_SLOTS, dtype=buf.dtype, device=buf.device)
-        torch.div(buf, self.world_size * self._micro_count, out=packed[:n])
+        packed = self._packed_buffer(buf)
+        reduced = packed[:n]
+        torch.div(buf, divisor, out=reduced)
         packed[n:].copy_(self.flags)
-        packed[n:n + 1].copy_(local)
-        pinv = self._subset(self._pre.current, params)
-        numels = [p.numel() for p in params]
-        fut = dist.all_reduce(packed, async_op=True).get_future()
+        torch.sum(self._local_slots(buf)[:index + 1], 0, keepdim=True, out=packed[n:n + 1])
+        if self._micro_sqr:  # the earlier micro-batches' norms cover every bucket
+            packed[n:n + 1].add_(torch.stack(self._micro_sqr).sum().to(packed.dtype))
+        self.reduced_flags = packed[n:]  # read once the reduction is done
+        self._reduced_local = packed[n]
+        self._buckets.append((reduced, bucket))
+        return _then(dist.group.WORLD.allreduce([packed]).get_future(), reduced)
 
-        def unpack(f: torch.futures.Future) -> torch.Tensor:
-            reduced = f.value()[0]
-            grad = reduced[:n]
-            self._bucket_local.append(reduced[n:n + 1].double())
-            if pinv is None:
-                self._bucket_total.append(torch.dot(grad, grad).double())
-            else:
-                chunks = [c.view_as(q) for c, q in zip(grad.split(numels), pinv)]
-                self._bucket_total.append(_sqnorm(torch._foreach_div(chunks, pinv)))
-            if is_first:
-                self.reduced_flags.copy_(reduced[n:])
-            buf.copy_(grad)
-            return buf
+    def _local_slots(self, buf: torch.Tensor) -> torch.Tensor:
+        """One element per bucket for this step's local squared norms (written in place)."""
+        slots = self._slots
+        if slots is None or slots.dtype != buf.dtype or slots.device != buf.device:
+            slots = self._slots = torch.zeros(_MAX_BUCKETS, dtype=buf.dtype, device=buf.device)
+        return slots
 
-        return fut.then(unpack)
+    def _local_sqr(self, bucket: dist.GradBucket, buf: torch.Tensor, out: torch.Tensor) -> None:
+        """This worker's squared norm of its sample(s) in `bucket`, into `out` (before the
+        bucket is reduced)."""
+        if self._acc_prev is None and self._pre.current is None:
+            torch.dot(buf, buf, out=out)
+            return
+        params = bucket.parameters()
+        out.copy_(self._sample_sqr(bucket.gradients(), self._subset(self._acc_prev, params),
+                                   self._subset(self._pre.current, params)))
+
+    def _packed_buffer(self, buf: torch.Tensor) -> torch.Tensor:
+        """The last bucket's send buffer: its gradients and EXTRA_SLOTS more elements, kept
+        from step to step (a fresh one per step cost page faults on the CPU)."""
+        packed = self._packed
+        if packed is None or packed.numel() != buf.numel() + EXTRA_SLOTS or \
+                packed.dtype != buf.dtype or packed.device != buf.device:
+            packed = self._packed = torch.zeros(buf.numel() + EXTRA_SLOTS, dtype=buf.dtype,
+                                                device=buf.device)
+        return packed
+
+    def _reduced_sqr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of the workers' local squared norms, squared norm of the averaged gradient)
+        of this step's buckets, once every reduction is done."""
+        pinv_all = self._pre.current
+        totals = []
+        for grad, bucket in self._buckets:
+            if pinv_all is None:
+                totals.append(torch.dot(grad, grad))
+                continue
+            params = bucket.parameters()
+            pinv = self._subset(pinv_all, params)
+            chunks = [c.view_as(q) for c, q in zip(grad.split([p.numel() for p in params]),
+                                                    pinv)]
+            totals.append(_sqnorm(torch._foreach_div(chunks, pinv)))
+        self._buckets = []
+        total = totals[0] if len(totals) == 1 else torch.stack(
+            [t.double() for t in totals]).sum()
+        # a copy: the send buffer (and this view of it) is rewritten by the next step
+        return self._reduced_local.clone(), total
 
     # -- the end of a step ------------------------------------------------------------------
     def finish_step(self, scale: float) -> None:
-        """Update the noise estimate from this step's samples (after the final backward)."""
+        """Record this step's samples for the noise estimate (after the final backward)."""
         k, count = self.world_size, self.world_size * self._micro_count
         if self._hooked:
             self.sync_timer.stop()
-        unscale = self._unscale2()
         if k > 1:
-            local = torch.stack(self._bucket_local).sum()
-            total = torch.stack(self._bucket_total).sum()
+            local, total = self._reduced_sqr()
         else:
             grads = [self._grad(p) for p in self._params]
             if self._micro_count > 1:
@@ -254,17 +267,24 @@ class GradientSampler:
                 local = torch.stack(self._micro_sqr).sum()
                 total = self._sample_sqr(grads, None, self._pre.current)
             else:
-                self._differenced(grads, scale, unscale)
+                self._differenced(grads, scale)
                 return
-        self._mark_finite(local + total)
-        self.noise.update(local * unscale / count, total * unscale, count, scale)
+        local, total = self._unscaled(local, total)
+        self.noise.record(local, total, count, scale)
 
-    def _mark_finite(self, norms: torch.Tensor) -> None:
-        """Non-finite norms mean inf/NaN gradients: the step is skipped (fp16) or diverged."""
-        self.step_skipped.copy_((~torch.isfinite(norms)).double())
+    def _unscaled(self, *norms: torch.Tensor, this_step: bool = True) -> tuple[torch.Tensor, ...]:
+        """`norms` without the fp16 loss scale (squared); with `this_step` (norms of this
+        step's gradients), marks the step skipped when they are not finite (the GradScaler
+        skips its update). Without a scaler: unchanged."""
+        if self._grad_scale is None:
+            return norms
+        unscale = self._grad_scale().double().reciprocal().square()
+        out = tuple(x * unscale for x in norms)
+        if this_step:
+            self.step_skipped.copy_((~torch.isfinite(sum(out))).double())
+        return out
 
-    def _differenced(self, grads: list[torch.Tensor], scale: float,
-                     unscale: torch.Tensor | float) -> None:
+    def _differenced(self, grads: list[torch.Tensor], scale: float) -> None:
         """One worker, one micro-batch: the previous step's gradient is the second sample.
         |mean|^2 = |a + b|^2 / 4, computed in place in the buffer that holds b."""
         pinv = self._pre.current
@@ -273,22 +293,16 @@ class GradientSampler:
             sample = self._buffers("preconditioned", grads)
             torch._foreach_copy_(sample, grads)
             torch._foreach_div_(sample, pinv)
-        sqr = _sqnorm(sample) * unscale
-        self._mark_finite(sqr)
+        (sqr,) = self._unscaled(_sqnorm(sample))
         prev = self._prev_step
         if prev is not None and self._prev_sqr is not None:
             torch._foreach_add_(prev, sample)
-            both = _sqnorm(prev) * unscale
-            self.noise.update((self._prev_sqr + sqr) / 2, both / 4, 2, 2 * scale)
+            (both,) = self._unscaled(_sqnorm(prev), this_step=False)  # last step's counted
+            self.noise.record(self._prev_sqr + sqr, both / 4, 2, 2 * scale)
         else:
             prev = self._prev_step = self._buffers("previous", grads)
         torch._foreach_copy_(prev, sample)
         self._prev_sqr = sqr
-
-    def _unscale2(self) -> torch.Tensor | float:
-        if self._grad_scale is None:
-            return 1.0
-        return self._grad_scale().double().reciprocal().square()
 
     def reset(self) -> None:
         """Forget the previous step's sample (after a restore or a batch change)."""

@@ -14,6 +14,7 @@ One object wraps a job's model, optimizer and dataset, and composes parts with o
 * corral.train.lr.LrScaling: the LR rule's factor, bounded and rate-limited;
 * corral.perf.agent: the agent's goodput-optimal batch, changed only for a clear gain
   and held for a minimum number of steps;
+* corral.train.losses: micro-batch losses summed on the device, read only by reports;
 * corral.train.guard: a non-finite or exploding loss restores the last good checkpoint and
   returns to the initial batch, recorded as an event the service shows;
 * corral.train.precision: autocast (bf16, fp16) and the fp16 GradScaler; gradient clipping;
@@ -63,6 +64,7 @@ from corral.train.grad_stats import (DIVERGED, EXTRA_SLOTS, REGROUP, STOP, Gradi
                                      Preconditioner)
 from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
 from corral.train.host_view import LaggedHostView
+from corral.train.losses import LossTally
 from corral.train.lr import DEFAULT_MAX_LR_SCALE, LrScaler, LrScaling, adascale
 from corral.train.precision import Precision
 from corral.train.profiler import StepProfiler
@@ -191,9 +193,7 @@ class ElasticTrainer:
         self._host_stats: GradStats | None = None  # lagged, for the per-step LR gain
         self._lost = torch.zeros((), dtype=torch.float64, device=self.device)
         self._lost_seen = 0.0  # progress of skipped (non-finite) steps taken back so far
-        self._loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._loss_count = 0
-        self._period_losses: list[torch.Tensor] = []  # micro-batch losses since the guard looked
+        self.losses = LossTally(self.device)
         self._micro = 0
         self._forwards = 0
         self._step_started: float | None = None
@@ -309,7 +309,7 @@ class ElasticTrainer:
         if last and self.model is not self.module and self._forwards == 0:
             raise RuntimeError("with several workers, compute the loss with trainer.model(x) "
                                "(the DistributedDataParallel wrapper), not the module passed in")
-        self._period_losses.append(loss.detach())  # summed when the guard looks (no op here)
+        self.losses.add(loss)
         if self._stop.requested:
             self.sampler.flags[STOP] = 1.0
         if self._resize.requested:
@@ -378,7 +378,7 @@ class ElasticTrainer:
             self.profiler.record(cfg.num_nodes, self.world_size, self.batch,
                                  now - self._step_started, sync_s)
         if state.steps % self._view.period == 0:
-            self._fold_losses(check=True)
+            self.losses.fold(self.guard, self.sampler.flags)
             if self._view.refresh(state.steps, self._host_vector()) and self._act_on_view():
                 return
         if self.first_step_time is None:
@@ -511,9 +511,7 @@ class ElasticTrainer:
         if self.config.batch is None:
             self.batch = self.batch_control.restart_from(
                 initial_batch(self.estimator, self.world_size), self.world_size, self.steps)
-        self._loss_sum.zero_()
-        self._period_losses.clear()
-        self._loss_count = 0
+        self.losses.clear()
         self._restored = True
         self.profiler.skip_next()
         message = (f"{why} at {at}: restored {source} (step {self.steps}, epoch {self.epoch}), "
@@ -526,31 +524,15 @@ class ElasticTrainer:
             self._report("running")
 
     # -------------------------------------------------------------------- checkpointing
-    def _fold_losses(self, check: bool) -> None:
-        """Move the losses summed since the last fold into the report's sum; with `check`, the
-        divergence guard looks at their mean first (once per host-view period, not per batch:
-        its few dozen small device operations are a fixed cost of every call)."""
-        losses = self._period_losses
-        if not losses:
-            return
-        total = torch.stack(losses).sum().double() if len(losses) > 1 else losses[0].double()
-        if check:
-            self.guard.observe(total / len(losses), self.sampler.flags)
-        self._loss_sum += total
-        self._loss_count += len(losses)
-        losses.clear()
-
     def _mean_loss(self, reset: bool) -> float | None:
-        self._fold_losses(check=False)
-        state = self.progress_state
-        if self._loss_count:
-            loss = float(self._loss_sum) / self._loss_count
-            if reset:
-                state.loss = loss
-                self._loss_sum.zero_()
-                self._loss_count = 0
-            return loss
-        return state.loss
+        """The mean loss since the last report (reads the device); with `reset`, it becomes
+        the progress state's loss and the next mean starts afresh."""
+        loss = self.losses.mean(reset)
+        if loss is None:
+            return self.progress_state.loss
+        if reset:
+            self.progress_state.loss = loss
+        return loss
 
     def _checkpoint(self) -> None:
         if self.store is None or self._diverged_now():  # never keep a diverged state

@@ -82,6 +82,7 @@ def main() -> None:
     if rank == 0:
         print(f"training on {device} with {world} worker(s)", flush=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    os.makedirs(args.checkpoint_dir, exist_ok=True)  # a new directory is a fresh start
     path = os.path.join(args.checkpoint_dir, "plain.pt")
     epoch, step_in_epoch = 0, 0
     if os.path.exists(path):

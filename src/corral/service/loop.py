@@ -17,7 +17,9 @@ never restarts anything.
 asked exactly when the simulator asks it (`corral emulate` compares the two).
 
 The loop's time is the executor's clock (`Executor.clock`): wall-clock time, or the emulated
-executor's clock running N times faster, so that job times come out in emulated seconds.
+executor's clock running N times faster, so that job times come out in emulated seconds. Each
+tick runs inside `Executor.one_instant()`, in which the emulated clock stands still: a round is
+decided and applied at one instant, as in the simulator, whatever its real time.
 
 All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
 service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
@@ -224,7 +226,7 @@ class ControlLoop:
             stop.wait(self.tick_s)
 
     def tick(self) -> None:
-        with self.lock:
+        with self.lock, self.executor.one_instant():
             now = self.now_s()
             dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
             self._last_tick_s = now

@@ -4,6 +4,7 @@ as corral.train jobs do; and the service's side of it (the `app` field, the cloc
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -170,6 +171,11 @@ def test_a_stopped_clock_reads_the_same_and_catches_up_after() -> None:
         with clock.stopped():  # re-entered: still stopped
             assert clock() == a
         assert clock() == a
+        seen = []
+        reader = threading.Thread(target=lambda: seen.append(clock()))
+        reader.start()
+        reader.join()
+        assert seen[0] >= a + 1000 * 0.02  # for the thread that stopped it only
     assert clock() - a >= 1000 * 0.02  # no time was lost
 
 

@@ -54,11 +54,12 @@ times N. Interference slowdown is not modelled.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Sequence
+from typing import Any, Iterator, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
@@ -141,12 +142,16 @@ class EmulatedExecutor(Executor):
     def clock(self) -> float:
         return self.clock_()
 
-    def one_instant(self) -> ContextManager[None]:
+    @contextlib.contextmanager
+    def one_instant(self) -> Iterator[None]:
         """The clock stands still while the service takes one look and acts on it: a round
         decided and applied at one emulated instant, as the engine does, and as a real service
         nearly does (its decide time in real seconds), instead of its real time passing N
-        times faster - at 100x a 50 ms decision started every resize 5 emulated s late."""
-        return self.clock_.stopped()
+        times faster - at 100x a 50 ms decision started every resize 5 emulated s late. For
+        the service's thread only: the jobs wait (the background pass needs the lock held
+        here) and the API stamps a submission with the running clock, at its real time."""
+        with self._lock, self.clock_.stopped():
+            yield
 
     def _now_s(self) -> float:
         """Emulated seconds since this executor started: the simulated jobs' time base."""

@@ -23,10 +23,13 @@ initialisation on and off. For the incoming job it prints `decision->step` (the 
 first step) and `idle`, how long the handed-over slots trained nobody: from the donor giving
 them up (at the decision without early initialisation; once the incoming workers were ready
 with it) to the incoming job's first step; and the overlap, how long the incoming job
-initialised while the donor trained on.
+initialised while the donor trained on. `--executor ray` runs the handover on the Ray executor
+instead (a single-node Ray started here on 127.0.0.1: as many CPU slots as the donor's workers,
+or this machine's GPUs); the incoming workers then start in the donor's placement groups
+(corral.executors.ray_early).
 
 Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
-         [--steps 1-2,2-4,4-2,2-1] [--repeats 1] [--handover 2-1:1,2-0:2]
+         [--steps 1-2,2-4,4-2,2-1] [--repeats 1] [--handover 2-1:1,2-0:2 [--executor ray]]
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from pathlib import Path
 from _common import machine
 
 from corral.core.cluster import Placement
-from corral.executors.base import ExecState, JobLaunch, WorkerPlan
+from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.executors.local import LocalExecutor
 from corral.executors.resize import MECHANISMS
 from corral.protocol.env import JobConfig
@@ -58,7 +61,7 @@ MODELS = {
 TIMEOUT_S = 300.0
 
 
-def _report_of(ex: LocalExecutor, job_id: str, launch: int, world: int) -> dict:
+def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> dict:
     """The job's first report of `launch` on `world` workers that has taken a step."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
@@ -99,16 +102,27 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
             ex.shutdown(timeout_s=60)
 
 
+def _handover_executor(kind: str, data_dir: Path, early: bool, slots: int,
+                       gpus: list[int] | None) -> Executor:
+    """The executor a handover runs on: local, on `slots` CPU slots or `gpus`; or Ray, on the
+    Ray this process is connected to (`handover` starts it)."""
+    options = dict(early_init=early, report_interval_s=0.5, checkpoint_interval_s=3600,
+                   stop_timeout_s=60)
+    if kind == "ray":
+        from corral.executors.ray import RayExecutor
+
+        return RayExecutor(data_dir, resource="GPU" if gpus else "CPU", **options)
+    return LocalExecutor(data_dir, slots=None if gpus else slots, gpus=gpus, **options)
+
+
 def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: int,
-                     gpus: list[int] | None) -> dict:
+                     gpus: list[int] | None, kind: str = "local") -> dict:
     """A donor on `donor[0]` workers, trained a few steps, shrunk to `donor[1]` (0: preempted)
     in the round that places an incoming job of `incoming` workers on the slots it gives up."""
     command, config = MODELS[model]
     before, after = donor
     with tempfile.TemporaryDirectory(prefix="corral-handover-") as tmp:
-        ex = LocalExecutor(Path(tmp), slots=None if gpus else before, gpus=gpus,
-                           early_init=early, report_interval_s=0.5, checkpoint_interval_s=3600,
-                           stop_timeout_s=60)
+        ex = _handover_executor(kind, Path(tmp), early, before, gpus)
         try:
             donor_job = JobLaunch("donor", command, str(REPO), {}, config)
             ex.place(donor_job, WorkerPlan(Placement(((0, before),))))
@@ -140,18 +154,35 @@ def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: 
 
 def handover(args: argparse.Namespace, gpus: list[int] | None) -> None:
     """The `--handover` table (see the module docstring)."""
+    cases = [(tuple(int(n) for n in shape.split("-")), shape, incoming)
+             for shape, incoming in (case.split(":") for case in args.handover.split(","))]
+    if gpus is not None:
+        cases = [c for c in cases if c[0][0] <= len(gpus)]
+    if args.executor == "ray":
+        import ray
+
+        from corral.executors.ray import connect
+
+        connect(None, num_cpus=None if gpus else max(c[0][0] for c in cases))
+        try:
+            _handover_table(args, cases, gpus)
+        finally:
+            ray.shutdown()
+    else:
+        _handover_table(args, cases, gpus)
+
+
+def _handover_table(args: argparse.Namespace, cases: list, gpus: list[int] | None) -> None:
+    print(f"executor {args.executor}", flush=True)
     print(f"{'model':9s} {'donor':6s} {'incoming':8s} {'early':6s} {'decision->step':>15s} "
           f"{'idle':>7s} {'overlap':>8s}", flush=True)
     for model in args.models.split(","):
-        for case in args.handover.split(","):
-            shape, incoming = case.split(":")
-            donor = tuple(int(n) for n in shape.split("-"))
-            if gpus is not None and donor[0] > len(gpus):
-                continue
+        for donor, shape, incoming in cases:
             cells: dict[bool, list[dict]] = {True: [], False: []}
             for _ in range(args.repeats):
                 for early in (True, False):  # taking turns: a busy machine slows both alike
-                    cells[early].append(measure_handover(early, model, donor, int(incoming), gpus))
+                    cells[early].append(measure_handover(early, model, donor, int(incoming), gpus,
+                                                        args.executor))
             for early, cs in cells.items():
                 med = {k: statistics.median(c[k] for c in cs)
                        for k in ("to_step_s", "idle_s", "overlap_s")}
@@ -169,7 +200,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--handover", default=None,
                     help="early initialisation cases DONOR_BEFORE-DONOR_AFTER:INCOMING, e.g. 2-1:1,2-0:2")
+    ap.add_argument("--executor", default="local", choices=["local", "ray"],
+                    help="where --handover runs (the resize table is local only)")
     args = ap.parse_args()
+    if args.executor != "local" and not args.handover:
+        raise SystemExit("--executor ray measures --handover only")
     gpus = None
     if args.device == "cuda":
         import torch

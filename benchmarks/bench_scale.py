@@ -68,8 +68,36 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   its inputs too (`_predict_memo`). Day: 589.5 s (241.0 s CPU) -> 6.9 s (5.0 s CPU), same
   figures (3,908 rounds, avg JCT 1584 s), both at load average ~6-10 on the shared 2 cores;
   optimus round median 22.5 s (load ~1) -> 0.24 s (load ~7).
-* pollux's rounds are now its genetic search (`pollux_search`: `_trim`, `_pick`, `_growth`,
-  `_merge`, ~80 % of `decide`), not the fits; its 0.1 s target needs work there.
+* pollux's rounds were then its genetic search (`pollux_search`, ~80 % of `decide`). Profile
+  of the 2,000-job round (cProfile and a per-statement CPU timer over the 5 rounds, 42
+  generations, at f9a4da3): `_trim` 30 % (element-level stable argsort, nonzero, scatter),
+  `_merge`'s np.sort of (P, nodes, 5C) rows 17 %, `_pick` on int64 arrays 10 %, `_per_job`'s
+  bincounts 12 %; outside the search, the dense current allocation (30 ms a round) and
+  `Placement.from_dense` of every row (26 ms). Now: populations are stored slot-major
+  (C, P, nodes) in int16, so a node's few slots are sorted and merged by sorting networks over
+  contiguous columns (`slot_columns`); `_trim` works per (job, node) run, sorting only the runs
+  of jobs on several nodes, by the same float key (quicksort on unique keys, stable on ties);
+  one bincount gives K and N; fitness terms are computed once per speedup-table entry and
+  looked up; the population's hashes are kept; the current allocation is a scatter, the
+  decision reads the best slots' nonzero entries; a job's speedup table is kept while its
+  model, grid and fair share are; jobs with identical goodput functions share their rows.
+  Same draws in the same order and the same arithmetic: the 56 reference cells, five stored
+  mid-size searches (`tests/sim/search_reference.py`) and the 5 rounds' decisions are
+  unchanged. A generation 41-44 ms -> 12-13 ms CPU; `rounds` pollux median 0.53-0.79 s ->
+  0.17-0.35 s (three alternating runs each, load 3.1-3.9; 0.55 s -> 0.14 s at load ~1.6).
+  Left per generation (perf): numpy's random draws ~27 % (the same draws must be made: the
+  array-parameter geometric and integers cost ~10 and ~7 ns each), bincount 8 %, and ~150
+  array operations over the 204,800 slots and 200,000 (individual, job) entries, none above
+  5 %; rounds 2-4 also refit 12 distinct throughput models (25-55 ms a round). The 0.1 s
+  target is not met with exact results.
+* The busiest day under pollux is not the search. cProfile of its first 2 hours (114 rounds,
+  <= 225 active jobs), 48 s: the jobs' own agents 28 s (`SimJob._finish_epoch` ->
+  `choose_batch`: 1,122 distinct L-BFGS-B throughput refits, 22 s, and 18,598 one-allocation
+  `GoodputFunction.optimize` calls, 7 s), `Pollux.decide` 17 s, of which the speedup tables'
+  `optimize_many` 7 s (a running job's goodput function changes every round with its gradient
+  statistics, and 96 % of the rows differ) and the search 7.5 s. Whole day: 595.6 s (496.0 s
+  CPU, load 3-5) -> 636.1 s (350.5 s CPU, load 5-7), same figures (1,668 rounds, avg JCT
+  991 s); the <= 120 s target is far and needs the agents' refits to get cheaper.
 """
 
 from __future__ import annotations

@@ -15,12 +15,15 @@ Two settings, one script:
 runs), doing what it does under the service: DDP with the noise-statistics hook, the
 noise-scale estimate on the device, LR scaling, the divergence guard, step profiling into the
 JobEstimator, a report every second. Both time the same steps after a warm-up (GPU work
-synchronised at both ends); the variants take turns, round after round, so a busy machine slows
-both alike. Printed: the median and the best round of each. Targets (issue 11): <= 5 % on CPU
+synchronised at both ends) and take turns, round after round, so a busy machine slows both
+alike: on the CPU both run in the same worker processes (the plain loop's DDP on the trainer's
+process group), a block of steps each in turn, first one then the other going first; on GPUs
+(and with --separate) each variant is a launch of its own, launches alternating. Printed: the
+median and the best round of each, and the median of the per-round ratios. Targets (issue 11): <= 5 % on CPU
 at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
 Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
-         [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50]
+         [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
 """
 
 from __future__ import annotations
@@ -91,9 +94,65 @@ def _batches_plain(data, local_bsz: int, rank: int, world: int, cuda: bool):
         step += 1
 
 
-def _worker(mode: str, steps: int, spec: dict) -> None:
+def _plain_loop(model, data, local_bsz: int, rank: int, world: int, device, amp):
+    """run(n): n steps of the plain loop a user writes (DDP on several workers)."""
     import torch
     import torch.nn.functional as F
+
+    cuda = device.type == "cuda"
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if cuda else None)
+    batches = _batches_plain(data, local_bsz, rank, world, cuda)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            x, y = next(batches)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return run
+
+
+def _corral_loop(model, data, local_bsz: int, world: int, device, precision: str):
+    """(run(n), trainer): n steps of the same model under ElasticTrainer."""
+    import torch
+    import torch.nn.functional as F
+
+    from corral.train import ElasticTrainer
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    trainer = ElasticTrainer(model, opt, data, batch_size=local_bsz * world,
+                             device=str(device), precision=precision)
+
+    def batches():
+        for _ in trainer.epochs(10**9):
+            yield from trainer.batches()
+    stream = batches()
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            x, y = next(stream)
+            with trainer.autocast():
+                loss = F.cross_entropy(trainer.model(x), y)
+            trainer.backward(loss)
+    return run, trainer
+
+
+def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
+    """One benchmark worker: `plain` or `corral` times `steps` steps after a warm-up;
+    `paired` builds both (the plain loop's DDP on the trainer's process group) and times them in
+    turn, `rounds` blocks of `steps` steps each, so both see the same machine at the same time."""
+    import copy
+    import gc
+
+    import torch
 
     torch.set_num_threads(1 if spec["device"] == "cpu" else 4)
     torch.manual_seed(0)
@@ -102,78 +161,59 @@ def _worker(mode: str, steps: int, spec: dict) -> None:
     cuda = spec["device"] == "cuda"
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda \
         else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     amp = torch.bfloat16 if spec["precision"] == "bf16" else None
-    total = WARMUP_STEPS + steps
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if mode == "plain":
-        import torch.distributed as dist
-
-        if cuda:
-            torch.cuda.set_device(device)
-        model = model.to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        net = model
-        if world > 1:
+    loops, trainer = {}, None
+    if mode in ("corral", "paired"):  # first: the trainer joins the process group
+        loops["corral"], trainer = _corral_loop(copy.deepcopy(model), data, local_bsz, world,
+                                                device, spec["precision"])
+    if mode in ("plain", "paired"):
+        if world > 1 and trainer is None:
+            import torch.distributed as dist
             dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
-            net = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[device.index] if cuda else None)
-        batches = _batches_plain(data, local_bsz, rank, world, cuda)
-        for step in range(total):
-            if step == WARMUP_STEPS:
-                sync()
-                start = time.perf_counter()
-            x, y = next(batches)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                loss = F.cross_entropy(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        sync()
-        elapsed = time.perf_counter() - start
-        if world > 1:
-            dist.barrier()  # leave together (a lone teardown can hang the peer's)
-            dist.destroy_process_group()
-    else:
-        from corral.train import ElasticTrainer
-
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        trainer = ElasticTrainer(model, opt, data, batch_size=local_bsz * world,
-                                 device=str(device), precision=spec["precision"])
-        step = 0
-        for _ in trainer.epochs(10_000):
-            for x, y in trainer.batches():
-                if step == WARMUP_STEPS:
-                    sync()
-                    start = time.perf_counter()
-                with trainer.autocast():
-                    loss = F.cross_entropy(trainer.model(x), y)
-                trainer.backward(loss)
-                step += 1
-                if step == total:
-                    break
-            if step == total:
-                break
-        sync()
-        elapsed = time.perf_counter() - start
+        loops["plain"] = _plain_loop(model, data, local_bsz, rank, world, device, amp)
+    times: dict[str, list[float]] = {name: [] for name in loops}
+    for name, run in loops.items():
+        run(WARMUP_STEPS)
+    order = list(loops.items())
+    for _ in range(rounds if mode == "paired" else 1):
+        for name, run in order:
+            sync()
+            start = time.perf_counter()
+            run(steps)
+            sync()
+            times[name].append(1000 * (time.perf_counter() - start) / steps)
+        order.reverse()  # turns alternate who goes first
+    loops.clear()
+    gc.collect()  # DDP wrappers let go of while the group still works (a later drop can hang)
+    if trainer is not None:
         trainer.group.close()
+    elif world > 1:
+        import torch.distributed as dist
+        dist.barrier()  # leave together (a lone teardown can hang the peer's)
+        dist.destroy_process_group()
     if rank == 0:
-        print(json.dumps({"ms_per_step": 1000 * elapsed / steps}), flush=True)
+        print(json.dumps({"ms_per_step": times}), flush=True)
 
 
-def _run(mode: str, workers: int, steps: int, spec: dict, attempts: int = 3) -> float:
-    """ms per step of one run; a run whose workers hang (seen rarely in gloo's rendezvous on
-    this machine) is killed after RUN_TIMEOUT_S and tried again, at most `attempts` times."""
+def _run(mode: str, workers: int, steps: int, spec: dict, rounds: int = 1,
+         attempts: int = 3) -> dict[str, list[float]]:
+    """ms per step of one launch of the workers, per variant and round; a launch whose workers
+    hang (seen rarely in gloo's rendezvous on this machine) is killed after RUN_TIMEOUT_S and
+    tried again, at most `attempts` times."""
     for attempt in range(attempts):
         try:
-            return _run_once(mode, workers, steps, spec)
+            return _run_once(mode, workers, steps, spec, rounds)
         except subprocess.TimeoutExpired:
             print(f"  ({mode}, {workers} workers, {spec}: hung, killed; "
                   f"attempt {attempt + 1} of {attempts})", flush=True)
     raise RuntimeError(f"{mode} workers hung {attempts} times")
 
 
-def _run_once(mode: str, workers: int, steps: int, spec: dict) -> float:
+def _run_once(mode: str, workers: int, steps: int, spec: dict,
+              rounds: int) -> dict[str, list[float]]:
     from corral.executors.procs import free_port
     from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv
 
@@ -188,12 +228,13 @@ def _run_once(mode: str, workers: int, steps: int, spec: dict) -> float:
             env = {**os.environ, "OMP_NUM_THREADS": "1",
                    **WorkerEnv(rank=rank, world_size=workers, local_rank=rank,
                                local_world_size=workers, master_port=port).to_env()}
-            if mode == "corral":
+            if mode != "plain":
                 env[ENV_CONFIG] = config.to_json()
-            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", mode,
-                                           "--steps", str(steps), "--spec", json.dumps(spec)],
-                                          env=env, stdout=subprocess.PIPE, text=True))
-        deadline = time.monotonic() + RUN_TIMEOUT_S
+            procs.append(subprocess.Popen(
+                [sys.executable, __file__, "--worker", mode, "--steps", str(steps),
+                 "--rounds", str(rounds), "--spec", json.dumps(spec)],
+                env=env, stdout=subprocess.PIPE, text=True))
+        deadline = time.monotonic() + RUN_TIMEOUT_S * max(1, rounds // 2)
         try:
             outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
                     for p in procs]
@@ -207,19 +248,27 @@ def _run_once(mode: str, workers: int, steps: int, spec: dict) -> float:
     return json.loads(outs[0].strip().splitlines()[-1])["ms_per_step"]
 
 
-def _compare(label: str, workers: int, steps: int, rounds: int, spec: dict) -> None:
-    times: dict[str, list[float]] = {"plain": [], "corral": []}
-    for _ in range(rounds):
-        for mode in times:
-            times[mode].append(_run(mode, workers, steps, spec))
+def _compare(label: str, workers: int, steps: int, rounds: int, spec: dict,
+             paired: bool) -> None:
+    """Prints the median and best round of both variants: in one launch taking turns
+    (`paired`), or launch by launch, alternating."""
+    if paired:
+        times = _run("paired", workers, steps, spec, rounds)
+    else:
+        times = {"plain": [], "corral": []}
+        for _ in range(rounds):
+            for mode in times:
+                times[mode] += _run(mode, workers, steps, spec)[mode]
     loop = f"plain {'DDP ' if workers > 1 else ''}loop"
     for name, pick in (("median", statistics.median), ("best", min)):
         plain, corral = pick(times["plain"]), pick(times["corral"])
         print(f"{label}, {workers} worker(s), {steps} steps, {name} of rounds: {loop} "
               f"{plain:.2f} ms/step, corral.train {corral:.2f} ms/step, overhead "
               f"{100 * (corral / plain - 1):+.1f} %")
+    ratios = sorted(c / p for p, c in zip(times["plain"], times["corral"]))
     print(f"  rounds: plain {[round(t, 2) for t in times['plain']]}, "
-          f"corral {[round(t, 2) for t in times['corral']]}")
+          f"corral {[round(t, 2) for t in times['corral']]}; per-round overhead median "
+          f"{100 * (statistics.median(ratios) - 1):+.1f} %")
 
 
 def main() -> None:
@@ -233,11 +282,14 @@ def main() -> None:
     ap.add_argument("--widths", type=int, nargs="+", default=[16, 64, 128])
     ap.add_argument("--models", nargs="+", default=list(GPU_MODELS), choices=list(GPU_MODELS))
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
-    ap.add_argument("--worker", choices=["plain", "corral"], help=argparse.SUPPRESS)
+    ap.add_argument("--separate", action="store_true",
+                    help="CPU: each variant in processes of its own, launch by launch (the "
+                         "default on GPUs) instead of both in the same workers taking turns")
+    ap.add_argument("--worker", choices=["plain", "corral", "paired"], help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        _worker(args.worker, args.steps, json.loads(args.spec))
+        _worker(args.worker, args.steps, args.rounds, json.loads(args.spec))
         return
     sys.stdout.reconfigure(line_buffering=True)  # progress shows as it goes
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
@@ -254,7 +306,7 @@ def main() -> None:
                 for workers in args.workers or [1]:
                     spec = {"model": model, "device": "cuda", "precision": precision}
                     _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
-                             args.steps or 200, args.rounds, spec)
+                             args.steps or 200, args.rounds, spec, paired=False)
         return
     print(f"digits CNN, {DIGITS_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
           f"{args.rounds} rounds (median and best)")
@@ -262,7 +314,8 @@ def main() -> None:
         steps = max(MIN_CPU_STEPS, (args.steps or 600) * 16 // width)
         for workers in args.workers or [1, 2]:
             spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32"}
-            _compare(f"width {width:3d}", workers, steps, args.rounds, spec)
+            _compare(f"width {width:3d}", workers, steps, args.rounds, spec,
+                     paired=not args.separate)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 The artifact (petuum/adaptdl, branch osdi21-artifact, `simulator/`) published results at
 settings the shared data does not cover: job loads of 0.5x-2x (`results-jobload/`, on
 `workloads-<load>/`), scheduling intervals (`results-period/`) and interference slowdowns
-(`results-inter/`), both on the 1x `workloads/`. Those files are not part of this project;
+(`results-inter/`, interference avoidance off: `noavoid` without slowdown, `inter25`/`inter50`
+with 25 % / 50 %), both on the 1x `workloads/`. Those files are not part of this project;
 fetch the artifact's `simulator/` directory and name it:
 
     python benchmarks/fidelity_settings.py /path/to/adaptdl/simulator [--only optimus-0.5]
@@ -47,6 +48,8 @@ class Setting:
     interference: float = 0.0
 
 
+NO_AVOIDANCE = {"interference_avoidance": "false"}
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("optimus-0.5", "optimus-oracle", "workloads-0.5",
             "results-jobload/optimus-0.5/summary.json"),
@@ -54,10 +57,14 @@ SETTINGS: tuple[Setting, ...] = (
             interval_s=240.0),
     Setting("pollux-8m", "pollux", "workloads", "results-period/pollux-8m/summary.json",
             interval_s=480.0),
+    # The artifact's inter* runs had interference avoidance switched off (its README: lines
+    # 387-390 of pollux.py commented out); with it on, no job is ever slowed.
+    Setting("pollux-noavoid", "pollux", "workloads", "results-inter/noavoid/summary.json",
+            overrides=NO_AVOIDANCE),
     Setting("pollux-inter25", "pollux", "workloads", "results-inter/inter25/summary.json",
-            interference=0.25),
+            overrides=NO_AVOIDANCE, interference=0.25),
     Setting("pollux-inter50", "pollux", "workloads", "results-inter/inter50/summary.json",
-            interference=0.5),
+            overrides=NO_AVOIDANCE, interference=0.5),
 )
 
 

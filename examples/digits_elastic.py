@@ -18,12 +18,19 @@ start for the first 20) the loss never settles, accuracy degrades after about 13
 the model collapses to chance accuracy (epoch 26 in a plain PyTorch loop without corral, at a
 constant 0.1; 0.05 and 0.07 go on to a training loss below 1e-4). corral.train recovers from such a collapse by lowering the rate (a divergence
 restore halves it), but a job should not rely on that.
+
+`--device-ms-per-sample MS` stands in for an accelerator on a machine without one: every
+micro-batch also waits MS milliseconds per sample of the worker's batch, as a worker waits for
+its GPU. The waits leave the cores free, so the workers of a job scale as on GPUs and jobs do
+not slow each other down (CPU workers on a small machine do both); the benchmarks of live runs
+against the simulator use it (benchmarks/bench_mechanism_live.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +51,8 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU "
                     "LOCAL_RANK names when CUDA is present, else the CPU)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--device-ms-per-sample", type=float, default=0.0,
+                    help="wait this long per sample of every micro-batch, as for an accelerator")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -61,6 +70,8 @@ def main() -> None:
         for x, y in trainer.batches():  # on trainer.device already
             with trainer.autocast():
                 loss = F.cross_entropy(trainer.model(x), y)
+            if args.device_ms_per_sample:
+                time.sleep(args.device_ms_per_sample * len(x) / 1000.0)
             trainer.backward(loss)
         trainer.record_metric(accuracy(model, test, trainer.device))
     acc = accuracy(model, test, trainer.device)

@@ -10,6 +10,8 @@ down at the end of the module, whatever happened. Skipped when ray is not instal
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -27,7 +29,8 @@ from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
 from corral.executors.ray import RayExecutor, connect  # noqa: E402
 from corral.executors.ray_launch import check_address  # noqa: E402
 from corral.executors.ray_nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
-from corral.executors.ray_resize import plan_in_place  # noqa: E402
+from corral.executors import ray as ray_executor  # noqa: E402
+from corral.executors.ray_resize import PidLookup, plan_in_place  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -235,6 +238,216 @@ def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_clus
     finally:
         ex.cancel("fb")
         ex.wait_for("fb", ExecState.CANCELLED, 60)
+        ex.shutdown(10)
+
+
+def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, monkeypatch):
+    """Rank 0's actor names its command's pid 3 s late (a slow node): meanwhile the executor's
+    thread goes on looking at its jobs (a call that needs its lock answers at once), then the
+    job grows in place; shrinking back asks no more (the same rank 0 keeps its pid)."""
+    pytest.importorskip("torch")
+
+    @ray.remote(num_cpus=0)
+    def late(pid: int | None) -> int | None:
+        time.sleep(3.0)
+        return pid
+
+    asked: list[float] = []
+
+    def slow_lookup(actor: str, ref, deadline: float) -> PidLookup:
+        asked.append(time.monotonic())
+        return PidLookup(actor, late.remote(ref), deadline)
+
+    monkeypatch.setattr(ray_executor, "PidLookup", slow_lookup)
+    ex = _ray_trainer_executor(tmp_path / "data")
+    try:
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))
+        first = trains_on(ex, "late", 0, 1, after_steps=5)
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 2),))))
+        contract.wait_until(lambda: asked, 30, "the executor to ask rank 0's pid")
+        slowest = 0.0
+        while time.monotonic() < asked[0] + 2.5:  # the answer is not in yet
+            t0 = time.monotonic()
+            ex.status("late")
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.1)
+        assert slowest < 1.0, f"the executor's lock was held {slowest:.1f} s"
+        grown = trains_on(ex, "late", 1, 2, after_steps=first["steps"])
+        assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
+        ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))
+        shrunk = trains_on(ex, "late", 2, 1, after_steps=grown["steps"])
+        assert shrunk["resumed"]["in_place"] == 2 and len(asked) == 1
+        assert not _events(ex, "late", "resize-fallback")
+    finally:
+        ex.cancel("late")
+        ex.wait_for("late", ExecState.CANCELLED, 60)
+        ex.shutdown(10)
+
+
+def _ray_trainer_executor(data_dir: Path) -> RayExecutor:
+    return RayExecutor(data_dir, resource="corral_slot", max_retries=1, stop_timeout_s=20,
+                       crash_grace_s=1, poll_s=0.02, nodes_poll_s=0.2, report_interval_s=0.2,
+                       checkpoint_interval_s=1.0)
+
+
+def _events(ex: RayExecutor, job_id: str, kind: str) -> list[str]:
+    return [d for k, d in ex.status(job_id).events if k == kind]
+
+
+def _steps(ex: RayExecutor, job_id: str) -> int:
+    return (ex.report(job_id) or {}).get("steps", 0)
+
+
+def _free_slots() -> float:
+    return ray.available_resources().get("corral_slot", 0)
+
+
+def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(ray_cluster, tmp_path):
+    """A donor on both slots of node 0 shrinks to one in the round that places a 2-worker job
+    on node 0's slot it gives up plus a free slot of node 1: the incoming workers start and
+    initialise at once (the one on node 0 in the donor's own placement group) while the donor
+    trains on with both; it shrinks in place only once they are ready, and the incoming job's
+    first step comes after its worker on that slot has left."""
+    pytest.importorskip("torch")
+    ex = _ray_trainer_executor(tmp_path / "data")
+    hold = tmp_path / "hold"
+    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
+    try:
+        _two_nodes(ray_cluster, ex)
+        contract.wait_until(lambda: _free_slots() == 4, 30, "earlier tests' slots to be free")
+        ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
+        first = trains_on(ex, "donor", 0, 2, after_steps=3)
+        with ex.applying():
+            ex.place(tiny("donor"), WorkerPlan(Placement(((0, 1),))))
+            ex.place(incoming, WorkerPlan(Placement(((0, 1), (1, 1)))))
+
+        # the incoming job's workers have started and are initialising ...
+        contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
+                            60, "the early workers")
+        (started,) = _events(ex, "incoming", "early-init")
+        assert "n0:donor/rank 1" in started and "n1:free" in started
+        at = _steps(ex, "donor")
+        # ... while the donor keeps stepping on both its slots (the incoming job cannot be ready)
+        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+        donor, queued = ex.status("donor"), ex.status("incoming")
+        assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
+        assert queued.state is ExecState.QUEUED and not queued.workers
+        assert not _events(ex, "donor", "donated")
+        assert ex.report("donor")["world_size"] == 2
+        # Ray's books: the donor's two slots and the free one the incoming job reserved; its
+        # worker in the donor's placement group reserves nothing there
+        assert _free_slots() == 1
+
+        hold.touch()  # initialisation ends: the workers report ready; the donor gives up its slot
+        trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
+        assert trained["resumed"] is None  # its first launch, from scratch
+        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
+        assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
+        left = max(e["time"] for e in shrunk["events"] if e["kind"] == "resized-in-place")
+        assert trained["first_step_time"] > left  # the incoming job stepped once the donor let go
+        (donated,) = _events(ex, "donor", "donated")
+        assert "initialised early" in donated
+        (summary,) = _events(ex, "incoming", "early-started")
+        assert "started early" in summary and "overlap" in summary
+        assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
+        assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
+        assert not _events(ex, "incoming", "early-init-fallback")
+        contract.wait_until(lambda: _free_slots() == 1, 30, "the books: 3 of 4 slots held")
+    finally:
+        for job_id in ("incoming", "donor"):
+            ex.cancel(job_id)
+        for job_id in ("incoming", "donor"):
+            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.UNKNOWN), 60)
+        ex.shutdown(10)
+
+
+def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_cluster, tmp_path):
+    """The donor is preempted in the round that places a 2-worker job on its slots: the
+    incoming workers initialise in the donor's placement groups while it trains on; once they
+    are ready the donor checkpoints and stops, its placement groups pass to the incoming job
+    (not removed: its actors there live on), which steps only after the donor stopped."""
+    pytest.importorskip("torch")
+    ex = _ray_trainer_executor(tmp_path / "data")
+    hold = tmp_path / "hold"
+    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
+    try:
+        contract.wait_until(lambda: _free_slots() == ex.cluster().total_gpus, 30,
+                            "earlier tests' slots to be free")
+        free_before = _free_slots()
+        ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
+        trains_on(ex, "donor", 0, 2, after_steps=3)
+        with ex.applying():
+            ex.stop("donor")
+            ex.place(incoming, WorkerPlan(Placement(((0, 2),))))
+        contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
+                            60, "the early workers")
+        at = _steps(ex, "donor")
+        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+        assert ex.status("donor").state is ExecState.RUNNING
+        assert ex.status("incoming").state is ExecState.QUEUED
+        assert _free_slots() == free_before - 2  # only the donor's two slots are reserved
+
+        hold.touch()
+        trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
+        ex.wait_for("donor", ExecState.STOPPED, 60)
+        stopped = ex.report("donor")
+        assert stopped["state"] == "stopped"
+        assert trained["first_step_time"] > stopped["time"]  # it stepped once the donor stopped
+        (summary,) = _events(ex, "incoming", "early-started")
+        assert "n0:donor/rank 0" in summary and "n0:donor/rank 1" in summary
+        assert not _events(ex, "incoming", "early-init-fallback")
+        assert _free_slots() == free_before - 2  # the donor's groups are the incoming job's now
+        assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
+    finally:
+        for job_id in ("incoming", "donor"):
+            ex.cancel(job_id)
+        for job_id in ("incoming", "donor"):
+            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.STOPPED, ExecState.UNKNOWN), 60)
+        ex.shutdown(10)
+
+
+def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(ray_cluster, tmp_path):
+    """One of two incoming workers - the one pre-started in the donor's placement group - dies
+    while it initialises: the early start is called off with an event and its other worker
+    ends (no process is left at the gate), the donor shrinks as decided (no crash, no
+    restart), and the job starts normally once the slot is free."""
+    pytest.importorskip("torch")
+    ex = _ray_trainer_executor(tmp_path / "data")
+    hold = tmp_path / "hold"
+    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
+    try:
+        _two_nodes(ray_cluster, ex)
+        ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
+        first = trains_on(ex, "donor", 0, 2, after_steps=3)
+        with ex.applying():
+            ex.place(tiny("donor"), WorkerPlan(Placement(((0, 1),))))
+            ex.place(incoming, WorkerPlan(Placement(((0, 1), (1, 1)))))
+        waiting = [Path(f"{hold}.waiting-r{r}") for r in (0, 1)]
+        contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), 60,
+                            "the early workers")
+        pids = [int(w.read_text()) for w in waiting]
+        os.kill(pids[0], signal.SIGKILL)  # rank 0, in the donor's group, dies as it initialises
+
+        fallback = contract.wait_until(lambda: _events(ex, "incoming", "early-init-fallback"),
+                                       60, "the fallback")
+        assert "before it was ready" in fallback[0] and "starts normally" in fallback[0]
+        contract.wait_until(lambda: not Path(f"/proc/{pids[1]}").exists()
+                            or "zombie" in Path(f"/proc/{pids[1]}/status").read_text(), 10,
+                            "the other early worker to end with the early start")
+        # the donor was not harmed: it shrinks in place as decided, no restart, no crash
+        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
+        assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
+        hold.touch()
+        trains_on(ex, "incoming", 0, 2)  # started normally once the slot was free
+        assert ex.status("incoming").crashes == 0
+        assert len(_events(ex, "incoming", "early-init")) == 1  # not tried early again
+        assert not _events(ex, "incoming", "early-started")
+        assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
+    finally:
+        for job_id in ("incoming", "donor"):
+            ex.cancel(job_id)
+        for job_id in ("incoming", "donor"):
+            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.UNKNOWN), 60)
         ex.shutdown(10)
 
 

@@ -13,7 +13,8 @@ from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux import PolluxParams, max_gpus_for, realloc_factor
+from corral.policies.pollux import (PolluxParams, max_gpus_for, realloc_factor,
+                                    search_patience)
 from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
@@ -77,14 +78,19 @@ def _problem(node_gpus, max_gpus, tables=None, base=None, penalty=None, p=-1.0, 
 
 
 def _random_population(s: _Searcher, rng, size=60) -> np.ndarray:
-    """Valid-capacity slot arrays with random jobs (unsorted on purpose, then sorted)."""
-    S = rng.integers(0, s.J + 1, size=(size, s.num_nodes, s.C))
-    S = np.where(s.blocked, s.block, S)
-    return np.sort(S, axis=-1)
+    """Valid-capacity slot arrays (C, P, nodes) with random jobs (drawn unsorted, then sorted)."""
+    S = rng.integers(0, s.J + 1, size=(s.C, size, s.num_nodes))
+    S = np.where(s.blocked[:, None, :], s.block, S)
+    return np.sort(S, axis=0).astype(s.dtype)
 
 
 def _dense(s: _Searcher, S: np.ndarray) -> np.ndarray:
-    return np.stack([s.decode(x) for x in S])
+    return np.stack([s.decode(S[:, i]) for i in range(S.shape[1])])
+
+
+def _blocked_ok(s: _Searcher, S: np.ndarray) -> bool:
+    """Every position beyond a node's size holds BLOCK, and only those."""
+    return bool(np.all((S == s.block) == s.blocked[:, None, :]))
 
 
 def test_repair_enforces_interference_caps_and_capacity():
@@ -103,8 +109,8 @@ def test_repair_enforces_interference_caps_and_capacity():
     per_node = ((A > 0) & distributed[:, :, None]).sum(axis=1)
     assert np.all(per_node <= 1)  # at most one distributed job per node
     # repaired slots stay canonical: sorted per node, blocked positions blocked
-    assert np.array_equal(repaired, np.sort(repaired, axis=-1))
-    assert np.all(repaired[:, s.blocked] == s.block)
+    assert np.array_equal(repaired, np.sort(repaired, axis=0))
+    assert _blocked_ok(s, repaired)
 
 
 def test_operators_never_overfill_a_node():
@@ -113,11 +119,12 @@ def test_operators_never_overfill_a_node():
     s = _Searcher(pb, SearchSettings(), rng)
     pop = s.repair(_random_population(s, rng, 100))
     for _ in range(5):
-        child = s.crossover(pop[:50], pop[50:])
+        child = s.crossover(pop[:, :50], pop[:, 50:])
         mutated = s.mutate(child)
         for S in (child, mutated):
             assert np.all(_dense(s, S).sum(axis=1) <= pb.node_gpus)
-            assert np.all(S[:, s.blocked] == s.block)
+            assert _blocked_ok(s, S)
+            assert np.array_equal(S, np.sort(S, axis=0))
         pop = s.repair(mutated)
 
 
@@ -144,6 +151,30 @@ def test_reallocation_penalty_keeps_a_job_where_it_is():
         pb = _problem([4], [4], tables=[table], base=[[2]], penalty=[penalty], p=-1.0)
         A = genetic_search(pb, SearchSettings(generations=20), np.random.default_rng(0)).allocation
         assert A[0, 0] == expected
+
+
+@pytest.mark.parametrize("p", [-1.0, 0.0, 1.0, 2.0, 0.5, -3.5])
+def test_evaluate_equals_fitness_of_the_allocations_bit_for_bit(p):
+    # the search evaluates by table lookup (`_fitness_terms`); it must give `fitness` of each
+    # allocation's speedups exactly, since comparisons of fitness decide the search
+    rng = np.random.default_rng(3)
+    caps = rng.choice([1, 2, 4, 8], size=12)
+    tables = []
+    for cap in caps:
+        gains = np.concatenate([[0.0], np.cumsum(rng.uniform(0.1, 1.0, cap))])
+        tables.append(np.vstack([np.zeros(cap + 1)] + [gains * 0.8 ** n
+                                                      for n in range(min(5, cap))]))
+    base = np.zeros((12, 5), dtype=np.int64)
+    base[[0, 3, 7], [1, 2, 4]] = 1
+    pb = _problem([4, 4, 8, 2, 4], caps, tables=tables, base=base,
+                  penalty=rng.uniform(0.1, 1.0, 12), p=p)
+    s = _Searcher(pb, SearchSettings(), rng)
+    S = s.repair(_random_population(s, rng, 80))
+    A = _dense(s, S)  # (P, J, nodes)
+    K, N = A.sum(axis=2), (A > 0).sum(axis=2)
+    changed = np.any(A != pb.base[None], axis=2)
+    expected = fitness(pb.speedup.lookup(N, K), changed, pb.penalty, p)
+    assert np.array_equal(s.evaluate(S), expected)
 
 
 def test_encode_decode_round_trip_and_truncation():
@@ -199,9 +230,28 @@ def test_search_matches_exhaustive_optimum_on_a_small_problem():
         dist = (A > 0).sum(axis=1) > 1
         if np.any(((A > 0) & dist[:, None]).sum(axis=0) > 1):
             continue
-        best = max(best, float(s.evaluate(s.encode(A)[None])[0]))
+        best = max(best, float(s.evaluate(s.encode(A)[:, None])[0]))
     got = genetic_search(pb, SearchSettings(generations=50), np.random.default_rng(0))
     assert got.fitness == pytest.approx(best)
+
+
+def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
+    from corral.perf.efficiency import GradStats
+    from corral.perf.goodput import GoodputFunction, optimize_many
+    from corral.perf.throughput import ThroughputParams
+    from corral.policies.pollux_speedup import _best_goodputs
+
+    models = [ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 2.0),
+              ThroughputParams(0.1, 0.002, 0.01, 0.001, 0.3, 0.01, 1.3)]
+    # 30 jobs, 6 distinct functions: equal inputs in distinct objects, as jobs of one app have
+    fns = [GoodputFunction(models[i % 2], GradStats(1.0 + i % 3, 30.0), 128, 4096, 32, 1024)
+           for i in range(30)]
+    rng = np.random.default_rng(0)
+    gpus = rng.integers(1, 40, size=3000)
+    nodes = np.minimum(rng.integers(1, 9, size=3000), gpus)
+    which = rng.integers(0, len(fns), size=3000)
+    assert np.array_equal(_best_goodputs(fns, which, nodes, gpus),
+                          optimize_many(fns, which, nodes, gpus)[0])
 
 
 # ------------------------------------------------------------------------ the policy
@@ -293,6 +343,35 @@ def test_policy_warm_starts_from_its_last_population():
         (population == names.index("j0")) | (population == names.index("j2")))
     # a changed cluster drops the warm start
     assert pol._warm_start(tuple(v.name for v in views2), np.array([4, 4])) is None
+
+
+def test_search_patience_grows_with_the_time_since_the_last_search():
+    assert search_patience(5, 60.0, 60.0) == 5
+    assert search_patience(5, 30.0, 60.0) == 5  # never below patience
+    assert search_patience(5, 240.0, 60.0) == 20
+    assert search_patience(5, 480.0, 60.0) == 40
+    assert search_patience(5, 90.0, 60.0) == 8  # 7.5, rounded up
+    assert search_patience(5, None, 60.0) == 5  # first search
+    assert search_patience(5, 480.0, 0.0) == 5  # per search
+    assert search_patience(0, 480.0, 60.0) == 0  # never stops early
+
+
+def _searched_generations(period_s: str, gap_s: float, names=("j0", "j1", "j2")) -> int:
+    """Generations of the second of two searches `gap_s` apart (the second of other jobs when
+    `names` does not overlap the first's)."""
+    pol = create_policy("pollux", {"patience": "2", "patience_period_s": period_s})
+    est = _estimator({(1, 1): 0.0, (1, 2): 0.002})
+    pol.decide(_snapshot([_view(_spec(n), estimator=est) for n in ("j0", "j1", "j2")], t=600.0))
+    pol.decide(_snapshot([_view(_spec(n), estimator=est) for n in names], t=600.0 + gap_s))
+    return pol.last_generations
+
+
+def test_a_later_search_runs_longer_unless_patience_is_per_search():
+    # patience 2 per 60 s: a search 8 minutes after the last waits 16 generations for a better
+    # allocation; per search, or for jobs the last search never saw, it waits 2
+    assert _searched_generations("60", 480.0) >= 16
+    assert _searched_generations("0", 480.0) < 16
+    assert _searched_generations("60", 480.0, names=("k0", "k1", "k2")) < 16
 
 
 def test_decision_keeps_unchanged_placements_and_fits_the_cluster():

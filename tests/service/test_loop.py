@@ -242,8 +242,9 @@ def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fa
     submit(store, 101, adaptive=True)
     clock.t = 111.0
     loop.tick()  # a: 4 -> 2 GPUs
-    decided, from_gpus = loop.jobs[a].pending_resize
-    assert from_gpus == 4
+    (pending,) = loop.jobs[a].pending_resizes
+    decided = pending.decided
+    assert (pending.from_gpus, pending.to_gpus) == (4, 2)
     # the new worker set's first report: regrouped in place, trained 2 s after the decision
     # having paused 0.25 s
     fake_executor.reports[a] = {"time": 112.0, "state": "running", "launch": 1, "world_size": 2,
@@ -254,5 +255,5 @@ def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fa
     (record,) = loop.jobs[a].resizes
     assert record == {"launch": 1, "mechanism": "in-place", "from_gpus": 4, "to_gpus": 2,
                       "pause_s": 0.25, "to_new_size_s": 2.0}
-    assert loop.jobs[a].pending_resize is None
+    assert loop.jobs[a].pending_resizes == []
     assert any(e["kind"] == "resize-pause" for e in store.events(a))

@@ -3,6 +3,7 @@ outside steps per epoch and the simulated JCT, each computed by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,8 +13,9 @@ from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.run_record import read_run
-from corral.sim.measured_run import (MeasuredRun, measured_catalog, measured_mechanism, replay,
-                                     resize_cost_s, restart_delay_s)
+from corral.sim.measured_run import (FinishedJob, MeasuredRun, launch_rates, measured_catalog,
+                                     measured_mechanism, replay, resize_cost_s,
+                                     resize_rate_ratio, restart_delay_s)
 from corral.service.store import Store
 from corral.service.submission import Submission
 
@@ -65,6 +67,23 @@ def test_restart_pause_and_time_outside_steps_are_measured(tmp_path):
     assert entry["epoch_overhead_s"] == pytest.approx((2.0 - 89 * STEP_S + 1.0) / 2, rel=0.02)
 
 
+def test_each_job_keeps_its_own_time_outside_steps(tmp_path):
+    """A long job of the same application as a short one: the short one's exit, paid once,
+    is not charged to every epoch of the long one."""
+    run = MeasuredRun.from_record(read_run(_record(tmp_path)))
+    short = run.jobs[0]
+    first, _ = short.telemetry
+    steps = 20 * 45  # 20 epochs of 45 steps of 10 ms, 1 s outside them in all, exit 1 s
+    last = {**first, "time_s": first["time_s"] + (steps - 1) * STEP_S + 1.0, "steps": steps,
+            "progress": float(steps), "epoch": 20, "state": "finished"}
+    long = dataclasses.replace(short, id="job-2", progress=float(steps), epochs=20,
+                               finish_s=last["time_s"] + 1.0, telemetry=[first, last])
+    models = measured_catalog(dataclasses.replace(run, jobs=[short, long]))["models"]
+    assert models["job-1"]["epoch_overhead_s"] == pytest.approx((2.0 - 89 * STEP_S + 1.0) / 2,
+                                                                rel=0.02)
+    assert models["job-2"]["epoch_overhead_s"] == pytest.approx((1.0 + 1.0) / 20, rel=0.05)
+
+
 def test_the_replay_predicts_the_jct_of_the_record(tmp_path):
     rows, mechanism = replay(MeasuredRun.from_record(read_run(_record(tmp_path))))
     delay = mechanism.overheads.start_s
@@ -98,6 +117,42 @@ def test_an_in_place_grow_costs_its_pause_and_the_new_size_it_lacked_while_joine
     assert resize_cost_s(GROW) == pytest.approx(0.3 + 2.0 * 0.5)
     assert resize_cost_s(SHRINK) == pytest.approx(0.2)  # a shrink loses its pause
     assert resize_cost_s({**GROW, "mechanism": "checkpoint-restart", "to_new_size_s": 0.3}) == 0.3
+
+
+def _rows(launch: int, start_s: float, progress: float, rate: float, count: int = 3) -> list[dict]:
+    """`count` reports, a second apart, of a launch progressing at `rate` per second."""
+    return [{"launch": launch, "time_s": start_s + i, "progress": progress + rate * i}
+            for i in range(count)]
+
+
+def test_an_in_place_grow_is_charged_by_the_progress_rates_measured_around_it():
+    # launch 0 made 10 iterations/s on 1 worker, launch 1 made 16 on 2: while its new worker
+    # started it lacked 1 - 10/16 of the new rate, not half of it (as by GPU count)
+    job = FinishedJob("job-1", None, 0.0, 0.0, 1, {}, _rows(0, 0.0, 0.0, 10.0)
+                      + _rows(1, 3.0, 30.0, 16.0), [], [GROW])
+    rates = launch_rates(job)
+    assert rates == pytest.approx({0: 10.0, 1: 16.0})
+    assert resize_rate_ratio(rates, GROW) == pytest.approx(10.0 / 16.0)
+    assert resize_cost_s(GROW, 10.0 / 16.0) == pytest.approx(0.3 + 2.0 * (1 - 10.0 / 16.0))
+    assert resize_rate_ratio({0: 10.0}, GROW) is None  # launch 1 not measured: by GPU count
+
+
+def test_an_in_place_run_is_charged_for_the_resizes_it_could_not_do_in_place(tmp_path):
+    fallback = {**SHRINK, "mechanism": "checkpoint-restart", "pause_s": 4.0,
+                "to_new_size_s": 4.0}
+    run = MeasuredRun.from_record(read_run(_record(tmp_path, resizes=(GROW, SHRINK, fallback))))
+    in_place = measured_mechanism(run)
+    assert in_place.name == "in-place"
+    assert in_place.overheads.shrink_s == pytest.approx((0.2 + 4.0) / 2)
+    assert measured_mechanism(run, "checkpoint-restart").overheads.shrink_s == pytest.approx(4.0)
+
+
+def test_a_launch_that_resized_a_job_is_no_start(tmp_path):
+    # the record's only launch (0) is a start; recorded as a resize's launch, it is not one
+    restart = {**SHRINK, "launch": 0, "mechanism": "checkpoint-restart"}
+    run = MeasuredRun.from_record(read_run(_record(tmp_path, resizes=(restart,))))
+    with pytest.raises(InputError, match="no launch of the run reported its first step"):
+        restart_delay_s(run)
 
 
 def test_a_run_resized_in_place_replays_with_its_measured_pauses_or_under_restarts(tmp_path):

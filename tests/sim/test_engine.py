@@ -240,3 +240,29 @@ def test_srtf_never_slower_than_fifo_on_average():
     srtf_jobs, _ = run(create_policy("srtf"), jobs, app=apps, cluster="2x4")
     avg = lambda js: sum(j.jct_s for j in js.values()) / len(js)
     assert avg(srtf_jobs) <= avg(fifo_jobs)
+
+
+class Pinned(Policy):
+    """Keeps `a` on nodes 0-1 and `b` on nodes 1-2 (two distributed jobs sharing node 1)."""
+
+    name = "pinned"
+    PLACES = {"a": Placement.of({0: 1, 1: 1}), "b": Placement.of({1: 1, 2: 1})}
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        return Decision({v.name: Assignment(self.PLACES[v.name]) for v in snapshot.jobs})
+
+
+def test_interference_lifts_at_the_next_decision_after_the_neighbour_finishes():
+    # Both slowed by half from their start at 30 s: b's one epoch (60 s of work) ends at 150.
+    # a (180 s of work) did 60 s by then and 15 s more until the round at 180, where it is
+    # judged alone although no assignment changed; its last 105 s run at full speed.
+    a = JobSpec(name="a", submit_time_s=0.0, app="lin", gpus=2, batch_size=20, init_bsz=10,
+                max_bsz=80, min_local_bsz=10, max_local_bsz=10)
+    b = JobSpec(name="b", submit_time_s=0.0, app="lin", gpus=2, batch_size=20, init_bsz=10,
+                max_bsz=80, min_local_bsz=10, max_local_bsz=10, epochs=1)
+    jobs, _ = run(Pinned(), [a, b], cluster="3x4", interference_slowdown=0.5)
+    assert jobs["b"].finish_s == pytest.approx(150)
+    assert jobs["a"].finish_s == pytest.approx(180 + 105)
+    # without interference: 30 s start + 60 s (b) / 180 s (a)
+    jobs, _ = run(Pinned(), [a, b], cluster="3x4")
+    assert (jobs["b"].finish_s, jobs["a"].finish_s) == (pytest.approx(90), pytest.approx(210))

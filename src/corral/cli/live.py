@@ -70,7 +70,7 @@ def serve(
     restart_delay: float = typer.Option(30.0, help="--executor emulated: pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
     tick: Optional[float] = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does."),
-    early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`)."),
+    early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`)."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
@@ -123,7 +123,8 @@ def serve(
         if tick is None:
             tick_s = min(0.2, max(0.01, 2.0 / time_scale))
     elif executor == "ray":
-        options.update(address=ray_address, storage=ray_storage, resource=ray_resource)
+        options.update(address=ray_address, storage=ray_storage, resource=ray_resource,
+                       early_init=early_init)
         if mechanism is not None:
             options.update(mechanism=mechanism)
     elif ray_address or ray_storage or ray_resource:

@@ -2,40 +2,50 @@
 placement takes slots that running jobs (donors) are giving up - shrinking or stopped by the
 same round - starts its workers at once, while the donors keep training.
 
-The sequence, driven by the local executor's background thread:
+The sequence, the same on every executor that does it (`EarlyStartExecutor`, driven by the
+lifecycle's background thread; the executor supplies what a slot and a worker set are):
 
 1. *Plan* (`plan_slots`): a queued job that cannot start on the free slots alone, but can on
-   the free slots plus slots donors give up, acquires the free ones and is promised the donors'
-   (SlotPool.promise, SideCar's `reserved` state). A shrinking donor gives up its highest ranks'
-   slots, those an in-place shrink frees; a stopped donor gives up all of them.
+   the free slots plus slots donors give up, takes the free ones and is promised the donors'
+   (SideCar's `reserved` state). On each node a donor gives up its highest ranks' slots there,
+   those an in-place shrink frees; a stopped donor gives up all of them.
 2. *Initialise*: its workers start with `CORRAL_EARLY_START` (corral.protocol.early) on the
    slots it will run on; they build their model and wait at the start gate. The donors are
-   held: they keep training, their decision not yet carried out.
+   held: they keep training, their decision not yet carried out (`_keeps_training`).
 3. *Hand over*: once every worker reported ready the donors are let go and shrink or stop by
    their own mechanism (in place or checkpoint-restart); once the promised slots are released
-   the job acquires them, the gate opens and the waiting workers take their first step. It is
+   the job takes them, the gate opens and the waiting workers take their first step. It is
    the job's next launch from then on.
 4. *Fall back*: a worker that exits while it initialises, or a job not ready within
-   `timeout_s`, calls the early start off (its workers are killed, its slots and promises
-   dropped, an event says why); the donors give their slots up as decided and the job starts
-   normally once they are free. A changed decision, a stop or a cancel call it off too.
+   `timeout_s`, calls the early start off (its workers are ended, its slots and promises
+   dropped, an `early-init-fallback` event says why); the donors give their slots up as
+   decided and the job starts normally once they are free. A changed decision (the job placed
+   elsewhere, a donor told to keep its slots), a stop or a cancel call it off too. Nothing is
+   lost: the donors never stopped, and the job had not taken a step.
 
 Only jobs known to wait at the gate start early (`allows_early_start`); `EarlyStart` is the
-executor's record of one early start under way.
+executor's record of one early start under way (an executor adds its worker set to it).
 """
 
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import IO, Any, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
-from corral.executors.base import WorkerPlan
+from corral.executors.base import ExecState
+from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.protocol.early import clear_gate, open_gate
+from corral.protocol.inplace import ready_ranks
 
-__all__ = ["EarlyStart", "EARLY_READY_TIMEOUT_S", "allows_early_start", "plan_slots"]
+__all__ = ["EarlyStart", "EarlyJobRecord", "EarlyStartExecutor", "EARLY_READY_TIMEOUT_S",
+           "allows_early_start", "plan_slots"]
 
 #: Seconds the pre-started workers get to become ready before the early start is called off.
 EARLY_READY_TIMEOUT_S = 120.0
+
+S = TypeVar("S", bound=Hashable)  # a slot, in the executor's terms
 
 
 def allows_early_start(early_init: bool | None, report: Mapping[str, Any] | None) -> bool:
@@ -48,41 +58,43 @@ def allows_early_start(early_init: bool | None, report: Mapping[str, Any] | None
     return bool(report) and isinstance(report.get("estimator"), dict)  # corral.train writes it
 
 
-def plan_slots(need: int, free: Sequence[int], donors: Mapping[str, Sequence[int]]
-               ) -> tuple[list[int], dict[str, list[int]]] | None:
-    """The slots a job of `need` workers starts early on: first the `free` ones, then those
-    the `donors` give up (donor id -> its slots that nobody was promised, in its order), donor
-    by donor. None when the free slots suffice (it starts normally) or all of them together do
-    not (it waits), or when no donor slot is needed."""
-    if need <= len(free):
-        return None
-    taken: dict[str, list[int]] = {}
-    missing = need - len(free)
-    for donor, slots in donors.items():
-        if missing <= 0:
-            break
-        part = list(slots)[:missing]
-        if part:
-            taken[donor] = part
-            missing -= len(part)
-    if missing > 0:
-        return None
-    return list(free), taken
+def plan_slots(need: Mapping[Hashable, int], free: Mapping[Hashable, Sequence[S]],
+               donors: Mapping[str, Mapping[Hashable, Sequence[S]]]
+               ) -> tuple[list[S], dict[str, list[S]]] | None:
+    """The slots a job that needs `need[n]` workers on each node n starts early on: on each
+    node, first the `free` ones, then those the `donors` give up there (donor id -> node ->
+    its slots that nobody was promised, in its order), donor by donor. Returns (the free slots
+    taken, donor id -> the slots it gives up to the job); None when the free slots suffice on
+    every node (it starts normally) or free and donated ones together do not on some node (it
+    waits)."""
+    taken_free: list[S] = []
+    taken: dict[str, list[S]] = {}
+    for node, count in need.items():
+        here = list(free.get(node, ()))
+        taken_free += here[:count]
+        missing = count - len(here)
+        for donor, slots in donors.items():
+            if missing <= 0:
+                break
+            part = list(slots.get(node, ()))[:missing]
+            if part:
+                taken.setdefault(donor, []).extend(part)
+                missing -= len(part)
+        if missing > 0:
+            return None
+    return (taken_free, taken) if taken else None
 
 
 @dataclass
 class EarlyStart:
-    """One early start under way: launch `generation` of the job, `plan` on `slots` (the free
-    ones it holds and the donors' promised to it)."""
+    """One early start under way: launch `generation` of the job, for `target` (the job's
+    target when it began), on `slots` (the free ones it holds and the donors' promised to it).
+    An executor subclasses it with its worker set."""
 
-    plan: WorkerPlan
+    target: Any
     generation: int
-    slots: list[int]
-    donors: dict[str, list[int]]  # donor job id -> the slots it gives up to this job
-    port: int
-    tag: str
-    procs: list[Any] = field(default_factory=list)  # rank r's process at index r
-    logs: list[IO[bytes]] = field(default_factory=list)
+    slots: list[Any]
+    donors: dict[str, list[Any]]  # donor job id -> the slots it gives up to this job
     started: float = field(default_factory=time.monotonic)
     ready_at: float | None = None  # when every worker had reported ready (donors let go)
     timeout_s: float = EARLY_READY_TIMEOUT_S
@@ -91,6 +103,11 @@ class EarlyStart:
     def initialising(self) -> bool:
         """Still building: the donors keep training."""
         return self.ready_at is None
+
+    @property
+    def promised(self) -> list[Any]:
+        """The donors' slots promised to the job."""
+        return [s for slots in self.donors.values() for s in slots]
 
     def timed_out(self) -> bool:
         """Not ready `timeout_s` after it started, or its slots not free `timeout_s` after."""
@@ -101,6 +118,164 @@ class EarlyStart:
         ready = (self.ready_at or now) - self.started
         donors = ", ".join(f"job {d} (slots {s})" for d, s in self.donors.items())
         return (f"launch {self.generation}: started early on slots {self.slots}: its "
-                f"{len(self.procs)} worker(s) initialised for {ready:.2f} s while {donors} "
+                f"{len(self.slots)} worker(s) initialised for {ready:.2f} s while {donors} "
                 f"trained on (overlap {ready:.2f} s), then waited {now - self.started - ready:.2f} s "
                 f"for the donor(s) to give the slots up")
+
+
+@dataclass
+class EarlyJobRecord(JobRecord):
+    """A job record of an executor that starts jobs early."""
+
+    early: EarlyStart | None = None  # its next launch, started early (it is QUEUED meanwhile)
+    no_early_for: int = -1  # the launch number whose early start was called off (not retried)
+
+
+J = TypeVar("J", bound=EarlyJobRecord)
+
+
+class EarlyStartExecutor(JobTableExecutor[J]):
+    """The early-start sequence of the module docstring over the shared job lifecycle. A
+    subclass sets `early_init` and `early_timeout_s` and implements the hooks at the end: what
+    its slots are (free ones, the ones a donor gives up), how an early worker set starts, is
+    watched, becomes the job's worker set and is dropped."""
+
+    early_init: bool = True
+    early_timeout_s: float = EARLY_READY_TIMEOUT_S
+
+    # -- the lifecycle's hooks ----------------------------------------------------------------
+    def _defers_give_up(self) -> bool:
+        return self.early_init
+
+    def _keeps_training(self, j: J) -> bool:
+        return any(o.early is not None and o.early.initialising and j.launch.job_id in o.early.donors
+                   for o in self._jobs.values())
+
+    def _plan_starts(self) -> None:
+        """Start early every queued job that can run on free slots plus slots donors give up."""
+        if not self.early_init:
+            return
+        now = time.monotonic()
+        for j in sorted(self._jobs.values(), key=lambda j: j.queued_at):
+            if (j.state is not ExecState.QUEUED or self._has_workers(j) or j.target is None
+                    or now < j.not_before or self._launch_number(j) == j.no_early_for):
+                continue
+            planned = self._plan_early(j)
+            if planned is not None and allows_early_start(j.launch.early_init,
+                                                          self.report(j.launch.job_id)):
+                self._guarded(j, "cannot start it early", self._begin_early, j, *planned)
+
+    # -- the sequence -------------------------------------------------------------------------
+    def _let_go(self) -> set[str]:
+        """Donors whose incoming job is ready: they are giving their slots up now."""
+        return {d for o in self._jobs.values() if o.early is not None and not o.early.initialising
+                for d in o.early.donors}
+
+    def _promised_slots(self) -> list[Any]:
+        """Every donor slot promised to a job starting early."""
+        return [s for o in self._jobs.values() if o.early is not None for s in o.early.promised]
+
+    def _begin_early(self, j: J, free: list[Any], donors: dict[str, list[Any]]) -> None:
+        generation = self._launch_number(j)
+        j.early = self._early_record(j, generation, free, donors)
+        e = j.early
+        clear_gate(self._control_dir(j.launch.job_id), generation, len(e.slots))
+        self._event(j, "early-init", f"launch {generation}: starting {len(e.slots)} worker(s) "
+                    f"early on slots {e.slots}; donor job(s) {', '.join(donors)} train on until "
+                    "they are ready")
+        why = self._start_early(j)
+        if why:
+            self._call_off(j, f"a worker could not start: {why}")
+
+    def _advance_early(self, j: J) -> None:
+        """One look at the early start under way: call it off, let the donors go once every
+        worker is ready, start it once the donors' slots are free."""
+        e = j.early
+        if j.state is ExecState.STOPPING:  # stopped, cancelled or shut down meanwhile
+            self._exited(j)
+            return
+        if j.state is not ExecState.QUEUED or j.target != e.target:
+            self._call_off(j, "its placement changed")
+            return
+        why = self._early_failure(j)
+        kept = [d for d, slots in e.donors.items()
+                if (k := self._jobs.get(d)) is not None and self._donor_keeps(k, slots)]
+        if why:
+            self._call_off(j, why)
+        elif kept:
+            self._call_off(j, f"{', '.join(kept)} keep(s) the slots (decision changed)")
+        elif e.timed_out():
+            self._call_off(j, f"its workers were not ready within {e.timeout_s:g} s")
+        elif e.initialising:
+            if set(range(len(e.slots))) <= ready_ranks(self._control_dir(j.launch.job_id),
+                                                       e.generation):
+                self._let_donors_go(j)
+        elif self._handed_over(j):
+            self._start_now(j)
+
+    def _let_donors_go(self, j: J) -> None:
+        """Every early worker is ready: the donors now give their slots up."""
+        e = j.early
+        e.ready_at = time.monotonic()
+        for donor, slots in e.donors.items():
+            d = self._jobs.get(donor)
+            if d is not None:
+                self._event(d, "donated", f"trained on for {e.ready_at - e.started:.2f} s while "
+                            f"{j.launch.job_id} initialised early; now gives up slots {slots}")
+
+    def _start_now(self, j: J) -> None:
+        """The slots are free: the waiting workers are the job's new launch; open the gate."""
+        e, j.early = j.early, None
+        self._take_early_set(j, e)
+        j.state, j.started_at = ExecState.RUNNING, time.time()
+        j.launches += 1
+        open_gate(self._control_dir(j.launch.job_id), e.generation)
+        self._event(j, "early-started", e.summary(time.monotonic()))
+
+    def _call_off(self, j: J, why: str) -> None:
+        """The early start failed or is not wanted: end it; the job starts normally later."""
+        generation = j.early.generation
+        self._drop_early(j)
+        j.no_early_for = generation
+        self._event(j, "early-init-fallback", f"launch {generation}: early start called off: "
+                    f"{why}; the donor(s) give their slots up as decided and the job starts "
+                    "normally once they are free")
+
+    # -- hooks: the executor's slots and worker sets ------------------------------------------
+    @abstractmethod
+    def _plan_early(self, j: J) -> tuple[list[Any], dict[str, list[Any]]] | None:
+        """`plan_slots` for queued job `j` over this executor's free and donated slots (None:
+        it does not start early)."""
+
+    @abstractmethod
+    def _early_record(self, j: J, generation: int, free: list[Any],
+                      donors: dict[str, list[Any]]) -> EarlyStart:
+        """The record of `j`'s early start on `free` slots and the `donors`' (taking the free
+        ones and the promises where the executor books slots itself)."""
+
+    @abstractmethod
+    def _start_early(self, j: J) -> str | None:
+        """Start (or begin starting) `j.early`'s workers with CORRAL_EARLY_START; why they
+        could not (None: under way)."""
+
+    @abstractmethod
+    def _early_failure(self, j: J) -> str | None:
+        """Move `j.early`'s worker set on; why it failed (a worker exited or was lost), None
+        while it is fine."""
+
+    @abstractmethod
+    def _donor_keeps(self, d: J, slots: Sequence[Any]) -> bool:
+        """Running job `d` still holds some of `slots` (promised away) and is now told to keep
+        it (its decision changed)."""
+
+    @abstractmethod
+    def _handed_over(self, j: J) -> bool:
+        """Every donor has released the slots promised to `j` (its workers there are gone)."""
+
+    @abstractmethod
+    def _take_early_set(self, j: J, e: EarlyStart) -> None:
+        """The early workers become `j`'s worker set, on the slots it now holds; sets `j.plan`."""
+
+    @abstractmethod
+    def _drop_early(self, j: J) -> None:
+        """End `j.early`'s workers and give up what it held or was promised (`j.early` None)."""

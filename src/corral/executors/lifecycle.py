@@ -11,8 +11,8 @@ state machine).
 A round of decisions applied inside `applying()` holds the background thread off, and a stop
 given there waits for the next pass where the executor defers give-ups (`_defers_give_up`), so
 the pass sees the whole round: which queued job takes the slots that a running job gives up.
-The local executor then starts that job early while the other trains on (`_plan_starts`,
-`_keeps_training`; corral.executors.early).
+The local and Ray executors then start that job early while the other trains on
+(`_plan_starts`, `_keeps_training`; corral.executors.early).
 
 Fault isolation: every step taken for one job (advancing it, starting it, signalling or
 releasing its workers) runs under `_guarded`, so an exception fails that job (FAILED, with a

@@ -47,14 +47,14 @@ from typing import IO, Sequence
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStart, allows_early_start, plan_slots
-from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.early import (EARLY_READY_TIMEOUT_S, EarlyJobRecord, EarlyStart,
+                                   EarlyStartExecutor, plan_slots)
 from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
                                    new_launch_tag, signal_group, spawn, stop_pids)
 from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
                                     regroup_failure, runs_corral_train)
 from corral.executors.slots import SlotPool, detect_gpus
-from corral.protocol.early import ENV_EARLY_START, clear_gate, open_gate
+from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import WorkerEnv
 from corral.protocol.inplace import (ENV_JOIN_GENERATION, ResizeRequest,
                                      ready_ranks, write_request)
@@ -63,7 +63,7 @@ __all__ = ["LocalExecutor"]
 
 
 @dataclass
-class _Job(JobRecord):
+class _Job(EarlyJobRecord):
     target: WorkerPlan | None
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
@@ -71,11 +71,19 @@ class _Job(JobRecord):
     tag: str | None = None  # the current launch's tag
     slots: list[int] = field(default_factory=list)  # the slot of each rank of the current launch
     resize: InPlaceResize | None = None  # an in-place resize under way
-    early: EarlyStart | None = None  # its next launch, started early (it is QUEUED meanwhile)
-    no_early_for: int = -1  # the launch number whose early start was called off (not retried)
 
 
-class LocalExecutor(JobTableExecutor[_Job]):
+@dataclass(kw_only=True)
+class _EarlyProcs(EarlyStart):
+    """An early start's worker processes: rank r on `slots[r]`, with its log."""
+
+    port: int
+    tag: str
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    logs: list[IO[bytes]] = field(default_factory=list)
+
+
+class LocalExecutor(EarlyStartExecutor[_Job]):
     """Runs workers as local processes; see the module docstring."""
 
     name = "local"
@@ -332,132 +340,70 @@ class LocalExecutor(JobTableExecutor[_Job]):
         for f in r.joiner_logs:
             f.close()
 
-    # -- early initialisation (corral.executors.early) ------------------------------------------
-    def _defers_give_up(self) -> bool:
-        return self.early_init
-
-    def _keeps_training(self, j: _Job) -> bool:
-        return any(o.early is not None and o.early.initialising and j.launch.job_id in o.early.donors
-                   for o in self._jobs.values())
-
+    # -- early initialisation (corral.executors.early: the sequence; here its slots) -----------
     def _gives_up(self, d: _Job) -> int:
         """How many of its slots running job `d` was told to give up and still holds."""
         if d.state is not ExecState.RUNNING or not d.procs or d.resize is not None:
             return 0
         return max(0, len(d.slots) - (d.target.num_workers if d.target is not None else 0))
 
-    @staticmethod
-    def _keeps_slots(d: _Job) -> bool:
-        """Running job `d` is told to keep every slot it holds (a donor whose decision was
-        changed back)."""
-        return (d.state is ExecState.RUNNING and d.resize is None and d.target is not None
-                and d.target.num_workers >= len(d.slots))
-
-    def _donor_slots(self) -> dict[str, list[int]]:
+    def _donor_slots(self) -> dict[str, dict[int, list[int]]]:
         """Running jobs that give slots up and are not let go yet: the slots each gives up
-        (its highest ranks', as an in-place shrink frees them) that nobody was promised."""
-        promised = set(self.pool.promised())
-        let_go = {d for o in self._jobs.values() if o.early is not None and not o.early.initialising
-                  for d in o.early.donors}
+        (its highest ranks', as an in-place shrink frees them) that nobody was promised, all
+        on this machine (node 0)."""
+        promised = set(self._promised_slots())
+        let_go = self._let_go()
         found = {}
         for d in self._jobs.values():
             n = self._gives_up(d)
             if n and d.early is None and d.launch.job_id not in let_go:
                 slots = [s for s in d.slots[len(d.slots) - n:] if s not in promised]
                 if slots:
-                    found[d.launch.job_id] = slots
+                    found[d.launch.job_id] = {0: slots}
         return found
 
-    def _plan_starts(self) -> None:
-        """Start early every queued job that can run on free slots plus slots donors give up."""
-        if not self.early_init:
-            return
-        now = time.monotonic()
-        for j in sorted(self._jobs.values(), key=lambda j: j.queued_at):
-            if (j.state is not ExecState.QUEUED or self._has_workers(j) or j.target is None
-                    or now < j.not_before or self._launch_number(j) == j.no_early_for):
-                continue
-            planned = plan_slots(j.target.num_workers, self.pool.free(j.launch.job_id),
-                                 self._donor_slots())
-            if planned is not None and allows_early_start(j.launch.early_init,
-                                                          self.report(j.launch.job_id)):
-                self._guarded(j, "cannot start it early", self._start_early, j, *planned)
-
-    def _start_early(self, j: _Job, free: list[int], donors: dict[str, list[int]]) -> None:
-        job_id, plan = j.launch.job_id, j.target
+    def _plan_early(self, j: _Job) -> tuple[list[int], dict[str, list[int]]] | None:
         if not os.path.isdir(j.launch.cwd):
-            return  # its normal start fails it with the reason
+            return None  # its normal start fails it with the reason
+        return plan_slots({0: j.target.num_workers}, {0: self.pool.free(j.launch.job_id)},
+                          self._donor_slots())
+
+    def _early_record(self, j: _Job, generation: int, free: list[int],
+                      donors: dict[str, list[int]]) -> _EarlyProcs:
+        job_id = j.launch.job_id
+        promised = [s for slots in donors.values() for s in slots]
         self.pool.acquire(job_id, len(free), free)
-        self.pool.promise(job_id, [s for slots in donors.values() for s in slots])
-        slots = sorted(free + [s for slots in donors.values() for s in slots])
-        generation = self._launch_number(j)
-        clear_gate(self._control_dir(job_id), generation, len(slots))
-        j.early = EarlyStart(plan, generation, slots, donors, free_port(),
-                             new_launch_tag(job_id), timeout_s=self.early_timeout_s)
-        self._event(j, "early-init", f"launch {generation}: starting {len(slots)} worker(s) early "
-                    f"on slots {slots}; donor job(s) {', '.join(donors)} train on until they are "
-                    "ready")
-        try:
-            self._spawn_set(j, plan, slots, j.early.port, j.early.tag, j.early.procs,
-                            j.early.logs, {ENV_EARLY_START: str(generation)})
-        except (OSError, ValueError) as exc:
-            self._call_off(j, f"a worker could not start: {exc}")
+        self.pool.promise(job_id, promised)
+        return _EarlyProcs(j.target, generation, sorted(free + promised), donors,
+                           timeout_s=self.early_timeout_s, port=free_port(),
+                           tag=new_launch_tag(job_id))
 
-    def _advance_early(self, j: _Job) -> None:
-        """One look at the early start under way: call it off, let the donors go once every
-        worker is ready, start it once the donors' slots are free."""
-        e, job_id = j.early, j.launch.job_id
-        if j.state is ExecState.STOPPING:  # stopped, cancelled or shut down meanwhile
-            self._exited(j)
-            return
-        codes = [p.poll() for p in e.procs]
-        promised = set(self.pool.promised(job_id))
-        kept = [d for d, k in ((d, self._jobs.get(d)) for d in e.donors)
-                if k is not None and self._keeps_slots(k) and promised & set(k.slots)]
-        if j.state is not ExecState.QUEUED or j.target != e.plan:
-            self._call_off(j, "its placement changed")
-        elif any(c is not None for c in codes):
-            self._call_off(j, f"a worker exited (statuses {codes}) before it was ready")
-        elif kept:
-            self._call_off(j, f"{', '.join(kept)} keep(s) the slots (decision changed)")
-        elif e.timed_out():
-            self._call_off(j, f"its workers were not ready within {e.timeout_s:g} s")
-        elif e.initialising:
-            if set(range(len(e.procs))) <= ready_ranks(self._control_dir(job_id), e.generation):
-                self._let_donors_go(j)
-        else:
-            promised = self.pool.promised(job_id)
-            if set(promised) <= set(self.pool.free(job_id)):
-                self.pool.acquire(job_id, len(promised), promised)
-                self._start_now(j)
-
-    def _let_donors_go(self, j: _Job) -> None:
-        """Every early worker is ready: the donors now give their slots up."""
+    def _start_early(self, j: _Job) -> str | None:
         e = j.early
-        e.ready_at = time.monotonic()
-        for donor, slots in e.donors.items():
-            d = self._jobs.get(donor)
-            if d is not None:
-                self._event(d, "donated", f"trained on for {e.ready_at - e.started:.2f} s while "
-                            f"{j.launch.job_id} initialised early; now gives up slots {slots}")
+        try:
+            self._spawn_set(j, e.target, e.slots, e.port, e.tag, e.procs, e.logs,
+                            {ENV_EARLY_START: str(e.generation)})
+        except (OSError, ValueError) as exc:
+            return str(exc)
+        return None
 
-    def _start_now(self, j: _Job) -> None:
-        """The slots are free: the waiting workers are the job's new launch; open the gate."""
-        e, j.early = j.early, None
-        j.procs, j.logs, j.slots, j.tag = e.procs, e.logs, e.slots, e.tag
-        j.plan, j.state, j.started_at = e.plan, ExecState.RUNNING, time.time()
-        j.launches += 1
-        open_gate(self._control_dir(j.launch.job_id), e.generation)
-        self._event(j, "early-started", e.summary(time.monotonic()))
+    def _early_failure(self, j: _Job) -> str | None:
+        codes = [p.poll() for p in j.early.procs]
+        if any(c is not None for c in codes):
+            return f"a worker exited (statuses {codes}) before it was ready"
+        return None
 
-    def _call_off(self, j: _Job, why: str) -> None:
-        """The early start failed or is not wanted: end it; the job starts normally later."""
-        generation = j.early.generation
-        self._drop_early(j)
-        j.no_early_for = generation
-        self._event(j, "early-init-fallback", f"launch {generation}: early start called off: "
-                    f"{why}; the donor(s) give their slots up as decided and the job starts "
-                    "normally once they are free")
+    def _donor_keeps(self, d: _Job, slots: Sequence[int]) -> bool:
+        return (d.state is ExecState.RUNNING and d.resize is None and d.target is not None
+                and d.target.num_workers >= len(d.slots) and bool(set(slots) & set(d.slots)))
+
+    def _handed_over(self, j: _Job) -> bool:
+        return set(self.pool.promised(j.launch.job_id)) <= set(self.pool.free(j.launch.job_id))
+
+    def _take_early_set(self, j: _Job, e: _EarlyProcs) -> None:
+        promised = self.pool.promised(j.launch.job_id)
+        self.pool.acquire(j.launch.job_id, len(promised), promised)
+        j.procs, j.logs, j.slots, j.tag, j.plan = e.procs, e.logs, e.slots, e.tag, e.target
 
     def _drop_early(self, j: _Job) -> None:
         """End the early workers; free the slots the job held for them and its promises."""

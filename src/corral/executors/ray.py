@@ -20,6 +20,13 @@ machines (also on Kubernetes through KubeRay, docs/ray.md):
   or loses workers, not both: corral.executors.ray_resize) - the new workers start in placement
   groups of their own while the old ones train, then all regroup; the workers that stay keep
   their actor and process. Otherwise, and when an in-place resize fails, checkpoint-restart.
+* **Early initialisation** (SideCar; on unless `early_init=False`; the sequence is
+  corral.executors.early, the slots corral.executors.ray_early): a queued job placed on slots
+  that running jobs give up in the same round starts its workers at once - on free slots in
+  placement groups of its own, on a donor's slot in the donor worker's own placement group,
+  reserving nothing there - while the donors train on; they give the slots up once its
+  workers are ready, their placement groups pass to the job, and its workers take their first
+  step. The executor's own books, not Ray's free resources, say which slots those are.
 * **Checkpoint-restart, preemption, crashes**: the local executor's protocol: SIGTERM every
   worker (through its actor), wait until all have exited (SIGKILL after the timeout), remove
   the placement groups, start the new worker set. A worker that exits non-zero or whose actor
@@ -46,6 +53,7 @@ import os
 import secrets
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -56,12 +64,15 @@ from ray.exceptions import RayError
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.early import (EARLY_READY_TIMEOUT_S, EarlyJobRecord, EarlyStart,
+                                   EarlyStartExecutor, plan_slots)
+from corral.executors.ray_early import RayEarlyStart, Seat, leaving_ranks
 from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
-                                         ready, remove_groups)
+                                         ready, remove_groups, seat_key)
 from corral.executors.ray_nodes import NodeTable
-from corral.executors.ray_resize import RayResize, local_ranks, merged, plan_in_place
+from corral.executors.ray_resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
 from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
+from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
@@ -71,26 +82,31 @@ log = logging.getLogger("corral.executors.ray")
 
 
 @dataclass
-class _Job(JobRecord):
+class _Job(EarlyJobRecord):
     """A job and its Ray worker set; `plan` holds the node indices its workers actually got."""
 
     target: Target | None
     ws: WorkerSet | None = None  # the worker set being started, running or stopping
     resize: RayResize | None = None  # an in-place resize under way
+    pid_lookup: PidLookup | None = None  # rank 0's command pid, asked of its actor
 
 
-class RayExecutor(JobTableExecutor[_Job]):
+class RayExecutor(EarlyStartExecutor[_Job]):
     """Runs workers as Ray actors; see the module docstring.
 
     Options (the CLI passes them through `corral serve`): `address` (default $RAY_ADDRESS; none:
     start a single-node Ray here with `slots` CPUs), `resource` (default $CORRAL_RAY_RESOURCE,
     else GPU when the cluster has GPUs, else CPU), `storage` (default $CORRAL_RAY_STORAGE, else
     the data directory), `mechanism` (how running jobs are resized: in-place or
-    checkpoint-restart). `slots` is ignored when connecting to an existing cluster."""
+    checkpoint-restart), `early_init` (start a job on slots other jobs give up while they train
+    on; corral.executors.ray_early). `slots` is ignored when connecting to an existing
+    cluster."""
 
     name = "ray"
     _job_type = _Job
     _join_timeout_s = 10.0
+    #: Seconds rank 0's actor gets to name its command's pid (`_runs_trainer`).
+    _pid_timeout_s = 10.0
 
     def __init__(self, data_dir: str | Path, *, address: str | None = None,
                  resource: str | None = None, storage: str | Path | None = None,
@@ -98,11 +114,15 @@ class RayExecutor(JobTableExecutor[_Job]):
                  max_retries: int = 3, stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
                  poll_s: float = 0.05, nodes_poll_s: float = 0.5,
-                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE) -> None:
+                 retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
+                 early_init: bool = True,
+                 early_timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
         if gpus:
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
                              "(start Ray with the GPUs it should offer)")
         self.mechanism = check_mechanism(mechanism)
+        self.early_init = early_init
+        self.early_timeout_s = early_timeout_s
         address = address or os.environ.get("RAY_ADDRESS") or None
         self._owns_ray = connect(address, num_cpus=slots)
         resource = resource or os.environ.get("CORRAL_RAY_RESOURCE") or (
@@ -191,12 +211,15 @@ class RayExecutor(JobTableExecutor[_Job]):
         return " - worker(s) lost: their node left or their actor died" if LOST in codes else ""
 
     def _has_workers(self, j: _Job) -> bool:
-        return j.ws is not None or j.resize is not None
+        return j.ws is not None or j.resize is not None or j.early is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return j.ws.live_names if j.ws else ()
 
     def _advance(self, j: _Job) -> None:
+        if j.early is not None:
+            self._advance_early(j)
+            return
         if j.resize is not None:
             self._advance_resize(j)
             if j.resize is not None:
@@ -223,7 +246,8 @@ class RayExecutor(JobTableExecutor[_Job]):
         self._watch(j, ws.codes, ws.target)
 
     def _signal(self, j: _Job, signum: int) -> None:
-        j.ws.signal(signum)
+        if j.ws is not None:  # (a job starting early has none yet)
+            j.ws.signal(signum)
 
     def _escalate(self, j: _Job) -> None:
         """SIGKILL the workers, then kill their actors."""
@@ -234,13 +258,18 @@ class RayExecutor(JobTableExecutor[_Job]):
         j.deadline = time.monotonic() + 5.0
 
     def _final_codes(self, j: _Job) -> list[int] | None:
-        return [c if c is not None else LOST for c in j.ws.codes] if j.ws.started else None
+        return ([c if c is not None else LOST for c in j.ws.codes]
+                if j.ws is not None and j.ws.started else None)
 
     def _release(self, j: _Job) -> None:
+        """Kill the job's actors and free its placement groups, but those promised to a job
+        starting early on them (they pass to it)."""
         if j.resize is not None:
             self._drop_joiners(j)
+        if j.early is not None:
+            self._drop_early(j)
         if j.ws is not None:
-            j.ws.release()
+            j.ws.release(keep=self._handed_groups())
             j.ws = None
 
     def _requeue(self, j: _Job) -> None:
@@ -265,15 +294,26 @@ class RayExecutor(JobTableExecutor[_Job]):
 
     def _start_workers(self, j: _Job) -> None:
         """Rank 0's actor is up: start every worker with the rendezvous at its node."""
-        ws, job = j.ws, j.launch
-        try:
-            master_addr, master_port = self.launcher.rendezvous(ws)
-        except RayError as exc:  # rank 0's actor died before it answered (its node left?)
-            self._note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
+        if not self._start_set(j, j.ws):
             self._requeue(j)
             return
+        j.state, j.started_at = ExecState.RUNNING, time.time()
+        j.launches += 1
+        self._record_workers(j.launch.job_id, j.ws.names)
+
+    def _start_set(self, j: _Job, ws: WorkerSet, extra: dict[str, str] | None = None,
+                   devices: Sequence[Sequence[str] | None] = ()) -> bool:
+        """Start the workers of `ws` (its rank 0's actor is up) with the rendezvous at its node,
+        `extra` variables and, per rank, the GPUs to use where given; False when rank 0's
+        actor died before it answered (its node left?)."""
+        job = j.launch
+        try:
+            master_addr, master_port = self.launcher.rendezvous(ws)
+        except RayError as exc:
+            self._note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
+            return False
         batch = ws.target.plan.batch
-        base = self._worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu)
+        base = {**self._worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
         k = len(ws.actors)
         envs = [{**base, **WorkerEnv(rank=rank, world_size=k, local_rank=local_rank,
                                      local_world_size=local_size, master_addr=master_addr,
@@ -285,19 +325,22 @@ class RayExecutor(JobTableExecutor[_Job]):
                    + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
                    + f", rendezvous {master_addr}:{master_port}")
         self.launcher.start(ws, job.command, job.cwd, envs,
-                            [str(self._log_path(job.job_id, r)) for r in range(k)])
-        j.state, j.started_at = ExecState.RUNNING, time.time()
-        j.launches += 1
-        self._record_workers(job.job_id, ws.names)
+                            [str(self._log_path(job.job_id, r)) for r in range(k)], devices)
+        return True
 
     # -- in-place resize (corral.executors.ray_resize) ------------------------------------------
     def _resize(self, j: _Job) -> None:
-        """Resize in place when the job and the move allow it, else checkpoint-restart."""
+        """Resize in place when the job and the move allow it, else checkpoint-restart (the
+        lifecycle calls this at every look while the job's target differs from its workers',
+        so a look that is still waiting for rank 0's pid returns and a later one decides)."""
         ws = j.ws
         plan = (plan_in_place(ws.nodes, j.target.nodes)
                 if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
                 and j.target.nodes is not None else None)
-        if plan is None or not self._runs_trainer(j):
+        trainer = self._runs_trainer(j) if plan is not None else False
+        if trainer is None:
+            return
+        if not trainer:
             super()._resize(j)
             return
         joiners = None
@@ -315,15 +358,30 @@ class RayExecutor(JobTableExecutor[_Job]):
         self._note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
                    f"{plan.new_world} worker(s) (generation {j.resize.generation})")
 
-    def _runs_trainer(self, j: _Job) -> bool:
+    def _runs_trainer(self, j: _Job) -> bool | None:
         """The running launch's rank 0 is a corral.train trainer (its report names the pid of
-        rank 0's command), so SIGUSR1 reaches its regroup handler."""
-        try:
-            pid = ray.get(j.ws.actors[0].command_pid.remote(), timeout=self._join_timeout_s)
-        except RayError:
+        rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
+        being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
+        `_pid_timeout_s` counts as not a trainer)."""
+        name, lookup = j.ws.names[0], j.pid_lookup
+        if lookup is None or lookup.actor != name:
+            lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
+                                              time.monotonic() + self._pid_timeout_s)
+        if not ready(lookup.ref):
+            if time.monotonic() < lookup.deadline:
+                return None
+            j.pid_lookup = None
+            self._note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
+                       f"{self._pid_timeout_s:g} s; resizing by checkpoint-restart")
             return False
-        return pid is not None and runs_corral_train(self.report(j.launch.job_id),
-                                                     self._launch_number(j) - 1, pid)
+        try:
+            pid = ray.get(lookup.ref)
+        except RayError:
+            pid = None
+        if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
+            j.pid_lookup = None
+            return False
+        return runs_corral_train(self.report(j.launch.job_id), self._launch_number(j) - 1, pid)
 
     def _advance_resize(self, j: _Job) -> None:
         """One look at the resize under way: start the new workers, send the request once
@@ -400,7 +458,8 @@ class RayExecutor(JobTableExecutor[_Job]):
         r, old, job = j.resize, j.ws, j.launch
         for rank in r.plan.leaving:
             ray.kill(old.actors[rank], no_restart=True)
-        remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving])
+        remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving],
+                      keep=self._handed_groups())
         j.ws, j.resize = merged(old, r), None
         j.ws.placement = self._table.placement_of(j.ws.nodes)
         j.plan, j.started_at = WorkerPlan(j.ws.placement, r.target.plan.batch), time.time()
@@ -415,3 +474,176 @@ class RayExecutor(JobTableExecutor[_Job]):
         r, j.resize = j.resize, None
         if r.joiners is not None:
             r.joiners.release()
+
+    # -- early initialisation (corral.executors.early: the sequence; ray_early: the slots) ------
+    def _handed_groups(self) -> set[str]:
+        """Ids of the donors' placement groups promised to jobs starting early: a donor that
+        gives its slot up leaves them in place (they pass to the incoming job)."""
+        return {s.pg.id.hex() for s in self._promised_slots()}
+
+    def _held_nodes(self, j: _Job) -> Counter[str] | None:
+        """How many slots job `j` holds on each node, by the executor's books (None when a
+        reservation of it is not tied to nodes yet: a job packed wherever it fits)."""
+        held: Counter[str] = Counter()
+        for ws in (j.ws, j.resize.joiners if j.resize is not None else None):
+            if ws is None:
+                continue
+            if ws.slots:
+                held.update(ws.nodes)
+            elif ws.target.nodes is not None:
+                held.update(dict(ws.target.nodes))
+            else:
+                return None
+        if j.early is not None:
+            held.update(s.node for s in j.early.free)
+            held.update(s.node for s in j.early.donated if not self._donor_holds(s))
+        return held
+
+    def _free_seats(self) -> dict[str, list[Seat]] | None:
+        """Each node's slots that no job of this executor holds, as free seats (None while a
+        reservation is not tied to nodes)."""
+        held: Counter[str] = Counter()
+        for j in self._jobs.values():
+            h = self._held_nodes(j)
+            if h is None:
+                return None
+            held.update(h)
+        return {n.node_id: [Seat(f"free:{n.node_id}:{i}", n.node_id, f"n{index}")
+                            for i in range(max(0, n.slots - held[n.node_id]))]
+                for index, n in enumerate(self._table.nodes)}
+
+    def _leaving(self, d: _Job) -> list[int]:
+        """Ranks of running job `d` whose slots its target gives up (stopped: all of them; a
+        target packed wherever it fits: none are known)."""
+        if d.ws is None or d.target == d.ws.target:
+            return []
+        if d.target is None:
+            return list(range(len(d.ws.actors)))
+        if d.target.nodes is None:
+            return []
+        new: Counter[str] = Counter()
+        for node, count in d.target.nodes:
+            new[node] += count
+        return leaving_ranks(d.ws.nodes, new)
+
+    def _donated_seat(self, d: _Job, rank: int) -> Seat:
+        pg, bundle = d.ws.seats[d.ws.slots[rank][0]]
+        node = d.ws.nodes[rank]
+        index = self._table.index_of(node)
+        return Seat(seat_key(pg, bundle), node, f"n{index if index is not None else '?'}",
+                    d.launch.job_id, rank, pg, bundle, d.ws.waits[rank], d.ws.actors[rank])
+
+    def _donor_seats(self) -> dict[str, dict[str, list[Seat]]]:
+        """Running jobs that give slots up and are not let go yet: per node, the seats each
+        gives up that nobody was promised (only jobs with a placement group per worker)."""
+        promised = set(self._promised_slots())
+        let_go = self._let_go()
+        found: dict[str, dict[str, list[Seat]]] = {}
+        for d in self._jobs.values():
+            if (d.state is not ExecState.RUNNING or d.ws is None or d.ws.phase != "run"
+                    or d.resize is not None or d.early is not None or not d.ws.per_worker
+                    or d.launch.job_id in let_go):
+                continue
+            for rank in self._leaving(d):
+                seat = self._donated_seat(d, rank)
+                if seat not in promised:
+                    found.setdefault(d.launch.job_id, {}).setdefault(seat.node, []).append(seat)
+        return found
+
+    def _donor_holds(self, seat: Seat) -> bool:
+        """The donor still has `seat` in its worker set."""
+        d = self._jobs.get(seat.donor)
+        return d is not None and d.ws is not None and seat.key in d.ws.seat_keys()
+
+    def _plan_early(self, j: _Job) -> tuple[list[Seat], dict[str, list[Seat]]] | None:
+        if j.target.nodes is None or not self._table.still_fits(j.target.nodes):
+            return None
+        free = self._free_seats()
+        if free is None:
+            return None
+        need: Counter[str] = Counter()
+        for node, count in j.target.nodes:
+            need[node] += count
+        return plan_slots(need, free, self._donor_seats())
+
+    def _early_record(self, j: _Job, generation: int, free: list[Seat],
+                      donors: dict[str, list[Seat]]) -> RayEarlyStart:
+        donated = [s for seats in donors.values() for s in seats]
+        return RayEarlyStart(j.target, generation, free + donated, donors,
+                             timeout_s=self.early_timeout_s, ws=WorkerSet(j.target, []),
+                             free=free, donated=donated)
+
+    def _start_early(self, j: _Job) -> str | None:
+        """Reserve the free seats (placement groups pinned to their nodes) and ask the donors'
+        actors for their GPUs; the actors and workers start at the next looks."""
+        e = j.early
+        nodes: Counter[str] = Counter(s.node for s in e.free)
+        try:
+            e.ws = self.launcher.reserve(Target.of(j.target.plan, tuple(nodes.items()),
+                                                   len(e.free)))
+        except LaunchError as exc:
+            return str(exc)
+        e.ws.target = j.target
+        if self.launcher.gpu:
+            e.devices = [s.actor.devices.remote() for s in e.donated]
+        return None
+
+    def _early_failure(self, j: _Job) -> str | None:
+        e, job_id = j.early, j.launch.job_id
+        ws = e.ws
+        if not self._table.still_fits(j.target.nodes):
+            return "a node of its placement has left"
+        if ws.phase == "pg":
+            if ready(*ws.waiting, *e.devices):
+                self.launcher.create_actors(ws, job_id, f"{j.launches}e", self._table,
+                                            borrowed=[(s.pg, s.bundle, s.node) for s in e.donated])
+        elif ws.phase == "addr":
+            if ready(*ws.waiting):
+                try:
+                    devices = [ray.get(ref) for ref in e.devices]
+                except RayError:
+                    return "a donor's worker was lost before it named its GPUs"
+                own = len(ws.seats) - len(e.donated)
+                per_rank = [devices[seat - own] if devices and seat >= own else None
+                            for seat, _, _, _ in ws.slots]
+                if not self._start_set(j, ws, {ENV_EARLY_START: str(e.generation)}, per_rank):
+                    return "its rank 0's actor was lost while starting"
+                self._record_workers(job_id, ws.names)
+        elif ws.phase == "start" and ready(*ws.starts):
+            error = ws.start_error()
+            if error:
+                return error
+            ws.phase = "run"
+        if ws.started:
+            ws.collect()
+            if any(c is not None for c in ws.codes):
+                return (f"a worker exited (statuses {ws.codes}) before it was ready"
+                        + self._codes_note([c for c in ws.codes if c is not None]))
+        return None
+
+    def _donor_keeps(self, d: _Job, slots: Sequence[Seat]) -> bool:
+        if d.state is not ExecState.RUNNING or d.resize is not None or d.ws is None:
+            return False
+        held = d.ws.seat_keys()
+        giving = {self._donated_seat(d, rank).key for rank in self._leaving(d)}
+        return any(s.key in held and s.key not in giving for s in slots)
+
+    def _handed_over(self, j: _Job) -> bool:
+        e = j.early
+        return e.ws.phase == "run" and all(not self._donor_holds(s) and ready(s.done)
+                                           for s in e.donated)
+
+    def _take_early_set(self, j: _Job, e: EarlyStart) -> None:
+        """The early worker set, with the donated placement groups now its own."""
+        ws = e.ws
+        ws.pgs.extend(s.pg for s in e.donated)
+        j.ws = ws
+        j.plan = WorkerPlan(ws.placement, j.target.plan.batch)
+        self._record_workers(j.launch.job_id, ws.names)
+
+    def _drop_early(self, j: _Job) -> None:
+        """End the early workers and free the placement groups they reserved, and the donated
+        ones whose donor has already given them up (the others stay the donor's)."""
+        e, j.early = j.early, None
+        e.ws.release()
+        remove_groups([s.pg for s in e.donated if not self._donor_holds(s)])

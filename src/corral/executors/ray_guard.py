@@ -11,9 +11,16 @@ and never writes a checkpoint after its job has been restarted elsewhere. The gu
 its command did (same status, or killed by the same signal), so the actor sees what a direct
 child would have given.
 
+A Ray worker that exits (an actor ended with ray.kill) kills its direct children, this guard
+among them, and can do so before the guard acts (Ray's kill_child_processes_on_worker_exit).
+So the command also dies with the guard (Linux: PR_SET_PDEATHSIG, set before it execs), and
+the executor ends the whole group through the actor before it kills an actor itself
+(WorkerSet.release): processes the command started are in the group, not the guard's children.
+
 Run by path with no corral import (it must start fast on every launch).
 """
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -21,6 +28,19 @@ import sys
 import time
 
 _POLL_S = 0.1
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with(parent: int) -> None:
+    """In the command's process, before exec: SIGKILL it when `parent` (the guard) dies; if
+    the guard is gone already, exit. Nothing where prctl does not exist (not Linux)."""
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +52,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     try:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        guard = os.getpid()
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                 preexec_fn=lambda: _dies_with(guard))
     except OSError as exc:
         sys.stderr.write(f"cannot start {argv[0]!r}: {exc.strerror or exc}\n")
         return 127

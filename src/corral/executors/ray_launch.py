@@ -21,9 +21,10 @@ LOST, which no process can have.
 
 from __future__ import annotations
 
+import signal
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import ray
@@ -39,7 +40,7 @@ from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, r
 from corral.executors.ray_worker import WorkerActor
 
 __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
-           "remove_groups", "LOST"]
+           "remove_groups", "seat_key", "LOST"]
 
 LOST = -128  # exit status recorded for a worker whose actor died: no real status
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -209,15 +210,40 @@ class WorkerSet:
                 except RayError:
                     pass
 
-    def release(self) -> None:
-        """Kill the actors and free the placement groups."""
+    def seat_keys(self) -> set[str]:
+        """`seat_key` of every seat the set holds."""
+        return {seat_key(pg, bundle) for pg, bundle in self.seats}
+
+    def end_processes(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL the process group of every worker whose status is not in yet, through its
+        actor, and wait (at most `timeout_s`) until that is done. Before an actor is killed:
+        a Ray worker that exits kills its direct children (Ray's
+        kill_child_processes_on_worker_exit), so the guard (ray_guard.py) can die before it
+        ends the job's command, which would then live on (e.g. an early worker at its gate)."""
+        running = [a for a, c in zip(self.actors, self.codes or [None] * len(self.actors))
+                   if c is None]
+        refs = [a.signal.remote(signal.SIGKILL) for a in running]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+
+    def release(self, keep: Collection[str] = ()) -> None:
+        """End the workers and their actors and free the placement groups, but those whose id
+        is in `keep` (handed over to a job that starts early on them)."""
+        self.end_processes()
         self.kill_actors()
-        remove_groups(self.pgs)
+        remove_groups(self.pgs, keep)
 
 
-def remove_groups(pgs: Sequence[Any]) -> None:
-    """Free placement groups (one already gone is no error)."""
+def seat_key(pg: Any, bundle: int) -> str:
+    """A seat's name: its placement group's id and bundle index."""
+    return f"{pg.id.hex()}:{bundle}"
+
+
+def remove_groups(pgs: Sequence[Any], keep: Collection[str] = ()) -> None:
+    """Free placement groups (one already gone is no error), but those whose id is in `keep`."""
     for pg in pgs:
+        if pg.id.hex() in keep:
+            continue
         try:
             remove_placement_group(pg)
         except RayError:
@@ -256,22 +282,30 @@ class Launcher:
                               f"{exc}".splitlines()[0]) from None
         return WorkerSet(target, pgs, waiting=[pg.ready() for pg in pgs])
 
-    def create_actors(self, ws: WorkerSet, job_id: str, launch: int, table: NodeTable,
-                      first_rank: int = 0) -> None:
+    def create_actors(self, ws: WorkerSet, job_id: str, launch: int | str, table: NodeTable,
+                      first_rank: int = 0, borrowed: Sequence[tuple[Any, int, str]] = ()) -> None:
         """The groups are reserved: one actor per worker, in rank order (phase "addr"); ranks
-        are numbered from `first_rank` (the new workers of an in-place grow follow the old)."""
+        are numbered from `first_rank` (the new workers of an in-place grow follow the old).
+        `borrowed` seats, (placement group, bundle index, node id), are another job's, which
+        gives them up (early initialisation): their actors reserve nothing in the bundle, whose
+        slot that job's worker still holds, and come after the set's own seats."""
         nodes = []
         for pg in ws.pgs:
             info = placement_group_table(pg)
             for b in info["bundles"]:
                 ws.seats.append((pg, int(b)))
                 nodes.append(info["bundles_to_node_id"][b])
+        owned = len(ws.seats)
+        for pg, bundle, node in borrowed:
+            ws.seats.append((pg, bundle))
+            nodes.append(node)
         ws.slots = ranks_by_node([1] * len(nodes), nodes, [n.node_id for n in table.nodes])
         ws.placement = table.placement_of(ws.nodes)
         ws.names = [f"corral-{job_id}-{self.token}-{launch}-{first_rank + r}"
                     for r in range(len(ws.slots))]
         ws.actors = [self._actor_cls.options(
-            name=name, max_concurrency=4, max_restarts=0, **self._options,
+            name=name, max_concurrency=4, max_restarts=0,
+            **(self._options if seat < owned else {"num_cpus": 0}),
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 ws.seats[seat][0], placement_group_bundle_index=ws.seats[seat][1])).remote()
             for name, (seat, _, _, _) in zip(ws.names, ws.slots)]
@@ -284,10 +318,14 @@ class Launcher:
         return str(addr), int(port)
 
     def start(self, ws: WorkerSet, command: Sequence[str], cwd: str,
-              envs: Sequence[Mapping[str, str]], logs: Sequence[str]) -> None:
-        """Start worker r with `envs[r]`, its output to `logs[r]` (phase "start")."""
-        ws.starts = [a.start.remote(list(command), cwd, dict(env), log, self.gpu)
-                     for a, env, log in zip(ws.actors, envs, logs)]
+              envs: Sequence[Mapping[str, str]], logs: Sequence[str],
+              devices: Sequence[Sequence[str] | None] = ()) -> None:
+        """Start worker r with `envs[r]`, its output to `logs[r]` (phase "start"); on GPUs, on
+        `devices[r]` where given (a borrowed seat's), else on the GPUs Ray gave its actor."""
+        devices = list(devices) or [None] * len(ws.actors)
+        ws.starts = [a.start.remote(list(command), cwd, dict(env), log, self.gpu,
+                                    list(dev) if dev is not None else None)
+                     for a, env, log, dev in zip(ws.actors, envs, logs, devices)]
         ws.waits = [a.wait.remote() for a in ws.actors]
         ws.codes = [None] * len(ws.actors)
         ws.phase, ws.waiting = "start", []

@@ -8,7 +8,9 @@ start, build their model and report ready while the old ones train on; shrinking
 ranks of each node that loses workers leave, and their placement groups are given back once
 they have gone. Anything else (a move to other nodes, a job packed wherever it fit) is a
 checkpoint-restart. `plan_in_place` decides; `RayResize` is the executor's record of one resize
-under way; `merged` builds the job's worker set once the new process group trains.
+under way; `merged` builds the job's worker set once the new process group trains;
+`PidLookup` is the executor's question to rank 0's actor for its command's pid (a resize is in
+place only when that pid is the corral.train trainer), asked without waiting for the answer.
 
 Ray is imported by the caller only: this module handles plain data and the executor's
 `WorkerSet` records.
@@ -24,7 +26,7 @@ from typing import Any, Sequence
 from corral.executors.ray_launch import Target, WorkerSet
 from corral.executors.resize import ResizeTimeline
 
-__all__ = ["InPlacePlan", "RayResize", "plan_in_place", "merged"]
+__all__ = ["InPlacePlan", "PidLookup", "RayResize", "plan_in_place", "merged"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,18 @@ class RayResize(ResizeTimeline):
     def joiner_ranks(self) -> set[int]:
         return set(range(len(self.plan.staying), self.plan.new_world))
 
+
+@dataclass(frozen=True)
+class PidLookup:
+    """The pid of rank 0's command, asked of its actor (`actor`: the actor's name) and read on
+    a later look, so that the executor's thread never waits on it: `ref` is the answer's
+    future; after `deadline` (time.monotonic()) without one, the job is resized by
+    checkpoint-restart. A worker that stays keeps its actor and command, so an answer holds
+    for every later resize with the same rank-0 actor."""
+
+    actor: str
+    ref: Any
+    deadline: float
 
 
 def local_ranks(nodes: Sequence[str]) -> list[tuple[int, int]]:

@@ -4,7 +4,8 @@ One actor per worker, placed in its job's placement-group bundle. It runs the jo
 local process on its node (through ray_guard.py, so the process dies with the actor), with the
 environment the executor computed plus the devices Ray gave the actor, and answers the
 executor: `address()` (this node's IP and a free port, asked of rank 0 for the rendezvous),
-`start()`, `wait()` (blocks until the process exits; returns its status), `signal()`.
+`start()`, `wait()` (blocks until the process exits; returns its status), `signal()`,
+`devices()` (the GPUs Ray gave it: a job that starts early in its bundle runs there).
 
 The actor is threaded (`max_concurrency` > 1) so that `signal()` reaches it while `wait()`
 blocks. A `signal()` that arrives before `start()` means the launch was called off: `start()`
@@ -80,14 +81,22 @@ class WorkerActor:
         ip = ray.util.get_node_ip_address()
         return ip, free_port(ip)
 
+    def devices(self) -> list[str]:
+        """The GPUs Ray gave this actor (for a job that starts early on its slot)."""
+        import ray
+
+        return [str(g) for g in ray.get_gpu_ids()]
+
     def start(self, command: Sequence[str], cwd: str, env: Mapping[str, str], log_path: str,
-              gpu: bool) -> dict:
-        """Start the worker; {"pid", "node"} or {"error": one line}."""
+              gpu: bool, devices: Sequence[str] | None = None) -> dict:
+        """Start the worker (on GPUs: on `devices`, else on the GPUs Ray gave this actor);
+        {"pid", "node"} or {"error": one line}."""
         import ray
 
         full = dict(env)
         if gpu:
-            full["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in ray.get_gpu_ids())
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(
+                devices if devices is not None else [str(g) for g in ray.get_gpu_ids()])
         node = ray.get_runtime_context().get_node_id()
         try:
             with self._lock:

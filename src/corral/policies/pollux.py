@@ -36,13 +36,19 @@ Decided where the paper is silent [D] (artifact behaviour reproduced unless said
 * The current allocation is always in the initial population, next to last round's final
   population (re-indexed to the current jobs; dropped if the cluster's nodes changed).
 * `patience` (default 5) stops the search once the best fitness has not improved for that
-  many generations; 0 runs all `generations`, as the artifact.
+  many generations; 0 runs all `generations`, as the artifact. The 5 holds for searches 60 s
+  apart (`patience_period_s`, the artifact's interval), where each round goes on from the last
+  one's population; a search longer after the previous one gets proportionally more patience
+  (`search_patience`), 40 generations at an 8-minute interval. With 5 there the search stopped
+  after a median 6 generations, 1.2 a simulated minute against 6 at 60 s, and left allocations
+  that the artifact's 100 generations a round do not: 4.2 restarts per job instead of 2.4
+  (100 generations), average JCT 14.8 % above the artifact's at 8 minutes (issue 15).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,7 +59,8 @@ from corral.policies.pollux_search import (AllocationProblem, SearchSettings, Sp
                                            genetic_search, remap_population)
 from corral.policies.pollux_speedup import SpeedupGrids
 
-__all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for", "is_silent"]
+__all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for", "is_silent",
+           "search_patience"]
 
 #: Most nodes one job may span (artifact).
 MAX_NODES_PER_JOB = 16
@@ -65,7 +72,8 @@ class PolluxParams:
     restart_penalty_s: float = 30.0  # δ, the re-allocation delay assumed by the penalty
     population: int = 100
     generations: int = 100
-    patience: int = 5  # stop after this many generations without improvement (0 = never)
+    patience: int = 5  # stop after this many generations without improvement (0 = never) ...
+    patience_period_s: float = 60.0  # ... per this much time since the last search (0: per search)
     interference_avoidance: bool = True  # at most one distributed job per node
     seed: int = 0
     silent_after_s: float = 120.0  # run time without an observed step after which a job is silent
@@ -79,6 +87,8 @@ class PolluxParams:
             raise ValueError("need population >= 2, generations >= 0, patience >= 0")
         if self.silent_after_s < 0:
             raise ValueError("silent_after_s must be >= 0")
+        if not self.patience_period_s >= 0:
+            raise ValueError("patience_period_s must be >= 0")
 
 
 def realloc_factor(age_s: float, restarts: int, delay_s: float) -> float:
@@ -86,6 +96,19 @@ def realloc_factor(age_s: float, restarts: int, delay_s: float) -> float:
     if delay_s <= 0:
         return 1.0
     return max(age_s - restarts * delay_s, 0.0) / (age_s + delay_s)
+
+
+def search_patience(patience: int, since_last_s: float | None, period_s: float) -> int:
+    """Generations without improvement before the search stops: `patience` per `period_s` of
+    time since the previous search (never less than `patience`; 0 stays 0, never stop early).
+
+    The search warm-starts from the previous round's population, so searches `period_s` apart
+    add up; one that comes later gets the generations the rounds in between would have run.
+    The first search (`since_last_s` None) and `period_s` 0 get `patience` as it is.
+    """
+    if patience == 0 or since_last_s is None or period_s <= 0:
+        return patience
+    return max(patience, math.ceil(patience * since_last_s / period_s - 1e-9))
 
 
 def is_silent(view: JobView, silent_after_s: float) -> bool:
@@ -117,6 +140,7 @@ class Pollux(Policy):
         self._rng = np.random.default_rng(self.params.seed)
         self._grids = SpeedupGrids()
         self._last: tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None = None
+        self._last_search_s: float | None = None  # when the population in _last was searched
         #: Generations the last search ran (for benchmarks).
         self.last_generations = 0
 
@@ -130,21 +154,35 @@ class Pollux(Policy):
     def decide(self, snapshot: Snapshot) -> Decision:
         jobs = sorted(snapshot.jobs, key=lambda v: (v.attained_gpu_s, v.spec.submit_time_s, v.name))
         if not jobs:
-            self._last = None
+            self._last = self._last_search_s = None
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
         names = tuple(v.name for v in jobs)
-        result = genetic_search(problem, self.settings, self._rng,
+        settings = replace(self.settings, patience=search_patience(
+            self.params.patience, self._since_last_search(names, snapshot.time_s),
+            self.params.patience_period_s))
+        result = genetic_search(problem, settings, self._rng,
                                 self._warm_start(names, problem.node_gpus))
         self._last = (names, tuple(int(g) for g in problem.node_gpus), result.population)
+        self._last_search_s = snapshot.time_s
         self.last_generations = result.generations
+        per_job: dict[int, list[tuple[int, int]]] = {}
+        for j, node, gpus in zip(*(a.tolist() for a in result.entries())):
+            per_job.setdefault(j, []).append((node, gpus))
         out = {}
-        for view, row in zip(jobs, result.allocation):
-            if row.any():
-                placement = Placement.from_dense(row)
-                out[view.name] = Assignment(view.placement if placement == view.placement
-                                            else placement)
+        for j, slots in per_job.items():
+            view = jobs[j]
+            placement = Placement(tuple(slots))
+            out[view.name] = Assignment(view.placement if placement == view.placement
+                                        else placement)
         return Decision(out)
+
+    def _since_last_search(self, names: tuple[str, ...], now_s: float) -> float | None:
+        """Seconds since the last search, if it searched any of these jobs (else None: its
+        population says nothing about them, as after the cluster ran empty)."""
+        if self._last is None or self._last_search_s is None or not set(names) & set(self._last[0]):
+            return None
+        return now_s - self._last_search_s
 
     def _warm_start(self, names: tuple[str, ...], node_gpus: np.ndarray) -> np.ndarray | None:
         """Last round's final population re-indexed to this round's jobs (None if unusable)."""
@@ -171,13 +209,23 @@ class Pollux(Policy):
         caps = [max_gpus_for(v, total, self.params.silent_after_s) for v in jobs]
         tables = self._grids.tables(
             [(v.name, v.estimator.goodput_fn() if v.estimator is not None else None,
-              min(max_nodes, cap), cap) for v, cap in zip(jobs, caps)], fair_nodes, fair_gpus)
+              min(max_nodes, cap), cap) for v, cap in zip(jobs, caps)], fair_nodes, fair_gpus, scale)
         return AllocationProblem(
             node_gpus=np.array(cluster.gpus_per_node, dtype=np.int64),
-            base=np.array([v.placement.dense(num_nodes) for v in jobs], dtype=np.int64),
+            base=_current_allocation(jobs, num_nodes),
             max_gpus=np.array(caps, dtype=np.int64),
             min_gpus=np.array([v.spec.min_gpus for v in jobs], dtype=np.int64),
-            speedup=SpeedupTable([t * scale for t in tables]),
+            speedup=SpeedupTable(tables),
             penalty=np.array([realloc_factor(now_s - v.spec.submit_time_s, v.restarts, delay)
                               for v in jobs]),
             p=float(self.params.p))
+
+
+def _current_allocation(jobs: list[JobView], num_nodes: int) -> np.ndarray:
+    """(J, nodes) GPUs each job holds on each node now."""
+    cells = [(j, node, gpus) for j, v in enumerate(jobs) for node, gpus in v.placement.slots]
+    out = np.zeros((len(jobs), num_nodes), dtype=np.int64)
+    if cells:
+        job, node, gpus = np.array(cells, dtype=np.int64).T
+        out[job, node] = gpus
+    return out

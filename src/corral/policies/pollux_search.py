@@ -22,6 +22,15 @@ proportion to the cluster, not to jobs x nodes (1,000 jobs on 256 nodes stay che
 each node's slots are sorted by job index (= priority), merging new GPUs into a node and
 keeping its first `C` slots *is* the artifact's node-capacity repair.
 
+Storage (speed only, issue 18). The search keeps a population slot-major, shape (C, P, nodes),
+in int16 while job indices fit: slot c of every node of every individual is one contiguous
+array, so sorting and merging a node's few slots are sorting networks over those arrays
+(`slot_columns`) instead of many tiny sorts, and a job's GPUs on a node are one run of equal
+slots. Results (`SearchResult.population`, `remap_population`) keep the node-major (P, nodes, C)
+shape. Every operator draws the same random numbers in the same order as the node-major code
+before it and computes the same integers and the same floating-point values, so searches give
+the same results to the last bit.
+
 Decided where the artifact is not directly transferable to this encoding [D]:
 * Growth mutation: the artifact lets every job pick every free node with probability
   1/|free nodes| (plus its own nodes), then resolves the many conflicting requests by job order.
@@ -39,6 +48,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from corral.policies.slot_columns import (count_true, merge_smallest, pick, position_in_run, run_starts,
+                                         sort_columns)
 
 __all__ = [
     "SPEEDUP_EPS", "SearchSettings", "SpeedupTable", "AllocationProblem", "SearchResult",
@@ -114,20 +126,47 @@ class AllocationProblem:
 
 @dataclass
 class SearchResult:
-    allocation: np.ndarray  # (J, nodes) best allocation found
+    best: np.ndarray  # (C, nodes) slots of the best allocation found (jobs < num_jobs)
+    num_jobs: int
     fitness: float
     population: np.ndarray  # final population in slot encoding (for warm starts)
     generations: int  # generations actually run
 
+    @property
+    def allocation(self) -> np.ndarray:
+        """(J, nodes) GPUs of each job on each node."""
+        job, node, gpus = self.entries()
+        out = np.zeros((self.num_jobs, self.best.shape[1]), dtype=np.int64)
+        out[job, node] = gpus
+        return out
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(job, node, GPUs) of every nonzero allocation entry, by job then node."""
+        nodes = self.best.shape[1]
+        used = self.best < self.num_jobs
+        key = self.best[used].astype(np.int64) * nodes + np.nonzero(used)[1]
+        cells, gpus = np.unique(key, return_counts=True)
+        return cells // nodes, cells % nodes, gpus
+
 
 def power_mean(values: np.ndarray, p: float, axis: int = -1) -> np.ndarray:
     """((1/J) sum (v + eps)^p)^(1/p) over `axis`; p = 0 is the geometric mean of max(v, eps)."""
-    v = np.asarray(values, dtype=float)
+    return _mean_of_terms(_power_terms(np.asarray(values, dtype=float), p), p, axis)
+
+
+def _power_terms(v: np.ndarray, p: float) -> np.ndarray:
+    """The power mean's per-value terms: (v + eps)^p, or log(max(v, eps)) for p = 0."""
     if p == 0:
-        return np.exp(np.mean(np.log(np.maximum(v, SPEEDUP_EPS)), axis=axis))
+        return np.log(np.maximum(v, SPEEDUP_EPS))
     shifted = v + SPEEDUP_EPS
-    powered = np.reciprocal(shifted) if p == -1 else shifted ** p
-    return np.mean(powered, axis=axis) ** (1.0 / p)
+    return np.reciprocal(shifted) if p == -1 else shifted ** p
+
+
+def _mean_of_terms(terms: np.ndarray, p: float, axis: int = -1) -> np.ndarray:
+    """The power mean from its terms (`_power_terms`) along `axis`."""
+    if p == 0:
+        return np.exp(np.mean(terms, axis=axis))
+    return np.mean(terms, axis=axis) ** (1.0 / p)
 
 
 def fitness(speedups: np.ndarray, changed: np.ndarray, penalty: np.ndarray, p: float) -> np.ndarray:
@@ -142,43 +181,22 @@ def remap_population(slots: np.ndarray, old_to_new: np.ndarray, num_jobs: int) -
     returns the slots in the new indices (left jobs' GPUs freed), nodes re-sorted.
     """
     old_j = len(old_to_new)
-    table = np.empty(old_j + 2, dtype=np.int64)
+    table = np.empty(old_j + 2, dtype=slot_dtype(num_jobs))
     table[:old_j] = np.where(old_to_new >= 0, old_to_new, num_jobs)
     table[old_j] = num_jobs  # FREE
     table[old_j + 1] = num_jobs + 1  # BLOCK
-    return np.sort(table[slots], axis=-1)
+    columns = table[np.moveaxis(slots, -1, 0)]  # slot-major: the search's own layout
+    return np.moveaxis(sort_columns(columns), 0, -1)
 
 
-def _count_last(mask: np.ndarray) -> np.ndarray:
-    """Number of True along the (short) last axis; slice adds beat a reduction there ~8x."""
-    out = mask[..., 0].astype(np.int64)
-    for i in range(1, mask.shape[-1]):
-        out += mask[..., i]
-    return out
-
-
-def _min_last(x: np.ndarray) -> np.ndarray:
-    out = x[..., 0].copy()
-    for i in range(1, x.shape[-1]):
-        np.minimum(out, x[..., i], out=out)
-    return out
-
-
-def _pick(mask: np.ndarray, a, b) -> np.ndarray:
-    """np.where(mask, a, b) for integers, by arithmetic (np.where is ~5-10x slower on the
-    unpredictable masks of a GA, on large arrays)."""
-    return b + mask * (a - b)
-
-
-def _gather_last(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """take_along_axis(x, idx, -1) through one flat take (several times faster)."""
-    width = x.shape[-1]
-    rows = np.arange(x.size // width, dtype=np.int64).reshape(x.shape[:-1] + (1,)) * width
-    return np.take(x.reshape(-1), idx + rows)
+def slot_dtype(num_jobs: int) -> type:
+    """Smallest integer type holding job indices, FREE and BLOCK."""
+    return np.int16 if num_jobs + 2 <= np.iinfo(np.int16).max else np.int32
 
 
 class _Searcher:
-    """Operators on slot-encoded populations of shape (P, nodes, C)."""
+    """Operators on populations stored slot-major: shape (C, P, nodes), `S[c, i, n]` the job
+    in slot c of node n in individual i (see the module docstring)."""
 
     def __init__(self, problem: AllocationProblem, settings: SearchSettings,
                  rng: np.random.Generator) -> None:
@@ -188,133 +206,198 @@ class _Searcher:
         J = problem.num_jobs
         caps = np.asarray(problem.node_gpus, dtype=np.int64)
         self.J, self.free, self.block = J, J, J + 1
+        self.dtype = slot_dtype(J)
         self.caps = caps
         self.num_nodes = len(caps)
         self.C = int(caps.max()) if len(caps) else 0
-        self.pos = np.arange(self.C, dtype=np.int64)
-        self.blocked = self.pos[None, :] >= caps[:, None]  # (nodes, C)
+        self.pos = np.arange(self.C, dtype=np.int64)[:, None, None]  # slot index, (C, 1, 1)
+        self.blocked = self.pos[:, 0] >= caps[None, :]  # (C, nodes)
+        self.any_blocked = bool(self.blocked.any())
         big = np.iinfo(np.int64).max // 4
         self.max_gpus = np.concatenate([np.asarray(problem.max_gpus, dtype=np.int64), [big, big]])
+        # per job index: most slots it may keep on one node (C: no limit), for slot lookups
+        self.slot_cap = np.minimum(self.max_gpus, self.C).astype(np.int16)
         self.min_gpus = np.concatenate([np.asarray(problem.min_gpus, dtype=np.int64), [0, 0]])
         self.need_min = bool(np.any(self.min_gpus > 1))
         self.is_job = np.arange(J + 2) < J  # columns of (P, J + 2) tables that are jobs
         self.max_nodes = settings.max_nodes_per_job
         # Random per-node weights: a job's allocation vector hashes to sum(count * weight).
         self.node_weight = rng.integers(1, 1 << 30, size=self.num_nodes).astype(float)
-        self.slot_hash = rng.integers(1, 1 << 62, size=self.num_nodes * max(self.C, 1),
-                                      dtype=np.int64)
+        # Random per-slot weights (node-major, as drawn): an individual hashes to their dot product.
+        slot_hash = rng.integers(1, 1 << 62, size=self.num_nodes * max(self.C, 1), dtype=np.int64)
+        self.slot_hash = np.ascontiguousarray(
+            slot_hash.reshape(self.num_nodes, max(self.C, 1))[:, : self.C].T)  # (C, nodes)
+        self._weights = np.zeros(0)
         self.penalty = np.asarray(problem.penalty, dtype=float)
-        self.base_slots = self.encode(np.asarray(problem.base, dtype=np.int64))
-        k, _, h = self._per_job(self.base_slots[None])
+        self.terms = self._fitness_terms()
+        self.base_slots = self.encode(np.asarray(problem.base, dtype=np.int64))  # (C, nodes)
+        k, _, h = self._per_job(self.base_slots[:, None])
         self.base_k, self.base_h = k[0, :J], h[0, :J]
+
+    def _fitness_terms(self) -> np.ndarray:
+        """Every speedup table entry's power-mean term, unchanged then changed (times the
+        job's penalty factor): `fitness` computes each job's term from these same values
+        with these same operations, so evaluating by lookup gives the same bits."""
+        table = self.pb.speedup
+        owner = np.repeat(np.arange(len(table)), np.diff(np.append(table.offset, len(table.flat))))
+        factor = 1.0 + (self.penalty - 1.0)  # what `fitness` multiplies a changed job by
+        values = np.concatenate([table.flat, table.flat * factor[owner]])
+        return _power_terms(values, self.pb.p)
 
     # -- encoding -----------------------------------------------------------------------------
     def encode(self, alloc: np.ndarray) -> np.ndarray:
-        """(J, nodes) allocation -> (nodes, C) slots (GPUs beyond a node's size are dropped)."""
-        cum = np.cumsum(alloc, axis=0)  # (J, nodes)
-        jobs = (cum.T[:, :, None] <= self.pos[None, None, :]).sum(axis=1)  # (nodes, C)
-        return np.where(self.blocked, self.block, np.minimum(jobs, self.free))
+        """(J, nodes) allocation -> (C, nodes) slots (GPUs beyond a node's size are dropped,
+        jobs later in the order first)."""
+        jj, nn = np.divmod(np.flatnonzero(alloc), self.num_nodes)
+        order = np.argsort(nn * (self.J + 1) + jj)  # node-major, jobs ascending (unique keys)
+        jj, nn = jj[order], nn[order]
+        count = alloc[jj, nn]
+        job, node = np.repeat(jj, count), np.repeat(nn, count)
+        node_start = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=self.num_nodes))])
+        slot = np.arange(len(node)) - node_start[node]
+        fits = slot < self.caps[node]
+        out = np.full((self.C, self.num_nodes), self.free, dtype=self.dtype)
+        out[slot[fits], node[fits]] = job[fits]
+        out[self.blocked] = self.block
+        return out
 
     def decode(self, slots: np.ndarray) -> np.ndarray:
-        """(nodes, C) slots -> (J, nodes) allocation."""
-        node = np.broadcast_to(np.arange(self.num_nodes)[:, None], slots.shape)
-        used = slots < self.J
-        flat = slots[used] * self.num_nodes + node[used]
-        return np.bincount(flat, minlength=self.J * self.num_nodes).reshape(self.J, self.num_nodes)
+        """(C, nodes) slots -> (J, nodes) allocation."""
+        return SearchResult(slots, self.J, 0.0, slots[:, None], 0).allocation
+
+    @staticmethod
+    def to_columns(slots: np.ndarray, dtype) -> np.ndarray:
+        """(P, nodes, C) slots (the public layout) -> (C, P, nodes)."""
+        return np.ascontiguousarray(np.moveaxis(slots, -1, 0), dtype=dtype)
+
+    @staticmethod
+    def from_columns(S: np.ndarray) -> np.ndarray:
+        """(C, P, nodes) -> (P, nodes, C) slots (the public layout; a view)."""
+        return np.moveaxis(S, 0, -1)
 
     # -- per-job quantities -------------------------------------------------------------------
     def _flat(self, S: np.ndarray) -> np.ndarray:
         """Slots as indices into flattened (P, J + 2) per-(individual, job) tables."""
-        return S + (np.arange(len(S), dtype=np.int64) * (self.J + 2))[:, None, None]
+        flat = S.astype(np.intp)
+        flat += (np.arange(S.shape[1], dtype=np.intp) * (self.J + 2))[None, :, None]
+        return flat
 
-    def _runs(self, S: np.ndarray) -> np.ndarray:
-        """True at the first slot of each (job, node) run."""
-        first = np.empty(S.shape, dtype=bool)
-        first[..., 0] = True
-        np.not_equal(S[..., 1:], S[..., :-1], out=first[..., 1:])
-        return first
+    def _gather(self, table: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """`table[i, S[c, i, n]]` for every slot of S: a (P, J + 2) per-(individual, job)
+        table read at each slot's job, (C, P, nodes)."""
+        return np.take(table.reshape(-1), self._flat(S))
 
-    def _per_job(self, S: np.ndarray, with_hash: bool = True):
+    def _node_weights(self, size: int) -> np.ndarray:
+        """`node_weight` of each slot of a raveled (C, P, nodes) array (node innermost)."""
+        if len(self._weights) < size:
+            self._weights = np.tile(self.node_weight, max(size // max(self.num_nodes, 1), 1))
+        return self._weights[:size]
+
+    def _per_job(self, S: np.ndarray, with_hash: bool = True, starts: np.ndarray | None = None):
         """GPUs (K), nodes (N) and allocation hash of every (individual, job); (P, J + 2)."""
-        P = len(S)
-        size = P * (self.J + 2)
-        flat = self._flat(S).reshape(-1)
-        K = np.bincount(flat, minlength=size).reshape(P, -1)
-        N = np.bincount(flat[self._runs(S).reshape(-1)], minlength=size).reshape(P, -1)
+        size = S.shape[1] * (self.J + 2)
+        flat = self._flat(S)
+        # one count of (individual, job, first slot of a run?) pairs gives K and N
+        pair = flat * 2
+        pair += run_starts(S) if starts is None else starts
+        both = np.bincount(pair.reshape(-1), minlength=2 * size).reshape(-1, self.J + 2, 2)
+        N = both[..., 1]
+        K = both[..., 0] + N
         if not with_hash:
             return K, N, None
-        w = np.broadcast_to(self.node_weight[None, :, None], S.shape).reshape(-1)
-        H = np.bincount(flat, weights=w, minlength=size).reshape(P, -1)
+        H = np.bincount(flat.reshape(-1), weights=self._node_weights(flat.size),
+                        minlength=size).reshape(-1, self.J + 2)
         return K, N, H
 
     def hash_individuals(self, S: np.ndarray) -> np.ndarray:
-        return (S.reshape(len(S), -1) * self.slot_hash).sum(axis=1)
+        """sum over slots of job * slot weight (int64, wrapping) of each individual."""
+        acc = np.zeros(S.shape[1:], dtype=np.int64)
+        for c in range(self.C):
+            acc += S[c] * self.slot_hash[c]
+        return acc.sum(axis=1)
 
     # -- fitness ------------------------------------------------------------------------------
     def evaluate(self, S: np.ndarray) -> np.ndarray:
+        """FITNESS_p of each individual (by `_fitness_terms`)."""
         J = self.J
         if J == 0:
-            return np.zeros(len(S))
+            return np.zeros(S.shape[1])
         K, N, H = self._per_job(S)
         K, N, H = K[:, :J], N[:, :J], H[:, :J]
         changed = (H != self.base_h) | (K != self.base_k)
-        return fitness(self.pb.speedup.lookup(N, K), changed, self.penalty, self.pb.p)
+        table = self.pb.speedup
+        entry = table.offset + N * table.width + K
+        entry += changed * len(table.flat)
+        return _mean_of_terms(np.take(self.terms, entry), self.pb.p)
 
     # -- operators ----------------------------------------------------------------------------
-    def _merge(self, parts: list[np.ndarray]) -> np.ndarray:
-        """Merge extra GPU slots into nodes, keep each node's first slots in job order."""
-        merged = np.sort(np.concatenate(parts, axis=-1), axis=-1)[..., : self.C]
-        return _pick(self.blocked, self.block, merged)
+    def _blocked(self, S: np.ndarray) -> np.ndarray:
+        """Positions beyond each node's size set to BLOCK."""
+        if self.any_blocked:
+            S = pick(self.blocked[:, None, :], self.block, S)
+        return S
 
     def crossover(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Single-point crossover over jobs: each mating of A[i] and B[i] gives two children
-        (rows < cut from one parent, the rest from the other), or copies of the parents."""
-        M = len(A)
-        cut = np.tile(self.rng.integers(0, max(self.J, 1), size=M), 2)[:, None, None]
-        do = np.tile(self.rng.random(M) < self.st.crossover_prob, 2)[:, None, None]
-        first = np.concatenate([A, B])
-        return _pick(do, self._splice(first, np.concatenate([B, A]), cut), first)
+        """Single-point crossover over jobs: each mating of A[:, i] and B[:, i] gives two
+        children (rows < cut from one parent, the rest from the other), or copies of the
+        parents."""
+        M = A.shape[1]
+        cut = np.tile(self.rng.integers(0, max(self.J, 1), size=M), 2)
+        do = np.tile(self.rng.random(M) < self.st.crossover_prob, 2)
+        cut = np.where(do, cut, self.J).astype(self.dtype)[:, None]  # cut J: a copy
+        return self._splice(np.concatenate([A, B], axis=1), np.concatenate([B, A], axis=1), cut)
 
     def _splice(self, A: np.ndarray, B: np.ndarray, cut: np.ndarray) -> np.ndarray:
-        """Per node: A's jobs < cut (a prefix, slots being sorted), then B's jobs >= cut."""
-        a_n = _count_last(A < cut)[..., None]
-        b_lo = _count_last(B < cut)[..., None]
-        b_n = _count_last(B < self.J)[..., None] - b_lo
-        pos = self.pos
-        from_b = _gather_last(B, np.clip(pos - a_n + b_lo, 0, self.C - 1))
-        out = _pick(pos < a_n, A, _pick(pos < a_n + b_n, from_b, self.free))
-        return _pick(self.blocked, self.block, out)
+        """Per node: A's jobs < cut (a prefix, slots being sorted), then B's jobs >= cut (the
+        C - a_n first of them)."""
+        a_n = count_true(A < cut)
+        b_lo = count_true(B < cut)
+        b_end = count_true(B < self.J)
+        shift = b_lo - a_n  # B's slot c + shift goes to slot c
+        out = np.empty_like(A)
+        for c in range(self.C):
+            from_b = np.full(shift.shape, self.free, dtype=self.dtype)
+            for e in range(self.C):
+                from_b = pick(shift == e - c, B[e], from_b)
+            from_b = pick(c + shift < b_end, from_b, self.free)
+            out[c] = pick(c < a_n, A[c], from_b)
+        return self._blocked(out)
 
     def mutate(self, S: np.ndarray) -> np.ndarray:
         """Reset rows to the current allocation, zero some entries, grow on free GPUs.
 
-        All removals and additions are merged into the nodes in one sort at the end; node
-        capacity then goes to the jobs first in priority order.
+        All removals and additions are merged into the nodes at the end; node capacity then
+        goes to the jobs first in priority order.
         """
         rng, st, J = self.rng, self.st, self.J
-        P = len(S)
-        flat = self._flat(S)
+        P = S.shape[1]
         # (1) rows reset to the current allocation, (2) rows whose entries may be zeroed
         reset = (rng.random((P, J + 2)) < st.reset_prob) & self.is_job
         rows = (rng.random((P, J + 2)) < st.zero_row_prob) & self.is_job
-        drop = np.take(reset.reshape(-1), flat)
-        zero = np.take(rows.reshape(-1), flat)
+        drop = self._gather(reset, S)
+        zero = self._gather(rows, S)
         if zero.any():  # each (job, node) entry of a selected row: one draw for all its GPUs
-            draws = rng.random(S.shape) < st.zero_elem_prob
-            runs = self._runs(S)
-            for i in range(1, self.C):  # a run's later slots take its first slot's draw
-                draws[..., i] = (runs[..., i] & draws[..., i]) | (~runs[..., i] & draws[..., i - 1])
+            draws = np.moveaxis(rng.random((P, self.num_nodes, self.C)) < st.zero_elem_prob, -1, 0)
+            draws = np.ascontiguousarray(draws)
+            runs = run_starts(S)
+            for c in range(1, self.C):  # a run's later slots take its first slot's draw
+                draws[c] = (runs[c] & draws[c]) | (~runs[c] & draws[c - 1])
             drop |= zero & draws
-        base = np.broadcast_to(self.base_slots, S.shape)
-        back = np.take(reset.reshape(-1), self._flat(base))
-        combo = np.concatenate([_pick(drop, self.free, S), _pick(back, base, self.free)], axis=-1)
-        return self._merge([combo, *self._growth(combo)])
+        back = self._gather(reset, np.broadcast_to(self.base_slots[:, None, :], S.shape))
+        combo = np.concatenate([pick(drop, self.free, S),
+                                pick(back, self.base_slots[:, None, :], self.free)])
+        blocks = self._growth(combo)
+        merged = merge_smallest(sort_columns(combo[: self.C]), sort_columns(combo[self.C:]))
+        for block in blocks:
+            merged = merge_smallest(merged, block)
+        return self._blocked(merged)
 
     def _growth(self, combo: np.ndarray) -> list[np.ndarray]:
-        """(3) growth requests on nodes with free GPUs (see the module docstring)."""
+        """(3) growth requests on nodes with free GPUs (see the module docstring): sorted
+        (C, P, nodes) blocks of a requester's added GPUs."""
         rng, J = self.rng, self.J
         caps = self.caps
-        used = _count_last(combo < J)  # (P, nodes)
+        used = count_true(combo < J)  # (P, nodes)
         has_free = used < caps
         if J == 0 or not has_free.any():
             return []
@@ -327,19 +410,21 @@ class _Searcher:
         for _ in range(GROWTH_REQUESTERS):
             job = job + rng.geometric(q)
             ok = has_free & (job < J)
-            requests.append((ok, _pick(ok, job, self.free)))
+            requests.append((ok, pick(ok, job, self.free)))
         # a job already on the node (a random slot; nothing if it is idle)
-        pick = rng.integers(0, combo.shape[-1], size=has_free.shape)
-        job_o = _gather_last(combo, pick[..., None])[..., 0]
+        at = rng.integers(0, len(combo), size=has_free.shape)
+        job_o = np.take(combo.reshape(-1), at * has_free.size
+                        + np.arange(has_free.size).reshape(has_free.shape))
         ok_o = has_free & (job_o < J)
         for ok, other in requests:
             ok_o &= job_o != other
         requests.append((ok_o, job_o))
         blocks = []
         for ok, job in requests:
-            cur = np.minimum(_count_last(combo == job[..., None]), caps)
+            job = job.astype(self.dtype)
+            cur = np.minimum(count_true(combo == job), caps).astype(np.int64)
             add = ok * (rng.integers(cur, caps + 1) - cur)
-            blocks.append(_pick(self.pos < add[..., None], job[..., None], self.free))
+            blocks.append(pick(self.pos < add, job, self.free))
         return blocks
 
     def repair(self, S: np.ndarray) -> np.ndarray:
@@ -350,57 +435,88 @@ class _Searcher:
         if J == 0:
             return S
         holes = False
-        K, N, _ = self._per_job(S, with_hash=False)
-        if self.st.avoid_interference:
-            dist = (N > 1) & self.is_job
-            in_dist = np.take(dist.reshape(-1), self._flat(S))
-            if in_dist.any():
-                first = _min_last(_pick(in_dist, S, J))[..., None]
-                drop = in_dist & (S != first)
-                if drop.any():
-                    S = _pick(drop, self.free, S)
-                    holes = True
+        runs = run_starts(S)
+        K, N, _ = self._per_job(S, with_hash=False, starts=runs)
+        spread = self._gather((N > 1) & self.is_job, S)  # slots of jobs on > 1 node
+        kept = None
+        if self.st.avoid_interference and spread.any():
+            first = pick(spread[0], S[0], J)
+            for c in range(1, self.C):
+                np.minimum(first, pick(spread[c], S[c], J), out=first)
+            drop = spread & (S != first)
+            if drop.any():
+                S = pick(drop, self.free, S)
+                kept = ~drop
+                holes = True
         # K, N from before the drops over-approximate: _trim recounts each flagged job's
         # remaining GPUs, so a job no longer over its caps loses nothing.
         over = ((K > self.max_gpus) | (N > self.max_nodes)) & self.is_job
         if over.any():
-            S = self._trim(S, over)
-            holes = True
+            in_over = self._gather(over, S)
+            if kept is not None:
+                in_over &= kept
+            S, trimmed = self._trim(S, in_over, spread, runs)
+            holes |= trimmed
         if self.need_min:
-            K, _, _ = self._per_job(S, with_hash=False)
+            K = self._per_job(S, with_hash=False)[0]
             short = (K > 0) & (K < self.min_gpus) & self.is_job
             if short.any():
-                S = _pick(np.take(short.reshape(-1), self._flat(S)), self.free, S)
+                S = pick(self._gather(short, S), self.free, S)
                 holes = True
-        return np.sort(S, axis=-1) if holes else S
+        return sort_columns(S) if holes else S
 
-    def _trim(self, S: np.ndarray, over: np.ndarray) -> np.ndarray:
-        """Keep each over-cap job's first GPUs (and nodes) in a random node order."""
-        J = self.J
-        mask = np.take(over.reshape(-1), self._flat(S))
-        ii, nn, cc = np.nonzero(mask)
-        jj = S[ii, nn, cc]
-        key = self.rng.random((len(S), self.num_nodes))[ii, nn]
-        order = np.argsort((ii * (J + 2) + jj) * 2.0 + key, kind="stable")
-        ii, nn, cc, jj = ii[order], nn[order], cc[order], jj[order]
-        group = ii * (J + 2) + jj
-        idx = np.arange(len(group))
-        new_group = np.ones(len(group), dtype=bool)
-        new_group[1:] = group[1:] != group[:-1]
-        start = np.maximum.accumulate(np.where(new_group, idx, 0))
-        new_node = new_group.copy()
-        new_node[1:] |= nn[1:] != nn[:-1]
-        nodes_seen = np.cumsum(new_node)
-        node_rank = nodes_seen - nodes_seen[start]
-        drop = ((idx - start) >= self.max_gpus[jj]) | (node_rank >= self.max_nodes)
-        S = S.copy()
-        S[ii[drop], nn[drop], cc[drop]] = self.free
-        return S
+    def _trim(self, S: np.ndarray, mask: np.ndarray, spread: np.ndarray,
+              runs: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Keep each over-cap job's first GPUs (and nodes) in a random node order; `mask`
+        marks its slots, `spread` the slots of jobs that were on several nodes, `runs` the
+        first slot of each (job, node) run (a job's GPUs on one node are one run). A job on
+        one node keeps its first slots there; the others' runs are ordered by key."""
+        J, C = self.J, self.C
+        _, P, n = S.shape
+        key = self.rng.random((P, n)).reshape(-1)
+        offset = position_in_run(runs)
+        drop = mask & ~spread & (offset >= np.take(self.slot_cap, S))
+        at = np.flatnonzero(mask & spread & runs)  # first slots of spread jobs' runs, (c, i, n)
+        if len(at):
+            cell = at % (P * n)  # (i, n)
+            job = S.reshape(-1)[at].astype(np.int64)
+            group = (cell // n) * (J + 2) + job
+            # node order of each job: its key, ties by node (group * 2 keeps jobs apart)
+            v = group * 2.0 + key[cell]
+            order = np.argsort(v)
+            if len(v) > 1 and np.any(np.diff(v[order]) == 0):
+                order = np.lexsort((cell, v))
+            at, group, job = at[order], group[order], job[order]
+            length = _run_lengths(S).reshape(-1)[at]
+            idx = np.arange(len(at))
+            new_group = np.ones(len(at), dtype=bool)
+            new_group[1:] = group[1:] != group[:-1]
+            start = np.maximum.accumulate(np.where(new_group, idx, 0))
+            total = np.cumsum(length)
+            before = total - length - (total[start] - length[start])  # its GPUs on earlier nodes
+            keep = np.where(idx - start < self.max_nodes,
+                            np.maximum(self.max_gpus[job] - before, 0), 0)
+            limit = np.full(S.shape, C, dtype=np.int16)
+            limit.reshape(-1)[at] = np.minimum(keep, C)
+            for c in range(1, C):  # a run's later slots take its first slot's limit
+                limit[c] = pick(runs[c], limit[c], limit[c - 1])
+            drop |= mask & spread & (offset >= limit)
+        if not drop.any():
+            return S, False
+        return pick(drop, self.free, S), True
 
     def select(self, fit: np.ndarray, count: int) -> np.ndarray:
         """Binary tournament: `count` parent indices."""
         pairs = self.rng.integers(0, len(fit), size=(count, 2))
         return np.where(fit[pairs[:, 0]] >= fit[pairs[:, 1]], pairs[:, 0], pairs[:, 1])
+
+
+def _run_lengths(S: np.ndarray) -> np.ndarray:
+    """Length of the run of equal values (along axis 0) that starts at each slot."""
+    out = np.ones(S.shape, dtype=np.int16)
+    for c in range(len(S) - 2, -1, -1):
+        out[c] += (S[c] == S[c + 1]) * out[c + 1]
+    return out
 
 
 def genetic_search(problem: AllocationProblem, settings: SearchSettings | None = None,
@@ -411,12 +527,14 @@ def genetic_search(problem: AllocationProblem, settings: SearchSettings | None =
     st = settings or SearchSettings()
     rng = rng or np.random.default_rng()
     s = _Searcher(problem, st, rng)
-    pop = s.base_slots[None]
-    if seeds is not None and len(seeds) and seeds.shape[1:] == pop.shape[1:]:
-        pop = np.concatenate([pop, seeds[: st.population]])
+    pop = s.base_slots[:, None, :]
+    if seeds is not None and len(seeds) and seeds.shape[1:] == (s.num_nodes, s.C):
+        pop = np.concatenate([pop, s.to_columns(seeds[: st.population], s.dtype)], axis=1)
     pop = s.repair(pop)
-    _, keep = np.unique(s.hash_individuals(pop), return_index=True)
-    pop = pop[np.sort(keep)]
+    h_pop = s.hash_individuals(pop)
+    _, keep = np.unique(h_pop, return_index=True)
+    keep = np.sort(keep)
+    pop, h_pop = pop[:, keep], h_pop[keep]
     fit = s.evaluate(pop)
     best = float(fit.max())
     stall = 0
@@ -425,18 +543,18 @@ def genetic_search(problem: AllocationProblem, settings: SearchSettings | None =
     while gens < st.generations and s.J > 0:
         gens += 1
         parents = s.select(fit, 2 * n_mate)
-        off = s.repair(s.mutate(s.crossover(pop[parents[:n_mate]], pop[parents[n_mate:]])))
-        h_pop = s.hash_individuals(pop)
+        off = s.repair(s.mutate(s.crossover(pop[:, parents[:n_mate]], pop[:, parents[n_mate:]])))
         h_off = s.hash_individuals(off)
         _, first = np.unique(h_off, return_index=True)
         first = np.sort(first)
         first = first[~np.isin(h_off[first], h_pop)]
         if len(first):
-            off = off[first]
-            pop = np.concatenate([pop, off])
+            off = off[:, first]
+            pop = np.concatenate([pop, off], axis=1)
+            h_pop = np.concatenate([h_pop, h_off[first]])
             fit = np.concatenate([fit, s.evaluate(off)])
             order = np.argsort(-fit, kind="stable")[: st.population]
-            pop, fit = pop[order], fit[order]
+            pop, fit, h_pop = pop[:, order], fit[order], h_pop[order]
         if fit[0] > best + 1e-12 * abs(best):
             best = float(fit[0])
             stall = 0
@@ -445,5 +563,5 @@ def genetic_search(problem: AllocationProblem, settings: SearchSettings | None =
             if st.patience and stall >= st.patience:
                 break
     top = int(np.argmax(fit))
-    return SearchResult(allocation=s.decode(pop[top]), fitness=float(fit[top]), population=pop,
-                        generations=gens)
+    return SearchResult(best=pop[:, top], num_jobs=s.J, fitness=float(fit[top]),
+                        population=s.from_columns(pop), generations=gens)

@@ -5,10 +5,15 @@ share a_f, each "best" being the Eq. 13 batch optimum (`corral.perf.goodput`). T
 looks speedups up millions of times, so each round fills a dense (N, K) table per job. Best
 goodputs are memoised per job while its goodput function object stays the same (the job's
 estimator rebuilds it only when its model or gradient statistics change), and all jobs' missing
-entries are computed in one vectorised `optimize_many` call.
+entries are computed in one vectorised `optimize_many` call. A job's finished table is kept
+until its goodput function, its grid or the fair share changes, so a round in which most jobs
+kept their models divides no table again.
 """
 
 from __future__ import annotations
+
+import struct
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,14 +29,52 @@ def linear_speedups(max_nodes: int, max_gpus: int, fair_gpus: int) -> np.ndarray
     return row
 
 
+@lru_cache(maxsize=4096)
+def _scaled_linear(max_nodes: int, max_gpus: int, fair_gpus: int, scale: float) -> np.ndarray:
+    """`linear_speedups * scale`, shared by every job of that shape (read-only)."""
+    table = linear_speedups(max_nodes, max_gpus, fair_gpus) * scale
+    table.setflags(write=False)
+    return table
+
+
+def _inputs(fn: GoodputFunction) -> tuple:
+    """Everything a goodput function's optimum depends on: its throughput model (the object:
+    jobs with the same fitted profile share the memoised fit), the exact bytes of its gradient
+    statistics, its batch limits."""
+    return (id(fn.params), struct.pack("<dd", fn.stats.sqr, fn.stats.var), fn.init_bsz,
+            fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz, fn.accumulation)
+
+
+def _best_goodputs(fns: list[GoodputFunction], which: np.ndarray, nodes: np.ndarray,
+                   gpus: np.ndarray) -> np.ndarray:
+    """`optimize_many(...)[0]`, each distinct (inputs, N, K) computed once: jobs of one
+    application that ran the same configurations have identical goodput functions (the
+    2,000 jobs of a t=0 round have a few dozen), and a row's result depends on its own
+    inputs only."""
+    ids: dict[tuple, int] = {}
+    fn_id = np.array([ids.setdefault(_inputs(fn), len(ids)) for fn in fns], dtype=np.int64)
+    if len(ids) == len(fns):
+        return optimize_many(fns, which, nodes, gpus)[0]
+    reps = [fns[i] for i in np.unique(fn_id, return_index=True)[1]]  # one per distinct id
+    rep = fn_id[which]
+    rows = (rep * (nodes.max() + 1) + nodes) * (gpus.max() + 1) + gpus
+    _, first, back = np.unique(rows, return_index=True, return_inverse=True)
+    return optimize_many(reps, rep[first], nodes[first], gpus[first])[0][back]
+
+
 class _Memo:
-    __slots__ = ("fn", "values")
+    __slots__ = ("fn", "values", "filled", "table_key", "table")
 
     def __init__(self, fn: GoodputFunction, rows: int, cols: int) -> None:
         self.fn = fn
         self.values = np.full((rows, cols), np.nan)
         self.values[:, 0] = 0.0
         self.values[0, :] = 0.0
+        self.filled = (0, 0)  # values[:rows, :cols] of the last request hold no NaN
+        #: the last finished speedup table and its (max_nodes, max_gpus, fair_nodes,
+        #: fair_gpus, scale)
+        self.table_key: tuple | None = None
+        self.table = np.zeros((0, 0))
 
     def ensure(self, rows: int, cols: int) -> None:
         r0, c0 = self.values.shape
@@ -42,6 +85,7 @@ class _Memo:
         grown[0, :] = 0.0
         grown[:r0, :c0] = self.values
         self.values = grown
+        self.table_key = None  # the fair-share row may now be another one
 
 
 class SpeedupGrids:
@@ -55,19 +99,34 @@ class SpeedupGrids:
             del self._memo[name]
 
     def tables(self, jobs: list[tuple[str, GoodputFunction | None, int, int]], fair_nodes: int,
-               fair_gpus: int) -> list[np.ndarray]:
+               fair_gpus: int, scale: float = 1.0) -> list[np.ndarray]:
         """For each (name, goodput fn or None, max_nodes, max_gpus): the speedup table
-        [N, K], N <= max_nodes, K <= max_gpus, relative to (fair_nodes, fair_gpus)."""
+        [N, K], N <= max_nodes, K <= max_gpus, relative to (fair_nodes, fair_gpus), times
+        `scale`. The tables are read-only (shared between rounds and jobs)."""
+        out: list[np.ndarray | None] = [None] * len(jobs)
+        todo = []
+        for i, (name, fn, max_nodes, max_gpus) in enumerate(jobs):
+            if fn is None:
+                out[i] = _scaled_linear(max_nodes, max_gpus, fair_gpus, scale)
+                continue
+            memo = self._memo.get(name)
+            if (memo is not None and memo.fn is fn
+                    and memo.table_key == (max_nodes, max_gpus, fair_nodes, fair_gpus, scale)):
+                out[i] = memo.table  # same model, grid and fair share as last time
+            else:
+                todo.append(i)
         need_fn: list[GoodputFunction] = []
         which, nodes, gpus, owners = [], [], [], []
-        for name, fn, max_nodes, max_gpus in jobs:
-            if fn is None:
-                continue
+        for i in todo:
+            name, fn, max_nodes, max_gpus = jobs[i]
             memo = self._memo.get(name)
             rows, cols = max_nodes + 1, max(max_gpus, fair_gpus) + 1
             if memo is None or memo.fn is not fn:
                 memo = self._memo[name] = _Memo(fn, rows, cols)
             memo.ensure(rows, cols)
+            if rows <= memo.filled[0] and cols <= memo.filled[1]:
+                continue
+            memo.filled = (rows, cols)
             sub = memo.values[:rows, :cols]
             n_idx, k_idx = np.nonzero(np.isnan(sub))
             keep = n_idx <= k_idx
@@ -81,22 +140,30 @@ class SpeedupGrids:
                 gpus.append(k_idx)
                 owners.append(memo)
         if need_fn:
-            best = optimize_many(need_fn, np.concatenate(which), np.concatenate(nodes),
-                                 np.concatenate(gpus))[0]
+            best = _best_goodputs(need_fn, np.concatenate(which), np.concatenate(nodes),
+                                  np.concatenate(gpus))
             at = 0
             for memo, n_idx, k_idx in zip(owners, nodes, gpus):
                 memo.values[n_idx, k_idx] = best[at:at + len(n_idx)]
                 at += len(n_idx)
-        out = []
-        for name, fn, max_nodes, max_gpus in jobs:
-            if fn is None:
-                out.append(linear_speedups(max_nodes, max_gpus, fair_gpus))
-                continue
-            values = self._memo[name].values
-            base = values[min(fair_nodes, fair_gpus, values.shape[0] - 1), fair_gpus]
-            if base <= 0:  # no batch fits the fair share: compare with the best on fewer GPUs
-                k = np.arange(1, fair_gpus + 1)
-                base = np.max(values[np.minimum(min(fair_nodes, values.shape[0] - 1), k), k])
-            table = values[:max_nodes + 1, :max_gpus + 1]
-            out.append(table / base if base > 0 else table.copy())
-        return out
+        for i in todo:
+            name, _, max_nodes, max_gpus = jobs[i]
+            memo = self._memo[name]
+            key = (max_nodes, max_gpus, fair_nodes, fair_gpus, scale)
+            if memo.table_key != key:
+                memo.table, memo.table_key = self._speedups(memo.values, *key), key
+            out[i] = memo.table
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _speedups(values: np.ndarray, max_nodes: int, max_gpus: int, fair_nodes: int,
+                  fair_gpus: int, scale: float) -> np.ndarray:
+        """One job's speedup table from its best goodputs (read-only)."""
+        base = values[min(fair_nodes, fair_gpus, values.shape[0] - 1), fair_gpus]
+        if base <= 0:  # no batch fits the fair share: compare with the best on fewer GPUs
+            k = np.arange(1, fair_gpus + 1)
+            base = np.max(values[np.minimum(min(fair_nodes, values.shape[0] - 1), k), k])
+        table = values[:max_nodes + 1, :max_gpus + 1]
+        table = (table / base if base > 0 else table.copy()) * scale
+        table.setflags(write=False)
+        return table

@@ -32,6 +32,7 @@ from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
 from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
+from corral.service.resizes import PendingResize
 from corral.service.submission import Submission, safe_text
 
 __all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc", "summary_json"]
@@ -78,8 +79,8 @@ class LiveJob(JobLedger):
     #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s" (training stopped),
     #: "to_new_size_s" (decision to the first step at the new size)}
     resizes: list[dict[str, Any]] = field(default_factory=list)
-    #: (wall-clock time, GPUs before) of a resize decided and not yet measured
-    pending_resize: tuple[float, int] | None = None
+    #: resizes decided and not yet measured, oldest first (corral.service.resizes)
+    pending_resizes: list[PendingResize] = field(default_factory=list)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
     _measured_cache: tuple[Any, JobEstimator, tuple] | None = field(default=None, repr=False)
 

@@ -49,6 +49,7 @@ from corral.core.ledger import completed_view, should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
+from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
 
@@ -384,38 +385,20 @@ class ControlLoop:
 
     def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
         """The first report of a launch that follows a resize: how it was resized and how long
-        training paused. In place, the trainer measured its pause (from agreeing on the resize
-        to training at the new size; the old workers trained while the new ones started);
-        by checkpoint-restart training stopped at the decision, so the pause runs from the
-        decision to the new launch's first step."""
-        if job.pending_resize is None:
-            return
-        resumed = report.get("resumed") or {}
-        in_place = resumed.get("in_place") is not None
-        decided, from_gpus = job.pending_resize
-        if in_place and isinstance(resumed.get("pause_s"), (int, float)):
-            pause = float(resumed["pause_s"])
-        elif not in_place and isinstance(report.get("first_step_time"), (int, float)):
-            pause = max(0.0, float(report["first_step_time"]) - decided)
-        else:
+        training paused (corral.service.resizes)."""
+        measured = measure_resize(job.pending_resizes, report)
+        if measured is None:
             return  # not measurable from this report (a launch that resumed a preempted job)
-        job.pending_resize = None
-        mechanism = "in-place" if in_place else "checkpoint-restart"
-        first_step = report.get("first_step_time")
-        # in place, the job trained at its old size while its new workers started: the time
-        # from the decision to the new size's first step is longer than the pause
-        to_new_size = (max(pause, float(first_step) - decided)
-                       if isinstance(first_step, (int, float)) else pause)
-        record = {"launch": int(report.get("launch", 0)), "mechanism": mechanism,
-                  "from_gpus": from_gpus, "to_gpus": int(report.get("world_size") or 0),
-                  "pause_s": round(pause, 3), "to_new_size_s": round(to_new_size, 3)}
+        record, job.pending_resizes = measured
+        mechanism, pause = record["mechanism"], record["pause_s"]
         job.resizes.append(record)
         totals = self.resize_pauses.setdefault(mechanism, [0, 0.0])
         totals[0] += 1
         totals[1] += pause
         self.store.add_event(now, job.id, "resize-pause",
-                             f"{mechanism}: {from_gpus} -> {record['to_gpus']} worker(s), launch "
-                             f"{record['launch']} trained after a pause of {pause:.2f} s")
+                             f"{mechanism}: {record['from_gpus']} -> {record['to_gpus']} "
+                             f"worker(s), launch {record['launch']} trained after a pause of "
+                             f"{pause:.2f} s")
 
     def _round(self, now: float, fill_in: bool = False) -> None:
         """Call the policy and apply its decision; a fill-in round applies only placements of
@@ -502,7 +485,8 @@ class ControlLoop:
                                  + (" (again, after preemption)" if again else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
-                job.pending_resize = (time.time(), old_gpus)
+                job.pending_resizes.append(
+                    PendingResize(time.time(), old_gpus, placement.num_gpus))
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1

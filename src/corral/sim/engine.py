@@ -216,6 +216,13 @@ class Simulator:
         Only jobs whose assignment differs from what they run are touched (`SimJob.keeps`);
         the GPU handover visits only the nodes they leave or join.
         """
+        moved = self._reassign(now, decision, active)
+        if self.config.interference_slowdown > 0:
+            self._apply_interference(active)
+        return moved
+
+    def _reassign(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
+        """The assignments that change, GPU handover included (see `_apply`)."""
         mech = self.config.mechanism
         touched = [(job, new) for job, new in ((j, decision.get(j.spec.name)) for j in active)
                    if not job.keeps(new)]
@@ -234,12 +241,15 @@ class Simulator:
                 self._hold(job.placement, +1)
                 if mech.overheads.loses_progress and held:
                     job.restart_from_epoch()
-        if self.config.interference_slowdown > 0:
-            self._apply_interference(active)
         return moved
 
     def _apply_interference(self, active: list[SimJob]) -> None:
-        """Slow down distributed jobs on nodes that host two or more distributed jobs."""
+        """Slow down distributed jobs on nodes that host two or more distributed jobs.
+
+        Re-judged at every decision, changed or not, among the jobs running then (the reference
+        simulator's rule, every interval): a job whose neighbour has finished runs at full
+        speed from the next decision on, even when no assignment changes.
+        """
         per_node: dict[int, int] = {}
         for job in active:
             if job.placement.num_nodes > 1:

@@ -8,17 +8,21 @@ everything the simulator needs to run the same jobs again:
   the throughput model fitted to the step times its application's jobs measured (pooled over
   them, with the same fit the jobs' own estimators use), the gradient noise scale over training
   fitted to the statistics they reported, the progress of one epoch, and the time per epoch
-  spent outside training steps (validation, checkpoints, and at the end exiting): the wall time
-  between a launch's reports that the fitted step times do not explain, plus the time from the
-  last report to the job's exit, over its epochs;
+  the job spent outside training steps (validation, checkpoints, and at the end exiting): the
+  wall time between a launch's reports that the fitted step times do not explain, plus the
+  time from the last report to the job's exit, over its epochs - each job its own, since the
+  exit is paid once per job (a mean over an application's jobs charged a long job the exit of
+  every short one, once per epoch: +20 % on its JCT in a run with eight short jobs);
 * the mechanism, with the pauses the run measured (`measured_mechanism`): starting a job's
-  workers (a first start, a resume after preemption, a checkpoint-restart) costs the mean time
-  the run's launches took from the service's decision to their first training step (process
-  start, rendezvous, restore); a resize in place costs what the run's in-place resizes cost,
-  growing and shrinking apart (`resize_cost_s`). A run resized in place replays in place by
-  default; it can be replayed under checkpoint-restart too (its resizes then cost a start, as
-  its checkpoint-restart resizes do when it had any): the two mechanisms compared on one's own
-  jobs;
+  workers (a first start, a resume after preemption) costs the mean time the run's starts took
+  from the service's decision to their first training step (process start, rendezvous,
+  restore); a resize costs what the run's resizes of that mechanism cost, growing and shrinking
+  apart (`resize_cost_s`; an in-place grow also counts the time the job trained on at its old
+  size, by the progress rates its reports measured before and after it). A run resized in
+  place ran with `--mechanism in-place`, so the resizes it had to do by restart count towards
+  that mechanism's cost too. A run resized in place replays in place by default; it can be
+  replayed under checkpoint-restart too (its resizes then cost what its restarts cost, or a
+  start when it had none): the two mechanisms compared on one's own jobs;
 * the policy with its parameters, the interval and the cluster, as the service recorded them.
 
 `replay()` runs it and sets each job's simulated JCT beside its real one; `corral replay` prints
@@ -53,7 +57,8 @@ from corral.sim.truth.catalog import CATALOG_VERSION, CatalogTruth, noise_featur
 from corral.sim.workloads import Workload
 
 __all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "IN_PLACE", "REPLAY_MECHANISMS",
-           "measured_catalog", "measured_mechanism", "resize_cost_s", "restart_delay_s", "replay"]
+           "measured_catalog", "measured_mechanism", "launch_rates", "resize_rate_ratio",
+           "resize_cost_s", "restart_delay_s", "replay"]
 
 IN_PLACE = "in-place"
 #: The mechanisms a live run measures, and so can be replayed under.
@@ -171,13 +176,12 @@ def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
     for app, jobs in by_app.items():
         throughput, noise = _throughput(jobs), _noise_scale(jobs)
         params = ThroughputParams.from_dict(throughput)
-        overhead = statistics.fmean(_epoch_overhead_s(job, params) for job in jobs)
         for job in jobs:
             s = job.spec
             models[job.id] = {
                 "throughput": throughput, "noise_scale": noise,
                 "progress_per_epoch": _progress_per_epoch(job), "epochs": max(job.epochs, 1),
-                "epoch_overhead_s": overhead,
+                "epoch_overhead_s": _epoch_overhead_s(job, params),
                 "init_bsz": s.init_bsz, "max_bsz": s.max_bsz, "min_local_bsz": s.min_local_bsz,
                 "max_local_bsz": s.max_local_bsz, "lr_rule": s.lr_rule.value,
                 "adaptive": s.adaptive, "fixed_bsz": None if s.adaptive else s.batch_size,
@@ -190,14 +194,17 @@ def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
 
 def restart_delay_s(run: MeasuredRun) -> float:
     """Mean seconds from a placement decision to the first training step of a launch that
-    started workers: every launch but those that resized a job in place."""
+    started a job's workers: its first start, or a resume after preemption or a crash. The
+    launches that resized a running job are not starts: they cost what `measured_mechanism`
+    charges for a resize (a restart's pause runs from stopping a job that trains, a start's
+    from a job that waits)."""
     delays = []
     for job in run.jobs:
         decided = sorted(a["time_s"] for a in job.assignments if a["num_gpus"] > 0)
-        in_place = {r["launch"] for r in job.resizes if r["mechanism"] == IN_PLACE}
+        resized = {r["launch"] for r in job.resizes}
         firsts: dict[int, float] = {}
         for row in job.telemetry:
-            if row.get("first_step_s") is not None and row.get("launch") not in (None, *in_place):
+            if row.get("first_step_s") is not None and row.get("launch") not in (None, *resized):
                 firsts.setdefault(row["launch"], row["first_step_s"])
         for first in firsts.values():
             before = [t for t in decided if t <= first]
@@ -208,22 +215,54 @@ def restart_delay_s(run: MeasuredRun) -> float:
     return statistics.fmean(delays)
 
 
-def resize_cost_s(resize: Mapping[str, Any]) -> float:
+def launch_rates(job: FinishedJob) -> dict[int, float]:
+    """Progress per second of each launch of the job, between its first and last report (the
+    launches with at least two reports that progressed)."""
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for row in job.telemetry:
+        if row.get("launch") is not None and row.get("progress") is not None:
+            spans.setdefault(int(row["launch"]), []).append((row["time_s"], row["progress"]))
+    return {launch: (rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])
+            for launch, rows in spans.items()
+            if rows[-1][0] > rows[0][0] and rows[-1][1] > rows[0][1]}
+
+
+def resize_rate_ratio(rates: Mapping[int, float], resize: Mapping[str, Any]) -> float | None:
+    """The job's progress rate before `resize` over its rate after, as its launches measured
+    them (`launch_rates`: the launch the resize started and the one before it); None when
+    either was not measured."""
+    new = int(resize["launch"])
+    old = max((launch for launch in rates if launch < new), default=None)
+    if old is None or new not in rates:
+        return None
+    return rates[old] / rates[new]
+
+
+def resize_cost_s(resize: Mapping[str, Any], rate_ratio: float | None = None) -> float:
     """Seconds at the new size one live resize cost, in the simulator's terms.
 
     The simulator moves a job to its new size at the decision and pauses it; live, an in-place
     grow trains on at the old size while its new workers start, then pauses to regroup. That
-    time counts for the share of the new size the job lacked during it (by GPU count), added to
-    the pause; a shrink or a checkpoint-restart loses just its pause.
+    time counts for the share of the new size's progress rate the job lacked during it, added
+    to the pause: 1 - `rate_ratio` (the rates measured before and after it,
+    `resize_rate_ratio`), or
+    by GPU count when they were not measured. A shrink or a checkpoint-restart loses just its
+    pause.
     """
     pause = float(resize["pause_s"])
     ahead = max(0.0, float(resize.get("to_new_size_s", pause)) - pause)
     old, new = int(resize["from_gpus"]), int(resize["to_gpus"])
-    return pause + (ahead * (1.0 - old / new) if new > old else 0.0)
+    if new <= old:
+        return pause
+    kept = old / new if rate_ratio is None else min(max(rate_ratio, 0.0), 1.0)
+    return pause + ahead * (1.0 - kept)
 
 
-def _mean_resize_s(resizes: list[Mapping[str, Any]], grow: bool) -> float | None:
-    costs = [resize_cost_s(r) for r in resizes if (r["to_gpus"] > r["from_gpus"]) == grow]
+def _mean_resize_s(resizes: list[tuple[Mapping[int, float], Mapping[str, Any]]],
+                   grow: bool) -> float | None:
+    """Mean `resize_cost_s` of the (job's launch rates, resize) pairs that grow (or shrink)."""
+    costs = [resize_cost_s(r, resize_rate_ratio(rates, r)) for rates, r in resizes
+             if (r["to_gpus"] > r["from_gpus"]) == grow]
     return statistics.fmean(costs) if costs else None
 
 
@@ -232,20 +271,24 @@ def measured_mechanism(run: MeasuredRun, name: str | None = None) -> Mechanism:
     place when any of its jobs was resized in place).
 
     A start costs `restart_delay_s`. In place, a grow and a shrink cost the mean of the run's
-    in-place grows and shrinks (one stands for the other when only one kind happened); under
-    checkpoint-restart, the run's checkpoint-restart resizes, or a start when it had none.
-    InputError when the run measured nothing of the mechanism asked for.
+    grows and shrinks (one stands for the other when only one kind happened): all of them, for
+    a run resized in place ran with `--mechanism in-place`, and the resizes it could not do in
+    place (a restart instead) are part of what that mechanism cost. Under checkpoint-restart,
+    the run's checkpoint-restart resizes, or a start when it had none. InputError when the run
+    measured nothing of the mechanism asked for.
     """
-    resizes = [r for job in run.jobs for r in job.resizes]
+    resizes = [(launch_rates(job), r) for job in run.jobs for r in job.resizes]
+    ran_in_place = any(r["mechanism"] == IN_PLACE for _, r in resizes)
     if name is None:
-        name = IN_PLACE if any(r["mechanism"] == IN_PLACE for r in resizes) else CHECKPOINT_RESTART
+        name = IN_PLACE if ran_in_place else CHECKPOINT_RESTART
     if name not in REPLAY_MECHANISMS:
         raise InputError(f"unknown mechanism {name!r} for a replay; a live run measures "
                          f"{' and '.join(REPLAY_MECHANISMS)}")
     start = restart_delay_s(run)
-    own = [r for r in resizes if r["mechanism"] == name]
+    own = resizes if name == IN_PLACE else [(rates, r) for rates, r in resizes
+                                            if r["mechanism"] == name]
     grow, shrink = _mean_resize_s(own, grow=True), _mean_resize_s(own, grow=False)
-    if name == IN_PLACE and grow is None and shrink is None:
+    if name == IN_PLACE and not ran_in_place:
         raise InputError("this run resized no job in place (its service ran with --mechanism "
                          "checkpoint-restart, or no job was resized): replay it under "
                          "checkpoint-restart")

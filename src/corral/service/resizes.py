@@ -1,0 +1,66 @@
+"""What each resize of a running job cost, matched to the decision it carried out.
+
+The loop notes every resize it decides (`PendingResize`) and measures it at the first report
+of a new worker set (`measure_resize`): how it was resized and how long training paused. In
+place, the trainer measured its pause (from agreeing on the resize to training at the new size;
+the old workers trained while the new ones started); by checkpoint-restart training stopped at
+the decision, so the pause runs from the decision to the new launch's first step.
+
+A decision can come while the previous one is still being carried out (a short job arrives
+right after a long one was grown): the new worker set of the first then reports after the
+second was decided, and a second new worker set follows. Each report is matched to the latest
+decision for its worker count (earlier ones were overtaken and never carried out on their own);
+the decisions after it stay pending, and their time counts from no earlier than the first step
+of the worker set that carried out the matched one (until then the executor was busy with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+__all__ = ["PendingResize", "measure_resize"]
+
+
+@dataclass(frozen=True)
+class PendingResize:
+    """A resize decided and not yet measured: when (wall-clock time) and between how many
+    GPUs."""
+
+    decided: float
+    from_gpus: int
+    to_gpus: int
+
+
+def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
+                   ) -> tuple[dict[str, Any], list[PendingResize]] | None:
+    """The resize record for the first report `report` of a new worker set ({"launch",
+    "mechanism", "from_gpus", "to_gpus", "pause_s", "to_new_size_s"}) and the decisions still
+    pending after it; None when the report cannot measure one (a launch that resumed a
+    preempted job, or no decision pending)."""
+    if not pending:
+        return None
+    resumed = report.get("resumed") or {}
+    in_place = resumed.get("in_place") is not None
+    world = report.get("world_size")
+    matching = [i for i, p in enumerate(pending) if p.to_gpus == world]
+    index = matching[-1] if matching else len(pending) - 1
+    decision = pending[index]
+    first_step = report.get("first_step_time")
+    first_step = float(first_step) if isinstance(first_step, (int, float)) else None
+    if in_place and isinstance(resumed.get("pause_s"), (int, float)):
+        pause = float(resumed["pause_s"])
+    elif not in_place and first_step is not None:
+        pause = max(0.0, first_step - decision.decided)
+    else:
+        return None
+    # in place, the job trained at its old size while its new workers started: the time
+    # from the decision to the new size's first step is longer than the pause
+    to_new_size = max(pause, first_step - decision.decided) if first_step is not None else pause
+    record = {"launch": int(report.get("launch", 0)),
+              "mechanism": "in-place" if in_place else "checkpoint-restart",
+              "from_gpus": decision.from_gpus, "to_gpus": int(world or 0),
+              "pause_s": round(pause, 3), "to_new_size_s": round(to_new_size, 3)}
+    later = [p if first_step is None else replace(p, decided=max(p.decided, first_step))
+             for p in pending[index + 1:]]
+    return record, later

@@ -1,0 +1,43 @@
+"""Column-wise small lists (`slot_columns`): the sorting networks sort every input (0-1
+principle), merges keep the smallest entries, runs and counts by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from corral.policies.slot_columns import (count_true, merge_smallest, pick, position_in_run,
+                                          run_starts, sort_columns, sort_network)
+
+
+@pytest.mark.parametrize("width", range(1, 11))
+def test_network_sorts_every_zero_one_input(width):
+    # a comparator network that sorts all 2^width 0/1 inputs sorts every input
+    inputs = np.array(list(itertools.product([0, 1], repeat=width)), dtype=np.int16).T
+    assert np.array_equal(sort_columns(inputs.copy()), np.sort(inputs, axis=0))
+    assert all(i < k < width for i, k in sort_network(width))
+    assert sort_network(0) == () and sort_network(1) == ()
+
+
+def test_network_sorts_random_integer_columns():
+    x = np.random.default_rng(0).integers(0, 9, size=(7, 50, 30)).astype(np.int16)
+    assert np.array_equal(sort_columns(x.copy()), np.sort(x, axis=0))
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 8])
+def test_merge_keeps_the_smallest_entries_sorted(width):
+    rng = np.random.default_rng(width)
+    a = np.sort(rng.integers(0, 20, size=(width, 500)), axis=0)
+    b = np.sort(rng.integers(0, 20, size=(width, 500)), axis=0)
+    expected = np.sort(np.concatenate([a, b]), axis=0)[:width]
+    assert np.array_equal(merge_smallest(a, b), expected)
+
+
+def test_runs_positions_counts_and_pick():
+    x = np.array([[3, 1], [3, 2], [5, 2], [5, 2]])  # two lists, one per column
+    assert run_starts(x).T.tolist() == [[True, False, True, False], [True, True, False, False]]
+    assert position_in_run(run_starts(x)).T.tolist() == [[0, 1, 0, 1], [0, 0, 1, 2]]
+    assert count_true(x == 2).tolist() == [0, 3]
+    assert pick(x > 2, x, -1).T.tolist() == [[3, 3, 5, 5], [-1, -1, -1, -1]]

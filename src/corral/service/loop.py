@@ -267,13 +267,20 @@ class ControlLoop:
         return self.cluster.total_gpus - sum(j.placement.num_gpus for j in self.jobs.values())
 
     def _take_submissions(self, now: float) -> bool:
-        new = self.store.jobs_after(self._seq)
-        for seq, doc in new:
+        """The jobs submitted since the last look, up to the first stamped after `now`: the API
+        stamps a submission with the running clock, which during a tick (the emulated clock
+        stands still for the loop's thread only) can be ahead of the tick's time; such a job
+        waits for the next tick instead of taking part in a round before it arrived."""
+        taken = False
+        for seq, doc in self.store.jobs_after(self._seq):
+            if doc["submit_time_s"] > now:
+                break
             self._seq = max(self._seq, seq)
+            taken = True
             job = LiveJob.from_doc(doc)
             if job.status.active and job.id not in self.jobs:
                 self.jobs[job.id] = job
-        return bool(new)
+        return taken
 
     def _take_cancels(self, now: float) -> bool:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]

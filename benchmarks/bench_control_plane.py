@@ -25,24 +25,31 @@ emulated seconds, plus up to one real second of checkpoints not yet written) and
 restart pause; so growth is expected within downtime + checkpoint interval + restart pause +
 one real second times the scale, plus the runs' own jitter (a few loop periods times the scale).
 
-The 10,000-job window is the documented target (a bigger machine); on a 2-core machine run
---jobs 1000 (the pollux window) at a time scale that lets every job finish in minutes.
+The 10,000-job window runs in about 11 minutes real at 3000x on a 2-core machine (a run per
+policy; pollux's 1,000 jobs in under 2 minutes), the four runs with --kill in about 34 minutes.
 
 Run: python benchmarks/bench_control_plane.py [--jobs 10000] [--pollux-jobs 1000]
      [--policies fifo,tiresias-las,pollux] [--time-scale 3000] [--kill] [--timeout 1800]
 
-Measured (2-core AMD EPYC shared with other work, load average 9-11, 2026-11, branch `ctrl`;
---jobs 2000 --kill at 3000x, about 5 minutes a run): fifo and tiresias-las ran all 2,000 jobs,
-none lost; round time p50 0.2-0.6 ms, p99 20 ms; POST /jobs p50 51-56 ms, p99 245-277 ms;
-GET /jobs of 2,000 jobs 1.3-1.6 s; RSS 136 MiB after 1k jobs, 153 MiB after 2k, 201 MiB at the
-end; state.db 13 MiB after 1k, 22 MiB after 2k (telemetry rows: a report per running job every
-750 emulated s); loop period p99 about 0.5 s, so rounds stay on schedule up to about 11x only.
-pollux on 1,000 jobs (an earlier run, same machine): every job done, but decide p50 1.5 s and
-round p50 2 s, rounds every ~6,000 emulated s at 3000x: on schedule only near 1x here.
-Killed half-way (fifo): back after 2.4 s real (7,077 emulated s), every job done, JCT growth
-p50 0 s, max 8,671 s: all 2,000 within the bound (10,707 s). An earlier run (before GET /jobs
-lost FastAPI's encoder; down 5.7 s real = 16,977 emulated s): 1,998 of 2,000 within, the two
-others +3,600 and +3,900 s over the downtime, within the runs' jitter (loop period x 3000).
+Measured (2-core AMD EPYC shared with other work, 1-min load average 0.1-4.6, 2026-11-24,
+branch `ctrl2`; --jobs 10000 --pollux-jobs 1000 --kill at 3000x, 34 minutes):
+  fifo          10,000 of 10,000 done, none lost; round p50 0.5 ms, p99 5.0 ms; POST /jobs p50
+                44 ms, p99 91 ms; GET /jobs (10,000) p50 0.95 s; RSS 121 / 122 / 123 / 124 MiB
+                after 1k / 2k / 5k / 10k jobs (+1.6 % from 2k to 10k), 126 MiB at the end;
+                state.db 16 / 28 / 62 / 121 MiB; loop period p99 62 ms: on schedule up to 97x
+  tiresias-las  10,000 done, none lost; round p50 0.3 ms, p99 1.7 ms; POST /jobs p99 72 ms;
+                RSS 121 / 122 / 124 / 124 MiB (+1.6 %); state.db 16 / 29 / 64 / 123 MiB; loop
+                period p99 25 ms: on schedule up to 240x
+  pollux        1,000 done, none lost; round p50 476 ms, p99 1.10 s (decide p50 462 ms, 20 jobs
+                a round on 1,024 GPUs); RSS 185 MiB; loop period p99 1.14 s: on schedule up to
+                5x only, so at 3000x its rounds came every ~1,900 emulated s, not every 60 s
+  fifo, killed (-9) after 5,000 submissions: back after 1.3 s real (3,929 emulated s); 10,000
+                done in both runs; JCT growth p50 -6 s, p99 144 s, max 6,828 s: all 10,000
+                within downtime + checkpoint interval + restart pause + 1 real s (7,559 s), though
+                not all within the downtime alone; the restarted service's RSS was 135 MiB
+                after 10k, 137 MiB at the end (not looked into).
+Before (branch `ctrl`, --jobs 2000, load 9-11): loop period p99 ~0.5 s (on schedule up to 11x),
+RSS 136 MiB after 1k and 201 MiB at the end of 2,000 jobs.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ from corral.core.cluster import Cluster
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import load_philly
 
-MARKS = (1000, 5000, 10_000)  # submitted jobs at which RSS and state.db are printed
+MARKS = (1000, 2000, 5000, 10_000)  # submitted jobs at which RSS and state.db are printed
 
 
 def _q(values: list[float], q: float) -> float:

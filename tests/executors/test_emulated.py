@@ -4,6 +4,7 @@ as corral.train jobs do; and the service's side of it (the `app` field, the cloc
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -159,6 +160,55 @@ def test_the_clock_runs_time_scale_times_real_time() -> None:
     assert clock() - a == pytest.approx(500 * gone, rel=0.2)
     with pytest.raises(InputError):
         EmulatedClock(0)
+
+
+def test_a_stopped_clock_reads_the_same_and_catches_up_after() -> None:
+    clock = EmulatedClock(1000)
+    with clock.stopped():
+        a = clock()
+        time.sleep(0.02)
+        assert clock() == a and clock.elapsed_s() == pytest.approx(a - clock.start, abs=1e-6)
+        with clock.stopped():  # re-entered: still stopped
+            assert clock() == a
+        assert clock() == a
+        seen = []
+        reader = threading.Thread(target=lambda: seen.append(clock()))
+        reader.start()
+        reader.join()
+        assert seen[0] >= a + 1000 * 0.02  # for the thread that stopped it only
+    assert clock() - a >= 1000 * 0.02  # no time was lost
+
+
+def test_a_decision_takes_no_emulated_time(tmp_path: Path) -> None:
+    """A tick of the service (a round: deciding, applying) happens at one emulated instant:
+    the job starts at the round's time, however long the policy took in real time."""
+    from corral.core.policy import create_policy
+    from corral.service.jobs import LiveJob
+    from corral.service.loop import ControlLoop
+    from corral.service.store import Store
+    from corral.service.submission import Submission
+
+    ex = EmulatedExecutor(tmp_path, cluster="1x4", time_scale=1000)
+    store = Store(tmp_path / "state.db")
+    policy = create_policy("fifo")
+    decide = policy.decide
+
+    def slow(snapshot):
+        time.sleep(0.05)  # 50 emulated seconds at 1000x
+        return decide(snapshot)
+
+    policy.decide = slow
+    loop = ControlLoop(store, ex, policy, interval_s=60, clock=ex.clock)
+    try:
+        sub = Submission(command=["emulated"], app="cifar10", gpus=2, batch_size=512).checked(4)
+        store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 0.0)).record())
+        loop.tick()
+        [round_] = loop.recent_rounds
+        started = ex._jobs["job-1"].sim.first_start_s + ex.clock_.start - loop.origin
+        assert started == pytest.approx(round_["time_s"], abs=1e-6)
+    finally:
+        ex.shutdown()
+        store.close()
 
 
 def _die(executor: EmulatedExecutor) -> None:

@@ -168,6 +168,23 @@ def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path,
     again.close()
 
 
+def test_a_job_stamped_after_the_ticks_time_waits_for_the_next_tick(store, fake_executor) -> None:
+    """The API stamps a submission with the running clock, which can be ahead of a tick's time
+    (the emulated clock stands still for the loop's thread only): such a job takes no part in a
+    round before its submit time, nor does any submitted after it."""
+    clock = Clock()
+    a = submit(store, 100, gpus=1)
+    b = submit(store, 103, gpus=1)  # stamped while the tick at 100 was under way
+    c = submit(store, 101, gpus=1)
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.tick()
+    assert set(loop.jobs) == {a} and set(fake_executor.plans) == {a}
+    clock.t = 104.0
+    loop.tick()
+    assert set(loop.jobs) == {a, b, c}
+    assert loop.jobs[b].queue_time_s >= 0 and loop.jobs[c].queue_time_s >= 0
+
+
 def test_cancel_request_stops_the_job(store, fake_executor) -> None:
     a = submit(store, 100)
     loop = make_loop(store, fake_executor)

@@ -15,8 +15,9 @@ same workload times as the simulator's (multiples of the interval). A job's JCT 
 minus its submit time as the service recorded them. What is not aligned, by construction: a
 round happens at the first control-loop tick after its time, and a job's finish is seen at the
 first tick after the executor saw it (each a few emulated seconds at the default tick), and
-every real-time delay of the service (HTTP, SQLite, a policy's decide time) passes N times faster
-on the emulated clock.
+a submission's HTTP round trip passes N times faster on the emulated clock. A tick itself
+(SQLite, a policy's decide time, applying the decision) takes no emulated time: the emulated
+clock stands still during it (`EmulatedExecutor.one_instant`).
 """
 
 from __future__ import annotations

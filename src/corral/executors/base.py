@@ -164,6 +164,12 @@ class Executor(ABC):
         takes them (early initialisation) sees the round whole before it acts. Here: nothing."""
         return contextlib.nullcontext()
 
+    def one_instant(self) -> ContextManager[None]:
+        """A context around one look of the service at its jobs and what it does about it (a
+        tick of its control loop: statuses, reports, a scheduling round and its decision).
+        Here time runs on; the emulated executor's clock stands still inside it (see there)."""
+        return contextlib.nullcontext()
+
     def clock(self) -> float:
         """The time jobs run on, in seconds since the Unix epoch: wall-clock time here; the
         emulated executor's clock runs N times faster. The service keeps its own time (job

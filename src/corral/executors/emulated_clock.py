@@ -12,8 +12,11 @@ seconds), as a real cluster's clock runs on while its scheduler is down.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 from corral.core.errors import InputError
 from corral.protocol.files import atomic_write_json, read_json
@@ -34,13 +37,31 @@ class EmulatedClock:
         self.start = time.time() if start is None else float(start)
         self._mono0 = time.monotonic()
         self._wall0 = time.time()
+        self._stopped = threading.local()  # .at: the reading while this thread stopped it
 
     def __call__(self) -> float:
-        return self.start + self.time_scale * (time.monotonic() - self._mono0)
+        return self.start + self.elapsed_s()
 
     def elapsed_s(self) -> float:
         """Emulated seconds since this clock object started."""
+        stopped = getattr(self._stopped, "at", None)
+        if stopped is not None:
+            return stopped
         return self.time_scale * (time.monotonic() - self._mono0)
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        """Inside, the clock reads what it read on entry - for this thread; other threads read
+        it running - and on exit it reads real time times the scale again (it catches up: time
+        is not lost, only what this thread does inside takes none)."""
+        if getattr(self._stopped, "at", None) is not None:  # already stopped (re-entered)
+            yield
+            return
+        self._stopped.at = self.elapsed_s()
+        try:
+            yield
+        finally:
+            self._stopped.at = None
 
     @classmethod
     def resumed(cls, data_dir: str | Path, time_scale: float) -> "EmulatedClock":

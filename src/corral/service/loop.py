@@ -17,7 +17,9 @@ never restarts anything.
 asked exactly when the simulator asks it (`corral emulate` compares the two).
 
 The loop's time is the executor's clock (`Executor.clock`): wall-clock time, or the emulated
-executor's clock running N times faster, so that job times come out in emulated seconds.
+executor's clock running N times faster, so that job times come out in emulated seconds. Each
+tick runs inside `Executor.one_instant()`, in which the emulated clock stands still: a round is
+decided and applied at one instant, as in the simulator, whatever its real time.
 
 All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
 service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
@@ -225,7 +227,7 @@ class ControlLoop:
             stop.wait(self.tick_s)
 
     def tick(self) -> None:
-        with self.lock:
+        with self.lock, self.executor.one_instant():
             now = self.now_s()
             dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
             self._last_tick_s = now
@@ -265,13 +267,20 @@ class ControlLoop:
         return self.cluster.total_gpus - sum(j.placement.num_gpus for j in self.jobs.values())
 
     def _take_submissions(self, now: float) -> bool:
-        new = self.store.jobs_after(self._seq)
-        for seq, doc in new:
+        """The jobs submitted since the last look, up to the first stamped after `now`: the API
+        stamps a submission with the running clock, which during a tick (the emulated clock
+        stands still for the loop's thread only) can be ahead of the tick's time; such a job
+        waits for the next tick instead of taking part in a round before it arrived."""
+        taken = False
+        for seq, doc in self.store.jobs_after(self._seq):
+            if doc["submit_time_s"] > now:
+                break
             self._seq = max(self._seq, seq)
+            taken = True
             job = LiveJob.from_doc(doc)
             if job.status.active and job.id not in self.jobs:
                 self.jobs[job.id] = job
-        return bool(new)
+        return taken
 
     def _take_cancels(self, now: float) -> bool:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]

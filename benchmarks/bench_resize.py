@@ -108,13 +108,18 @@ def _regroup_event(report: dict) -> dict | None:
     return found[-1] if found else None
 
 
-def _ready_after(ex: Executor, job_id: str) -> float | None:
-    """Seconds from the decision to the new workers being ready (the executor's event)."""
-    for kind, detail in reversed(ex.status(job_id).events):
-        found = re.search(r"ready after ([0-9.]+) s", detail) if kind == "resized" else None
-        if found:
-            return float(found.group(1))
-    return None
+def _ready_after(ex: Executor, job_id: str, wait_s: float = 5.0) -> float | None:
+    """Seconds from the decision to the new workers being ready (the executor's `resized`
+    event, which it writes once it has seen the new worker set's report: waited for)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for kind, detail in reversed(ex.status(job_id).events):
+            found = re.search(r"ready after ([0-9.]+) s", detail) if kind == "resized" else None
+            if found:
+                return float(found.group(1))
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
 
 
 def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int] | None,

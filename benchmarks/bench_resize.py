@@ -10,7 +10,19 @@ the digits example (examples/digits_elastic.py) and ResNet-18 on synthetic 32x32
 * `paused`: how long training stood still. Checkpoint-restart stops training at the decision,
   so it is the same as decision->step; in place, the old workers keep training while the new
   ones start, and the pause is what the trainer measured from agreeing on the resize to
-  training at the new size (its report's `resumed.pause_s`), plus one step.
+  training at the new size (its report's `resumed.pause_s`), plus one step: from the end of
+  the old workers' last step to the end of the first step at the new size (the new worker
+  set's first_step_time less the start of the regroup, which its `resized-in-place` event
+  dates);
+* `trainer pause` (in place): `resumed.pause_s` alone, without that first step. (`paused` in
+  place used to come out as this figure: the trainer stamped first_step_time as the regroup
+  ended, not after the new size's first step.)
+
+`--breakdown` adds, per in-place resize, where the time went: the new workers' start (ready,
+from the decision; the old workers train through it), the old workers' agreement on a step
+(request to regroup; they train on), the trainer's phases of the pause (leaving the old group,
+the rendezvous of the new one, the state broadcast, the DDP wrapper, the batch agreement), the
+first step at the new size, and for comparison the steady step time before and after.
 
 Targets: in-place paused <= 1 s on CPU for both models (ONES: about 1 s), and at least 3x below
 checkpoint-restart. Each cell is the median of `--repeats` resizes (default 1), mechanisms taking
@@ -29,7 +41,8 @@ or this machine's GPUs); the incoming workers then start in the donor's placemen
 (corral.executors.ray_early).
 
 Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
-         [--steps 1-2,2-4,4-2,2-1] [--repeats 1] [--handover 2-1:1,2-0:2 [--executor ray]]
+         [--steps 1-2,2-4,4-2,2-1] [--mechanisms in-place,checkpoint-restart] [--repeats 1]
+         [--breakdown] [--handover 2-1:1,2-0:2 [--executor ray]]
 """
 
 from __future__ import annotations
@@ -47,7 +60,7 @@ from _common import machine
 from corral.core.cluster import Placement
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.executors.local import LocalExecutor
-from corral.executors.resize import MECHANISMS
+from corral.executors.resize import CHECKPOINT_RESTART, IN_PLACE, MECHANISMS, check_mechanism
 from corral.protocol.env import JobConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +89,41 @@ def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> dict:
                        f"{TIMEOUT_S:.0f} s:\n{ex.read_log(job_id)[-2000:]}")
 
 
-def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int] | None) -> dict:
+def _step_time(ex: Executor, job_id: str, steps: int) -> float:
+    """Seconds per step over the next `steps` steps, from the job's reports."""
+    def now() -> dict:
+        return ex.report(job_id) or {}
+    first = now()
+    while (r := now()).get("time") == first.get("time"):
+        time.sleep(0.02)  # a fresh report: it was written at a step boundary
+    deadline = time.monotonic() + TIMEOUT_S
+    while (last := now()).get("steps", 0) < r["steps"] + steps and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return (float(last["time"]) - float(r["time"])) / max(1, last["steps"] - r["steps"])
+
+
+def _regroup_event(report: dict) -> dict | None:
+    """The trainer's `resized-in-place` event of its latest regroup, if any."""
+    found = [e for e in report.get("events") or () if e.get("kind") == "resized-in-place"]
+    return found[-1] if found else None
+
+
+def _ready_after(ex: Executor, job_id: str, wait_s: float = 5.0) -> float | None:
+    """Seconds from the decision to the new workers being ready (the executor's `resized`
+    event, which it writes once it has seen the new worker set's report: waited for)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for kind, detail in reversed(ex.status(job_id).events):
+            found = re.search(r"ready after ([0-9.]+) s", detail) if kind == "resized" else None
+            if found:
+                return float(found.group(1))
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int] | None,
+            breakdown: bool = False) -> dict:
     """One job on `before` workers, trained a few steps, resized to `after`."""
     command, config = MODELS[model]
     with tempfile.TemporaryDirectory(prefix="corral-resize-") as tmp:
@@ -88,16 +135,30 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
             first = _report_of(ex, "bench", 0, before)
             while (ex.report("bench") or {}).get("steps", 0) < first["steps"] + 3:
                 time.sleep(0.05)  # a few steps in the steady state
+            step_before = _step_time(ex, "bench", 3) if breakdown else None
             decided = time.time()
             ex.place(job, WorkerPlan(Placement(((0, after),))))
             new = _report_of(ex, "bench", 1, after)
             resumed = new.get("resumed") or {}
-            to_step = float(new["first_step_time"]) - decided
-            in_place = resumed.get("in_place") is not None
-            paused = float(resumed.get("pause_s", to_step)) if in_place else to_step
+            first_step = float(new["first_step_time"])
+            to_step = first_step - decided
+            event = _regroup_event(new)
+            in_place = resumed.get("in_place") is not None and event is not None
+            out = {"to_step_s": to_step, "paused_s": to_step, "trainer_pause_s": None,
+                   "in_place": in_place}
+            if in_place:
+                regroup_start = float(event["time"]) - float(event["pause_s"])
+                out.update(paused_s=first_step - regroup_start,
+                           trainer_pause_s=float(resumed["pause_s"]))
+                if breakdown:
+                    out.update(ready_s=_ready_after(ex, "bench"), regroup_at_s=regroup_start - decided,
+                               phases=event.get("phases") or {},
+                               first_step_s=first_step - float(event["time"]),
+                               step_before_s=step_before,
+                               step_after_s=_step_time(ex, "bench", 3))
             ex.cancel("bench")
             ex.wait_for("bench", (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED), 120)
-            return {"to_step_s": to_step, "paused_s": paused, "in_place": in_place}
+            return out
         finally:
             ex.shutdown(timeout_s=60)
 
@@ -198,6 +259,9 @@ def main() -> None:
     ap.add_argument("--models", default="digits,resnet18")
     ap.add_argument("--steps", default="1-2,2-4,4-2,2-1")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--mechanisms", default=",".join(MECHANISMS))
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also print where each in-place resize's time went")
     ap.add_argument("--handover", default=None,
                     help="early initialisation cases DONOR_BEFORE-DONOR_AFTER:INCOMING, e.g. 2-1:1,2-0:2")
     ap.add_argument("--executor", default="local", choices=["local", "ray"],
@@ -213,6 +277,7 @@ def main() -> None:
             raise SystemExit("skipped: --device cuda needs a CUDA GPU")
         gpus = list(range(torch.cuda.device_count()))
     steps = [tuple(int(n) for n in s.split("-")) for s in args.steps.split(",")]
+    mechanisms = [check_mechanism(m) for m in args.mechanisms.split(",")]
     print(f"machine: {machine()}; device {args.device}", flush=True)
     if args.handover:
         handover(args, gpus)
@@ -222,27 +287,47 @@ def main() -> None:
         for before, after in steps:
             if gpus is not None and max(before, after) > len(gpus):
                 continue
-            cells = {m: [] for m in MECHANISMS}
+            cells: dict[str, list[dict]] = {m: [] for m in mechanisms}
             for _ in range(args.repeats):
-                for mechanism in MECHANISMS:
-                    cells[mechanism].append(measure(mechanism, model, before, after, gpus))
-            med = {m: {k: statistics.median(c[k] for c in cs) for k in ("to_step_s", "paused_s")}
-                   for m, cs in cells.items()}
-            fell_back = sum(not c["in_place"] for c in cells["in-place"])
+                for mechanism in mechanisms:  # taking turns: a busy machine slows both alike
+                    cell = measure(mechanism, model, before, after, gpus, args.breakdown)
+                    cells[mechanism].append(cell)
+                    if args.breakdown and cell["in_place"]:
+                        _print_breakdown(model, before, after, cell)
+            med = {m: _medians(cs) for m, cs in cells.items()}
+            fell_back = sum(not c["in_place"] for c in cells.get(IN_PLACE, ()))
             rows.append((model, f"{before}->{after}", med, fell_back))
-            ip, cr = med["in-place"], med["checkpoint-restart"]
-            print(f"{model:9s} {before}->{after}: in-place decision->step {ip['to_step_s']:.2f} s, "
-                  f"paused {ip['paused_s']:.2f} s; checkpoint-restart {cr['paused_s']:.2f} s; "
-                  f"ratio {cr['paused_s'] / ip['paused_s']:.1f}x"
-                  + (f" ({fell_back} in-place resize(s) fell back)" if fell_back else ""), flush=True)
+            print(f"{model:9s} {before}->{after}: " + "; ".join(
+                f"{m} decision->step {c['to_step_s']:.2f} s, paused {c['paused_s']:.2f} s"
+                for m, c in med.items()) + (f" ({fell_back} in-place resize(s) fell back)"
+                                             if fell_back else ""), flush=True)
     print()
     print(f"{'model':9s} {'resize':7s} {'in-place decision->step':>24s} {'in-place paused':>16s} "
-          f"{'ckpt-restart paused':>20s} {'ratio':>6s}")
+          f"{'(trainer pause)':>16s} {'ckpt-restart paused':>20s} {'ratio':>6s}")
+    nan = {"to_step_s": float("nan"), "paused_s": float("nan"), "trainer_pause_s": float("nan")}
     for model, resize, med, fell_back in rows:
-        ip, cr = med["in-place"], med["checkpoint-restart"]
+        ip, cr = med.get(IN_PLACE, nan), med.get(CHECKPOINT_RESTART, nan)
         print(f"{model:9s} {resize:7s} {ip['to_step_s']:23.2f}s {ip['paused_s']:15.2f}s "
-              f"{cr['paused_s']:19.2f}s {cr['paused_s'] / ip['paused_s']:5.1f}x"
-              + ("  (fell back)" if fell_back else ""))
+              f"{ip['trainer_pause_s']:15.2f}s {cr['paused_s']:19.2f}s "
+              f"{cr['paused_s'] / ip['paused_s']:5.1f}x" + ("  (fell back)" if fell_back else ""))
+
+
+def _medians(cells: list[dict]) -> dict:
+    def med(key: str) -> float:
+        values = [c[key] for c in cells if c.get(key) is not None]
+        return statistics.median(values) if values else float("nan")
+    return {k: med(k) for k in ("to_step_s", "paused_s", "trainer_pause_s")}
+
+
+def _print_breakdown(model: str, before: int, after: int, c: dict) -> None:
+    """One in-place resize's time, in order (see the module docstring)."""
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+    phases = " ".join(f"{k} {v:.2f}" for k, v in c["phases"].items())
+    print(f"  {model} {before}->{after} in place: ready {s(c['ready_s'])} s, regroup from "
+          f"{s(c['regroup_at_s'])} s; pause {c['paused_s']:.2f} s = [{phases}] + first step "
+          f"{c['first_step_s']:.2f} s; steady step {s(c['step_before_s'])} s on {before}, "
+          f"{s(c['step_after_s'])} s on {after}", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ endless by construction (an epoch count no test reaches) and cancelled at the en
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -49,7 +50,11 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     assert st.workers[:2] == pids  # the workers that stayed are the same processes
     assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
     assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
-    assert any(k == "resized" and "in place from 2 to 4" in d for k, d in _events(ex, "grow"))
+    (resized,) = [d for k, d in _events(ex, "grow") if k == "resized"]
+    assert "in place from 2 to 4" in resized
+    found = re.search(r"in ([0-9.]+) s .* ready after ([0-9.]+) s", resized)
+    took, ready = float(found.group(1)), float(found.group(2))
+    assert 0 < ready <= took  # the new workers' start, which the old workers trained through
 
     ex.place(tiny("grow"), on_node0(1))
     shrunk = trains_on(ex, "grow", 2, 1, after_steps=grown["steps"])

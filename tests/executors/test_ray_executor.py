@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -302,16 +303,33 @@ def _free_slots() -> float:
     return ray.available_resources().get("corral_slot", 0)
 
 
-def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(ray_cluster, tmp_path):
-    """A donor on both slots of node 0 shrinks to one in the round that places a 2-worker job
-    on node 0's slot it gives up plus a free slot of node 1: the incoming workers start and
-    initialise at once (the one on node 0 in the donor's own placement group) while the donor
-    trains on with both; it shrinks in place only once they are ready, and the incoming job's
-    first step comes after its worker on that slot has left."""
+@dataclass
+class EarlyRound:
+    """An early-start round under way (`early_round`): its executor, the file whose creation
+    ends the incoming workers' initialisation, and the donor's report before the round."""
+
+    ex: RayExecutor
+    hold: Path
+    first: dict
+
+
+def _cancel_both(ex: RayExecutor) -> None:
+    for job_id in ("incoming", "donor"):
+        ex.cancel(job_id)
+    for job_id in ("incoming", "donor"):
+        ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.STOPPED, ExecState.UNKNOWN), 60)
+    ex.shutdown(10)
+
+
+@pytest.fixture
+def early_round(ray_cluster, tmp_path):
+    """On two nodes with every slot free: a donor trained a few steps on both slots of node 0,
+    shrunk to one in the round that places a 2-worker incoming job (early initialisation on,
+    initialisation held until `hold` exists) on the slot it gives up and a free one of node 1.
+    Both jobs are cancelled and the executor shut down after the test."""
     pytest.importorskip("torch")
     ex = _ray_trainer_executor(tmp_path / "data")
     hold = tmp_path / "hold"
-    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
     try:
         _two_nodes(ray_cluster, ex)
         contract.wait_until(lambda: _free_slots() == 4, 30, "earlier tests' slots to be free")
@@ -319,46 +337,53 @@ def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(ray_clu
         first = trains_on(ex, "donor", 0, 2, after_steps=3)
         with ex.applying():
             ex.place(tiny("donor"), WorkerPlan(Placement(((0, 1),))))
-            ex.place(incoming, WorkerPlan(Placement(((0, 1), (1, 1)))))
-
-        # the incoming job's workers have started and are initialising ...
-        contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
-                            60, "the early workers")
-        (started,) = _events(ex, "incoming", "early-init")
-        assert "n0:donor/rank 1" in started and "n1:free" in started
-        at = _steps(ex, "donor")
-        # ... while the donor keeps stepping on both its slots (the incoming job cannot be ready)
-        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
-        donor, queued = ex.status("donor"), ex.status("incoming")
-        assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
-        assert queued.state is ExecState.QUEUED and not queued.workers
-        assert not _events(ex, "donor", "donated")
-        assert ex.report("donor")["world_size"] == 2
-        # Ray's books: the donor's two slots and the free one the incoming job reserved; its
-        # worker in the donor's placement group reserves nothing there
-        assert _free_slots() == 1
-
-        hold.touch()  # initialisation ends: the workers report ready; the donor gives up its slot
-        trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
-        assert trained["resumed"] is None  # its first launch, from scratch
-        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
-        assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
-        left = max(e["time"] for e in shrunk["events"] if e["kind"] == "resized-in-place")
-        assert trained["first_step_time"] > left  # the incoming job stepped once the donor let go
-        (donated,) = _events(ex, "donor", "donated")
-        assert "initialised early" in donated
-        (summary,) = _events(ex, "incoming", "early-started")
-        assert "started early" in summary and "overlap" in summary
-        assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
-        assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
-        assert not _events(ex, "incoming", "early-init-fallback")
-        contract.wait_until(lambda: _free_slots() == 1, 30, "the books: 3 of 4 slots held")
+            ex.place(tiny("incoming", "--init-hold-file", str(hold), early_init=True),
+                     WorkerPlan(Placement(((0, 1), (1, 1)))))
+        yield EarlyRound(ex, hold, first)
     finally:
-        for job_id in ("incoming", "donor"):
-            ex.cancel(job_id)
-        for job_id in ("incoming", "donor"):
-            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.UNKNOWN), 60)
-        ex.shutdown(10)
+        _cancel_both(ex)
+
+
+def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(
+        early_round: EarlyRound) -> None:
+    """A donor on both slots of node 0 shrinks to one in the round that places a 2-worker job
+    on node 0's slot it gives up plus a free slot of node 1: the incoming workers start and
+    initialise at once (the one on node 0 in the donor's own placement group) while the donor
+    trains on with both; it shrinks in place only once they are ready, and the incoming job's
+    first step comes after its worker on that slot has left."""
+    ex, hold = early_round.ex, early_round.hold
+    # the incoming job's workers have started and are initialising ...
+    contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
+                        60, "the early workers")
+    (started,) = _events(ex, "incoming", "early-init")
+    assert "n0:donor/rank 1" in started and "n1:free" in started
+    at = _steps(ex, "donor")
+    # ... while the donor keeps stepping on both its slots (the incoming job cannot be ready)
+    contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+    donor, queued = ex.status("donor"), ex.status("incoming")
+    assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
+    assert queued.state is ExecState.QUEUED and not queued.workers
+    assert not _events(ex, "donor", "donated")
+    assert ex.report("donor")["world_size"] == 2
+    # Ray's books: the donor's two slots and the free one the incoming job reserved; its
+    # worker in the donor's placement group reserves nothing there
+    assert _free_slots() == 1
+
+    hold.touch()  # initialisation ends: the workers report ready; the donor gives up its slot
+    trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
+    assert trained["resumed"] is None  # its first launch, from scratch
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first["steps"])
+    assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
+    left = max(e["time"] for e in shrunk["events"] if e["kind"] == "resized-in-place")
+    assert trained["first_step_time"] > left  # the incoming job stepped once the donor let go
+    (donated,) = _events(ex, "donor", "donated")
+    assert "initialised early" in donated
+    (summary,) = _events(ex, "incoming", "early-started")
+    assert "started early" in summary and "overlap" in summary
+    assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
+    assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
+    assert not _events(ex, "incoming", "early-init-fallback")
+    contract.wait_until(lambda: _free_slots() == 1, 30, "the books: 3 of 4 slots held")
 
 
 def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_cluster, tmp_path):
@@ -399,56 +424,36 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
         assert _free_slots() == free_before - 2  # the donor's groups are the incoming job's now
         assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
     finally:
-        for job_id in ("incoming", "donor"):
-            ex.cancel(job_id)
-        for job_id in ("incoming", "donor"):
-            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.STOPPED, ExecState.UNKNOWN), 60)
-        ex.shutdown(10)
+        _cancel_both(ex)
 
 
-def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(ray_cluster, tmp_path):
+def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(early_round: EarlyRound) -> None:
     """One of two incoming workers - the one pre-started in the donor's placement group - dies
     while it initialises: the early start is called off with an event and its other worker
     ends (no process is left at the gate), the donor shrinks as decided (no crash, no
     restart), and the job starts normally once the slot is free."""
-    pytest.importorskip("torch")
-    ex = _ray_trainer_executor(tmp_path / "data")
-    hold = tmp_path / "hold"
-    incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
-    try:
-        _two_nodes(ray_cluster, ex)
-        ex.place(tiny("donor"), WorkerPlan(Placement(((0, 2),))))
-        first = trains_on(ex, "donor", 0, 2, after_steps=3)
-        with ex.applying():
-            ex.place(tiny("donor"), WorkerPlan(Placement(((0, 1),))))
-            ex.place(incoming, WorkerPlan(Placement(((0, 1), (1, 1)))))
-        waiting = [Path(f"{hold}.waiting-r{r}") for r in (0, 1)]
-        contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), 60,
-                            "the early workers")
-        pids = [int(w.read_text()) for w in waiting]
-        os.kill(pids[0], signal.SIGKILL)  # rank 0, in the donor's group, dies as it initialises
+    ex, hold = early_round.ex, early_round.hold
+    waiting = [Path(f"{hold}.waiting-r{r}") for r in (0, 1)]
+    contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), 60,
+                        "the early workers")
+    pids = [int(w.read_text()) for w in waiting]
+    os.kill(pids[0], signal.SIGKILL)  # rank 0, in the donor's group, dies as it initialises
 
-        fallback = contract.wait_until(lambda: _events(ex, "incoming", "early-init-fallback"),
-                                       60, "the fallback")
-        assert "before it was ready" in fallback[0] and "starts normally" in fallback[0]
-        contract.wait_until(lambda: not Path(f"/proc/{pids[1]}").exists()
-                            or "zombie" in Path(f"/proc/{pids[1]}/status").read_text(), 10,
-                            "the other early worker to end with the early start")
-        # the donor was not harmed: it shrinks in place as decided, no restart, no crash
-        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
-        assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
-        hold.touch()
-        trains_on(ex, "incoming", 0, 2)  # started normally once the slot was free
-        assert ex.status("incoming").crashes == 0
-        assert len(_events(ex, "incoming", "early-init")) == 1  # not tried early again
-        assert not _events(ex, "incoming", "early-started")
-        assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
-    finally:
-        for job_id in ("incoming", "donor"):
-            ex.cancel(job_id)
-        for job_id in ("incoming", "donor"):
-            ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.UNKNOWN), 60)
-        ex.shutdown(10)
+    fallback = contract.wait_until(lambda: _events(ex, "incoming", "early-init-fallback"),
+                                   60, "the fallback")
+    assert "before it was ready" in fallback[0] and "starts normally" in fallback[0]
+    contract.wait_until(lambda: not Path(f"/proc/{pids[1]}").exists()
+                        or "zombie" in Path(f"/proc/{pids[1]}/status").read_text(), 10,
+                        "the other early worker to end with the early start")
+    # the donor was not harmed: it shrinks in place as decided, no restart, no crash
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first["steps"])
+    assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
+    hold.touch()
+    trains_on(ex, "incoming", 0, 2)  # started normally once the slot was free
+    assert ex.status("incoming").crashes == 0
+    assert len(_events(ex, "incoming", "early-init")) == 1  # not tried early again
+    assert not _events(ex, "incoming", "early-started")
+    assert ex.status("incoming").plan.placement == Placement(((0, 1), (1, 1)))
 
 
 def test_kuberay_manifest_is_a_raycluster_with_shared_storage() -> None:

@@ -58,7 +58,7 @@ def _wait_ready(control: Path, generation: int, ranks: set[int], procs) -> None:
                 "the new workers to be ready")
 
 
-def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False):
+def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False, *job_args: str):
     """Run tiny_job on `old` workers, resize it in place to `new` at step HOLD_AT."""
     control, out = tmp_path / "control", tmp_path / "w.json"
     control.mkdir()
@@ -66,7 +66,8 @@ def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False):
     config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, checkpoint_dir=str(tmp_path),
                        report_path=str(report), report_interval_s=0.0)
     request_file = control / "resize-g1.json"
-    args = ("--out", str(out), "--hold-at-step", str(HOLD_AT), "--hold-file", str(request_file))
+    args = ("--out", str(out), "--hold-at-step", str(HOLD_AT), "--hold-file", str(request_file),
+            *job_args)
     port0, port1 = free_port(), free_port()
     olds = [_start(r, old, port0, config.replace(batch=(16 // old, 0)), control, *args)
             for r in range(old)]
@@ -98,6 +99,32 @@ def test_grow_in_place_continues_the_uninterrupted_run(reference: dict, tmp_path
     assert result["steps"] == reference["steps"]
     _same_weights(result, reference)
     assert not any(p.name.endswith(".corrupt") for p in tmp_path.iterdir())
+    # the pause, phase by phase, and the first step at the new size that ends it
+    report = read_report(tmp_path / "report.json")
+    (event,) = [e for e in report["events"] if e["kind"] == "resized-in-place"]
+    resumed = report["resumed"]
+    assert list(event["phases"]) == ["leave", "rendezvous", "state", "wrap", "batch"]
+    assert sum(event["phases"].values()) == pytest.approx(event["pause_s"], abs=0.01)
+    assert resumed["phases"] == event["phases"] and resumed["first_step_s"] > 0
+    # the new worker set's first step is a step it took, after the regroup
+    assert report["first_step_time"] >= event["time"] + resumed["first_step_s"] - 0.05
+
+
+@pytest.fixture(scope="module")
+def adam_reference(tmp_path_factory) -> dict:
+    """The uninterrupted run with Adam (its state: two moments and a step count per tensor)."""
+    out = tmp_path_factory.mktemp("adam-ref") / "w.json"
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0))
+    [(code, text)] = run_job(1, config, "--out", str(out), "--adam")
+    assert code == 0, text
+    return json.loads(out.read_text())
+
+
+def test_grow_in_place_with_adam_carries_its_whole_state(adam_reference: dict,
+                                                         tmp_path: Path) -> None:
+    olds, joiners, out = _resize(tmp_path, 1, 2, False, "--adam")
+    assert [c for c, _ in olds + joiners] == [0, 0], olds + joiners
+    _same_weights(json.loads(out.read_text()), adam_reference)
 
 
 def test_shrink_in_place_lets_the_leaving_worker_go(reference: dict, tmp_path: Path) -> None:

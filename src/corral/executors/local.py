@@ -325,8 +325,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         j.launches += 1
         self._record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
         self._event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
-                    f"to {r.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
-                    "(mechanism in-place; the old workers trained while the new ones started)")
+                    f"to {r.new_world} worker(s) {r.took()}")
 
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and free their slots."""

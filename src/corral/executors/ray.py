@@ -466,8 +466,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         j.launches += 1
         self._record_workers(job.job_id, j.ws.names)
         self._event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
-                    f"to {r.plan.new_world} worker(s) in {time.monotonic() - r.started:.2f} s "
-                    "(mechanism in-place; the old workers trained while the new ones started)")
+                    f"to {r.plan.new_world} worker(s) {r.took()}")
 
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and give back their slots."""

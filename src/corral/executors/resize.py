@@ -83,6 +83,7 @@ class ResizeTimeline:
     phase: str
     started: float
     deadline: float
+    switched: float | None = None  # when the request went out (a class default: not a field)
 
     def __post_init__(self) -> None:
         if not self.deadline:
@@ -91,7 +92,16 @@ class ResizeTimeline:
     def switch(self) -> None:
         """The request is out: the old workers now regroup."""
         self.phase = "switching"
-        self.deadline = time.monotonic() + SWITCH_TIMEOUT_S
+        self.switched = time.monotonic()
+        self.deadline = self.switched + SWITCH_TIMEOUT_S
+
+    def took(self) -> str:
+        """How long the resize took, and how much of that the new workers took to be ready
+        (the old workers trained through it), for the executor's `resized` event."""
+        now = time.monotonic()
+        ready = (self.switched or now) - self.started
+        return (f"in {now - self.started:.2f} s (mechanism in-place; the old workers trained "
+                f"while the new ones started, ready after {ready:.2f} s)")
 
     def timed_out(self) -> bool:
         return time.monotonic() > self.deadline

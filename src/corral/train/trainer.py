@@ -71,7 +71,7 @@ from corral.train.profiler import StepProfiler
 from corral.train.progress import TrainingProgress
 from corral.train.recovery import LastGoodState, TrainingDiverged
 from corral.train.signals import StopSignal
-from corral.train.state import load_trainer_state, to_cpu, trainer_state
+from corral.train.state import load_trainer_state, trainer_state
 from corral.train.stream import SampleStream
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
@@ -93,9 +93,17 @@ def _drop_data_parallel(trainer: "ElasticTrainer") -> None:
     """Let go of the trainer's DDP wrapper while the interpreter is whole: its reducer holds
     gloo work objects whose destruction during interpreter finalisation (no GIL to take) aborts
     the process now and then (SIGABRT, "terminate called without an active exception": seen in
-    the 2-worker Adam test, in about one full test run in three)."""
+    the 2-worker Adam test, in about one full test run in three).
+
+    The wrapper usually goes with its last reference; a full garbage collection runs only when
+    something still holds it (it takes 0.3 to 0.7 s with torch loaded on the 2-core machine:
+    most of an in-place regroup's pause, when it ran every time)."""
+    if trainer.model is trainer.module:
+        return
+    wrapper = weakref.ref(trainer.model)
     trainer.model = trainer.module
-    gc.collect()
+    if wrapper() is not None:
+        gc.collect()
 
 
 def _drop_data_parallel_of(ref: "weakref.ReferenceType[ElasticTrainer]") -> None:
@@ -201,14 +209,15 @@ class ElasticTrainer:
         self._restored = False
         self._exit_hook = False
         self.good_state = LastGoodState(self.store)
+        self._regrouped_at: float | None = None  # end of the last in-place regroup
         if joining is not None:  # an in-place resize: the state comes from rank 0
-            load_trainer_state(self, self.group.broadcast_object(None))
+            load_trainer_state(self, self.group.broadcast_state(None))
             self.resumed = {"steps": self.steps, "epoch": self.epoch,
                             "loss": self.progress_state.loss, "checkpoint": None,
                             "in_place": int(joining)}
         else:
             self._restore()
-        self._wrap_model()
+        self._wrap_model(synced=joining is not None)
         self.batch = self._choose_batch(restart=True)
         self.profiler.skip_next()
         if self.is_chief:
@@ -383,6 +392,10 @@ class ElasticTrainer:
                 return
         if self.first_step_time is None:
             self.first_step_time = time.time()
+            if self._regrouped_at is not None and self.resumed is not None:
+                # the rest of the pause of an in-place resize: its first step at the new size
+                self.resumed["first_step_s"] = time.perf_counter() - self._regrouped_at
+                self._regrouped_at = None
             self._report("running")
         elif self.reporter.due():
             self._report("running")
@@ -416,6 +429,7 @@ class ElasticTrainer:
             self._stop_now()
         if flags[REGROUP]:
             self._regroup()
+            return True  # the step ended the launch: the next one is the new size's first
         return False
 
     def _optimizer_step(self, lr_scale: float) -> None:
@@ -551,8 +565,8 @@ class ElasticTrainer:
         self.resumed = {"steps": self.steps, "epoch": self.epoch,
                         "loss": self.progress_state.loss, "checkpoint": path.name}
 
-    def _wrap_model(self) -> None:
-        self.model = self.group.data_parallel(self.module, self.sampler.comm_hook)
+    def _wrap_model(self, synced: bool = False) -> None:
+        self.model = self.group.data_parallel(self.module, self.sampler.comm_hook, synced)
         if self.model is not self.module:
             self.model.register_forward_pre_hook(self._count_forward)
             self.group.on_close(functools.partial(_drop_data_parallel_of, weakref.ref(self)))
@@ -562,8 +576,21 @@ class ElasticTrainer:
 
     def _regroup(self) -> None:
         """In-place resize (corral.protocol.inplace): leave this process group, join the next
-        generation or leave the job; new rank 0 broadcasts the training state."""
+        generation or leave the job; new rank 0 broadcasts the training state.
+
+        Its pause, and the phases of it (`phases`: leaving the old group, the new group's
+        rendezvous, the state broadcast, the DDP wrapper, the batch agreement), go into the
+        event and `resumed`; the first step at the new size adds `first_step_s` there."""
         started = time.perf_counter()
+        phases: dict[str, float] = {}
+        mark = started
+
+        def phase(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            phases[name] = round(now - mark, 4)
+            mark = now
+
         request = read_request(self._control_dir) if self._control_dir else None
         if request is None:
             raise RuntimeError("asked to resize in place (SIGUSR1) but no resize request "
@@ -571,6 +598,7 @@ class ElasticTrainer:
         was_chief, old = self.is_chief, self.world_size
         new_rank = request.new_rank(self.rank)
         self.group.close()
+        phase("leave")
         if new_rank is None:
             _log(f"left the job in an in-place resize at step {self.steps}")
             self._exit(LEAVE_EXIT_CODE)
@@ -580,8 +608,8 @@ class ElasticTrainer:
         try:
             self.group = Group(self.worker, Placement(self.device, self._backend),
                                timeout_s=_REGROUP_TIMEOUT_S)
-            state = self.group.broadcast_object(to_cpu(trainer_state(self)) if self.is_chief
-                                                else None)
+            phase("rendezvous")
+            state = self.group.broadcast_state(trainer_state(self) if self.is_chief else None)
         except Exception as exc:  # noqa: BLE001 - any failure: back to checkpoint-restart
             _log(f"in-place resize to {request.world_size} workers failed ({exc}); "
                  "checkpointing for a restart instead")
@@ -591,21 +619,28 @@ class ElasticTrainer:
             self._exit(STOP_EXIT_CODE)
         if not self.is_chief:
             load_trainer_state(self, state)
+        del state
+        phase("state")
         self.sampler.world_size = self.world_size
         self.config = self.config.replace(num_nodes=request.num_nodes, batch=request.batch,
                                           launch=request.launch)
         self._resize.requested = False
         self._forget_lagged()  # as the joiners start: the same gains and flags on every rank
-        self._wrap_model()
+        self._wrap_model(synced=True)  # the state broadcast brought rank 0's parameters
+        phase("wrap")
         self._set_batch(self._choose_batch(restart=True))
-        paused = time.perf_counter() - started
+        phase("batch")
+        self._regrouped_at = time.perf_counter()
+        paused = self._regrouped_at - started
         self.resumed = {"steps": self.steps, "epoch": self.epoch, "loss": self.progress_state.loss,
-                        "checkpoint": None, "in_place": request.generation, "pause_s": paused}
+                        "checkpoint": None, "in_place": request.generation, "pause_s": paused,
+                        "phases": phases}
         self.first_step_time = None  # the new worker set's first step is reported
         message = (f"resized in place from {old} to {self.world_size} workers at step "
-                   f"{self.steps}; paused {paused:.2f} s")
+                   f"{self.steps}; paused {paused:.2f} s ("
+                   + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()) + ")")
         self.events.append({"time": time.time(), "kind": "resized-in-place",
-                            "message": message, "pause_s": paused})
+                            "message": message, "pause_s": paused, "phases": phases})
         if self.is_chief:
             _log(message)
             self._report("running")

@@ -43,3 +43,11 @@ def test_a_report_that_measures_nothing_leaves_the_decisions_pending():
     assert measure_resize([], _in_place(1, 2, 104.0, 0.4)) is None
     resumed_without_a_step = {"launch": 3, "world_size": 1, "resumed": {"checkpoint": "c.pt"}}
     assert measure_resize([PendingResize(100.0, 2, 1)], resumed_without_a_step) is None
+
+
+def test_an_in_place_pause_runs_to_the_end_of_the_new_sizes_first_step():
+    # as a checkpoint-restart's does (its first_step_time is the end of its first step)
+    report = _in_place(1, 2, first_step=104.0, pause=0.3)
+    report["resumed"]["first_step_s"] = 0.5
+    record, _ = measure_resize([PendingResize(100.0, 1, 2)], report)
+    assert record["pause_s"] == pytest.approx(0.8) and record["to_new_size_s"] == 4.0

@@ -49,7 +49,10 @@ def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
     first_step = report.get("first_step_time")
     first_step = float(first_step) if isinstance(first_step, (int, float)) else None
     if in_place and isinstance(resumed.get("pause_s"), (int, float)):
-        pause = float(resumed["pause_s"])
+        # to the end of the new size's first step, as a checkpoint-restart's pause is counted
+        first_step_s = resumed.get("first_step_s")
+        pause = float(resumed["pause_s"]) + (
+            float(first_step_s) if isinstance(first_step_s, (int, float)) else 0.0)
     elif not in_place and first_step is not None:
         pause = max(0.0, first_step - decision.decided)
     else:

@@ -18,6 +18,7 @@ from corral.policies.pollux import (PolluxParams, max_gpus_for, realloc_factor,
 from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
+from corral.policies.slot_columns import count_true
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
 from corral.sim.metrics import summarize
@@ -157,6 +158,23 @@ def test_growth_in_place_splits_a_node_in_priority_order():
     assert np.all(A.sum(axis=1) <= 4)
     assert np.array_equal(A[:, 1] == 0, A[:, 0] == 4)
     assert 0.1 < np.mean(A[:, 1] > 1) < 0.5
+
+
+def test_growth_in_place_same_on_all_cells_or_the_free_ones():
+    # Gathering the cells with free GPUs is only a speed choice: same draws, same result.
+    rng = np.random.default_rng(6)
+    pb = _problem([4, 4, 2, 4, 3, 4, 1, 4], max_gpus=[1, 2, 3, 6, 8, 12, 5, 4])
+    s = _Searcher(pb, SearchSettings(), rng)
+    M = s.repair(_random_population(s, rng, 300))
+    for p_free in (0.2, 0.9):
+        has_free = (count_true(M < s.J) < s.caps) & (rng.random(M.shape[1:]) < p_free)
+        drawn = [np.where(rng.random(M.shape[1:]) < 0.3, 1, s.free).astype(s.dtype)]
+        outs = []
+        for dense in (True, False):
+            s.rng = np.random.default_rng(7)
+            outs.append(s._growth_in_place(M.copy(), has_free, drawn, dense=dense))
+        assert np.array_equal(outs[0], outs[1])
+        assert not np.array_equal(outs[0], M)  # something grew
 
 
 def test_interference_avoidance_switch():

@@ -427,37 +427,50 @@ class _Searcher:
             M = merge_smallest(M, block)
         return M
 
-    def _growth_in_place(self, M: np.ndarray, has_free: np.ndarray,
-                         drawn: list[np.ndarray]) -> np.ndarray:
+    def _growth_in_place(self, M: np.ndarray, has_free: np.ndarray, drawn: list[np.ndarray],
+                         dense: bool | None = None) -> np.ndarray:
         """Each job on a node with free GPUs asks to grow there w.p. 1 / the number of its nodes
         with free GPUs (the artifact's second growth probability; nearly always for a job on
         one such node), unless `drawn` there already; a request lengthens the job's run on the
-        node to a uniform count between its current one and the node size. Works on the nodes
-        with free GPUs only (gathered into (C, k) columns, `extend_runs`, scattered back), so
-        the cost follows them, not the population."""
+        node to a uniform count between its current one and the node size (`extend_runs`).
+        When under half the (individual, node) cells have free GPUs, only those are gathered,
+        grown and scattered back, so the cost follows them (`dense` None; True or False forces
+        one way); either way the same draws in the same order, so the same result."""
         J = self.J
         n = M.shape[2]
         flat = M.reshape(len(M), -1)
-        cells = np.flatnonzero(has_free)  # (individual, node) with free GPUs, k of them
-        X = flat[:, cells]
-        at = np.flatnonzero(run_starts(X) & (X < J))  # one slot per (job, node)
+        free = has_free.reshape(-1)
+        if dense is None:
+            dense = 2 * int(np.count_nonzero(free)) > len(free)
+        if dense:
+            X = flat
+            first = run_starts(X) & (X < J) & free  # one slot per (job, node with free GPUs)
+        else:
+            cells = np.flatnonzero(free)
+            X = flat[:, cells]
+            first = run_starts(X) & (X < J)
+        at = np.flatnonzero(first)  # by slot, then (individual, node)
         if not len(at):
             return M
-        slot, col = np.divmod(at, len(cells))
-        cell = cells[col]
+        cell = at % X.shape[1]
+        if not dense:
+            cell = cells[cell]
         job = X.reshape(-1)[at]
         owner = (cell // n) * J + job  # (individual, job)
         nodes = np.bincount(owner)[owner]
         want = self.rng.random(len(at)) * nodes < 1.0
         for other in drawn:
             want &= job != other.reshape(-1)[cell]
-        slot, col, cell = slot[want], col[want], cell[want]
-        if not len(slot):
+        at, cell = at[want], cell[want]
+        if not len(at):
             return M
-        cur = _run_lengths(X)[slot, col]
-        add = np.zeros(X.shape, dtype=np.int64)
-        add[slot, col] = _uniform_to(self.rng, cur, self.caps[cell % n]) - cur
-        flat[:, cells] = extend_runs(X, add)
+        cur = _run_lengths(X).reshape(-1)[at]
+        add = np.zeros(X.shape, dtype=np.int16)
+        add.reshape(-1)[at] = _uniform_to(self.rng, cur, self.caps[cell % n]) - cur
+        grown = extend_runs(X, add)
+        if dense:
+            return grown.reshape(M.shape)
+        flat[:, cells] = grown
         return flat.reshape(M.shape)  # M itself when M is contiguous
 
     def repair(self, S: np.ndarray) -> np.ndarray:

@@ -59,8 +59,8 @@ def extend_runs(x: np.ndarray, add: np.ndarray) -> np.ndarray:
     starts at slot s gains `add[s]` more copies of its value (`add` is 0 elsewhere), in place
     of merging a block of those copies: where the runs move (slot s + the copies added before
     it), then for every slot the last run that starts at or before it. A new array."""
-    start = np.empty(x.shape, dtype=np.int64)
-    moved = np.zeros(x.shape[1:], dtype=np.int64)
+    start = np.empty(x.shape, dtype=np.int16)  # at most C + C * C for C-slot lists
+    moved = np.zeros(x.shape[1:], dtype=np.int16)
     for s in range(len(x)):
         start[s] = moved + s
         moved += add[s]

@@ -18,6 +18,7 @@ from corral.policies.pollux import (PolluxParams, max_gpus_for, realloc_factor,
 from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
+from corral.policies.slot_columns import count_true
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
 from corral.sim.metrics import summarize
@@ -126,6 +127,54 @@ def test_operators_never_overfill_a_node():
             assert _blocked_ok(s, S)
             assert np.array_equal(S, np.sort(S, axis=0))
         pop = s.repair(mutated)
+
+
+def test_growth_mutation_grows_jobs_where_they_are():
+    # Job 0 holds 1 of node 0's 4 GPUs; 7 other nodes are idle. As in the artifact it asks to
+    # grow on node 0, its only node with free GPUs, w.p. 1 (and on each node w.p. 1/8), to a
+    # uniform 1..4 GPUs there: 3 in 4 offspring grow it in place. (A node taking one random
+    # slot's job, as before issue 15, grew it in about 1 in 6.)
+    base = np.zeros((2, 8), dtype=np.int64)
+    base[0, 0] = 1
+    pb = _problem([4] * 8, max_gpus=[32, 32], base=base)
+    s = _Searcher(pb, SearchSettings(reset_prob=0.0, zero_row_prob=0.0), np.random.default_rng(4))
+    pop = np.repeat(s.base_slots[:, None, :], 4000, axis=1)
+    grown = _dense(s, s.mutate(pop))[:, 0, 0] > 1
+    assert 0.7 < grown.mean() < 0.8
+
+
+def test_growth_in_place_splits_a_node_in_priority_order():
+    # Jobs 0 and 1 hold one GPU each of node 0 (4 GPUs), their only node with free GPUs; 7
+    # nodes are idle. Both ask to grow on node 0 every time, each to a uniform 1..4 GPUs there;
+    # node capacity then goes in priority order, as the artifact's repair: job 0 gets its
+    # request, job 1 what is left of its own (nothing when job 0 took all 4).
+    base = np.zeros((2, 8), dtype=np.int64)
+    base[:, 0] = 1
+    pb = _problem([4] * 8, max_gpus=[32, 32], base=base)
+    s = _Searcher(pb, SearchSettings(reset_prob=0.0, zero_row_prob=0.0), np.random.default_rng(5))
+    A = _dense(s, s.mutate(np.repeat(s.base_slots[:, None, :], 8000, axis=1)))[:, :, 0]
+    share = np.bincount(A[:, 0], minlength=5)[1:] / len(A)
+    assert np.all(np.abs(share - 0.25) < 0.03)
+    assert np.all(A.sum(axis=1) <= 4)
+    assert np.array_equal(A[:, 1] == 0, A[:, 0] == 4)
+    assert 0.1 < np.mean(A[:, 1] > 1) < 0.5
+
+
+def test_growth_in_place_same_on_all_cells_or_the_free_ones():
+    # Gathering the cells with free GPUs is only a speed choice: same draws, same result.
+    rng = np.random.default_rng(6)
+    pb = _problem([4, 4, 2, 4, 3, 4, 1, 4], max_gpus=[1, 2, 3, 6, 8, 12, 5, 4])
+    s = _Searcher(pb, SearchSettings(), rng)
+    M = s.repair(_random_population(s, rng, 300))
+    for p_free in (0.2, 0.9):
+        has_free = (count_true(M < s.J) < s.caps) & (rng.random(M.shape[1:]) < p_free)
+        drawn = [np.where(rng.random(M.shape[1:]) < 0.3, 1, s.free).astype(s.dtype)]
+        outs = []
+        for dense in (True, False):
+            s.rng = np.random.default_rng(7)
+            outs.append(s._growth_in_place(M.copy(), has_free, drawn, dense=dense))
+        assert np.array_equal(outs[0], outs[1])
+        assert not np.array_equal(outs[0], M)  # something grew
 
 
 def test_interference_avoidance_switch():

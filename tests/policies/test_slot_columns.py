@@ -1,5 +1,5 @@
 """Column-wise small lists (`slot_columns`): the sorting networks sort every input (0-1
-principle), merges keep the smallest entries, runs and counts by hand."""
+principle), merges keep the smallest entries, lengthened runs are merged copies, runs and counts by hand."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from corral.policies.slot_columns import (count_true, merge_smallest, pick, position_in_run,
-                                          run_starts, sort_columns, sort_network)
+from corral.policies.slot_columns import (count_true, extend_runs, merge_smallest, pick,
+                                          position_in_run, run_starts, sort_columns,
+                                          sort_network)
 
 
 @pytest.mark.parametrize("width", range(1, 11))
@@ -41,3 +42,14 @@ def test_runs_positions_counts_and_pick():
     assert position_in_run(run_starts(x)).T.tolist() == [[0, 1, 0, 1], [0, 0, 1, 2]]
     assert count_true(x == 2).tolist() == [0, 3]
     assert pick(x > 2, x, -1).T.tolist() == [[3, 3, 5, 5], [-1, -1, -1, -1]]
+
+
+def test_extend_runs_is_merging_the_added_copies():
+    rng = np.random.default_rng(3)
+    for width in (1, 2, 4, 8):
+        x = np.sort(rng.integers(0, 6, size=(width, 400)), axis=0)
+        starts = run_starts(x)
+        add = np.where(starts, rng.integers(0, width + 1, size=x.shape), 0)
+        copies = [np.concatenate([x[:, i], np.repeat(x[:, i], add[:, i])]) for i in range(400)]
+        expected = np.stack([np.sort(c)[:width] for c in copies], axis=1)
+        assert np.array_equal(extend_runs(x, add), expected)

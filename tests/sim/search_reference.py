@@ -6,11 +6,13 @@ needing at least 2 GPUs, interference avoidance off, a 3-node cap, p in {-4, -1,
 stops, and a warm start from the first search's population after one job left.
 
 `tests/sim/data/pollux_search_reference.json` holds, for each case, the fitness, generations
-and hashes of the allocation and of the final population of both searches, made with the
-search as it was before issue 18's speed work (commit f9a4da3), under `numerics_env` (numpy's
-AVX2 kernels, as the reference summaries):
+and hashes of the allocation and of the final population of both searches, under
+`numerics_env` (numpy's AVX2 kernels, as the reference summaries). It was first made with the
+search as it was before issue 18's speed work (commit f9a4da3), which that work matched to the
+last bit; it was made again, on purpose, when the growth mutation came to grow jobs on their
+own nodes as the artifact's does (issue 15), which changes every search:
 
-    NPY_DISABLE_CPU_FEATURES="<numerics_env()'s value>" PYTHONPATH=<f9a4da3's src> \\
+    NPY_DISABLE_CPU_FEATURES="<numerics_env()'s value>" PYTHONPATH=src \\
         python tests/sim/search_reference.py --out tests/sim/data/pollux_search_reference.json
 
 Only public APIs that exist before and after the change are used.

@@ -1,7 +1,8 @@
-"""The Pollux search's speed work changed no result: searches of mid-size synthetic problems
-(`search_reference.py`: mixed node sizes, minimum GPUs, several p, warm starts) give the same
-fitness, generations, allocation and final population as a stored run of the search before it,
-to the last bit, computed with the stored run's numpy kernels."""
+"""Result-preserving changes to the Pollux search change no result: searches of mid-size
+synthetic problems (`search_reference.py`: mixed node sizes, minimum GPUs, several p, warm
+starts) give the same fitness, generations, allocation and final population as a stored run,
+to the last bit, computed with the stored run's numpy kernels. (The stored run was made before
+issue 18's speed work, which matched it, and again with issue 15's growth-in-place mutation.)"""
 
 from __future__ import annotations
 

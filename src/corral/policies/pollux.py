@@ -40,9 +40,10 @@ Decided where the paper is silent [D] (artifact behaviour reproduced unless said
   apart (`patience_period_s`, the artifact's interval), where each round goes on from the last
   one's population; a search longer after the previous one gets proportionally more patience
   (`search_patience`), 40 generations at an 8-minute interval. With 5 there the search stopped
-  after a median 6 generations, 1.2 a simulated minute against 6 at 60 s, and left allocations
-  that the artifact's 100 generations a round do not: 4.2 restarts per job instead of 2.4
-  (100 generations), average JCT 14.8 % above the artifact's at 8 minutes (issue 15).
+  after a median 6 generations, 1.2 a simulated minute against 6 at 60 s, and churned where
+  the artifact's 100 generations a round do not (workload-8: 4.2 restarts per job, 2.4 with
+  100 generations): mean average JCT over the eight workloads 14.8 % above the artifact's at
+  8 minutes, 2.1 % now (issue 15; `benchmarks/fidelity_settings.py --only pollux-8m`).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["sort_network", "sort_columns", "merge_smallest", "pick", "run_starts",
-           "position_in_run", "count_true"]
+__all__ = ["sort_network", "sort_columns", "merge_smallest", "extend_runs", "pick",
+           "run_starts", "position_in_run", "count_true"]
 
 
 @lru_cache(maxsize=None)
@@ -52,6 +52,25 @@ def merge_smallest(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The len(a) smallest of two sorted column lists of one length, sorted (a new array):
     min(a[i], b[C-1-i]) picks them (a bitonic sequence), the network sorts them."""
     return sort_columns(np.minimum(a, b[::-1]))
+
+
+def extend_runs(x: np.ndarray, add: np.ndarray) -> np.ndarray:
+    """The len(x) first entries of the lists `x` (C, ...) after each run of equal values that
+    starts at slot s gains `add[s]` more copies of its value (`add` is 0 elsewhere), in place
+    of merging a block of those copies: where the runs move (slot s + the copies added before
+    it), then for every slot the last run that starts at or before it. A new array."""
+    start = np.empty(x.shape, dtype=np.int16)  # at most C + C * C for C-slot lists
+    moved = np.zeros(x.shape[1:], dtype=np.int16)
+    for s in range(len(x)):
+        start[s] = moved + s
+        moved += add[s]
+    out = np.empty_like(x)
+    for c in range(len(x)):  # start[s] >= s: only runs starting at s <= c can cover slot c
+        o = x[0]
+        for s in range(1, c + 1):
+            o = pick(start[s] <= c, x[s], o)
+        out[c] = o
+    return out
 
 
 def pick(mask: np.ndarray, a, b) -> np.ndarray:

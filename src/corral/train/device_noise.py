@@ -90,10 +90,6 @@ class DeviceNoise:
         """The EMA read to the host (a synchronisation)."""
         return [float(v) for v in self.ema.tolist()]
 
-    def reset_pending(self) -> None:
-        """Drop the steps recorded since the last read (a restore rolls them back)."""
-        self._pending.clear()
-
     def state_dict(self) -> dict[str, Any]:  # GradNoise's format: checkpoints stay compatible
         sqr, var, weight = self.values()
         return {"sqr": sqr, "var": var, "weight": weight, "updates": self.updates}

@@ -39,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from corral.protocol.env import WorkerEnv
 from corral.train.device import Placement
+from corral.train.nested import map_leaves
 
 __all__ = ["Group", "TensorLayout", "pack_tensors", "unpack_tensors"]
 
@@ -217,28 +218,22 @@ class TensorLayout:
     cpu: bool
 
 
-def _strip(obj: Any, tensors: list[torch.Tensor] | None = None) -> tuple[Any, list[torch.Tensor]]:
+def _strip(obj: Any) -> tuple[Any, list[torch.Tensor]]:
     """`obj` with each dense tensor replaced by a `_Slot`, and those tensors in order."""
-    tensors = [] if tensors is None else tensors
-    if isinstance(obj, torch.Tensor) and obj.layout == torch.strided:
-        tensors.append(obj.detach())
-        return _Slot(len(tensors) - 1), tensors
-    if isinstance(obj, dict):
-        return {k: _strip(v, tensors)[0] for k, v in obj.items()}, tensors
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_strip(v, tensors)[0] for v in obj), tensors
-    return obj, tensors
+    tensors: list[torch.Tensor] = []
+
+    def slot(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+            tensors.append(x.detach())
+            return _Slot(len(tensors) - 1)
+        return x
+
+    return map_leaves(obj, slot), tensors
 
 
 def _fill(obj: Any, tensors: list[torch.Tensor]) -> Any:
     """`_strip` undone: each `_Slot` replaced by its tensor."""
-    if isinstance(obj, _Slot):
-        return tensors[obj.index]
-    if isinstance(obj, dict):
-        return {k: _fill(v, tensors) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_fill(v, tensors) for v in obj)
-    return obj
+    return map_leaves(obj, lambda x: tensors[x.index] if isinstance(x, _Slot) else x)
 
 
 def pack_tensors(tensors: list[torch.Tensor], device: torch.device
@@ -260,7 +255,7 @@ def unpack_tensors(flat: torch.Tensor, layout: list[TensorLayout]) -> list[torch
     """The tensors `pack_tensors` packed into `flat`, each a copy of its own."""
     out = []
     for where in layout:
-        n = torch.Size(where.shape).numel() * torch.empty((), dtype=where.dtype).element_size()
+        n = torch.Size(where.shape).numel() * where.dtype.itemsize
         piece = flat[where.offset:where.offset + n].view(where.dtype).view(where.shape)
         out.append(piece.to("cpu", copy=True) if where.cpu else piece.clone())
     return out

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from corral.perf.estimator import JobEstimator
+from corral.train.nested import map_leaves
 from corral.train.profiler import StepProfiler
 
 if TYPE_CHECKING:
@@ -66,10 +67,5 @@ def load_trainer_state(t: "ElasticTrainer", state: dict[str, Any]) -> None:
 
 def to_cpu(obj: Any) -> Any:
     """A copy of `obj` (nested dicts, lists, tuples of tensors) with every tensor on the CPU."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(v) for v in obj)
-    return obj
+    return map_leaves(obj, lambda x: x.detach().to("cpu", copy=True)
+                      if isinstance(x, torch.Tensor) else x)

@@ -1,0 +1,20 @@
+"""One walk over the nested containers a training state is made of (dicts, lists and tuples
+holding tensors and plain values), shared by the checkpoint copy to the CPU
+(corral.train.state.to_cpu) and the packed state broadcast of an in-place regroup
+(corral.train.distributed.Group.broadcast_state)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["map_leaves"]
+
+
+def map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """`obj` rebuilt with every leaf (anything not a dict, list or tuple) replaced by
+    `fn(leaf)`, leaves visited in order (dict insertion order, then sequence order)."""
+    if isinstance(obj, dict):
+        return {k: map_leaves(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_leaves(v, fn) for v in obj)
+    return fn(obj)

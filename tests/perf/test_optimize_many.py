@@ -62,3 +62,63 @@ def test_warm_started_fit_reaches_the_cold_fit():
         np.testing.assert_allclose(pred, step, rtol=0.01)
     assert warm.alpha_grad == pytest.approx(cold.alpha_grad, rel=0.02)
     assert warm.beta_grad == pytest.approx(cold.beta_grad, rel=0.02)
+
+
+def _fresh_many(fns, which, nodes, gpus):
+    """Eq. 13 computed afresh for every row as given: no remembered candidates, every node
+    count computed as it is (the reference for the caches and the N >= 2 sharing)."""
+    from corral.perf import goodput
+
+    idx = np.asarray(which)
+    n, k = np.asarray(nodes, dtype=float), np.asarray(gpus, dtype=float)
+    stats = np.array([(fn.stats.sqr, fn.stats.var) for fn in fns])[idx]
+    init = np.array([float(fn.init_bsz) for fn in fns])[idx, None]
+    return goodput._best(goodput._column_candidates(fns, idx, n, k),
+                         GradStats(sqr=stats[:, 0:1], var=stats[:, 1:2]), init)
+
+
+def test_remembered_candidates_give_the_bits_of_a_fresh_computation():
+    from corral.perf import goodput
+
+    goodput._MANY_JOBS.clear()
+    goodput._ONE_JOB.clear()
+    rng = np.random.default_rng(5)
+    gpus = rng.integers(0, 40, size=600)
+    nodes = np.where(gpus > 0, np.minimum(rng.integers(1, 12, size=600), gpus), 0)
+    which = rng.integers(0, 4, size=600)
+    fns = _fns()
+    for round_ in range(3):  # cold, remembered, then new gradient statistics on the same models
+        if round_ == 2:
+            fns = [GoodputFunction(fn.params, GradStats(fn.stats.sqr * 1.7, fn.stats.var * 0.6),
+                                   fn.init_bsz, fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz,
+                                   fn.accumulation) for fn in fns]
+        got = optimize_many(fns, which, nodes, gpus)
+        want = _fresh_many(fns, which, nodes, gpus)
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes(), round_
+        for i in range(0, 600, 7):  # one job's own (scalar) path against its fresh computation
+            fn = fns[which[i]]
+            fresh = goodput._optimize_rows(fn.params, fn.stats, fn.init_bsz, fn.max_bsz,
+                                           fn.min_local_bsz, fn.max_local_bsz, fn.accumulation,
+                                           np.array([float(nodes[i])]), np.array([float(gpus[i])]))
+            assert fn.optimize(int(nodes[i]), int(gpus[i])) == (
+                float(fresh[0][0]), int(fresh[1][0]), int(fresh[2][0]))
+    assert goodput._MANY_JOBS._rows < 600  # N >= 2 rows share one entry per K
+
+
+def test_candidate_cache_drops_the_least_recently_used_models():
+    from corral.perf.candidates import CandidateCache, candidate_rows
+
+    cache = CandidateCache(max_rows=50)
+    calls = []
+
+    def compute(n, k):
+        calls.append(len(n))
+        return candidate_rows(PARAMS, 128, 4096, 32, 1024, True, n, k)
+
+    k = np.arange(1, 21)
+    for key in ("a", "b", "a", "c"):
+        rows = cache.rows(key, np.ones(20, dtype=np.int64), k, compute)
+        assert rows.size == 20
+    assert calls == [20, 20, 20]  # "a" again was remembered
+    assert cache._rows <= 50 and list(cache._models) == ["a", "c"]  # "b" was dropped

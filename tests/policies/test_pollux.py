@@ -303,6 +303,32 @@ def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
                           optimize_many(fns, which, nodes, gpus)[0])
 
 
+def test_speedup_tables_equal_every_cell_computed_on_its_own():
+    """Rows N >= 3 share row 2's values (the model tells only one node from several) and
+    candidates are remembered: the tables are still each cell's own computation, bit for bit."""
+    from corral.perf.efficiency import GradStats
+    from corral.perf.goodput import GoodputFunction, _best, _column_candidates
+    from corral.perf.throughput import ThroughputParams
+    from corral.policies.pollux_speedup import SpeedupGrids
+
+    params = ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 1.7)
+    grids = SpeedupGrids()
+    for sqr in (1.0, 2.5):  # the second round: new statistics, the same model
+        fn = GoodputFunction(params, GradStats(sqr, 30.0), 128, 8192, 16, 512)
+        for max_nodes, max_gpus in ((4, 12), (8, 24)):  # the grid grows in both directions
+            (table,) = grids.tables([("j", fn, max_nodes, max_gpus)], 1, 4)
+            n, k = np.meshgrid(np.arange(max_nodes + 1), np.arange(max(max_gpus, 4) + 1),
+                               indexing="ij")
+            n, k = n.ravel(), k.ravel()
+            best = _best(_column_candidates([fn], np.zeros(n.size, dtype=np.int64),
+                                            n.astype(float), k.astype(float)),
+                         GradStats(sqr=np.full((n.size, 1), sqr), var=np.full((n.size, 1), 30.0)),
+                         np.full((n.size, 1), 128.0))[0]
+            values = np.where((n <= k) & (n > 0), best, 0.0).reshape(max_nodes + 1, -1)
+            want = values[:, :max_gpus + 1] / values[1, 4]
+            assert table.tobytes() == want.tobytes(), (sqr, max_nodes)
+
+
 # ------------------------------------------------------------------------ the policy
 
 def _spec(name: str, t: float = 0.0, max_bsz: int = 4096, adaptive: bool = True) -> JobSpec:

@@ -12,25 +12,24 @@ m) is ../shared/specs/pollux.md section 2.5.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from corral.perf.candidates import (NUM_BATCH_CANDIDATES, CandidateCache, Candidates,
+                                    candidate_rows)
 from corral.perf.efficiency import GradStats, efficiency
-from corral.perf.throughput import ThroughputParams, iteration_time
+from corral.perf.throughput import DISTINCT_NODE_COUNTS, ThroughputParams, iteration_time
 
 __all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES", "optimize_many"]
 
-#: Total batch sizes tried per allocation by `GoodputFunction.optimize` (spec 2.5).
-NUM_BATCH_CANDIDATES = 50
-# Relative slack when rounding up divisions of float candidates, so that e.g. a total batch of
-# 4096*(1+1e-16) over 4 GPUs is 1024 per GPU, not 1025 (or one more accumulation step).
-_CEIL_SLACK = 1e-9
-
-
-def _ceil(x: np.ndarray) -> np.ndarray:
-    return np.ceil(x * (1.0 - _CEIL_SLACK))
+# Candidate rows remembered per throughput model and batch limits (corral.perf.candidates):
+# one cache for one job's optimisations (scalar parameters), one for many jobs' at once (the
+# parameters as columns, as `optimize_many` has always computed them).
+_ONE_JOB = CandidateCache()
+_MANY_JOBS = CandidateCache()
 
 
 def _is_scalar(*xs: Any) -> bool:
@@ -46,7 +45,7 @@ class GoodputFunction:
     """
 
     __slots__ = ("params", "stats", "init_bsz", "max_bsz", "min_local_bsz", "max_local_bsz",
-                 "accumulation")
+                 "accumulation", "_model_key")
 
     def __init__(self, params: ThroughputParams, stats: GradStats, init_bsz: int, max_bsz: int,
                  min_local_bsz: int, max_local_bsz: int, accumulation: bool = True) -> None:
@@ -62,6 +61,18 @@ class GoodputFunction:
         self.min_local_bsz = int(min_local_bsz)
         self.max_local_bsz = int(max_local_bsz)
         self.accumulation = bool(accumulation)
+        self._model_key: tuple | None = None
+
+    def model_key(self) -> tuple:
+        """What the batch candidates and their throughput depend on: the exact bits of the
+        throughput model and the batch limits (not the gradient statistics)."""
+        if self._model_key is None:
+            p = self.params
+            self._model_key = (struct.pack("<7d", p.alpha_grad, p.beta_grad, p.alpha_local,
+                                           p.beta_local, p.alpha_node, p.beta_node, p.gamma),
+                               self.init_bsz, self.max_bsz, self.min_local_bsz,
+                               self.max_local_bsz, self.accumulation)
+        return self._model_key
 
     def __repr__(self) -> str:
         return (f"GoodputFunction({self.params}, {self.stats}, init_bsz={self.init_bsz}, "
@@ -101,9 +112,16 @@ class GoodputFunction:
         nodes, gpus = np.broadcast_arrays(np.asarray(num_nodes, dtype=float),
                                           np.asarray(num_gpus, dtype=float))
         shape = nodes.shape
-        best, local_bsz, accum = _optimize_rows(
-            self.params, self.stats, self.init_bsz, self.max_bsz, self.min_local_bsz,
-            self.max_local_bsz, self.accumulation, nodes.ravel(), gpus.ravel())
+        nodes, gpus = nodes.ravel(), gpus.ravel()
+        _check_counts(nodes, gpus)
+
+        def compute(n: np.ndarray, k: np.ndarray) -> Candidates:
+            return candidate_rows(self.params, self.init_bsz, self.max_bsz, self.min_local_bsz,
+                                  self.max_local_bsz, self.accumulation, n, k)
+        counts = _as_counts(nodes, gpus)
+        cands = (compute(nodes, gpus) if counts is None
+                 else _ONE_JOB.rows(self.model_key(), *counts, compute))
+        best, local_bsz, accum = _best(cands, self.stats, self.init_bsz)
         if scalar:
             return float(best[0]), int(local_bsz[0]), int(accum[0])
         return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
@@ -114,7 +132,9 @@ def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: A
     """Eq. 13 for many jobs in one vectorised pass: row i is `fns[which[i]]` on
     (num_nodes[i], num_gpus[i]). Same results as `fns[which[i]].optimize(...)`, as flat arrays
     (best goodput, local_bsz, accum_steps); a scheduler filling many jobs' speedup tables at
-    once pays numpy's per-call overhead once instead of once per job."""
+    once pays numpy's per-call overhead once instead of once per job. Each job's candidate
+    rows are remembered per throughput model, so a job whose gradient statistics changed
+    (every round, for a running job) costs only its efficiencies."""
     idx = np.asarray(which, dtype=np.int64).ravel()
     nodes = np.asarray(num_nodes, dtype=float).ravel()
     gpus = np.asarray(num_gpus, dtype=float).ravel()
@@ -122,13 +142,53 @@ def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: A
         raise ValueError("optimize_many: which, num_nodes and num_gpus must have equal sizes")
     if idx.size == 0:
         return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _check_counts(nodes, gpus)
+    stats = np.array([(fn.stats.sqr, fn.stats.var) for fn in fns])
+    init = np.array([float(fn.init_bsz) for fn in fns])
+    counts = _as_counts(nodes, gpus)
+    if counts is None:
+        cands, order = _column_candidates(fns, idx, nodes, gpus), None
+    else:
+        order = np.argsort(idx, kind="stable")
+        firsts = np.flatnonzero(np.diff(idx[order], prepend=-1))
+        parts = []
+        for rows in np.split(order, firsts[1:]):
+            fn_i = idx[rows[0]]
+            parts.append(_MANY_JOBS.rows(
+                fns[fn_i].model_key(), counts[0][rows], counts[1][rows],
+                lambda n, k, fn=fns[fn_i]: _column_candidates([fn], np.zeros(n.size, np.int64),
+                                                              n, k)))
+        cands, idx = Candidates.concat(parts), idx[order]
+    best, local, accum = _best(cands, GradStats(sqr=stats[idx, 0:1], var=stats[idx, 1:2]),
+                               init[idx, None])
+    if order is None:
+        return best, local, accum
+    out = (np.empty_like(best), np.empty_like(local), np.empty_like(accum))
+    for o, v in zip(out, (best, local, accum)):
+        o[order] = v
+    return out
+
+
+def _column_candidates(fns: Sequence[GoodputFunction], idx: np.ndarray, nodes: np.ndarray,
+                       gpus: np.ndarray) -> Candidates:
+    """Candidate rows of `fns[idx[i]]` on (nodes[i], gpus[i]), the parameters and limits as
+    (n, 1) columns."""
     theta = np.array([fn.params.as_array() for fn in fns])[idx]
-    stats = np.array([(fn.stats.sqr, fn.stats.var) for fn in fns])[idx]
     lim = np.array([(fn.init_bsz, fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz,
                      fn.accumulation) for fn in fns], dtype=float)[idx]
     params = ThroughputParams(*(theta[:, i:i + 1] for i in range(theta.shape[1])))
-    return _optimize_rows(params, GradStats(sqr=stats[:, 0:1], var=stats[:, 1:2]), lim[:, 0:1],
-                          lim[:, 1:2], lim[:, 2:3], lim[:, 3:4], lim[:, 4:5] > 0, nodes, gpus)
+    return candidate_rows(params, lim[:, 0:1], lim[:, 1:2], lim[:, 2:3], lim[:, 3:4],
+                          lim[:, 4:5] > 0, nodes, gpus)
+
+
+def _as_counts(nodes: np.ndarray, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(nodes, gpus) as the integer keys of remembered candidate rows, nodes as the model
+    tells them apart (0, 1, several: `DISTINCT_NODE_COUNTS`, the same rows); None when some
+    are not whole numbers (computed afresh, never remembered)."""
+    n, k = nodes.astype(np.int64), gpus.astype(np.int64)
+    if np.array_equal(n, nodes) and np.array_equal(k, gpus):
+        return np.minimum(n, DISTINCT_NODE_COUNTS - 1), k
+    return None
 
 
 def _goodput(params: ThroughputParams, stats: GradStats, init_bsz: Any, num_nodes: ArrayLike,
@@ -146,39 +206,30 @@ def _goodput(params: ThroughputParams, stats: GradStats, init_bsz: Any, num_node
 def _optimize_rows(params: ThroughputParams, stats: GradStats, init_bsz: Any, max_bsz: Any,
                    min_local: Any, max_local: Any, accumulation: Any, nodes: np.ndarray,
                    gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Spec 2.5 candidates per row of flat (nodes, gpus); the limits are scalars or (n, 1)
-    columns (one job per row), as are the fields of params and stats."""
+    """Spec 2.5 candidates per row of flat (nodes, gpus) and the best of them; the limits
+    are scalars or (n, 1) columns (one job per row), as are the fields of params and stats."""
+    _check_counts(nodes, gpus)
+    return _best(candidate_rows(params, init_bsz, max_bsz, min_local, max_local, accumulation,
+                                nodes, gpus), stats, init_bsz)
+
+
+def _check_counts(nodes: np.ndarray, gpus: np.ndarray) -> None:
     if np.any(gpus < 0) or np.any(nodes < 0):
         raise ValueError("numbers of nodes and GPUs must be >= 0")
-    k = np.maximum(gpus, 1.0)[:, None]  # (n, 1); K = 0 rows are zeroed at the end
-    max_total = np.maximum(max_bsz, init_bsz) * 1.0  # max_bsz <= M0: fixed at M0
-    fixed = np.less_equal(max_bsz, init_bsz)
-    if np.all(fixed):
-        totals = np.broadcast_to(max_total, (gpus.size, 1)).astype(float)
-    else:
-        lo = np.maximum(np.asarray(init_bsz, dtype=float), min_local * k)  # (n, 1)
-        hi = np.broadcast_to(max_total, lo.shape)
-        totals = np.geomspace(lo[:, 0], hi[:, 0], NUM_BATCH_CANDIDATES, axis=1)
-        if np.any(fixed):
-            totals = np.where(fixed, max_total, totals)
-    per_gpu = totals / k
-    accum = np.maximum(_ceil(per_gpu / max_local) - 1.0, 0.0)
-    # One GPU above M0: force a micro-step split (the artifact's rule: its gradient
-    # statistics need >= 2 samples per step to scale the learning rate).
-    accum = np.where((k == 1) & (per_gpu > init_bsz), np.maximum(accum, 1.0), accum)
-    accum = np.where(accumulation, accum, 0.0)
-    local = _ceil(per_gpu / (accum + 1.0))
-    local = np.minimum(local, np.floor(max_total / (k * (accum + 1.0))))  # simulator cap
-    feasible = (local >= min_local) & (local <= max_local) & (gpus > 0)[:, None]
-    good = np.where(feasible,
-                    _goodput(params, stats, init_bsz, nodes[:, None], k,
-                             np.maximum(local, 1.0), accum), 0.0)
+
+
+def _best(cands: Candidates, stats: GradStats, init_bsz: Any
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(goodput, local_bsz, accum_steps) of each row's best candidate (Eq. 4, 13): throughput
+    x efficiency at the candidate's total batch; all 0 where no candidate is usable."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = cands.throughput * np.asarray(efficiency(stats, init_bsz, cands.total))
     pick = np.argmax(good, axis=1)
-    rows = np.arange(gpus.size)
+    rows = np.arange(good.shape[0])
     best = good[rows, pick]
     ok = best > 0
-    return (best, np.where(ok, local[rows, pick], 0).astype(np.int64),
-            np.where(ok, accum[rows, pick], 0).astype(np.int64))
+    return (best, np.where(ok, cands.local_bsz[rows, pick], 0).astype(np.int64),
+            np.where(ok, cands.accum_steps[rows, pick], 0).astype(np.int64))
 
 
 class SpeedupFunction:

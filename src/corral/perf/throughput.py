@@ -19,9 +19,11 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
+from corral.perf.lbfgsb import minimize_lbfgsb
+
 __all__ = [
     "ThroughputParams", "grad_time", "sync_time", "iteration_time", "fit_throughput",
-    "PARAM_LOWER_BOUND", "GAMMA_BOUNDS",
+    "PARAM_LOWER_BOUND", "GAMMA_BOUNDS", "DISTINCT_NODE_COUNTS",
 ]
 
 #: Lower bound of every alpha/beta parameter; a pinned ("assumed free") sync cost sits here.
@@ -87,6 +89,12 @@ class ThroughputParams:
         return cls(**{f.name: float(d[f.name]) for f in dataclasses.fields(cls)})
 
 
+#: The model tells node counts apart only as 0, 1 and "several" (Eq. 9: one node syncs
+#: locally, two or more over the network): every prediction for N >= 2 nodes equals the one
+#: for 2, so `min(N, DISTINCT_NODE_COUNTS - 1)` computes it exactly.
+DISTINCT_NODE_COUNTS = 3
+
+
 def _scalar_or_array(x: np.ndarray) -> Any:
     """0-d results come back as numpy scalars (usable as floats), others as arrays."""
     return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
@@ -96,7 +104,8 @@ def _sync_regime(num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[np.ndarray,
     """Masks of the two sync branches of Eq. 9 and the retrogression count max(K-2, 0).
 
     The spec's artifact clamps (K-2) at a tiny positive value; the clamp only matters for
-    K < 2, where Eq. 9 is 0 anyway, so clamping at 0 gives the same model.
+    K < 2, where Eq. 9 is 0 anyway, so clamping at 0 gives the same model. The node count
+    enters only here, as N <= 1 or N > 1 (`DISTINCT_NODE_COUNTS`).
     """
     nodes = np.asarray(num_nodes)
     gpus = np.asarray(num_gpus)
@@ -319,15 +328,12 @@ def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
         return loss, np.where(is_log, grad[free_idx] * x, grad[free_idx])
 
     x0 = theta[free_idx]
-    bounds = [(_LOG_LOWER, _LOG_UPPER) if lg else GAMMA_BOUNDS for lg in is_log]
     if free_idx.size:
-        # imported here: half a second of every training worker's start, which needs no fit
-        from scipy.optimize import minimize
-
-        result = minimize(objective, np.where(is_log, np.log(x0), x0), jac=True,
-                          method="L-BFGS-B", bounds=bounds, options=_LBFGSB_OPTIONS)
-        theta[free_idx] = np.where(is_log, np.maximum(np.exp(result.x), PARAM_LOWER_BOUND),
-                                   result.x)
+        lower = np.where(is_log, _LOG_LOWER, GAMMA_BOUNDS[0])
+        upper = np.where(is_log, _LOG_UPPER, GAMMA_BOUNDS[1])
+        x = minimize_lbfgsb(objective, np.where(is_log, np.log(x0), x0), lower, upper,
+                            **_LBFGSB_OPTIONS)
+        theta[free_idx] = np.where(is_log, np.maximum(np.exp(x), PARAM_LOWER_BOUND), x)
     if prior_driven and not np.any(prof.nodes > 1):
         # Never spread over nodes: assume cross-node sync is at least a bit slower than local.
         theta[_AN] = max(theta[_AN], 1.1 * theta[_AL])

@@ -5,7 +5,8 @@ share a_f, each "best" being the Eq. 13 batch optimum (`corral.perf.goodput`). T
 looks speedups up millions of times, so each round fills a dense (N, K) table per job. Best
 goodputs are memoised per job while its goodput function object stays the same (the job's
 estimator rebuilds it only when its model or gradient statistics change), and all jobs' missing
-entries are computed in one vectorised `optimize_many` call. A job's finished table is kept
+entries are computed in one vectorised `optimize_many` call, each K once for all N >= 2 (the
+throughput model tells node counts apart only as one or several: `DISTINCT_NODE_COUNTS`). A job's finished table is kept
 until its goodput function, its grid or the fair share changes, so a round in which most jobs
 kept their models divides no table again.
 """
@@ -18,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from corral.perf.goodput import GoodputFunction, optimize_many
+from corral.perf.throughput import DISTINCT_NODE_COUNTS
 
 __all__ = ["SpeedupGrids", "linear_speedups"]
 
@@ -117,6 +119,7 @@ class SpeedupGrids:
                 todo.append(i)
         need_fn: list[GoodputFunction] = []
         which, nodes, gpus, owners = [], [], [], []
+        copies: list[np.ndarray] = []  # grids whose rows N > 2 take row 2's values
         for i in todo:
             name, fn, max_nodes, max_gpus = jobs[i]
             memo = self._memo.get(name)
@@ -133,6 +136,10 @@ class SpeedupGrids:
             if not keep.all():  # N > K is impossible: never asked for
                 sub[n_idx[~keep], k_idx[~keep]] = 0.0
                 n_idx, k_idx = n_idx[keep], k_idx[keep]
+            several = n_idx >= DISTINCT_NODE_COUNTS  # the N = 2 value at that K (copied below)
+            if several.any():
+                copies.append(sub)
+                n_idx, k_idx = n_idx[~several], k_idx[~several]
             if len(n_idx):
                 which.append(np.full(len(n_idx), len(need_fn)))
                 need_fn.append(fn)
@@ -146,6 +153,11 @@ class SpeedupGrids:
             for memo, n_idx, k_idx in zip(owners, nodes, gpus):
                 memo.values[n_idx, k_idx] = best[at:at + len(n_idx)]
                 at += len(n_idx)
+        last = DISTINCT_NODE_COUNTS - 1
+        for sub in copies:
+            rest = sub[last + 1:]
+            missing = np.isnan(rest)
+            rest[missing] = np.broadcast_to(sub[last], rest.shape)[missing]
         for i in todo:
             name, _, max_nodes, max_gpus = jobs[i]
             memo = self._memo[name]

@@ -53,3 +53,18 @@ def test_extend_runs_is_merging_the_added_copies():
         copies = [np.concatenate([x[:, i], np.repeat(x[:, i], add[:, i])]) for i in range(400)]
         expected = np.stack([np.sort(c)[:width] for c in copies], axis=1)
         assert np.array_equal(extend_runs(x, add), expected)
+
+
+def test_geometric_draws_are_numpys_from_the_same_state():
+    """The growth requests' geometric gaps: numpy's numbers, numpy's generator state after,
+    for p below 1/3 (inversion, computed here) and above (numpy's own search)."""
+    from corral.policies.pollux_search import geometric_draws
+
+    for low in (4, 1):  # p up to 1/4: inverted here; p up to 1: some by numpy's search
+        ours, theirs = np.random.default_rng(3), np.random.default_rng(3)
+        p = 1.0 / np.arange(low, low + 300, dtype=float)[:, None]
+        for shape in ((300, 50), (300, 1)):
+            got = geometric_draws(ours, p, shape)
+            assert got.dtype == np.int64
+            assert np.array_equal(got, theirs.geometric(np.broadcast_to(p, shape)))
+        assert ours.random() == theirs.random()

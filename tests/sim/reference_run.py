@@ -12,15 +12,16 @@ average JCT 2829 -> 2831 s against the reference simulator's 2751 s, each worklo
 of it instead of 5.5 %; `--policies pollux`). The speed work's result-preserving changes (fit
 memo, cheaper objective) were checked against the first run and are checked against this one:
 
-    NPY_DISABLE_CPU_FEATURES="<numerics_env()'s value>" python tests/sim/reference_run.py \
+    <numerics_env()'s variables> python tests/sim/reference_run.py \
         --out tests/sim/data/reference_summaries.json
 
 The stored run was made on a CPU without AVX-512. numpy picks its exp/log/sum kernels by CPU
 (AVX2 or AVX-512), and their last bits differ; `optimus-oracle` turns such a last-bit difference
 into another decision (its average JCT on workload-1: 4470 s with the AVX2 kernels, 4436 s with
 the AVX-512 ones, before and after the speed work alike). So the comparison runs in a process
-with numpy's AVX-512 kernels switched off (`numerics_env`): the stored figures then hold on
-any x86-64 CPU.
+with numpy's AVX-512 kernels switched off and OpenBLAS's kernel pinned to Haswell's
+(`numerics_env`; scipy's L-BFGS-B, under every throughput fit, calls BLAS): the stored figures
+then hold on any x86-64 CPU with AVX2 (checked on an AMD EPYC and an Intel Skylake-X).
 
 It holds only figures this project computed (summaries of its own simulations), none of the
 shared data. Only public APIs that exist before and after the change are used, so the same
@@ -69,15 +70,22 @@ def figures(policy: str, workload: str, shared: Path = SHARED_POLLUX) -> dict[st
 
 
 def numerics_env() -> dict[str, str]:
-    """Environment for a process that computes figures with numpy's AVX2 kernels (the stored
-    run's): every AVX-512 dispatch target this CPU has is disabled (NPY_DISABLE_CPU_FEATURES)."""
+    """Environment for a process that computes figures with the stored run's kernels: numpy's
+    AVX2 ones (every AVX-512 dispatch target this CPU has is disabled,
+    NPY_DISABLE_CPU_FEATURES) and OpenBLAS's Haswell ones (OPENBLAS_CORETYPE; the stored run's
+    AMD CPU used those). scipy's L-BFGS-B calls BLAS, whose kernels OpenBLAS picks by CPU: on
+    an Intel Skylake-X the throughput fits, and so pollux's and optimus's figures, differed in
+    the last bits from the stored ones until the kernel was pinned."""
     try:
         from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
     except ImportError:  # another numpy layout: leave its choice alone
         return {}
+    env = {"OPENBLAS_CORETYPE": "Haswell"} if __cpu_features__.get("AVX2") else {}
     wide = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)
             and (f.startswith("AVX512") or f == "X86_V4")]
-    return {"NPY_DISABLE_CPU_FEATURES": " ".join(wide)} if wide else {}
+    if wide:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(wide)
+    return env
 
 
 def figures_in_subprocess(cells: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:

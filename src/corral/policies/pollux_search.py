@@ -54,6 +54,8 @@ Decided where the artifact is not directly transferable to this encoding [D]:
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,6 +239,7 @@ class _Searcher:
         self.slot_hash = np.ascontiguousarray(
             slot_hash.reshape(self.num_nodes, max(self.C, 1))[:, : self.C].T)  # (C, nodes)
         self._weights = np.zeros(0)
+        self._row_base = np.zeros(0, dtype=np.intp)  # individual i's first (P, J + 2) index
         self.penalty = np.asarray(problem.penalty, dtype=float)
         self.terms = self._fitness_terms()
         self.base_slots = self.encode(np.asarray(problem.base, dtype=np.int64))  # (C, nodes)
@@ -287,14 +290,16 @@ class _Searcher:
     # -- per-job quantities -------------------------------------------------------------------
     def _flat(self, S: np.ndarray) -> np.ndarray:
         """Slots as indices into flattened (P, J + 2) per-(individual, job) tables."""
-        flat = S.astype(np.intp)
-        flat += (np.arange(S.shape[1], dtype=np.intp) * (self.J + 2))[None, :, None]
-        return flat
+        P = S.shape[1]
+        if len(self._row_base) < P:
+            self._row_base = np.arange(2 * P, dtype=np.intp) * (self.J + 2)
+        return np.add(S, self._row_base[:P, None], dtype=np.intp)
 
-    def _gather(self, table: np.ndarray, S: np.ndarray) -> np.ndarray:
+    def _gather(self, table: np.ndarray, S: np.ndarray, flat: np.ndarray | None = None
+                ) -> np.ndarray:
         """`table[i, S[c, i, n]]` for every slot of S: a (P, J + 2) per-(individual, job)
-        table read at each slot's job, (C, P, nodes)."""
-        return np.take(table.reshape(-1), self._flat(S))
+        table read at each slot's job, (C, P, nodes); `flat` is `_flat(S)` if known."""
+        return np.take(table.reshape(-1), self._flat(S) if flat is None else flat)
 
     def _node_weights(self, size: int) -> np.ndarray:
         """`node_weight` of each slot of a raveled (C, P, nodes) array (node innermost)."""
@@ -302,10 +307,13 @@ class _Searcher:
             self._weights = np.tile(self.node_weight, max(size // max(self.num_nodes, 1), 1))
         return self._weights[:size]
 
-    def _per_job(self, S: np.ndarray, with_hash: bool = True, starts: np.ndarray | None = None):
-        """GPUs (K), nodes (N) and allocation hash of every (individual, job); (P, J + 2)."""
+    def _per_job(self, S: np.ndarray, with_hash: bool = True, starts: np.ndarray | None = None,
+                 flat: np.ndarray | None = None):
+        """GPUs (K), nodes (N) and allocation hash of every (individual, job); (P, J + 2);
+        `flat` is `_flat(S)` if known."""
         size = S.shape[1] * (self.J + 2)
-        flat = self._flat(S)
+        if flat is None:
+            flat = self._flat(S)
         # one count of (individual, job, first slot of a run?) pairs gives K and N
         pair = flat * 2
         pair += run_starts(S) if starts is None else starts
@@ -383,8 +391,9 @@ class _Searcher:
         # (1) rows reset to the current allocation, (2) rows whose entries may be zeroed
         reset = (rng.random((P, J + 2)) < st.reset_prob) & self.is_job
         rows = (rng.random((P, J + 2)) < st.zero_row_prob) & self.is_job
-        drop = self._gather(reset, S)
-        zero = self._gather(rows, S)
+        flat = self._flat(S)
+        drop = self._gather(reset, S, flat)
+        zero = self._gather(rows, S, flat)
         if zero.any():  # each (job, node) entry of a selected row: one draw for all its GPUs
             draws = np.moveaxis(rng.random((P, self.num_nodes, self.C)) < st.zero_elem_prob, -1, 0)
             draws = np.ascontiguousarray(draws)
@@ -409,12 +418,11 @@ class _Searcher:
             return M
         # the first jobs (in priority order) picking this node, each w.p. 1/|free nodes|:
         # geometric gaps between successive requesters
-        q = np.broadcast_to(1.0 / np.maximum(has_free.sum(axis=1, keepdims=True), 1),
-                            has_free.shape)
+        q = 1.0 / np.maximum(has_free.sum(axis=1, keepdims=True), 1)  # per individual
         drawn = []
         job = np.full(has_free.shape, -1, dtype=np.int64)
         for _ in range(GROWTH_REQUESTERS):
-            job = job + rng.geometric(q)
+            job = job + geometric_draws(rng, q, has_free.shape)
             ok = has_free & (job < J)
             drawn.append(pick(ok, job, self.free).astype(self.dtype))
         blocks = []
@@ -482,8 +490,9 @@ class _Searcher:
             return S
         holes = False
         runs = run_starts(S)
-        K, N, _ = self._per_job(S, with_hash=False, starts=runs)
-        spread = self._gather((N > 1) & self.is_job, S)  # slots of jobs on > 1 node
+        flat = self._flat(S)
+        K, N, _ = self._per_job(S, with_hash=False, starts=runs, flat=flat)
+        spread = self._gather((N > 1) & self.is_job, S, flat)  # slots of jobs on > 1 node
         kept = None
         if self.st.avoid_interference and spread.any():
             first = pick(spread[0], S[0], J)
@@ -555,6 +564,45 @@ class _Searcher:
         """Binary tournament: `count` parent indices."""
         pairs = self.rng.integers(0, len(fit), size=(count, 2))
         return np.where(fit[pairs[:, 0]] >= fit[pairs[:, 1]], pairs[:, 0], pairs[:, 1])
+
+
+def geometric_draws(rng: np.random.Generator, p: np.ndarray, shape: tuple[int, ...]
+                    ) -> np.ndarray:
+    """`rng.geometric(np.broadcast_to(p, shape))`: the same numbers from the same draws,
+    cheaper when p < 1/3 everywhere. numpy then inverts one standard exponential per entry,
+    ceil(-E / log1p(-p)); here log1p is taken once per entry of `p` (one per individual for
+    the growth requests) instead of once per draw. Checked against numpy once per process
+    (`_geometric_matches_numpy`); where it differs, numpy's own draws are used."""
+    if (p.size == 0 or not np.all(p < _GEOMETRIC_INVERSION_BELOW)
+            or not _geometric_matches_numpy()):
+        return rng.geometric(np.broadcast_to(p, shape))
+    return _inverted(rng, p, shape)
+
+
+#: numpy's geometric uses inversion below this p, a search above (its distributions.c).
+_GEOMETRIC_INVERSION_BELOW = 0.333333333333333333333333
+
+
+@functools.cache
+def _geometric_matches_numpy() -> bool:
+    """`_inverted` gives numpy's numbers and leaves the generator where numpy does."""
+    ours, theirs = np.random.default_rng(11), np.random.default_rng(11)
+    p = 1.0 / np.arange(4, 400, 3, dtype=float)[:, None]
+    for _ in range(3):
+        if not np.array_equal(_inverted(ours, p, (len(p), 64)),
+                              theirs.geometric(np.broadcast_to(p, (len(p), 64)))):
+            return False
+    return ours.random() == theirs.random()
+
+
+def _inverted(rng: np.random.Generator, p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """numpy's inversion for geometric draws (libm's log1p, as numpy's C code calls)."""
+    log1p = np.array([math.log1p(-v) for v in p.ravel().tolist()]).reshape(p.shape)
+    z = np.ceil(-rng.standard_exponential(shape) / log1p)
+    small = z < 9.223372036854776e+18  # the smallest double above INT64_MAX
+    if small.all():
+        return z.astype(np.int64)
+    return np.where(small, z, 0.0).astype(np.int64) + (~small) * np.iinfo(np.int64).max
 
 
 def _uniform_to(rng: np.random.Generator, low: np.ndarray, high) -> np.ndarray:

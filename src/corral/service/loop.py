@@ -144,7 +144,9 @@ class ControlLoop:
             if not job.status.active:
                 continue
             try:
-                if job.workers:
+                # placed but no workers stored yet (killed before the tick that stores them):
+                # the executor knows its workers (it records them when it starts them)
+                if job.workers or job.placement:
                     self.executor.reclaim(job.id, job.workers)
             except Exception as exc:  # noqa: BLE001 - fail this job, recover the others
                 self._fail(now, job, f"cannot reclaim its workers: {type(exc).__name__}: {exc}")
@@ -153,16 +155,30 @@ class ControlLoop:
             if report is not None:
                 job.report = report
             if report is not None and report.get("state") == "finished":
-                job.finish(now, LiveStatus.DONE)
+                at = self._finished_at(job, report, now)
+                job.finish(at, LiveStatus.DONE)
                 self._completed(job)
-                self.store.add_event(now, job.id, "finished", "while the service was down")
-            else:
-                if job.placement:
-                    self.store.add_event(now, job.id, "requeued", "service restarted")
-                job.requeue()
-                self.jobs[job.id] = job
+                self.store.add_event(now, job.id, "finished",
+                                     f"while the service was down (at {at:.1f} s)")
+                self.store.save_job(*job.record())
+                self._forget(job.id)
+                continue
+            if job.placement:
+                self.store.add_event(now, job.id, "requeued", "service restarted")
+            job.requeue()
+            self.jobs[job.id] = job
             self.store.save_job(*job.record())
         self._last_tick_s = now
+
+    def _finished_at(self, job: LiveJob, report: dict, now: float) -> float:
+        """When a job that finished while the service was down finished, on the service's
+        time: its last report's time (written when it finished), within its first start (or
+        submission) and now; now when the report has no usable time."""
+        at = report.get("time")
+        if not isinstance(at, (int, float)) or isinstance(at, bool) or at != at:
+            return now
+        start = job.first_start_s if job.first_start_s is not None else job.spec.submit_time_s
+        return min(now, max(start, float(at) - self.origin))
 
     def _stored_jobs(self) -> Iterator[tuple[int, dict]]:
         """(seq, document) of every stored job, read a page at a time: a restarted service

@@ -13,7 +13,7 @@ import pytest
 
 from corral.core.cluster import Placement
 from corral.core.errors import InputError
-from corral.core.jobs import Assignment
+from corral.core.jobs import Assignment, BatchConfig
 from corral.executors import create_executor
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.emulated import EmulatedClock, EmulatedExecutor
@@ -263,6 +263,104 @@ def test_a_job_checkpointed_after_its_last_epoch_finishes_when_placed_again(tmp_
         second.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
         report = second.report("a")
         assert report["steps"] == steps and report["epoch"] == 2
+    finally:
+        second.shutdown()
+
+
+def _twin_at(first: EmulatedExecutor, spec, placement: Placement, to_s: float,
+             batch: BatchConfig | None = None) -> SimJob:
+    """The job as it would be at `to_s` (on `first`'s time base) had nothing stopped it: its
+    simulated twin, placed when `first` placed it, advanced in one go."""
+    sim = first._jobs[spec.name].sim
+    twin = SimJob(spec, first.truth.app(spec.app))
+    twin.clock_s = sim.first_start_s
+    twin.assign(sim.first_start_s, Assignment(placement, batch), 30.0)  # checkpoint-restart
+    twin.advance(to_s)
+    return twin
+
+
+@pytest.mark.parametrize("batch", [None, BatchConfig(128, 1)], ids=["own-batch", "policy-batch"])
+def test_workers_trained_on_through_a_kill_and_a_reclaim_stops_them_where_they_got(
+        tmp_path: Path, batch) -> None:
+    """A service killed outright (no final checkpoint, the last second's periodic ones not
+    written): its simulated workers outlive it as real ones do. The next executor on the data
+    directory, asked to reclaim them, finds the launch in the job's last checkpoint, advances it
+    to now on its placement and stops it there: the job has trained exactly as far as one never
+    interrupted, and resumes from there when placed again."""
+    first = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
+    spec = _spec(first, epochs=100)
+    placement = Placement.of({0: 2, 1: 2})
+    first.place(_launch(spec), WorkerPlan(placement, batch))
+    running = (first._checkpoints.load("a") or {}).get("running")
+    assert running is not None  # on disk when place returns, not at the next periodic save
+    time.sleep(0.3)  # about 120 emulated s of training
+    _die(first)
+    time.sleep(0.2)  # the downtime
+    second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
+    try:
+        second.reclaim("a", ())
+        report = second.report("a")
+        assert report["state"] == "stopped" and second.status("a").state is ExecState.STOPPED
+        at_s = report["time"] - first.clock_.start  # when it was stopped, on first's time base
+        # it trained through the downtime (0.2 real s and the new executor's start)
+        assert at_s >= first._jobs["a"].sim.clock_s + 0.2 * 400
+        twin = _twin_at(first, spec, placement, at_s, batch)
+        assert twin.finish_s is None and twin.steps > 0
+        assert report["steps"] == int(twin.steps) and report["epoch"] == twin.epoch
+        # (exact but for the checkpoint's time, kept in epoch seconds: to about 0.25 us)
+        assert report["progress"] == pytest.approx(twin.progress, rel=1e-8)
+        assert report["metrics"] == [list(m) for m in twin.metrics]
+        assert report["launch"] == 0 and report["world_size"] == 4
+        log = second.read_log("a")
+        assert "workers left running by an earlier service" in log and "stopped at its" in log
+        # nothing runs now: its GPUs are free, and placed again it resumes from where it stopped
+        assert second._held == [0, 0]
+        second.reclaim("a", ())  # once only
+        second.place(_launch(spec), WorkerPlan(Placement.of({1: 4})))
+        sim = second._jobs["a"].sim
+        assert sim.progress == pytest.approx(twin.progress, rel=1e-8)
+        assert second._held == [0, 4] and second.status("a").launches == 1
+    finally:
+        second.shutdown()
+
+
+def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(tmp_path) -> None:
+    first = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000, checkpoint_interval_s=60)
+    spec = _spec(first, epochs=5)
+    placement = Placement.of({0: 4})
+    first.place(_launch(spec), WorkerPlan(placement))
+    _die(first)  # at once: its only checkpoint is the launch's start
+    finish_s = _twin_at(first, spec, placement, 1e9).finish_s
+    deadline = time.monotonic() + 30
+    while first.clock() - first.clock_.start < finish_s + 50:  # the truth has it done by now
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000, checkpoint_interval_s=60)
+    try:
+        second.reclaim("a", ())
+        report = second.report("a")
+        assert report["state"] == "finished" and second.status("a").state is ExecState.DONE
+        assert report["time"] - first.clock_.start == pytest.approx(finish_s, abs=1e-6)
+        assert report["epoch"] == 5 and second._held == [0, 0]
+    finally:
+        second.shutdown()
+
+
+def test_a_stopped_job_is_not_reclaimed_and_resumes_from_its_checkpoint(tmp_path) -> None:
+    first = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
+    spec = _spec(first, epochs=100)
+    first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
+    time.sleep(0.2)
+    first.stop("a")  # preempted: its checkpoint, written as stop returns, runs no launch
+    stopped = first.report("a")
+    _die(first)
+    second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
+    try:
+        second.reclaim("a", ())
+        assert second.report("a") is None and second.status("a").state is ExecState.UNKNOWN
+        second.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
+        assert second._jobs["a"].sim.steps == pytest.approx(stopped["steps"], abs=1)
+        assert "resumes from its checkpoint" in second.read_log("a")
     finally:
         second.shutdown()
 

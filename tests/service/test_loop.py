@@ -168,6 +168,35 @@ def test_restarted_service_finds_every_job(store, fake_executor, tmp_path: Path,
     again.close()
 
 
+def test_a_job_that_finished_while_the_service_was_down_ends_when_its_report_says(
+        store, fake_executor) -> None:
+    """Recovery reclaims every job the store says was placed, its workers recorded or not yet
+    (the service died before the tick that records them); a job whose workers finished
+    meanwhile ends at its finished report's time, not at the restart, and is let go of."""
+    clock = Clock()
+    clock.t = store.origin() + 100.0
+    a = submit(store, 100, gpus=2)
+    b = submit(store, 100, gpus=2)
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.tick()  # both placed; the service dies before a tick records their workers
+    assert not store.job(a)["workers"] and not store.job(b)["workers"]
+    del loop
+    again = Store(store.path)
+    new_exec = type(fake_executor)()
+    new_exec.reports[a] = {"time": store.origin() + 150.0, "state": "finished", "steps": 10,
+                           "epoch": 1}
+    clock.t = store.origin() + 400.0
+    loop2 = make_loop(again, new_exec, clock=clock)
+    loop2.recover()
+    assert sorted(new_exec.reclaimed) == sorted([(a, ()), (b, ())])
+    done = again.job(a)
+    assert done["status"] == "done" and done["finish_s"] == pytest.approx(150.0)
+    assert a in new_exec.forgotten and set(loop2.jobs) == {b}
+    # a report time outside the job's run (another host's clock) is kept within it
+    assert loop2._finished_at(loop2.jobs[b], {"time": store.origin() + 900.0}, 400.0) == 400.0
+    again.close()
+
+
 def test_a_job_stamped_after_the_ticks_time_waits_for_the_next_tick(store, fake_executor) -> None:
     """The API stamps a submission with the running clock, which can be ahead of a tick's time
     (the emulated clock stands still for the loop's thread only): such a job takes no part in a

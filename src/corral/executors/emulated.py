@@ -29,15 +29,24 @@ real service - API, store, control loop, policy - over jobs that are the simulat
   being released, as in the engine); a preemption gives its GPUs back at once. Each placement
   change is a new launch (`resumed` names the step it resumed from). A batch-only change takes
   effect at once, without a pause, as in the engine.
-* **Checkpoints.** The simulated workers live in the service's process and die with it; as a
-  real job does, each job checkpoints its training (`SimJob.training_state`: epoch, progress,
-  steps, metrics, its estimator) every `checkpoint_interval_s` emulated seconds of a launch
-  (`corral serve --checkpoint-interval`) and whenever a launch ends (resize, preemption, the
-  service's shutdown, the job's end), into `<data_dir>/emulated-checkpoints.db`
-  (corral.executors.emulated_checkpoints: written together, at most once a real second). A
-  job placed on an executor that has not seen it (a restarted service) resumes from its
-  checkpoint, so a service killed with SIGKILL loses at most `checkpoint_interval_s` plus one
-  real second (times the time scale) of each running job's training.
+* **Checkpoints.** As a real job does, each job checkpoints its training (`SimJob.
+  training_state`: epoch, progress, steps, metrics, its estimator) every `checkpoint_interval_s`
+  emulated seconds of a launch (`corral serve --checkpoint-interval`) and whenever a launch
+  starts or ends (placement, resize, preemption, the service's shutdown, the job's end), into
+  `<data_dir>/emulated-checkpoints.db` (corral.executors.emulated_checkpoints), each with the
+  launch it was running (`_launch_doc`: spec, placement, batch, pause left, launch number). The
+  periodic ones are written together at most once a real second; those of a launch that
+  starts or ends when the service's round (or call) that made it ends, so what every job runs
+  is on disk whenever the service dies. A job placed on an executor that has not seen it
+  resumes from its checkpoint.
+* **A service killed outright** (SIGKILL) leaves its simulated workers running, as the local
+  executor's real workers outlive it: they train on through the downtime. The next service on
+  the data directory reclaims them (`reclaim`): each job is rebuilt from its last checkpoint
+  on the launch recorded with it and advanced to now with `SimJob.advance` (the clock ran on),
+  exactly as far as the uninterrupted job would be, then checkpointed and stopped - or, had
+  its truth made it finish meanwhile, reported finished at the emulated time it finished (the
+  service records that time). So a kill costs a running job what it costs a real one: the
+  restart pause and the wait for the restarted service's first round, not its training.
 
 * **One instant per tick.** The clock stands still while the service's control loop takes
   one look at its jobs and acts on it (`one_instant`: statuses, reports, a round's decision and
@@ -55,6 +64,7 @@ times N. Interference slowdown is not modelled.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,10 +73,11 @@ from typing import Any, Iterator, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
-from corral.core.jobs import Assignment, JobSpec
+from corral.core.jobs import Assignment, BatchConfig, JobSpec, LrRule
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.emulated_checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated_clock import EmulatedClock
+from corral.protocol.env import JobConfig
 from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
 from corral.sim.job import SimJob
@@ -99,6 +110,7 @@ class _Job:
     world: int = 0  # workers of the latest launch
     workers: tuple[str, ...] = ()  # the latest launch's worker ids (`status`)
     checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
+    spec_doc: dict[str, Any] | None = None  # the spec as a checkpoint keeps it (`_spec_doc`)
 
 
 class EmulatedExecutor(Executor):
@@ -121,7 +133,12 @@ class EmulatedExecutor(Executor):
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
         self.clock_ = EmulatedClock.resumed(self.data_dir, time_scale)
         self._checkpoints = CheckpointFile(self.data_dir / CHECKPOINT_DB)
-        self._unsaved: dict[str, dict[str, Any]] = {}  # checkpoints not written yet, by job
+        # checkpoints not written yet, by job: (sequence number, state); those of jobs whose
+        # launch started or ended are written when the round (or call) that made them ends
+        self._unsaved: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._seq = self._checkpoints.last_seq()
+        self._launched: set[str] = set()  # jobs whose launch changed, not written yet
+        self._applying = 0  # depth of `applying()`
         self._saved_at = time.monotonic()
         self._save_lock = threading.Lock()
         self.time_scale = self.clock_.time_scale
@@ -183,13 +200,36 @@ class EmulatedExecutor(Executor):
                 return
             j.launch = job
             self._check_plan(plan)
-            self._change(j, now, plan)
+            try:
+                self._change(j, now, plan)
+            finally:
+                self._write_launches()
 
     def stop(self, job_id: str) -> None:
-        self._halt(job_id, ExecState.STOPPED)
+        with self._lock:
+            try:
+                self._halt(job_id, ExecState.STOPPED)
+            finally:
+                self._write_launches()
 
     def cancel(self, job_id: str) -> None:
-        self._halt(job_id, ExecState.CANCELLED)
+        with self._lock:
+            try:
+                self._halt(job_id, ExecState.CANCELLED)
+            finally:
+                self._write_launches()
+
+    @contextlib.contextmanager
+    def applying(self) -> Iterator[None]:
+        """A round's `place` and `stop` calls: the checkpoints of the launches they start and
+        end are written together when it ends (one transaction a round, not one a job)."""
+        with self._lock:
+            self._applying += 1
+            try:
+                yield
+            finally:
+                self._applying -= 1
+                self._write_launches()
 
     def status(self, job_id: str) -> ExecStatus:
         with self._lock:
@@ -218,7 +258,47 @@ class EmulatedExecutor(Executor):
         return self._dir(job_id) / "checkpoints"
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
-        """Nothing outlives this executor: an earlier service's simulated workers are gone."""
+        """The workers an earlier service left running, as real ones outlive a service killed
+        outright: they trained on through its downtime, and are now asked to checkpoint and
+        stop. The job's last checkpoint says what launch it was running (placement, batch,
+        pause left, at the checkpoint's emulated time: see `_checkpoint`); its simulated job
+        is rebuilt from it and advanced on that placement to now with `SimJob.advance`, as the
+        uninterrupted job would have been, then stopped and checkpointed (report "stopped") -
+        or, had its truth made it finish meanwhile, it is DONE (report "finished", at the
+        emulated time it finished). A job that was running nothing (or that this executor
+        already runs) is left as it is: placed again, it resumes from its checkpoint.
+        `workers` is not needed: the checkpoint names the launch."""
+        with self._lock:
+            if job_id in self._jobs:
+                return
+            state = (self._unsaved.get(job_id) or (0, None))[1] or self._checkpoints.load(job_id)
+            running = (state or {}).get("running")
+            if not running:
+                return
+            try:
+                j, at_s = self._running_from(job_id, state, running)
+            except (KeyError, TypeError, ValueError, IndexError, InputError) as exc:
+                self._jobs.pop(job_id, None)
+                path = self._dir(job_id) / "job.log"
+                with open(path, "a") as f:
+                    f.write(f"[corral emulated {self._now_s():.1f} s] the launch an earlier "
+                            f"service left running cannot be rebuilt ({type(exc).__name__}: "
+                            f"{exc}): resumes from its checkpoint when placed\n")
+                return
+            self._jobs[job_id] = j
+            now = self._now_s()
+            self._note(j, f"workers left running by an earlier service: launch "
+                          f"{running['launch']} on {j.sim.placement}, checkpointed at emulated "
+                          f"{at_s:.1f} s, trained on to {now:.1f} s")
+            try:
+                self._change(j, now, None)  # advances it; finished, or checkpoints and stops
+                j.launches = 0  # that launch was the earlier service's (`JobLaunch.config`)
+                if j.state is not ExecState.DONE:
+                    j.state = ExecState.STOPPED
+                    self._note(j, f"stopped at its checkpoint: epoch {j.sim.epoch}, step "
+                                  f"{int(j.sim.steps)}, progress {j.sim.progress:.4g}")
+            finally:
+                self._write_launches()
 
     def forget(self, job_id: str) -> None:
         """Drop the job (halted first, had it not ended): its entry, last report and launch
@@ -239,6 +319,7 @@ class EmulatedExecutor(Executor):
             for job_id, j in self._jobs.items():
                 if j.state is ExecState.RUNNING:
                     self._halt(job_id, ExecState.STOPPED)
+            self._launched.clear()  # all written next
         self._save_checkpoints()
         self._checkpoints.close()
 
@@ -258,7 +339,8 @@ class EmulatedExecutor(Executor):
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
             return None
-        state = self._unsaved.get(j.launch.job_id) or self._checkpoints.load(j.launch.job_id)
+        state = ((self._unsaved.get(j.launch.job_id) or (0, None))[1]
+                 or self._checkpoints.load(j.launch.job_id))
         if state is not None:
             try:
                 sim.resume_training(state)
@@ -269,6 +351,37 @@ class EmulatedExecutor(Executor):
                 self._note(j, f"resumes from its checkpoint: epoch {sim.epoch}, step "
                               f"{int(sim.steps)}, progress {sim.progress:.4g}")
         return sim
+
+    def _running_from(self, job_id: str, state: dict[str, Any], running: dict[str, Any]
+                      ) -> tuple[_Job, float]:
+        """The job as it was at its checkpoint `state`, running the launch `running` (what
+        `_launch_doc` wrote), with the emulated time of that checkpoint on this executor's
+        time base; its GPUs held. Raises what a malformed checkpoint makes it raise."""
+        spec = _spec_from(running["spec"])
+        self.check_app(spec.app)
+        placement = Placement.of({int(n): int(g) for n, g in running["placement"]})
+        self._check_plan(WorkerPlan(placement))
+        batch = BatchConfig(*(int(v) for v in running["batch"]))
+        at_s = float(state["time"]) - self.clock_.start  # this executor's time base
+        sim = SimJob(spec, self._truth_of(spec))
+        sim.resume_training(state)
+        sim.clock_s = at_s
+        sim.assign(at_s, Assignment(placement, batch), 0.0)  # no batch choice: it had one
+        sim.policy_batch = bool(running["policy_batch"])
+        sim.pause_left_s = float(running["pause_left_s"])
+        sim.ending = bool(running["ending"])
+        launch = int(running["launch"])
+        j = _Job(JobLaunch(job_id, ("emulated",), ".", config=JobConfig(job_id=job_id,
+                                                                       launch=launch),
+                           spec=spec), sim, ExecState.RUNNING, WorkerPlan(placement, batch))
+        j.launches, j.world, j.spec_doc = 1, placement.num_gpus, running["spec"]
+        j.workers = tuple(f"{job_id}/{r}" for r in range(j.world))
+        j.first_step_s = float(running["first_step_time"]) - self.clock_.start
+        j.first_step_reported = True
+        j.resumed = running.get("resumed")
+        j.checkpointed_s = at_s
+        self._hold(placement, +1)
+        return j, at_s
 
     def _truth_of(self, spec: JobSpec) -> AppTruth:
         """The truth the job trains on, as the engine gives it (`job_app`: a trace job's model
@@ -303,10 +416,9 @@ class EmulatedExecutor(Executor):
             self._hold(new, +1)
             if old and self.mechanism.overheads.loses_progress:
                 sim.restart_from_epoch()
-            if old:  # the launch that ends checkpoints (on SIGTERM, for a real job)
-                self._checkpoint(j, now)
-        if not new:
+        if not new:  # the launch that ends checkpoints (on SIGTERM, for a real job)
             j.plan = None
+            self._checkpoint(j, now, launch_changed=True)
             self._write_report(j, now, "stopped")
             return
         j.plan = plan
@@ -327,6 +439,9 @@ class EmulatedExecutor(Executor):
         else:
             self._note(j, f"batch now {sim.batch.local_bsz}x{sim.batch.accum_steps + 1}")
             self._write_report(j, now, "running")
+        # what the new launch (or batch) is, on disk when the round ends: its training state
+        # now (the old launch's end, checkpointed on SIGTERM for a real job) and the launch
+        self._checkpoint(j, now, launch_changed=True)
 
     def _pause(self, now: float, app: str, old: Placement, new: Placement) -> float:
         """The mechanism's pause of a job moving from `old` to `new` at `now`, with the GPUs
@@ -452,18 +567,51 @@ class EmulatedExecutor(Executor):
         if state != "running":
             atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
 
-    def _checkpoint(self, j: _Job, now: float) -> None:
-        """Checkpoint the job's training at emulated `now`; written at the next save."""
-        state = j.sim.training_state()
+    def _checkpoint(self, j: _Job, now: float, launch_changed: bool = False) -> None:
+        """Checkpoint the job's training at emulated `now`, with the launch it runs (None when
+        it runs none: `_launch_doc`); written at the next save, or - `launch_changed`: a
+        launch started or ended, a batch changed - when the call or round that made it ends
+        (`_write_launches`), so that what a job runs is on disk whenever the service dies."""
+        sim = j.sim
+        state = sim.training_state()
         state["time"] = self.clock_.start + now
-        self._unsaved[j.launch.job_id] = state
+        state["running"] = self._launch_doc(j) if sim.placement and sim.finish_s is None else None
+        self._seq += 1
+        self._unsaved[j.launch.job_id] = (self._seq, state)
         j.checkpointed_s = now
+        if launch_changed:
+            self._launched.add(j.launch.job_id)
+
+    def _launch_doc(self, j: _Job) -> dict[str, Any]:
+        """The running launch, as `reclaim` rebuilds it on a restarted service: the job's spec
+        (the truth it trains on), placement and batch, the pause it has left (a restart's, or
+        an epoch end's), its launch number and the emulated time of its first step."""
+        sim, b = j.sim, j.sim.batch
+        if j.spec_doc is None:
+            j.spec_doc = _spec_doc(sim.spec)
+        return {"spec": j.spec_doc, "placement": [list(s) for s in sim.placement.slots],
+                "batch": [b.local_bsz, b.accum_steps], "policy_batch": sim.policy_batch,
+                "pause_left_s": sim.pause_left_s, "ending": sim.ending,
+                "launch": j.launch.config.launch + j.launches - 1,
+                "first_step_time": self.clock_.start + j.first_step_s, "resumed": j.resumed}
+
+    def _write_launches(self) -> None:
+        """Write the checkpoints of the launches that started or ended (`_checkpoint`), now,
+        unless inside `applying()` (then when the round ends). Under the jobs' lock: the
+        sequence numbers keep a slower periodic save from writing over them."""
+        with self._lock:
+            if self._applying or not self._launched:
+                return
+            rows = {i: self._unsaved.pop(i) for i in self._launched if i in self._unsaved}
+            self._launched.clear()
+            self._checkpoints.save(rows)
 
     def _save_checkpoints(self) -> None:
         """Write the checkpoints collected since the last save (outside the jobs' lock)."""
-        with self._save_lock:  # saves in the order their checkpoints were taken
+        with self._save_lock:
             with self._lock:
                 unsaved, self._unsaved = self._unsaved, {}
+                self._launched.clear()  # written here
             self._checkpoints.save(unsaved)
             self._saved_at = time.monotonic()
 
@@ -479,6 +627,17 @@ class EmulatedExecutor(Executor):
         path = self.data_dir / "jobs" / job_id
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _spec_doc(spec: JobSpec) -> dict[str, Any]:
+    """`spec` as JSON-safe fields (`_spec_from` reads it back)."""
+    doc = dataclasses.asdict(spec)
+    doc["lr_rule"] = spec.lr_rule.value
+    return doc
+
+
+def _spec_from(doc: dict[str, Any]) -> JobSpec:
+    return JobSpec(**{**doc, "lr_rule": LrRule(doc["lr_rule"])})
 
 
 def _warm_up(truth: Any) -> None:

@@ -2,12 +2,15 @@
 
 The emulated executor's jobs checkpoint their training as real jobs do (corral.executors.
 emulated), but on a clock up to thousands of times real time: a file per job and checkpoint
-would be thousands of writes a real second on a large emulated cluster. So checkpoints are
-collected in memory and written together, one transaction at most once a real second
-(`EmulatedExecutor` calls `save` from its background thread); a job's row holds its latest
-training state as JSON. A service killed with SIGKILL loses what was collected since the last
-write, at most one real second's checkpoints, besides what its jobs trained since their last
-checkpoint.
+would be thousands of writes a real second on a large emulated cluster. So periodic
+checkpoints are collected in memory and written together, one transaction at most once a real
+second (`EmulatedExecutor` calls `save` from its background thread); a job's row holds its
+latest training state as JSON, with the launch it was running then. The checkpoints that
+start or end a launch are written at once, with the service's round that made them (see the
+executor), so what each job is running is always on disk.
+
+Rows carry a sequence number (`seq`, the order the executor took them in): a save never
+replaces a job's row with an older checkpoint, whichever of two writers gets there first.
 """
 
 from __future__ import annotations
@@ -33,7 +36,17 @@ class CheckpointFile:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS checkpoints "
-                         "(job_id TEXT PRIMARY KEY, state TEXT NOT NULL)")
+                         "(job_id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                         "seq INTEGER NOT NULL DEFAULT 0)")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(checkpoints)")}
+        if "seq" not in columns:  # a file written before rows were numbered
+            self._db.execute("ALTER TABLE checkpoints ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+
+    def last_seq(self) -> int:
+        """The highest sequence number saved (0 when none): a new writer numbers on from it."""
+        with self._lock:
+            row = self._db.execute("SELECT MAX(seq) FROM checkpoints").fetchone()
+        return int(row[0] or 0)
 
     def load(self, job_id: str) -> dict[str, Any] | None:
         """The job's latest saved checkpoint; None when it has none (or it is unreadable)."""
@@ -45,17 +58,19 @@ class CheckpointFile:
         except ValueError:
             return None
 
-    def save(self, states: Mapping[str, Mapping[str, Any]]) -> None:
-        """Write these jobs' checkpoints, replacing their previous ones, in one transaction."""
+    def save(self, states: Mapping[str, tuple[int, Mapping[str, Any]]]) -> None:
+        """Write these jobs' checkpoints, job id -> (sequence number, state), in one
+        transaction; each replaces the job's row unless that row is newer (a higher number)."""
         if not states:
             return
-        rows = [(job_id, json.dumps(state, separators=(",", ":")))
-                for job_id, state in states.items()]
+        rows = [(job_id, json.dumps(state, separators=(",", ":")), seq)
+                for job_id, (seq, state) in states.items()]
         with self._lock:
             with self._db:
                 self._db.execute("BEGIN")
-                self._db.executemany("INSERT INTO checkpoints(job_id, state) VALUES(?, ?) "
-                                     "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state",
+                self._db.executemany("INSERT INTO checkpoints(job_id, state, seq) VALUES(?, ?, ?) "
+                                     "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, "
+                                     "seq = excluded.seq WHERE excluded.seq >= checkpoints.seq",
                                      rows)
 
     def close(self) -> None:

@@ -116,8 +116,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
         store = Store(directory / "state.db")
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
                            tick_s=opts.tick_s, clock=executor.clock, fill_in=opts.fill_in)
-        loop.recover()
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s)
+        loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         write_address(directory, url)

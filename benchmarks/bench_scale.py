@@ -98,6 +98,25 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   statistics, and 96 % of the rows differ) and the search 7.5 s. Whole day: 595.6 s (496.0 s
   CPU, load 3-5) -> 636.1 s (350.5 s CPU, load 5-7), same figures (1,668 rounds, avg JCT
   991 s); the <= 120 s target is far and needs the agents' refits to get cheaper.
+* Session of 2026-11-26, on an Intel Xeon (Skylake-X, AVX-512) at 2.5 GHz, 2 cores, about
+  1.5-2x slower than the AMD EPYC of the figures above. Busiest day under pollux, its CPU time
+  split by plain timers (not cProfile): before 925 s CPU (search 327 s, the speedup tables'
+  `optimize_many` 274 s, throughput fits 187 s). Fixes, each exact:
+  - Speedup tables: the throughput model tells node counts apart only as one or several
+    (Eq. 9), so each K is computed once for every N >= 2 (`DISTINCT_NODE_COUNTS`; 8x fewer
+    rows for a 16-node grid), and Eq. 13's candidate batches and their throughput are kept per
+    throughput model (`corral.perf.candidates`): a running job's new gradient statistics
+    (every round) then cost its efficiencies only. 274 s -> 38 s.
+  - Fits: `scipy.optimize.minimize` spent about as long per evaluation in its Python wrapper as
+    in the objective; `corral.perf.lbfgsb` drives scipy's compiled L-BFGS-B step with the same
+    loop (self-checked bit for bit against minimize on first use). 187 s -> 146 s.
+  - Search (py-spy over 30 captured searches of the day): numpy's geometric draws with an
+    array p took 12 % of a generation (a log1p per draw); the growth requests' p is one value
+    per individual, so the same inversion numpy does runs on standard-exponential draws with
+    log1p once per individual (the same numbers and generator state, checked against numpy
+    on first use): 3.2x on that call. Slot index arrays are made in one pass and shared
+    within mutate and repair. 33 -> 28 ms a generation on those searches.
+  All 56 stored reference cells unchanged (`--check-reference`). After: see the table.
 """
 
 from __future__ import annotations

@@ -49,7 +49,11 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
     twin = SimJob(spec, executor.truth.app("cifar10"))
     twin.clock_s = sim.first_start_s
     twin.assign(sim.first_start_s, Assignment(placement), 30.0)  # checkpoint-restart's start
-    assert sim.finish_s == pytest.approx(twin.predict_finish_s(1e9), rel=1e-9)
+    # trained as the engine trains it: the same batch choices at the same epoch ends (a dry
+    # prediction keeps today's batch, which an adaptive job need not: it changed here on an
+    # Intel Skylake-X, whose BLAS kernels move the throughput fits' last bits)
+    twin.advance(1e9)
+    assert sim.finish_s == pytest.approx(twin.finish_s, rel=1e-9)
     report = executor.report("a")
     assert report == read_report(executor.data_dir / "jobs" / "a" / REPORT_FILE)
     assert report["state"] == "finished" and report["epoch"] == 3 and report["steps"] > 0

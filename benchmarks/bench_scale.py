@@ -116,7 +116,16 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
     log1p once per individual (the same numbers and generator state, checked against numpy
     on first use): 3.2x on that call. Slot index arrays are made in one pass and shared
     within mutate and repair. 33 -> 28 ms a generation on those searches.
-  All 56 stored reference cells unchanged (`--check-reference`). After: see the table.
+  All 56 stored reference cells unchanged (`--check-reference`). Whole busiest day, same
+  1,656 rounds: 925 s CPU (1,440 s wall, load 2-4) -> 492 s CPU (596 s wall, load 0.3-3):
+  search 327 -> 265 s, tables 274 -> 32 s, fits 187 -> 115 s. 1.9x, and still 4x the
+  <= 120 s target on this machine: the search is now over half the day (28 ms a generation
+  for ~200 jobs on 512 nodes, 42 ms for the 2,000-job round, whose median stays 0.45-0.5 s
+  here against 0.1 s), spread over ~150 array operations of which none is above 10 %, and the
+  fits a quarter (~90 evaluations each of an objective of ~60 numpy calls on a handful of
+  points). What would reach the targets: compiled search operators (the draws kept in numpy)
+  and a compiled objective whose exp/log match numpy's kernels, or accepting remade
+  references for fewer generations or fits.
 """
 
 from __future__ import annotations

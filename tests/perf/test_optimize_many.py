@@ -79,6 +79,7 @@ def _fresh_many(fns, which, nodes, gpus):
 
 def test_remembered_candidates_give_the_bits_of_a_fresh_computation():
     from corral.perf import goodput
+    from corral.perf.candidates import candidate_rows
 
     goodput._MANY_JOBS.clear()
     goodput._ONE_JOB.clear()
@@ -98,9 +99,11 @@ def test_remembered_candidates_give_the_bits_of_a_fresh_computation():
             assert a.tobytes() == b.tobytes(), round_
         for i in range(0, 600, 7):  # one job's own (scalar) path against its fresh computation
             fn = fns[which[i]]
-            fresh = goodput._optimize_rows(fn.params, fn.stats, fn.init_bsz, fn.max_bsz,
-                                           fn.min_local_bsz, fn.max_local_bsz, fn.accumulation,
-                                           np.array([float(nodes[i])]), np.array([float(gpus[i])]))
+            fresh = goodput._best(candidate_rows(fn.params, fn.init_bsz, fn.max_bsz,
+                                                 fn.min_local_bsz, fn.max_local_bsz,
+                                                 fn.accumulation, np.array([float(nodes[i])]),
+                                                 np.array([float(gpus[i])])),
+                                  fn.stats, fn.init_bsz)
             assert fn.optimize(int(nodes[i]), int(gpus[i])) == (
                 float(fresh[0][0]), int(fresh[1][0]), int(fresh[2][0]))
     assert goodput._MANY_JOBS._rows < 600  # N >= 2 rows share one entry per K

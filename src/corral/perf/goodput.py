@@ -203,16 +203,6 @@ def _goodput(params: ThroughputParams, stats: GradStats, init_bsz: Any, num_node
         return np.where(total > 0, total / t_iter * eff, 0.0)
 
 
-def _optimize_rows(params: ThroughputParams, stats: GradStats, init_bsz: Any, max_bsz: Any,
-                   min_local: Any, max_local: Any, accumulation: Any, nodes: np.ndarray,
-                   gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Spec 2.5 candidates per row of flat (nodes, gpus) and the best of them; the limits
-    are scalars or (n, 1) columns (one job per row), as are the fields of params and stats."""
-    _check_counts(nodes, gpus)
-    return _best(candidate_rows(params, init_bsz, max_bsz, min_local, max_local, accumulation,
-                                nodes, gpus), stats, init_bsz)
-
-
 def _check_counts(nodes: np.ndarray, gpus: np.ndarray) -> None:
     if np.any(gpus < 0) or np.any(nodes < 0):
         raise ValueError("numbers of nodes and GPUs must be >= 0")

@@ -6,9 +6,9 @@ looks speedups up millions of times, so each round fills a dense (N, K) table pe
 goodputs are memoised per job while its goodput function object stays the same (the job's
 estimator rebuilds it only when its model or gradient statistics change), and all jobs' missing
 entries are computed in one vectorised `optimize_many` call, each K once for all N >= 2 (the
-throughput model tells node counts apart only as one or several: `DISTINCT_NODE_COUNTS`). A job's finished table is kept
-until its goodput function, its grid or the fair share changes, so a round in which most jobs
-kept their models divides no table again.
+throughput model tells node counts apart only as one or several: `DISTINCT_NODE_COUNTS`). A
+job's finished table is kept until its goodput function, its grid or the fair share changes,
+so a round in which most jobs kept their models divides no table again.
 """
 
 from __future__ import annotations

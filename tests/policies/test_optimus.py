@@ -200,3 +200,27 @@ def test_bad_parameters() -> None:
     with pytest.raises(UnknownPolicyError, match="delta_by_app"):
         create_policy("optimus", {"delta_by_app": "cifar10"})
     assert create_policy("optimus", {"delta_by_app": "x=0.1"}).params.deltas()["x"] == 0.1
+
+
+def test_model_step_times_are_shared_by_equal_inputs_and_equal_a_fresh_table() -> None:
+    import dataclasses
+
+    from corral.perf.throughput import iteration_time
+    from corral.policies.optimus import ModelStepTimes
+
+    params = estimator_with(SCALES).throughput_params()
+    tables = ModelStepTimes(capacity=3)
+    a, b = spec("a"), spec("b")
+    got = tables.get(params, a, 6, 4)
+    ks = np.arange(1, 7)
+    batches = [a.user_batch(int(k)) for k in ks]
+    fresh = iteration_time(params, np.ceil(ks / 4), ks, np.array([x.local_bsz for x in batches]),
+                           np.array([x.accum_steps for x in batches]))
+    assert np.array_equal(got, np.concatenate(([INF], fresh)))  # bit for bit
+    assert tables.get(dataclasses.replace(params), b, 6, 4) is got  # equal model, same batch
+    assert not got.flags.writeable  # shared: nobody may change it
+    other = dataclasses.replace(a, batch_size=a.batch_size * 2)  # another user batch
+    assert tables.get(params, other, 6, 4) is not got
+    assert tables.get(params, a, 6, 2) is not got  # smaller nodes: other node counts
+    assert tables.get(params, a, 5, 4) is not got
+    assert tables.get(params, a, 6, 4) is not got  # evicted: capacity 3, least recently used

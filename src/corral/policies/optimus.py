@@ -48,17 +48,18 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Decision, JobView, Snapshot
+from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.perf.convergence import ConvergencePrediction, predict_total_epochs
 from corral.perf.ps_speed import fit_ps_speed
-from corral.perf.throughput import iteration_time
+from corral.perf.throughput import ThroughputParams, iteration_time
 from corral.policies.placement import gang_allocate
 
 #: Relative convergence threshold δ per Pollux application: the δ at which the fit of the
@@ -271,6 +272,40 @@ def _split_evenly(free: list[int], nodes: list[int], num_gpus: int) -> Placement
     return Placement.of(slots)
 
 
+class ModelStepTimes:
+    """Step times at the user's batch on 1..K packed GPUs from a fitted throughput model,
+    shared by jobs with equal inputs (read-only tables, index 0 unused = inf).
+
+    A table depends only on the model, the node size, K and the user's batch fields, and
+    fits are remembered by their inputs (`perf.throughput`), so the jobs of one application
+    that ran the same configurations get the same model: at 4,000 jobs most of an optimus
+    round was recomputing the same few tables (issue 18). Bounded, least recently used out."""
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self.capacity = capacity
+        self._tables: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def get(self, params: ThroughputParams, spec: JobSpec, max_gpus: int,
+            per_node: int) -> np.ndarray:
+        key = (params, per_node, max_gpus, spec.batch_size, spec.max_local_bsz,
+               spec.one_gpu_split_bsz, spec.max_bsz)  # all `JobSpec.user_batch` reads
+        table = self._tables.get(key)
+        if table is not None:
+            self._tables.move_to_end(key)
+            return table
+        ks = np.arange(1, max_gpus + 1)
+        batches = [spec.user_batch(int(k)) for k in ks]
+        times = iteration_time(params, np.ceil(ks / per_node), ks,
+                               np.array([b.local_bsz for b in batches]),
+                               np.array([b.accum_steps for b in batches]))
+        table = np.concatenate(([np.inf], np.asarray(times, dtype=float)))
+        table.flags.writeable = False
+        self._tables[key] = table
+        if len(self._tables) > self.capacity:
+            self._tables.popitem(last=False)
+        return table
+
+
 # -- the policies ---------------------------------------------------------------------------
 
 
@@ -284,6 +319,7 @@ class OptimusOracle(Policy):
     def __init__(self, params: OptimusOracleParams | None = None) -> None:
         super().__init__(params)
         self._tables: dict[str, tuple[object, int, np.ndarray]] = {}
+        self._model_tables = ModelStepTimes()
 
     def remaining_steps(self, view: JobView, snapshot: Snapshot) -> float:
         if view.oracle is None:
@@ -333,13 +369,9 @@ class OptimusOracle(Policy):
         ks = np.arange(1, max_gpus + 1)
         ps_table = self._ps_step_times(view, ks) if self.params.speed_model == "ps" else None
         if ps_table is not None:
-            table = ps_table
+            table = np.concatenate(([np.inf], np.asarray(ps_table, dtype=float)))
         else:
-            batches = [view.spec.user_batch(int(k)) for k in ks]
-            table = iteration_time(params, np.ceil(ks / per_node), ks,
-                                   np.array([b.local_bsz for b in batches]),
-                                   np.array([b.accum_steps for b in batches]))
-        table = np.concatenate(([np.inf], np.asarray(table, dtype=float)))
+            table = self._model_tables.get(params, view.spec, max_gpus, per_node)
         self._tables[view.name] = (key, max_gpus, table)
         return table
 

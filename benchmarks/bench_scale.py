@@ -126,6 +126,24 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   points). What would reach the targets: compiled search operators (the draws kept in numpy)
   and a compiled objective whose exp/log match numpy's kernels, or accepting remade
   references for fewer generations or fits.
+* Next session, same Intel machine. optimus round (4,000 jobs, 16,000 GPUs) measured 0.48-0.57 s
+  median here (0.24 s on the AMD). cProfile of rounds 2-5: `Optimus.step_times` 65 % of
+  `decide` -- after each refit a job rebuilt its step-time table (78,032 `JobSpec.user_batch`
+  calls, 11,226 `iteration_time` calls in 4 rounds), although fits are remembered by their
+  inputs and jobs of one application get the same model. The table depends only on the model,
+  the node size, the GPU cap and the user's batch fields: `ModelStepTimes` keeps one per such
+  key (bounded LRU, read-only arrays). Round median 0.48-0.57 -> 0.26 s (load ~2.5); busiest
+  day under optimus 9.9 -> 7.7 s, same figures (3,908 rounds, avg JCT 1593 s on this CPU);
+  the 16 optimus and optimus-oracle reference cells unchanged.
+  Tried and not kept: every pollux search operator compiled with numba (per node, the draws
+  kept in numpy in the same order and shapes; identical results on the 5 stored search
+  cases x 3 seeds with warm starts and on 35 searches captured from the busiest day and the
+  2,000-job round). 1.13x a generation on the 2,000-job round (34.2 -> 30.2 ms) and 1.15x
+  on the day's searches (21.4 -> 18.6 ms), measured alternating in one process: the per-node
+  operators are branch-bound (25-90 ns per node and operator), where numpy's slot-major
+  passes are already vectorised; not worth a new 60 MB dependency and a 26 s first compile.
+  A compiled version would have to keep the slot-major, branch-free form (fused passes
+  over contiguous slot columns) to gain more.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import math
 import time
 from typing import Callable
 
-from corral.core.cluster import Cluster, Placement
+from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
 from corral.core.ledger import completed_view, should_decide
@@ -229,7 +229,7 @@ class Simulator:
         if not touched:
             return []
         pauses = self._handover.pauses(now, mech, [
-            (job.spec.app, job.placement, new.placement if new else Placement())
+            (job.spec.app, job.placement, new.placement if new else NO_PLACEMENT)
             for job, new in touched], self._held)
         moved = []
         for (job, new), pause in zip(touched, pauses):

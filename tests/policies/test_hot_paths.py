@@ -7,7 +7,7 @@ import random
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView
 from corral.policies.placement import consolidated, gang_allocate
-from corral.policies.tiresias import TiresiasLas, TiresiasParams
+from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
 
 
 def _consolidated_reference(free: list[int], num_gpus: int) -> Placement | None:
@@ -27,6 +27,29 @@ def test_consolidated_one_node_choice_unchanged() -> None:
         free = [rng.choice((0, 0, 1, 2, 3, 4, 8)) for _ in range(rng.randint(1, 40))]
         k = rng.randint(0, 10)
         assert consolidated(list(free), k) == _consolidated_reference(list(free), k), (free, k)
+
+
+def _spread_fill_reference(free: list[int], num_gpus: int) -> Placement | None:
+    """`spread_fill` as it was written before: nodes sorted by a (free, node) key function."""
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for n in sorted((n for n, g in enumerate(free) if g > 0), key=lambda n: (free[n], n)):
+        k = min(free[n], left)
+        slots[n] = k
+        left -= k
+        if left == 0:
+            break
+    return Placement.of(slots)
+
+
+def test_spread_fill_unchanged() -> None:
+    rng = random.Random(1)
+    for _ in range(2000):
+        free = [rng.choice((0, 0, 1, 2, 3, 4)) for _ in range(rng.randint(1, 40))]
+        k = rng.randint(0, 12)
+        assert spread_fill(list(free), k) == _spread_fill_reference(list(free), k), (free, k)
 
 
 def _view(name: str, gpus: int, assignment: Assignment | None) -> JobView:

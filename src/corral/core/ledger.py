@@ -119,7 +119,7 @@ class JobLedger:
     def view_status(self) -> JobStatus:
         if self.outcome is not None:
             return self.outcome
-        return JobStatus.RUNNING if self.placement else JobStatus.PENDING
+        return JobStatus.RUNNING if self.placement.slots else JobStatus.PENDING
 
     def view(self, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
              fixed_batch: BatchConfig | None, estimator: "JobEstimator | None",

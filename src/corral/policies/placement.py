@@ -113,7 +113,8 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
         if cur and cur.num_gpus == k and fits(free, cur):
             take(free, cur)
             batch = batch_of(view, cur) if batch_of else None
-            out[view.name] = shown if shown.batch == batch else Assignment(cur, batch)
+            same = shown.batch is batch or shown.batch == batch
+            out[view.name] = shown if same else Assignment(cur, batch)
         else:
             movers.append((view, k))
     for view, k in movers:

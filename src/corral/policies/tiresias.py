@@ -45,12 +45,13 @@ Decided where the paper is silent (spec §2.4-2.6, §6.2):
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
 from dataclasses import dataclass
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Assignment, Decision, JobView, Snapshot
+from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
@@ -135,8 +136,9 @@ def spread_fill(free: list[int], num_gpus: int) -> Placement | None:
         return None
     slots: dict[int, int] = {}
     left = num_gpus
-    for n in sorted((n for n, g in enumerate(free) if g > 0), key=lambda n: (free[n], n)):
-        k = min(free[n], left)
+    by_free = sorted(zip(free, range(len(free))))  # (free, node): C-level tuple sort
+    for g, n in itertools.islice(by_free, bisect.bisect_left(by_free, (1,)), None):  # g > 0
+        k = min(g, left)
         slots[n] = k
         left -= k
         if left == 0:
@@ -168,15 +170,16 @@ class TiresiasLas(Policy):
                 promotion: bool) -> tuple[int, float, _JobState]:
         """Refresh a job's state (promotion included when `promotion`, the parameters'
         `promotion`, read once a round); returns (queue, attained, state)."""
-        st = self._state.get(view.name)
+        name, running = view.spec.name, view.status is JobStatus.RUNNING  # not via properties
+        st = self._state.get(name)
         if st is None:
-            st = self._state[view.name] = _JobState(wait_base_s=view.queue_time_s)
-        if view.is_running:
+            st = self._state[name] = _JobState(wait_base_s=view.queue_time_s)
+        if running:
             st.wait_base_s = view.queue_time_s
         attained = view.attained_gpu_s - st.gpu_base_s
         queue = self.queue_of(attained)
         ran_s = view.run_time_s - st.run_base_s
-        if (promotion and not view.is_running and ran_s > 0
+        if (promotion and not running and ran_s > 0
                 and (queue > 0 or self.ranks_within_queue)
                 and view.queue_time_s - st.wait_base_s >= self.params.promote_knob * ran_s):
             st.gpu_base_s, st.run_base_s = view.attained_gpu_s, view.run_time_s
@@ -202,7 +205,7 @@ class TiresiasLas(Policy):
 
     # -- the round --------------------------------------------------------------------------
     def decide(self, snapshot: Snapshot) -> Decision:
-        for gone in self._state.keys() - {v.name for v in snapshot.jobs}:
+        for gone in self._state.keys() - {v.spec.name for v in snapshot.jobs}:
             del self._state[gone]
         self._prepare(snapshot)
         keyed = []

@@ -68,9 +68,9 @@ class SimJob(JobLedger):
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
         batch = self.batch
-        return super().view(self.epoch, int(self.steps), self.progress, batch,
-                            batch if self.policy_batch else None, self.estimator,
-                            self._metrics_tuple(), oracle)
+        return JobLedger.view(self, self.epoch, int(self.steps), self.progress, batch,
+                              batch if self.policy_batch else None, self.estimator,
+                              self._metrics_tuple(), oracle)
 
     def _metrics_tuple(self) -> tuple[tuple[int, int, float], ...]:
         """`tuple(self.metrics)`, made again only when the list has grown since the last view
@@ -99,7 +99,7 @@ class SimJob(JobLedger):
         wanted = assignment.batch
         if wanted is None:
             return not self.policy_batch and self.batch is not None
-        return self.policy_batch and wanted == self.batch
+        return self.policy_batch and (wanted is self.batch or wanted == self.batch)
 
     def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
         """Take a new assignment at `now_s`; returns True when the placement changed."""
@@ -252,14 +252,14 @@ class SimJob(JobLedger):
         return t
 
     def _finish_epoch(self, now_s: float) -> None:
-        total = self.batch.total(self.placement.num_gpus)
         self.epoch += 1
         self.epoch_start_steps = self.steps
-        metric = None if self.dry else self.truth.metric(self.epoch, total)
-        if metric is not None:
-            self.metrics.append((int(self.steps), self.epoch, metric))
+        if not self.dry:
+            metric = self.truth.metric(self.epoch, self.batch.total(self.placement.num_gpus))
+            if metric is not None:
+                self.metrics.append((int(self.steps), self.epoch, metric))
         overhead = self.truth.epoch_overhead_s  # validation, checkpoint: outside the steps
-        if self.epoch >= self.total_epochs:
+        if self.epoch >= len(self.boundaries):  # the last epoch
             if overhead > 0:
                 self.ending = True
                 self.pause_left_s = overhead

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import functools
 import math
-import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
@@ -242,8 +241,9 @@ def check_decision(decision: Decision, active: set[str], cluster: Cluster, polic
     """
     from corral.core.errors import DecisionError
 
-    num_nodes = cluster.num_nodes
+    num_nodes, caps = cluster.num_nodes, cluster.gpus_per_node
     used = [0] * num_nodes
+    over = []  # nodes seen above capacity (counts only grow: they end above it too)
     for name, assignment in decision.assignments.items():
         if name not in active:
             raise DecisionError(f"policy {policy} assigned GPUs to unknown or finished job {name!r}")
@@ -251,8 +251,9 @@ def check_decision(decision: Decision, active: set[str], cluster: Cluster, polic
             if not 0 <= node < num_nodes or gpus < 0:
                 raise DecisionError(f"policy {policy} used node {node}, which does not exist")
             used[node] += gpus
-    caps = cluster.gpus_per_node
-    if any(map(operator.gt, used, caps)):  # one C-level pass; the first such node is reported
-        node = next(n for n, (gpus, cap) in enumerate(zip(used, caps)) if gpus > cap)
+            if used[node] > caps[node]:
+                over.append(node)
+    if over:  # the first such node in node order, as a walk over all nodes would find
+        node = min(over)
         raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
                             f"{used[node]} GPUs assigned, {caps[node]} available")

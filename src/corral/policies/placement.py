@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.jobs import Decision
+from corral.core.jobs import Assignment, Decision
 
 
 def free_gpus(cluster: Cluster, decision_so_far: Decision | dict) -> list[int]:
@@ -93,8 +93,6 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
     FIFO (head-of-line blocking). A job kept where it is with the batch it already has gets
     its view's own assignment back (an equal value; the engine then sees it unchanged at once).
     """
-    from corral.core.jobs import Assignment
-
     capacity = cluster.total_gpus
     chosen = []
     for view in ordered:
@@ -110,11 +108,11 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
     for view, k in chosen:
         shown = view.assignment
         cur = shown.placement if shown is not None else None
-        if cur and cur.num_gpus == k and fits(free, cur):
+        if cur is not None and cur.slots and cur.num_gpus == k and fits(free, cur):
             take(free, cur)
             batch = batch_of(view, cur) if batch_of else None
             same = shown.batch is batch or shown.batch == batch
-            out[view.name] = shown if same else Assignment(cur, batch)
+            out[view.spec.name] = shown if same else Assignment(cur, batch)
         else:
             movers.append((view, k))
     for view, k in movers:

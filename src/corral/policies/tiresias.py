@@ -45,7 +45,6 @@ Decided where the paper is silent (spec §2.4-2.6, §6.2):
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import operator
 from dataclasses import dataclass
@@ -136,11 +135,17 @@ def spread_fill(free: list[int], num_gpus: int) -> Placement | None:
         return None
     slots: dict[int, int] = {}
     left = num_gpus
-    by_free = sorted(zip(free, range(len(free))))  # (free, node): C-level tuple sort
-    for g, n in itertools.islice(by_free, bisect.bisect_left(by_free, (1,)), None):  # g > 0
-        k = min(g, left)
-        slots[n] = k
-        left -= k
+    # nodes in (free, node) order: each free count's nodes in index order (C-level list.index)
+    for g in sorted(g for g in set(free) if g > 0):
+        n = -1
+        while left:
+            try:
+                n = free.index(g, n + 1)
+            except ValueError:
+                break
+            k = min(g, left)
+            slots[n] = k
+            left -= k
         if left == 0:
             break
     return Placement.of(slots)

@@ -128,3 +128,8 @@ class Placement:
 
     def __str__(self) -> str:
         return "+".join(f"n{node}:{gpus}" for node, gpus in self.slots) or "-"
+
+
+#: The empty placement (not running). Placements are immutable, so one object serves every
+#: "nothing" in the simulator's hot loop instead of a new `Placement()` per job per round.
+NO_PLACEMENT = Placement()

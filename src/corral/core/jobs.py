@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from corral.core.cluster import Cluster, Placement
+from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from corral.perf.estimator import JobEstimator
@@ -67,8 +68,7 @@ class JobSpec:
     def accum_steps_for(self, num_gpus: int, total_bsz: int | None = None) -> int:
         """Fewest gradient-accumulation steps so that `total_bsz` over `num_gpus` fits per GPU."""
         total = self.batch_size if total_bsz is None else total_bsz
-        per_gpu = total / max(num_gpus, 1)
-        return max(0, math.ceil(per_gpu / self.max_local_bsz) - 1)
+        return _accum_steps(total, num_gpus, self.max_local_bsz)
 
     def max_user_gpus(self, total_gpus: int) -> int:
         """Most GPUs the user's batch spreads over: each keeps >= `min_local_bsz` samples (the
@@ -81,16 +81,32 @@ class JobSpec:
 
         The per-GPU batch is rounded up, but not past `max_bsz` in total (bert's 384 on 5 GPUs
         runs as 5 x 10 x 7 = 350, not 5 x 11 x 7 = 385: the Pollux artifact's cap, as in
-        perf.goodput; its gradient statistics end at the largest validated batch)."""
-        s = self.accum_steps_for(num_gpus)
-        if num_gpus == 1 and self.one_gpu_split_bsz is not None \
-                and self.batch_size > self.one_gpu_split_bsz:
-            s = max(s, 1)
-        micro = num_gpus * (s + 1)
-        local = math.ceil(self.batch_size / micro)
-        if self.batch_size <= self.max_bsz:
-            local = min(local, self.max_bsz // micro)
-        return BatchConfig(max(1, local), s)
+        perf.goodput; its gradient statistics end at the largest validated batch).
+
+        Remembered per distinct (batch_size, max_local_bsz, one_gpu_split_bsz, max_bsz,
+        num_gpus), everything it depends on: gang policies ask it for every job every round."""
+        return _user_batch(self.batch_size, self.max_local_bsz, self.one_gpu_split_bsz,
+                           self.max_bsz, num_gpus)
+
+
+def _accum_steps(total_bsz: int, num_gpus: int, max_local_bsz: int) -> int:
+    """Fewest accumulation steps so that `total_bsz` over `num_gpus` fits `max_local_bsz`."""
+    per_gpu = total_bsz / max(num_gpus, 1)
+    return max(0, math.ceil(per_gpu / max_local_bsz) - 1)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _user_batch(batch_size: int, max_local_bsz: int, one_gpu_split_bsz: int | None,
+                max_bsz: int, num_gpus: int) -> "BatchConfig":
+    """`JobSpec.user_batch` of a spec with these fields (BatchConfig is immutable: shared)."""
+    s = _accum_steps(batch_size, num_gpus, max_local_bsz)
+    if num_gpus == 1 and one_gpu_split_bsz is not None and batch_size > one_gpu_split_bsz:
+        s = max(s, 1)
+    micro = num_gpus * (s + 1)
+    local = math.ceil(batch_size / micro)
+    if batch_size <= max_bsz:
+        local = min(local, max_bsz // micro)
+    return BatchConfig(max(1, local), s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +192,7 @@ class JobView:
 
     @property
     def placement(self) -> Placement:
-        return self.assignment.placement if self.assignment else Placement()
+        return self.assignment.placement if self.assignment else NO_PLACEMENT
 
     @property
     def is_running(self) -> bool:
@@ -225,16 +241,19 @@ def check_decision(decision: Decision, active: set[str], cluster: Cluster, polic
     """
     from corral.core.errors import DecisionError
 
-    used = [0] * cluster.num_nodes
+    num_nodes, caps = cluster.num_nodes, cluster.gpus_per_node
+    used = [0] * num_nodes
+    over = []  # nodes seen above capacity (counts only grow: they end above it too)
     for name, assignment in decision.assignments.items():
         if name not in active:
             raise DecisionError(f"policy {policy} assigned GPUs to unknown or finished job {name!r}")
         for node, gpus in assignment.placement.slots:
-            if not 0 <= node < cluster.num_nodes or gpus < 0:
+            if not 0 <= node < num_nodes or gpus < 0:
                 raise DecisionError(f"policy {policy} used node {node}, which does not exist")
             used[node] += gpus
-    for node, gpus in enumerate(used):
-        cap = cluster.nodes[node].gpus
-        if gpus > cap:
-            raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
-                                f"{gpus} GPUs assigned, {cap} available")
+            if used[node] > caps[node]:
+                over.append(node)
+    if over:  # the first such node in node order, as a walk over all nodes would find
+        node = min(over)
+        raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
+                            f"{used[node]} GPUs assigned, {caps[node]} available")

@@ -101,10 +101,12 @@ class JobEstimator:
             self._stale = True
 
     def observe_grad(self, sqr: float, var: float) -> None:
-        """Latest gradient statistics (|g|^2 and variance at batch M0), floored as in spec 2.3."""
-        stats = GradStats(sqr=max(float(sqr), _MIN_SQR), var=max(float(var), _MIN_VAR))
-        if stats != self._grad:
-            self._grad = stats
+        """Latest gradient statistics (|g|^2 and variance at batch M0), floored as in spec 2.3.
+        Statistics equal to the latest ones (as GradStats compares them) change nothing."""
+        sqr, var = max(float(sqr), _MIN_SQR), max(float(var), _MIN_VAR)
+        old = self._grad
+        if old is None or (old.sqr, old.var) != (sqr, var):
+            self._grad = GradStats(sqr, var)
             self._goodput = None
 
     # ---------------------------------------------------------------------------- queries

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corral.core.jobs import Assignment, Decision, Snapshot
+from corral.core.jobs import Assignment, Decision, JobStatus, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.policies.placement import consolidated, free_gpus, take
 
@@ -29,11 +29,13 @@ class Fifo(Policy):
     decides_on_change_only = True
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        running = {v.name: v.assignment for v in snapshot.jobs if v.is_running and v.assignment}
-        out: dict[str, Assignment] = {n: a for n, a in running.items()}
+        # attributes, not the views' properties: read for every active job every round
+        running = {v.spec.name: v.assignment for v in snapshot.jobs
+                   if v.assignment is not None and v.status is JobStatus.RUNNING}
+        out: dict[str, Assignment] = dict(running)
         free = free_gpus(snapshot.cluster, out)
         for view in snapshot.jobs:
-            if view.name in running:
+            if view.spec.name in running:
                 continue
             placement = consolidated(free, view.spec.gpus)
             if placement is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.jobs import Decision
+from corral.core.jobs import Assignment, Decision
 
 
 def free_gpus(cluster: Cluster, decision_so_far: Decision | dict) -> list[int]:
@@ -30,10 +30,12 @@ def consolidated(free: list[int], num_gpus: int) -> Placement | None:
     """
     if num_gpus <= 0 or num_gpus > sum(free):
         return None
-    fits = [(g, n) for n, g in enumerate(free) if g >= num_gpus]
-    if fits:
-        _, node = min(fits)
-        return Placement(((node, num_gpus),))
+    # the fewest free GPUs that still hold the job, on the first such node: min((g, n)) over
+    # the nodes with g >= num_gpus, read through the distinct free counts (C-level passes)
+    holding = [g for g in set(free) if g >= num_gpus]
+    if holding:
+        g = min(holding)
+        return Placement(((free.index(g), num_gpus),))
     order = sorted(range(len(free)), key=lambda n: (-free[n], n))
     slots: dict[int, int] = {}
     left = num_gpus
@@ -65,10 +67,18 @@ def anywhere(free: list[int], num_gpus: int) -> Placement | None:
     return Placement.of(slots)
 
 
+def fits(free: list[int], placement: Placement) -> bool:
+    """Are `placement`'s GPUs all still free in `free`? (A loop: no generator per call.)"""
+    for node, gpus in placement.slots:
+        if free[node] < gpus:
+            return False
+    return True
+
+
 def keep_or_place(free: list[int], current: Placement, num_gpus: int,
                   place=consolidated) -> Placement | None:
     """Keep a running job where it is when its size is unchanged (no restart), else place it."""
-    if current and current.num_gpus == num_gpus and all(free[n] >= g for n, g in current.slots):
+    if current and current.num_gpus == num_gpus and fits(free, current):
         return current
     return place(free, num_gpus)
 
@@ -80,10 +90,9 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
     Jobs are admitted by GPU count in priority order; admitted running jobs keep their current
     placement when its size is unchanged (no needless restart); the others are then placed with
     `place` (or, per job, with `place_of(view)` when given). `stop_at_first_miss` gives strict
-    FIFO (head-of-line blocking).
+    FIFO (head-of-line blocking). A job kept where it is with the batch it already has gets
+    its view's own assignment back (an equal value; the engine then sees it unchanged at once).
     """
-    from corral.core.jobs import Assignment
-
     capacity = cluster.total_gpus
     chosen = []
     for view in ordered:
@@ -97,10 +106,13 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
     out: dict = {}
     movers = []
     for view, k in chosen:
-        cur = view.placement
-        if cur and cur.num_gpus == k and all(free[n] >= g for n, g in cur.slots):
+        shown = view.assignment
+        cur = shown.placement if shown is not None else None
+        if cur is not None and cur.slots and cur.num_gpus == k and fits(free, cur):
             take(free, cur)
-            out[view.name] = Assignment(cur, batch_of(view, cur) if batch_of else None)
+            batch = batch_of(view, cur) if batch_of else None
+            same = shown.batch is batch or shown.batch == batch
+            out[view.spec.name] = shown if same else Assignment(cur, batch)
         else:
             movers.append((view, k))
     for view, k in movers:

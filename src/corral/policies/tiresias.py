@@ -44,11 +44,13 @@ Decided where the paper is silent (spec §2.4-2.6, §6.2):
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 from dataclasses import dataclass
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Assignment, Decision, JobView, Snapshot
+from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
@@ -63,6 +65,7 @@ MODEL_SKEW: dict[str, float] = {
 }
 
 PLACEMENTS = ("skew", "consolidate", "spread")
+_KEY = operator.itemgetter(0)  # a (sort key, view) pair's key
 FIFO_KEYS = ("start", "arrival")
 
 
@@ -132,10 +135,17 @@ def spread_fill(free: list[int], num_gpus: int) -> Placement | None:
         return None
     slots: dict[int, int] = {}
     left = num_gpus
-    for n in sorted((n for n, g in enumerate(free) if g > 0), key=lambda n: (free[n], n)):
-        k = min(free[n], left)
-        slots[n] = k
-        left -= k
+    # nodes in (free, node) order: each free count's nodes in index order (C-level list.index)
+    for g in sorted(g for g in set(free) if g > 0):
+        n = -1
+        while left:
+            try:
+                n = free.index(g, n + 1)
+            except ValueError:
+                break
+            k = min(g, left)
+            slots[n] = k
+            left -= k
         if left == 0:
             break
     return Placement.of(slots)
@@ -157,23 +167,24 @@ class TiresiasLas(Policy):
 
     # -- priorities -------------------------------------------------------------------------
     def queue_of(self, attained_gpu_s: float) -> int:
-        """Index of the queue (0 = highest) a job with this attained service belongs to."""
-        for i, hi in enumerate(self._thresholds):
-            if attained_gpu_s < hi:
-                return i
-        return len(self._thresholds)
+        """Index of the queue (0 = highest) a job with this attained service belongs to: the
+        first whose upper bound is above it, i.e. how many bounds (sorted) are at or below it."""
+        return bisect.bisect_right(self._thresholds, attained_gpu_s)
 
-    def _update(self, view: JobView, now_s: float) -> tuple[int, float, _JobState]:
-        """Refresh a job's state (promotion included); returns (queue, attained, state)."""
-        st = self._state.get(view.name)
+    def _update(self, view: JobView, now_s: float,
+                promotion: bool) -> tuple[int, float, _JobState]:
+        """Refresh a job's state (promotion included when `promotion`, the parameters'
+        `promotion`, read once a round); returns (queue, attained, state)."""
+        name, running = view.spec.name, view.status is JobStatus.RUNNING  # not via properties
+        st = self._state.get(name)
         if st is None:
-            st = self._state[view.name] = _JobState(wait_base_s=view.queue_time_s)
-        if view.is_running:
+            st = self._state[name] = _JobState(wait_base_s=view.queue_time_s)
+        if running:
             st.wait_base_s = view.queue_time_s
         attained = view.attained_gpu_s - st.gpu_base_s
         queue = self.queue_of(attained)
         ran_s = view.run_time_s - st.run_base_s
-        if (self.params.promotion and not view.is_running and ran_s > 0
+        if (promotion and not running and ran_s > 0
                 and (queue > 0 or self.ranks_within_queue)
                 and view.queue_time_s - st.wait_base_s >= self.params.promote_knob * ran_s):
             st.gpu_base_s, st.run_base_s = view.attained_gpu_s, view.run_time_s
@@ -199,16 +210,16 @@ class TiresiasLas(Policy):
 
     # -- the round --------------------------------------------------------------------------
     def decide(self, snapshot: Snapshot) -> Decision:
-        active = {v.name for v in snapshot.jobs}
-        for gone in [n for n in self._state if n not in active]:
+        for gone in self._state.keys() - {v.spec.name for v in snapshot.jobs}:
             del self._state[gone]
         self._prepare(snapshot)
         keyed = []
+        promotion = self.params.promotion
         for view in snapshot.jobs:
-            queue, attained, st = self._update(view, snapshot.time_s)
+            queue, attained, st = self._update(view, snapshot.time_s, promotion)
             keyed.append(((queue, self._within_queue(queue, attained, snapshot),
                            self._fifo(view, st)), view))
-        keyed.sort(key=lambda kv: kv[0])
+        keyed.sort(key=_KEY)
         return Decision(self._allocate(snapshot, [v for _, v in keyed]))
 
     def _allocate(self, snapshot: Snapshot, ordered: list[JobView]) -> dict[str, Assignment]:

@@ -18,7 +18,7 @@ import math
 import time
 from typing import Callable
 
-from corral.core.cluster import Cluster, Placement
+from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
 from corral.core.ledger import completed_view, should_decide
@@ -107,8 +107,8 @@ class Simulator:
                     finished.append(job)
             now = stop
             event = bool(finished)
-            if finished:
-                active = [j for j in active if j.finish_s is None]
+            for job in finished:  # exactly the active jobs that finished: out, in place
+                active.remove(job)
             for job in finished:
                 self._handover.released(job.placement,
                                         job.finish_s + cfg.mechanism.overheads.release_s)
@@ -186,8 +186,10 @@ class Simulator:
 
     def _snapshot(self, now: float, active: list[SimJob], done_views: list,
                   previous: Decision) -> Snapshot:
-        oracle = self.policy.oracle
-        views = tuple(j.view(self._oracle(j) if oracle else None) for j in active)
+        if self.policy.oracle:
+            views = tuple([j.view(self._oracle(j)) for j in active])
+        else:
+            views = tuple([j.view() for j in active])
         return Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=previous,
                         completed=tuple(done_views))
 
@@ -224,12 +226,13 @@ class Simulator:
     def _reassign(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
         """The assignments that change, GPU handover included (see `_apply`)."""
         mech = self.config.mechanism
-        touched = [(job, new) for job, new in ((j, decision.get(j.spec.name)) for j in active)
+        get = decision.get
+        touched = [(job, new) for job, new in [(j, get(j.spec.name)) for j in active]
                    if not job.keeps(new)]
         if not touched:
             return []
         pauses = self._handover.pauses(now, mech, [
-            (job.spec.app, job.placement, new.placement if new else Placement())
+            (job.spec.app, job.placement, new.placement if new else NO_PLACEMENT)
             for job, new in touched], self._held)
         moved = []
         for (job, new), pause in zip(touched, pauses):

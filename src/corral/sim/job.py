@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from corral.core.cluster import Placement
+from corral.core.cluster import NO_PLACEMENT
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
 from corral.core.ledger import JobLedger
 from corral.perf.agent import choose_batch
@@ -35,7 +35,7 @@ class SimJob(JobLedger):
     __slots__ = (
         "truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
         "epoch", "progress", "steps", "metrics", "slowdown", "_rate", "active_at_arrival", "dry",
-        "epoch_start_steps", "ending", "_observed",
+        "epoch_start_steps", "ending", "_observed", "_shown_metrics",
     )
     _ALL_SLOTS = JobLedger.__slots__ + __slots__  # what a prediction copy copies
 
@@ -63,13 +63,22 @@ class SimJob(JobLedger):
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
         self.ending = False  # trained its last epoch; finishes when its pause is over
         self._observed: tuple[int, int] | None = None  # (total batch, epoch) last measured
+        self._shown_metrics: tuple[tuple[int, int, float], ...] = ()  # `metrics` as last shown
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
-        return super().view(
-            epoch=self.epoch, steps=int(self.steps), progress=self.progress, batch=self.batch,
-            fixed_batch=self.batch if self.policy_batch else None, estimator=self.estimator,
-            metrics=tuple(self.metrics), oracle=oracle)
+        batch = self.batch
+        return JobLedger.view(self, self.epoch, int(self.steps), self.progress, batch,
+                              batch if self.policy_batch else None, self.estimator,
+                              self._metrics_tuple(), oracle)
+
+    def _metrics_tuple(self) -> tuple[tuple[int, int, float], ...]:
+        """`tuple(self.metrics)`, made again only when the list has grown since the last view
+        (it is only appended to; `resume_training` replaces it and resets this)."""
+        shown = self._shown_metrics
+        if len(shown) != len(self.metrics):
+            shown = self._shown_metrics = tuple(self.metrics)
+        return shown
 
     @property
     def status(self) -> JobStatus:
@@ -82,19 +91,19 @@ class SimJob(JobLedger):
     # -- applying a decision ------------------------------------------------------------------
     def keeps(self, assignment: Assignment | None) -> bool:
         """Would `assign(assignment)` leave this job exactly as it is? (The engine skips it.)"""
-        new = assignment.placement if assignment else Placement()
-        if new != self.placement:
+        new = assignment.placement if assignment else NO_PLACEMENT
+        if new is not self.placement and new != self.placement:
             return False
-        if not new:
+        if not new.slots:
             return True
         wanted = assignment.batch
         if wanted is None:
             return not self.policy_batch and self.batch is not None
-        return self.policy_batch and wanted == self.batch
+        return self.policy_batch and (wanted is self.batch or wanted == self.batch)
 
     def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
         """Take a new assignment at `now_s`; returns True when the placement changed."""
-        new = assignment.placement if assignment else Placement()
+        new = assignment.placement if assignment else NO_PLACEMENT
         changed = self.place(now_s, new, self.epoch)  # the books: restarts, first start, ...
         if changed:
             if new:
@@ -148,6 +157,7 @@ class SimJob(JobLedger):
         self.steps = float(state["steps"])
         self.epoch_start_steps = float(state["epoch_start_steps"])
         self.metrics = [(int(s), int(e), float(v)) for s, e, v in state["metrics"]]
+        self._shown_metrics = ()
         self.estimator = JobEstimator.from_dict(state["estimator"])
         self.ending = self.epoch >= self.total_epochs
         self._rate, self._observed = None, None
@@ -158,19 +168,18 @@ class SimJob(JobLedger):
             self._rate = None
 
     # -- training -----------------------------------------------------------------------------
-    def _current_rate(self) -> tuple[float, float]:
-        """(progress/s, steps/s) now. A new configuration is observed (step and sync time)."""
-        if self._rate is None:
-            b = self.batch
-            k = self.placement.num_gpus
-            step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)
-            gains = epoch_gains(self.truth, b.total(k), self.total_epochs)
-            speed = (1.0 - self.slowdown) / (step_s + b.accum_steps * (step_s - sync_s))
-            if not self.dry:
-                self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s)
-            self._rate = (gains, speed)
-        gains, speed = self._rate
-        return gains[self.epoch] * speed, speed
+    def _measure_rate(self) -> tuple[tuple[float, ...], float]:
+        """(gain per epoch, steps/s) of the current configuration, kept in `_rate` until the
+        configuration changes. A new configuration is observed (step and sync time)."""
+        b = self.batch
+        k = self.placement.num_gpus
+        step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)
+        gains = epoch_gains(self.truth, b.total(k), self.total_epochs)
+        speed = (1.0 - self.slowdown) / (step_s + b.accum_steps * (step_s - sync_s))
+        if not self.dry:
+            self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s)
+        self._rate = (gains, speed)
+        return self._rate
 
     def _observe_grad(self) -> None:
         """The gradient statistics of the current batch size and epoch (a job measures them).
@@ -185,15 +194,32 @@ class SimJob(JobLedger):
                 self.estimator.observe_grad(*self.truth.grad_stats(*key))
 
     def advance(self, to_s: float) -> None:
-        """Train (or wait) from the job's clock up to `to_s`; records completion exactly."""
+        """Train (or wait) from the job's clock up to `to_s`; records completion exactly.
+
+        The gradient statistics are measured at the end (`_observe_grad`) only when the
+        (batch, epoch) they depend on may have changed since the last advance: the job crossed
+        an epoch here, or its configuration changed since (every such change drops `_rate`,
+        which only an advance sets again and which an advance ends by measuring). Otherwise
+        the measurement would find its key unchanged and do nothing (tests/sim/test_engine.py
+        checks the key after every advance of a simulation).
+        """
         dt_total = to_s - self.clock_s
         if dt_total <= 0 or self.finish_s is not None:
             return
-        if not self.placement:
+        if not self.placement.slots:
             self.wait(dt_total)
             self.clock_s = to_s
             return
-        t = self.clock_s
+        unchanged, epoch = self._rate is not None, self.epoch
+        t = self._train(self.clock_s, to_s)
+        self.hold(t - self.clock_s)
+        self.clock_s = to_s
+        if not unchanged or self.epoch != epoch:
+            self._observe_grad()
+
+    def _train(self, t: float, to_s: float) -> float:
+        """Pause, train and cross epochs from `t` to `to_s`; the time it stopped (before `to_s`
+        only when the job finished)."""
         while t < to_s:
             if self.pause_left_s > 0:
                 d = min(self.pause_left_s, to_s - t)
@@ -206,7 +232,8 @@ class SimJob(JobLedger):
             if self.ending:  # resumed from a checkpoint taken after its last epoch
                 self._complete(t)
                 break
-            rate, speed = self._current_rate()
+            gains, speed = self._rate or self._measure_rate()
+            rate = gains[self.epoch] * speed
             boundary = self.boundaries[self.epoch]
             need = boundary - self.progress
             d_epoch = need / rate if rate > 0 else math.inf
@@ -222,19 +249,17 @@ class SimJob(JobLedger):
                 self.progress += rate * d
                 self.steps += d * speed
                 t = to_s
-        self.hold(t - self.clock_s)
-        self.clock_s = to_s
-        self._observe_grad()
+        return t
 
     def _finish_epoch(self, now_s: float) -> None:
-        total = self.batch.total(self.placement.num_gpus)
         self.epoch += 1
         self.epoch_start_steps = self.steps
-        metric = None if self.dry else self.truth.metric(self.epoch, total)
-        if metric is not None:
-            self.metrics.append((int(self.steps), self.epoch, metric))
+        if not self.dry:
+            metric = self.truth.metric(self.epoch, self.batch.total(self.placement.num_gpus))
+            if metric is not None:
+                self.metrics.append((int(self.steps), self.epoch, metric))
         overhead = self.truth.epoch_overhead_s  # validation, checkpoint: outside the steps
-        if self.epoch >= self.total_epochs:
+        if self.epoch >= len(self.boundaries):  # the last epoch
             if overhead > 0:
                 self.ending = True
                 self.pause_left_s = overhead

@@ -126,7 +126,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   points). What would reach the targets: compiled search operators (the draws kept in numpy)
   and a compiled objective whose exp/log match numpy's kernels, or accepting remade
   references for fewer generations or fits.
-* Next session, same Intel machine. optimus round (4,000 jobs, 16,000 GPUs) measured 0.48-0.57 s
+* Session of 2026-11-27, same Intel machine: the optimus round (4,000 jobs, 16,000 GPUs), 0.48-0.57 s
   median here (0.24 s on the AMD). cProfile of rounds 2-5: `Optimus.step_times` 65 % of
   `decide` -- after each refit a job rebuilt its step-time table (78,032 `JobSpec.user_batch`
   calls, 11,226 `iteration_time` calls in 4 rounds), although fits are remembered by their
@@ -144,6 +144,44 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   passes are already vectorised; not worth a new 60 MB dependency and a 26 s first compile.
   A compiled version would have to keep the slot-major, branch-free form (fused passes
   over contiguous slot columns) to gain more.
+* Session of 2026-11-27, same Intel machine: the whole trace under fifo and tiresias-las.
+  Every job waits exactly one round and is never preempted, so the per-round work is per
+  running job: 6.57 M running-job views under fifo (140 a round, 46,976 rounds), 13.16 M under
+  tiresias-las (87 a round, 150,919 rounds). Profiles at 240823b: fifo, whole trace (py-spy):
+  the snapshot's views 32 % (JobView's 18-field keyword call alone 2.4x a positional one),
+  `SimJob.advance` 31 % (its gradient-statistics measurement after every advance 10 %),
+  `Fifo.decide` 14 %, `_apply` 7 %, `check_decision` 4 %. tiresias-las, a 30-day window
+  (7,256 jobs, cProfile, 186 s): `decide` 42 % (`gang_allocate` 27 %, of which
+  `JobSpec.user_batch` per kept job 9 %), `check_decision`'s walk over 512 nodes 10 %, views
+  18 %, advance 17 %, `_reassign` 8 %. Fixes, each exact (records of 30-day windows
+  byte-identical; `--check-reference` 0 of 56 cells differ):
+  - Views: fields passed by position (`VIEW_FIELDS`, checked at import), the Assignment
+    object shown again while placement and fixed batch are unchanged, the metrics tuple
+    remade only when the list grew; one shared empty `Placement`.
+  - `advance` measures gradient statistics only when their (batch, epoch) may have changed:
+    an epoch crossed in this advance, or the configuration changed since the last one
+    (every such change drops `_rate`); otherwise the measurement finds its key unchanged
+    and does nothing (655k -> 222k calls in the fifo window; tests/sim/test_job_caches.py).
+  - `user_batch` remembered per its five inputs; `check_decision` notes over-capacity nodes
+    as it counts; tiresias: queue by bisect, promotion read once a round, `spread_fill` by
+    `list.index` per free count instead of a keyed sort of 512 nodes; `gang_allocate` hands a
+    kept job its view's own assignment (then `keeps` matches by identity); fifo and
+    `consolidated` read attributes and distinct free counts instead of properties and
+    512-node comprehensions; the engine removes finished jobs in place.
+  Figures (same 46,976 / 150,919 rounds, avg JCT 10,542 / 10,657 s, 74,428 finished): the
+  host's speed drifted ~1.7x within the session (240823b's fifo: 108.6 s CPU at 00:00,
+  178.8 s at 00:40, load ~1), so before and after ran side by side, one per core (load
+  1-2): fifo 186.2 s (178.8 s CPU) -> 85.5 s (85.0 s CPU), 2.1x, and again 132.6 s
+  (132.3 s CPU) -> 77.4 s (76.9 s CPU), 1.7x; tiresias-las 508.9 s
+  (506.9 s CPU) -> 233.6 s (226.3 s CPU), 2.2x (the after run ended first; the before run's
+  last 4 minutes ran alone). Earlier, on the faster host: fifo 108.6 -> 64.1 s CPU,
+  tiresias-las 267.5 -> 150.8 s CPU (py-spy runs of the intermediate commits). Peak RSS
+  756 -> 796 MiB. Not met: 30 s and 60 s would need ~4.5 us per running job per round; what
+  is left is that per-job work itself (fifo after, py-spy: advance 37 % with its epoch
+  crossings and metric records, views 28 %, decide 10 %, _apply 7 %), which the contract
+  keeps: a policy sees a fresh view of every active job every round, and a job advances at
+  the same instants. Fewer views (a policy saying which jobs or fields it reads) or a
+  compiled engine would be the next step; both change more than this session's exact scope.
 """
 
 from __future__ import annotations

@@ -189,6 +189,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -314,12 +315,13 @@ def section_trace(out: dict, args) -> None:
     print(f"  peak RSS of this process: {out['trace peak RSS MiB']:.0f} MiB", flush=True)
 
 
-def _cli_matrix(extra: list[str], policies: str) -> float:
+def _cli_matrix(extra: list[str], policies: str, env: dict[str, str] | None = None) -> float:
     cmd = [sys.executable, "-c", "from corral.cli.main import main; main()", "simulate",
            "-w", str(POLLUX / "workloads"),
            "--profiles", str(POLLUX / "profiles"), "-p", policies, *extra]
     started = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=1800,
+                   env=None if env is None else {**os.environ, **env})
     return time.perf_counter() - started
 
 
@@ -353,10 +355,13 @@ def section_matrix(out: dict, args) -> None:
     try:
         cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
-        # the head listens on loopback; Ray reports the machine's outward address
+        # the head listens on loopback; Ray reports the machine's outward address, and a
+        # driver turns a loopback address into that one too unless Ray's cluster mode is off
+        # for it (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: ray.init would wait forever otherwise)
         address = "127.0.0.1:" + cluster.address.rsplit(":", 1)[1]
-        out["matrix Ray 2 nodes"] = _cli_matrix(["--ray-address", address], policies)
-    except (subprocess.CalledProcessError, OSError) as exc:
+        out["matrix Ray 2 nodes"] = _cli_matrix(["--ray-address", address], policies,
+                                                env={"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"  matrix on Ray failed: {exc}", flush=True)
         return
     finally:
@@ -453,7 +458,6 @@ def main() -> None:
     if args.show:
         print(table(_figures(args.show), _figures(args.before)))
         return
-    import os
 
     import corral
 

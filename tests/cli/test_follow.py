@@ -36,8 +36,11 @@ def test_watch_follow_describe(service, tmp_path):
                     "--hold-file", str(hold)], "cwd": str(tmp_path), "name": "tiny"})["id"]
     live.wait_until(lambda: service.job(job_id)["steps"] >= 1, 60, f"{job_id} to report")
 
+    # Ctrl-C's default for the child: a suite run as a background job (`cmd &` in a script)
+    # ignores SIGINT, children inherit that, and Python then never raises KeyboardInterrupt
     watch = subprocess.Popen([*live.CLI, "jobs", "--watch", "--every", "0.5"], env=service.env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     follow = subprocess.Popen([*live.CLI, "logs", job_id, "--follow", "--every", "0.3"],
                               env=service.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)

@@ -85,8 +85,13 @@ class JobSpec:
 
         Remembered per distinct (batch_size, max_local_bsz, one_gpu_split_bsz, max_bsz,
         num_gpus), everything it depends on: gang policies ask it for every job every round."""
-        return _user_batch(self.batch_size, self.max_local_bsz, self.one_gpu_split_bsz,
-                           self.max_bsz, num_gpus)
+        return _user_batch(*self.user_batch_inputs, num_gpus)
+
+    @property
+    def user_batch_inputs(self) -> tuple[int, int, int | None, int]:
+        """Every field `user_batch` reads: (batch_size, max_local_bsz, one_gpu_split_bsz,
+        max_bsz); specs equal in these get equal user batches."""
+        return self.batch_size, self.max_local_bsz, self.one_gpu_split_bsz, self.max_bsz
 
 
 def _accum_steps(total_bsz: int, num_gpus: int, max_local_bsz: int) -> int:

@@ -287,8 +287,7 @@ class ModelStepTimes:
 
     def get(self, params: ThroughputParams, spec: JobSpec, max_gpus: int,
             per_node: int) -> np.ndarray:
-        key = (params, per_node, max_gpus, spec.batch_size, spec.max_local_bsz,
-               spec.one_gpu_split_bsz, spec.max_bsz)  # all `JobSpec.user_batch` reads
+        key = (params, per_node, max_gpus, spec.user_batch_inputs)
         table = self._tables.get(key)
         if table is not None:
             self._tables.move_to_end(key)

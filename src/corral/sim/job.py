@@ -200,7 +200,7 @@ class SimJob(JobLedger):
         (batch, epoch) they depend on may have changed since the last advance: the job crossed
         an epoch here, or its configuration changed since (every such change drops `_rate`,
         which only an advance sets again and which an advance ends by measuring). Otherwise
-        the measurement would find its key unchanged and do nothing (tests/sim/test_engine.py
+        the measurement would find its key unchanged and do nothing (tests/sim/test_job_caches.py
         checks the key after every advance of a simulation).
         """
         dt_total = to_s - self.clock_s

@@ -48,6 +48,26 @@ def test_standalone_trainer_uses_cuda_0_and_keeps_everything_there(tmp_path: Pat
         signal.signal(signal.SIGTERM, old)
 
 
+def test_the_fetcher_prefetches_on_a_side_stream_and_works_again_after_close() -> None:
+    import numpy as np
+
+    from corral.train.data import BatchFetcher
+
+    x = torch.arange(64, dtype=torch.float32).view(32, 2)
+    data = torch.utils.data.TensorDataset(x, torch.arange(32))
+    fetcher = BatchFetcher(data, torch.device("cuda", 0))
+    first, second = np.arange(0, 8), np.arange(8, 16)
+    xb, yb = fetcher.fetch(first, second)
+    assert xb.device == torch.device("cuda", 0) and yb.tolist() == list(range(8))
+    xb, yb = fetcher.fetch(second)
+    assert fetcher.prefetch_hits == 1 and yb.tolist() == list(range(8, 16))
+    fetcher.close()  # as finish() does; training on afterwards starts another prefetch thread
+    xb, yb = fetcher.fetch(first, second)
+    assert yb.tolist() == list(range(8)) and fetcher.fetch(second)[1].tolist() == list(range(8, 16))
+    assert fetcher.prefetch_hits == 2
+    fetcher.close()
+
+
 @pytest.fixture
 def gpu_service(tmp_path: Path):
     started = []

@@ -51,7 +51,8 @@ def run_workers(batch: tuple[int, int], tmp: Path, *args: str, workers: int = WO
         env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
                "PYTHONFAULTHANDLER": "1",
                **WorkerEnv(rank=rank, world_size=workers, local_rank=rank,
-                           local_world_size=workers, master_port=port).to_env()}
+                           local_world_size=workers, master_port=port,
+                           backend="gloo").to_env()}
         procs.append(subprocess.Popen([sys.executable, str(JOB), "--out", str(out), *args],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))

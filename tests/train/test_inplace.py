@@ -38,7 +38,7 @@ def _start(rank: int, world: int, port: int, config: JobConfig, control: Path, *
     env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
            ENV_CONTROL_DIR: str(control), "CORRAL_REGROUP_TIMEOUT_S": "10",
            **WorkerEnv(rank=rank, world_size=world, local_rank=rank, local_world_size=world,
-                       master_port=port).to_env()}
+                       master_port=port, backend="gloo").to_env()}
     if join is not None:
         env[ENV_JOIN_GENERATION] = str(join)
     return subprocess.Popen([sys.executable, str(JOB), *args], env=env,

@@ -22,13 +22,15 @@ TIMEOUT_S = 90
 
 
 def run_job(k: int, config: JobConfig, *args: str) -> list[tuple[int, str]]:
-    """Run tiny_job.py on k workers (gloo rendezvous on 127.0.0.1); (status, output) each."""
+    """Run tiny_job.py on k workers on the CPU (gloo, rendezvous on 127.0.0.1); (status,
+    output) each. The backend is named: standalone workers on a machine with one GPU would
+    all take cuda:0 with nccl, which refuses two ranks on one device."""
     port = free_port()
     procs = []
     for rank in range(k):
         env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
                **WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
-                           master_port=port).to_env()}
+                           master_port=port, backend="gloo").to_env()}
         procs.append(subprocess.Popen([sys.executable, str(JOB), *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return finish(procs)

@@ -168,9 +168,10 @@ def test_mixed_precision_trains_and_checkpoints_its_scaler(monkeypatch, tmp_path
                                                            precision: str) -> None:
     config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, checkpoint_dir=str(tmp_path))
     model, trainer = _trainer(monkeypatch, config, precision=precision)
-    first = F.cross_entropy(model(_data().tensors[0]), _data().tensors[1]).item()
+    x, y = (t.to(trainer.device) for t in _data().tensors)  # cuda:0 where a GPU is visible
+    first = F.cross_entropy(model(x), y).item()
     _run(trainer, 4)
-    last = F.cross_entropy(model(_data().tensors[0]), _data().tensors[1]).item()
+    last = F.cross_entropy(model(x), y).item()
     assert last < first and trainer.noise.updates > 0 and trainer.grad_stats is not None
     from corral.train.checkpoint import CheckpointStore
     state, _ = CheckpointStore(tmp_path).load()

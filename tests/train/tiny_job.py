@@ -62,7 +62,8 @@ for _ in trainer.epochs(args.epochs):
             while not os.path.exists(args.hold_file) and time.monotonic() < deadline:
                 time.sleep(0.01)
     with torch.no_grad():
-        trainer.record_metric((model(x).argmax(1) == y).float().mean().item())
+        xs, ys = x.to(trainer.device), y.to(trainer.device)  # the trainer's device, GPU or not
+        trainer.record_metric((model(xs).argmax(1) == ys).float().mean().item())
 if trainer.is_chief and args.out:
     with open(args.out, "w") as f:
         json.dump({"weights": [p.detach().flatten().tolist() for p in model.parameters()],

@@ -62,8 +62,7 @@ class BatchFetcher:
         self.device = device
         self._collate = collate_fn or torch.utils.data.default_collate
         self._cuda = device.type == "cuda"
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="corral-prefetch") if self._cuda \
-            else None
+        self._pool: ThreadPoolExecutor | None = None  # the prefetch thread, started on demand
         self._copy_stream = torch.cuda.Stream(device) if self._cuda else None
         self._ahead: tuple[np.ndarray, Future] | None = None
         self.prefetch_hits = 0
@@ -92,6 +91,8 @@ class BatchFetcher:
         for t in _tensors(batch):
             t.record_stream(stream)  # the caching allocator must not reuse it under the step
         if upcoming is not None:
+            if self._pool is None:  # first use, or in use again after close()
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="corral-prefetch")
             self._ahead = (upcoming, self._pool.submit(self._load, upcoming))
         return batch
 
@@ -104,6 +105,9 @@ class BatchFetcher:
         return batch, event
 
     def close(self) -> None:
+        """Drops the prefetched batch and stops the prefetch thread; a later fetch (training
+        on after `finish()`) starts another, as fetching on the CPU goes on working."""
         self._ahead = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+            self._pool = None

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU checks in one bounded run, for a machine with a CUDA GPU and a CUDA build of torch
+# (the CPU-only CI never runs this): the `gpu`-marked tests, the trainer-overhead benchmark on
+# ResNet-50 and ResNet-18 (issue 11's targets: <= 3 % and <= 5 % on one GPU), then the trainer's
+# own tests with CUDA visible (standalone workers then train on the GPU).
+#
+# Run from the repository root: bash benchmarks/gpu_check.sh [LOG_DIR]
+# Every stage has its own time limit, so one hang does not eat the others' time; logs go to
+# LOG_DIR (default: a temporary folder). Where the machine lacks the service's packages, wheels
+# put in .whl/ beforehand are installed to a private folder first (nothing is downloaded).
+# Stage limits (seconds) can be set with GPU_TESTS_S, BENCH_S and TRAIN_TESTS_S.
+set -u
+cd "$(dirname "$0")/.."
+LOG_DIR=${1:-$(mktemp -d)}
+mkdir -p "$LOG_DIR"
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/corral-site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/corral-site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi -L
+python3 -c "import torch, corral, fastapi, uvicorn; print('torch', torch.__version__, \
+'cuda', torch.version.cuda, torch.cuda.get_device_name(0))" || exit 1
+
+stage() {  # stage NAME LIMIT_S COMMAND...: runs it bounded, its log in LOG_DIR/NAME.log
+  local name=$1 limit=$2; shift 2
+  echo "=== $name (limit ${limit} s): $*"
+  local start=$SECONDS
+  timeout -k 10 "$limit" "$@" >"$LOG_DIR/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$LOG_DIR/$name.log"
+  echo "=== $name: exit $rc after $((SECONDS - start)) s"
+}
+
+stage gpu_tests "${GPU_TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rs \
+  --timeout 200 tests/gpu
+stage overhead "${BENCH_S:-220}" python3 benchmarks/bench_train_overhead.py --device cuda \
+  --models resnet50 resnet18 --rounds 3 --steps 100
+stage train_tests "${TRAIN_TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider -rs \
+  --timeout 90 tests/train
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv

@@ -287,6 +287,30 @@ def test_a_restore_lowers_the_rate_instead_of_replaying_the_divergence(monkeypat
         assert len(state["trainer"]["events"]) == 2
 
 
+@pytest.mark.parametrize("store", [False, True])
+def test_a_slow_slide_before_the_divergence_restores_the_last_healthy_epoch_end(
+        monkeypatch, tmp_path: Path, store: bool) -> None:
+    """The loss reads 10x, then 7x higher through the third and fourth epochs (a slide short
+    of the divergence threshold; the gradients are the same), then explodes in the fifth: the
+    restore goes back to the end of the second epoch, the last one whose loss was near its
+    lowest, not to the end of the fourth, already down the slide. With a checkpoint directory,
+    that checkpoint outlives the rotation that keeps the newest two."""
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0),
+                       checkpoint_dir=str(tmp_path) if store else None)
+    _, trainer = _trainer(monkeypatch, config, host_period=1)
+
+    def slide(t: ElasticTrainer, loss: torch.Tensor) -> torch.Tensor:
+        factor = {2: 9.0, 3: 6.0, 4: 0.0 if t.events else 1e3}.get(t.epoch, 0.0)
+        return loss + factor * loss.detach()  # reads (1 + factor) x higher, same gradients
+
+    _run(trainer, 6, slide)
+    [event] = trainer.events
+    assert "epoch 4:" in event["message"] and "(step 16, epoch 2)" in event["message"], \
+        event["message"]
+    assert ("restored checkpoint ckpt-00000002.pt" if store
+            else "restored the state at the last healthy epoch end") in event["message"]
+
+
 def test_repeated_divergence_fails_the_job_clearly(monkeypatch) -> None:
     _, trainer = _trainer(monkeypatch, None)
     from corral.train.trainer import TrainingDiverged
@@ -337,6 +361,40 @@ def test_guard_flags_explosions_and_collapses_but_not_late_noise() -> None:
     assert _guard_flags(start + [50.0])[-1]  # one exploded batch
     collapse = _guard_flags(start + [0.004 + 0.115 * i for i in range(20)])  # back to 2.3
     assert any(collapse[300:]) and not any(collapse[:300])
+
+
+def test_guard_calls_a_loss_near_its_lowest_healthy_and_a_slide_not() -> None:
+    from corral.train.guard import DivergenceGuard
+    guard = DivergenceGuard(torch.device("cpu"))
+    assert guard.healthy()  # nothing seen yet
+    flags = torch.zeros(3)
+    for i in range(200):  # falling to 0.1
+        guard.observe(torch.tensor(2.0 * 0.95 ** i + 0.1), flags)
+    assert guard.healthy()
+    for _ in range(40):  # up to 2.5x the lowest: noise, still a state to go back to
+        guard.observe(torch.tensor(0.25), flags)
+    assert guard.healthy()
+    for _ in range(40):  # 4x the lowest (sqrt(10) = 3.16): down a slide, not yet diverged
+        guard.observe(torch.tensor(0.4), flags)
+    assert not guard.healthy() and not flags.any()
+    assert DivergenceGuard(torch.device("cpu"), factor=None).healthy()
+
+
+def test_the_checkpoint_marked_good_outlives_the_rotation_until_another_is(tmp_path) -> None:
+    from corral.train.checkpoint import CheckpointStore
+    store = CheckpointStore(tmp_path)
+    good = store.save({"n": 1})
+    store.mark_good(good)
+    for n in range(2, 6):
+        store.save({"n": n})
+    assert [p.name for p in store.checkpoints()] == [
+        "ckpt-00000005.pt", "ckpt-00000004.pt", "ckpt-00000001.pt"]
+    assert store.load()[0] == {"n": 5} and store.load_good() == ({"n": 1}, good)
+    assert CheckpointStore(tmp_path).load_good()[0] == {"n": 1}  # the mark is on disk
+    store.mark_good(store.checkpoints()[0])  # a newer good one: the old is let go
+    assert not good.exists() and store.load_good()[0] == {"n": 5}
+    store.checkpoints()[0].write_bytes(b"torn")  # a good one that no longer loads:
+    assert store.load_good()[0] == {"n": 4}  # the newest that does
 
 
 def test_sync_timer_measures_on_the_host_clock_on_the_cpu() -> None:

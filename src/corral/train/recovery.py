@@ -1,14 +1,18 @@
 """Where a diverged job goes back to, and when to give up.
 
-The last good state is the newest checkpoint that loads (corral.train.checkpoint; a
-checkpoint is never written while the divergence flag is up), or, for a script run without a
-checkpoint directory, an in-memory copy taken at every epoch end. Restores are counted until an
-epoch finishes; more than `max_in_a_row` in a row fail the job with `TrainingDiverged` rather
-than loop forever on a learning rate that cannot work.
+The last good state is the state at the last epoch end the divergence guard called healthy
+(corral.train.guard: the loss near its lowest): the checkpoint saved then, marked good in the
+store (corral.train.checkpoint), or, for a script run without a checkpoint directory, an
+in-memory copy taken then. Going back only to the last epoch end would restore a model already
+far down a slow slide (seen on an H100). Without a healthy mark (an older store), the newest
+checkpoint that loads. Restores are counted until an epoch finishes; more than `max_in_a_row`
+in a row fail the job with `TrainingDiverged` rather than loop forever on a learning rate that
+cannot work.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from corral.train.checkpoint import CheckpointStore
@@ -33,11 +37,17 @@ class LastGoodState:
         self.in_a_row = 0
         self._memory: dict[str, Any] | None = None
 
-    def keep(self, state: Callable[[], dict[str, Any]]) -> None:
-        """At an epoch end: a copy in memory when there is no checkpoint directory."""
+    def keep(self, state: Callable[[], dict[str, Any]], healthy: bool,
+             saved: Path | None = None) -> None:
+        """At an epoch end: when `healthy`, this state becomes the one to go back to (the
+        checkpoint `saved` now, or a copy in memory when there is no checkpoint directory)."""
         self.in_a_row = 0
+        if not healthy:
+            return
         if self.store is None:
             self._memory = to_cpu(state())
+        elif saved is not None:
+            self.store.mark_good(saved)
 
     def take(self, why: str, at: str) -> tuple[dict[str, Any], str]:
         """(state, where it came from) to go back to; raises when restores keep failing."""
@@ -45,11 +55,11 @@ class LastGoodState:
         if self.in_a_row > self.max_in_a_row:
             raise TrainingDiverged(f"{why} at {at} again after {self.max_in_a_row} restores of "
                                    "the last good state; lower the learning rate")
-        loaded = self.store.load() if self.store is not None else None
+        loaded = self.store.load_good() if self.store is not None else None
         if loaded is not None:
             return loaded[0], f"checkpoint {loaded[1].name}"
         if self._memory is not None:  # a copy: optimizer.load_state_dict keeps the tensors it
             # is given (SGD's momentum buffers), which the next steps update in place
-            return to_cpu(self._memory), "the state at the last epoch end"
+            return to_cpu(self._memory), "the state at the last healthy epoch end"
         raise TrainingDiverged(f"{why} at {at}, before any good state was saved; lower the "
                                "learning rate or the batch size")

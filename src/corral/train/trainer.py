@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 import weakref
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
 import torch
@@ -472,9 +473,8 @@ class ElasticTrainer:
             self._recover("the loss diverged (seen at the end of the epoch)")
             self._restored = False
             return
-        self.good_state.keep(lambda: trainer_state(self))  # in memory without a store
-        if self.is_chief:
-            self._checkpoint()
+        saved = self._checkpoint() if self.is_chief else None
+        self.good_state.keep(lambda: trainer_state(self), self._healthy_now(), saved)
         if self.is_chief:
             self._report("running")
         if self.config.adaptive and self.config.batch is None:
@@ -492,6 +492,11 @@ class ElasticTrainer:
         self.profiler.skip_next()
 
     # ------------------------------------------------------------------------- divergence
+    def _healthy_now(self) -> bool:
+        """Whether this epoch end is one a divergence may go back to (corral.train.guard);
+        rank 0's guard decides for all (a synchronisation: epoch ends only)."""
+        return bool(self.group.broadcast_ints([int(self.guard.healthy())])[0])
+
     def _diverged_now(self) -> bool:
         """The divergence flag read now (a synchronisation: epoch ends and checkpoints only)."""
         flags = self.sampler.reduced_flags if self.world_size > 1 else self.sampler.flags
@@ -548,11 +553,13 @@ class ElasticTrainer:
             self.progress_state.loss = loss
         return loss
 
-    def _checkpoint(self) -> None:
-        if self.store is None or self._diverged_now():  # never keep a diverged state
-            return
-        self.store.save(trainer_state(self))
+    def _checkpoint(self) -> Path | None:
+        """Save a checkpoint (never of a diverged state); its path, or None when none was."""
+        if self.store is None or self._diverged_now():
+            return None
+        path = self.store.save(trainer_state(self))
         self._last_checkpoint = time.monotonic()
+        return path
 
     def _restore(self) -> None:
         if self.store is None:

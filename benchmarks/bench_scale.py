@@ -22,6 +22,11 @@ the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,
   the old per-job sort against `EvenPlacer`, in one run (placements checked identical).
 * `matrix` -- the eight shared 160-job workloads under `--matrix-policies` (default all seven):
   serial in one process, `--jobs 2` worker processes, and Ray tasks on a local 2-node cluster.
+* `windows` (only when named) -- the whole Philly trace as a sweep of consecutive windows
+  (`--window-hours`, default a day) under `--window-policies` (default pollux), each window's
+  jobs on an empty 512x4 cluster, in `--window-jobs` worker processes or as Ray tasks
+  (`--ray-address`): the issue's "whole trace printed, as a sweep of windows if that is what it
+  takes", for policies too slow to replay the trace in one piece here.
 
 Targets (issue 18): whole trace fifo <= 30 s, tiresias-las <= 60 s; busiest day pollux <= 120 s,
 optimus <= 60 s; optimus round <= 0.4 s, pollux round <= 0.1 s; matrix on 2 processes >= 1.8x.
@@ -315,6 +320,72 @@ def section_trace(out: dict, args) -> None:
     print(f"  peak RSS of this process: {out['trace peak RSS MiB']:.0f} MiB", flush=True)
 
 
+def window_cell(policy: str, start_s: float, hours: float) -> dict:
+    """One window of the whole Philly trace (the jobs submitted in it, run to completion on an
+    empty 512x4 cluster) under `policy`: its figures and its own CPU time and peak RSS. A
+    runner's task (a worker process or a Ray task): never raises."""
+    from corral.core.errors import InputError
+
+    try:
+        truth = CatalogTruth()
+        try:
+            window = load_philly(require(POLLUX / "philly.csv"), truth.limits(), start=start_s,
+                                 hours=hours)
+        except InputError:  # no jobs in this stretch of the trace
+            return {"jobs": 0}
+        wall, result = simulate(truth, policy, "512x4", window)
+        s = summarize(result)
+        return {"jobs": len(window.jobs), "finished": s.finished, "unfinished": s.unfinished,
+                "jct_sum_s": s.avg_jct_s * s.finished, "rounds": result.rounds, "wall_s": wall,
+                "cpu_s": CPU_S[0],
+                "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    except Exception as exc:  # noqa: BLE001 - reported with its window, the others go on
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def section_windows(out: dict, args) -> None:
+    """The whole trace as a sweep of consecutive windows (`--window-hours`), each simulated on
+    its own from an empty cluster, through the sweep's runners (`--window-jobs` processes, or
+    Ray tasks with `--ray-address`): for the policies too slow to replay the trace in one piece
+    on this machine. Not the same figures as one continuous run: a window's jobs never queue
+    behind the previous window's."""
+    from corral.sim.sweep import runner_for
+
+    span_s = 110 * 86400  # the Philly trace spans 108.9 days from its first submission
+    step = args.window_hours * 3600
+    starts = [k * step for k in range(int(span_s // step) + 1)]
+    runner = runner_for(args.window_jobs, args.ray_address)
+    for policy in args.window_policies.split(","):
+        started = time.perf_counter()
+        cells: dict[int, dict] = {}
+        tasks = [(window_cell, (policy, start, args.window_hours)) for start in starts]
+        for index, cell in runner.run(tasks):
+            cells[index] = cell
+            if "error" in cell:
+                print(f"    window {index}: {cell['error']}", flush=True)
+            elif cell["jobs"] and len(cells) % 10 == 0:
+                print(f"    {len(cells)}/{len(tasks)} windows done, "
+                      f"{time.perf_counter() - started:.0f} s", flush=True)
+        wall = time.perf_counter() - started
+        ran = [c for c in cells.values() if c.get("jobs")]
+        finished = sum(c["finished"] for c in ran)
+        key = f"windows {policy}"
+        out[key] = wall
+        out[f"{key} cpu"] = sum(c["cpu_s"] for c in ran)
+        out[f"{key} jobs"] = sum(c["jobs"] for c in ran)
+        out[f"{key} avg JCT s"] = sum(c["jct_sum_s"] for c in ran) / max(finished, 1)
+        out[f"{key} slowest window s"] = max((c["wall_s"] for c in ran), default=0.0)
+        out[f"{key} peak RSS MiB"] = max((c["rss_mib"] for c in ran), default=0.0)
+        failed = sum("error" in c for c in cells.values())
+        print(f"  whole trace as {len(ran)} windows of {args.window_hours:g} h, {policy}: "
+              f"{wall:.0f} s wall ({out[f'{key} cpu']:.0f} s CPU over the cells), "
+              f"{out[f'{key} jobs']:.0f} jobs, {finished} finished, "
+              f"{sum(c['unfinished'] for c in ran)} unfinished, {failed} window(s) failed, "
+              f"avg JCT {out[f'{key} avg JCT s']:.0f} s, slowest window "
+              f"{out[f'{key} slowest window s']:.0f} s, peak RSS of a cell "
+              f"{out[f'{key} peak RSS MiB']:.0f} MiB", flush=True)
+
+
 def _cli_matrix(extra: list[str], policies: str, env: dict[str, str] | None = None) -> float:
     cmd = [sys.executable, "-c", "from corral.cli.main import main; main()", "simulate",
            "-w", str(POLLUX / "workloads"),
@@ -396,7 +467,7 @@ def section_placement(out: dict, args) -> None:
 
 RUNNERS: dict[str, Callable[[dict, argparse.Namespace], None]] = {
     "placement": section_placement, "engine": section_engine, "rounds": section_rounds, "day": section_day,
-    "trace": section_trace, "matrix": section_matrix,
+    "trace": section_trace, "matrix": section_matrix, "windows": section_windows,
 }
 
 
@@ -447,6 +518,12 @@ def main() -> None:
     ap.add_argument("--trace-max-days", type=float, default=3650.0,
                     help="horizon of the whole-trace runs (both sides), days")
     ap.add_argument("--matrix-policies", default=SEVEN)
+    ap.add_argument("--window-policies", default="pollux")
+    ap.add_argument("--window-hours", type=float, default=24.0)
+    ap.add_argument("--window-jobs", type=int, default=os.cpu_count() or 1,
+                    help="worker processes of the `windows` sweep")
+    ap.add_argument("--ray-address", default=None,
+                    help="run the `windows` sweep as Ray tasks on this cluster instead")
     ap.add_argument("--save", type=Path, help="write the figures here (JSON)")
     ap.add_argument("--before", type=Path, help="a --save of the code before, for ratios")
     ap.add_argument("--show", type=Path, help="only print the table of this --save (with --before)")

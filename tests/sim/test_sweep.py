@@ -84,6 +84,22 @@ def test_ray_tasks_match_serial_exactly(serial):
     assert sorted(p[0] for p in progress) == list(range(1, 5))
 
 
+@pytest.mark.timeout(60)
+def test_ray_tasks_at_an_address_where_nothing_answers_fail_at_once_in_one_line():
+    pytest.importorskip("ray")
+    import socket
+    import time
+
+    from corral.core.errors import CorralError
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(CorralError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}"):
+        list(RayRunner(f"127.0.0.1:{port}").run([(len, ("ab",))]))
+    assert time.monotonic() - started < 10  # Ray's own connect retries for minutes
+
+
 @pytest.mark.parametrize("runner", [SerialRunner(), ProcessRunner(2)], ids=["serial", "processes"])
 @pytest.mark.timeout(300)
 def test_a_failing_cell_is_named_and_the_others_kept(runner):

@@ -14,18 +14,16 @@ loop polls without blocking:
 
 Ranks go node by node (ray_nodes.ranks_by_node), so LOCAL_RANK and LOCAL_WORLD_SIZE describe
 the node a worker is on. Each worker reserves one unit of the slot resource: a GPU (Ray sets
-CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()` attaches this process to
-Ray. Decided here: a worker whose actor died (node lost, actor killed) gets the exit status
+CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()` (corral.core.ray_connect,
+re-exported) attaches this process to Ray. Decided here: a worker whose actor died (node lost, actor killed) gets the exit status
 LOST, which no process can have.
 """
 
 from __future__ import annotations
 
 import signal
-import socket
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
-from urllib.parse import urlsplit
 
 import ray
 from ray.exceptions import RayError
@@ -33,7 +31,7 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from corral.core.cluster import Placement
-from corral.core.errors import CorralError
+from corral.core.ray_connect import check_address, connect
 from corral.core.jobs import BatchConfig
 from corral.executors.base import WorkerPlan
 from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
@@ -43,62 +41,10 @@ __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_a
            "remove_groups", "seat_key", "LOST"]
 
 LOST = -128  # exit status recorded for a worker whose actor died: no real status
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class LaunchError(Exception):
     """A worker set that cannot be started (one line, for the job's message)."""
-
-
-def _use_loopback() -> None:
-    """Keep a Ray on this machine on 127.0.0.1. Ray replaces a loopback address by the machine's
-    outward IP unless multi-node support is off (its macOS/Windows default); for a cluster on
-    one machine that is what we want (a private flag, set only if it exists)."""
-    import ray._private.ray_constants as constants
-
-    if hasattr(constants, "ENABLE_RAY_CLUSTER"):
-        constants.ENABLE_RAY_CLUSTER = False
-
-
-def connect(address: str | None, num_cpus: int | None = None) -> bool:
-    """Connect this process to Ray; True if this call did (so the caller disconnects later).
-    No address: start a single-node Ray on 127.0.0.1 without the dashboard."""
-    if ray.is_initialized():
-        return False
-    host = check_address(address) if address else None
-    if address is None or host in _LOOPBACK:
-        _use_loopback()
-    common = dict(include_dashboard=False, log_to_driver=False, logging_level="warning")
-    try:
-        if address:
-            ray.init(address=address, **common)
-        else:  # "local": a Ray of its own, not the last one `ray start` left on this machine
-            ray.init(address="local", num_cpus=num_cpus, **common)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CorralError(f"cannot connect to {where}: {first}") from None
-    return True
-
-
-def check_address(address: str, timeout_s: float = 5.0) -> str | None:
-    """The host of a HOST:PORT Ray address, once something answers there (CorralError at once
-    otherwise: Ray itself retries for minutes); None for `auto` and `ray://` addresses."""
-    if address == "auto" or "://" in address:
-        return None
-    parts = urlsplit(f"//{address}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if not parts.hostname or port is None:
-        raise CorralError(f"Ray address {address!r}: expected HOST:PORT (e.g. 10.0.0.1:6379)")
-    try:
-        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
-    except OSError as exc:
-        raise CorralError(f"cannot reach the Ray cluster at {address}: "
-                          f"{exc.strerror or exc}") from None
-    return parts.hostname
 
 
 def ready(*refs: Any) -> bool:

@@ -63,8 +63,10 @@ class ProcessRunner:
 class RayRunner:
     """Tasks as Ray tasks (one CPU each) on the Ray cluster at `address`.
 
-    Connects with `ray.init(address=...)` unless this process is already connected (then the
-    existing connection is used and left open); a connection it opened is closed at the end.
+    Connects through `corral.core.ray_connect.connect` (an unreachable address is a one-line
+    error at once; a cluster on this machine's loopback is reached there) unless this process
+    is already connected (then the existing connection is used and left open); a connection it
+    opened is closed at the end.
     """
 
     def __init__(self, address: str | None) -> None:
@@ -73,10 +75,9 @@ class RayRunner:
     def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
         import ray
 
-        opened = False
-        if not ray.is_initialized():
-            ray.init(address=self.address, log_to_driver=False, include_dashboard=False)
-            opened = True
+        from corral.core.ray_connect import connect
+
+        opened = connect(self.address)
         try:
             refs = _put_shared(ray, tasks)
             remote: dict[Callable, Any] = {}

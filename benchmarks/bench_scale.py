@@ -187,6 +187,18 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   keeps: a policy sees a fresh view of every active job every round, and a job advances at
   the same instants. Fewer views (a policy saying which jobs or fields it reads) or a
   compiled engine would be the next step; both change more than this session's exact scope.
+* Session of 2026-11-27 (second), same Intel machine: the whole trace under pollux, as the
+  `windows` sweep. One day window alone is not cheap: window 54 (190 jobs, 1,588 rounds)
+  took 219 s, window 55 (185 jobs, 1,435 rounds) 188 s, ~0.13 s a round. cProfile of window
+  54's first 6 hours (356 rounds, 49 s): `genetic_search` 90 % of it, ~6 generations a round
+  (the patience stop) at ~20 ms each (`mutate` 9 ms, `repair` 5 ms, `evaluate` 3 ms), because
+  the population's slot arrays span all 512 nodes whatever the number of jobs: a round costs
+  nearly the same with 20 jobs as with 200. The whole trace is about 150,000 pollux rounds
+  (101 day windows of ~1,500), so ~5.4 hours of CPU here, ~2.7 hours on 2 processes; it was
+  not run. A search over only the nodes any individual uses (plus room for the jobs' largest
+  demands) would cut that cost with the job count, but its draws would differ from today's
+  and so would every pollux figure: it needs the reference figures renewed, a team decision.
+  fifo through the same sweep (2 processes, 101 windows): 68 s wall, 106 s CPU.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
 Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
-         [--baselines plain resident]
+         [--baselines plain resident] [--profile STEPS]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 WARMUP_STEPS = 20
+PROFILE_ROWS = 25  # ops shown per profiled variant
 #: Fewest timed steps per CPU run: a 60-step window (about 1 s at width 128) let one scheduling
 #: hiccup on a 2-core machine move a run's figure by +-7 % (rounds of 18.3 to 31 ms/step seen).
 MIN_CPU_STEPS = 200
@@ -161,10 +162,23 @@ def _corral_loop(model, data, local_bsz: int, world: int, device, precision: str
     return run, trainer
 
 
+def _profile_table(run, steps: int, cuda: bool) -> str:
+    """torch.profiler's table of `steps` more steps of `run`: the ops by their own time on
+    the device (GPU) or the host (CPU), what a variant spends its step on."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        run(steps)
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=sort, row_limit=PROFILE_ROWS)
+
+
 def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
     """One benchmark worker: `plain` or `corral` times `steps` steps after a warm-up;
     `paired` builds both (the plain loop's DDP on the trainer's process group) and times them in
-    turn, `rounds` blocks of `steps` steps each, so both see the same machine at the same time."""
+    turn, `rounds` blocks of `steps` steps each, so both see the same machine at the same time.
+    With `spec["profile"]` steps, each variant is then profiled that long (`_profile_table`)."""
     import copy
     import gc
 
@@ -203,6 +217,11 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
             sync()
             times[name].append(1000 * (time.perf_counter() - start) / steps)
         order.reverse()  # turns alternate who goes first
+    tables = {}
+    if spec.get("profile"):
+        for name, run in loops.items():
+            sync()
+            tables[name] = _profile_table(run, spec["profile"], cuda)
     loops.clear()
     gc.collect()  # DDP wrappers let go of while the group still works (a later drop can hang)
     if trainer is not None:
@@ -212,7 +231,7 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
         dist.barrier()  # leave together (a lone teardown can hang the peer's)
         dist.destroy_process_group()
     if rank == 0:
-        print(json.dumps({"ms_per_step": times}), flush=True)
+        print(json.dumps({"ms_per_step": times, "profile": tables}), flush=True)
 
 
 def _run(mode: str, workers: int, steps: int, spec: dict, rounds: int = 1,
@@ -262,7 +281,10 @@ def _run_once(mode: str, workers: int, steps: int, spec: dict,
                     p.wait()
     if any(p.returncode for p in procs):
         raise RuntimeError(f"{mode} workers failed: {[p.returncode for p in procs]}")
-    return json.loads(outs[0].strip().splitlines()[-1])["ms_per_step"]
+    result = json.loads(outs[0].strip().splitlines()[-1])
+    for name, text in result.get("profile", {}).items():
+        print(f"  profile of {name}, {spec['profile']} steps ({spec}):\n{text}", flush=True)
+    return result["ms_per_step"]
 
 
 def _compare(label: str, workers: int, steps: int, rounds: int, spec: dict,
@@ -307,6 +329,9 @@ def main() -> None:
     ap.add_argument("--baselines", nargs="+", default=["plain", "resident"],
                     choices=["plain", "resident"],
                     help="GPU: what corral is compared with (see the docstring)")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="after timing, profile STEPS more steps of each variant and print "
+                         "the ops by their own time (device time on a GPU)")
     ap.add_argument("--worker", choices=["plain", "resident", "corral", "paired"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -327,7 +352,8 @@ def main() -> None:
             depth, side, batch = GPU_MODELS[model]
             for precision in args.precisions:
                 for workers in args.workers or [1]:
-                    spec = {"model": model, "device": "cuda", "precision": precision}
+                    spec = {"model": model, "device": "cuda", "precision": precision,
+                            "profile": args.profile}
                     _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
                              args.steps or 200, args.rounds, spec, paired=False,
                              baselines=tuple(args.baselines))
@@ -337,7 +363,8 @@ def main() -> None:
     for width in args.widths:
         steps = max(MIN_CPU_STEPS, (args.steps or 600) * 16 // width)
         for workers in args.workers or [1, 2]:
-            spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32"}
+            spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32",
+                    "profile": args.profile}
             _compare(f"width {width:3d}", workers, steps, args.rounds, spec,
                      paired=not args.separate)
 

@@ -11,7 +11,7 @@
 # Every stage has its own time limit, so one hang does not eat the others' time; logs go to
 # LOG_DIR (default: a temporary folder). Where the machine lacks the service's packages, wheels
 # put in .whl/ beforehand are installed to a private folder first (nothing is downloaded).
-# Stage limits (seconds) can be set with GPU_TESTS_S, BENCH_S and TRAIN_TESTS_S.
+# Stage limits (seconds) can be set with GPU_TESTS_S, PROFILE_S, BENCH_S and TRAIN_TESTS_S.
 set -u
 cd "$(dirname "$0")/.."
 LOG_DIR=${1:-$(mktemp -d)}
@@ -38,11 +38,16 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs it bounded, its log in LOG_DIR/
   echo "=== $name: exit $rc after $((SECONDS - start)) s"
 }
 
-stage gpu_tests "${GPU_TESTS_S:-180}" python3 -m pytest -q -p no:cacheprovider -rs \
+stage gpu_tests "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider -rs \
   --timeout 150 tests/gpu
-stage overhead "${BENCH_S:-360}" python3 benchmarks/bench_train_overhead.py --device cuda \
+# where ResNet-18's +15.7 % (first run) goes: corral against the loop on GPU-resident data,
+# each profiled for 20 steps (ops by their own GPU time)
+stage overhead_profile "${PROFILE_S:-120}" python3 benchmarks/bench_train_overhead.py \
+  --device cuda --models resnet18 --precisions fp32 --baselines resident --rounds 1 \
+  --steps 100 --profile 20
+stage overhead "${BENCH_S:-300}" python3 benchmarks/bench_train_overhead.py --device cuda \
   --models resnet50 resnet18 --precisions fp32 --rounds 2 --steps 100
 PARALLEL=(); python3 -c "import xdist" 2>/dev/null && PARALLEL=(-n 8)
-stage train_tests "${TRAIN_TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider -rs \
+stage train_tests "${TRAIN_TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider -rs \
   "${PARALLEL[@]}" --timeout 90 tests/train
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv

@@ -10,7 +10,9 @@ called, so the layers that never use Ray do not need it installed.
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from corral.core.errors import CorralError
@@ -49,8 +51,20 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CorralError(f"cannot connect to {where}: {first}") from None
+        raise CorralError(f"cannot connect to {where}: {first}{_auth_hint(address)}") from None
     return True
+
+
+def _auth_hint(address: str | None) -> str:
+    """What to try when a named cluster refused us and token authentication may be why: a
+    cluster made by `ray start` asks for the token it wrote to ~/.ray/auth_token, which Ray
+    sends to an address given explicitly only under RAY_AUTH_MODE=token (seen with Ray 2.60)."""
+    if not address or os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    if not (Path.home() / ".ray" / "auth_token").is_file():
+        return ""
+    return ("; if that cluster was started with `ray start` (token authentication), set "
+            "RAY_AUTH_MODE=token so Ray sends the token in ~/.ray/auth_token")
 
 
 def check_address(address: str, timeout_s: float = 5.0) -> str | None:

@@ -49,6 +49,21 @@ def test_executor_nccl_worker_uses_the_gpu_its_local_rank_names(monkeypatch) -> 
     assert place_worker(WorkerEnv(local_rank=3, backend="nccl")).device == torch.device("cuda", 0)
 
 
+def test_standalone_workers_that_would_share_a_gpu_are_refused_clearly(monkeypatch) -> None:
+    _mock_gpus(monkeypatch, 1)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    two = [WorkerEnv(rank=r, world_size=2, local_rank=r, local_world_size=2) for r in (0, 1)]
+    for worker in two:
+        with pytest.raises(RuntimeError, match="2 workers on this node but torch sees 1 GPU"):
+            place_worker(worker)
+    assert place_worker(two[1], "cpu").device.type == "cpu"  # the way out it names
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # a launcher gave each worker its own GPU
+    assert place_worker(two[1]).device == torch.device("cuda", 0)
+    _mock_gpus(monkeypatch, 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert [place_worker(w).device.index for w in two] == [0, 1]
+
+
 def test_gloo_worker_and_explicit_cpu_stay_on_the_cpu_even_with_gpus(monkeypatch) -> None:
     _mock_gpus(monkeypatch, 2)
     assert place_worker(WorkerEnv(backend="gloo")).device.type == "cpu"

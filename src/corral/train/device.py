@@ -4,7 +4,11 @@
   the GPUs CUDA_VISIBLE_DEVICES lists (the local executor lists all of a job's GPUs on a node;
   Ray lists the one it assigned, so index 0); with `gloo`, the CPU.
 * Standalone (no `CORRAL_BACKEND`): cuda:LOCAL_RANK when CUDA is present (nccl for several
-  workers), else the CPU (gloo).
+  workers), else the CPU (gloo). More workers on a node (LOCAL_WORLD_SIZE) than GPUs, with
+  every GPU visible to every worker (no CUDA_VISIBLE_DEVICES), is a clear error: they would
+  share GPUs, which nccl refuses deep inside its first collective ("duplicate GPU"; seen on an
+  H100 with two torchrun-style workers). Where CUDA_VISIBLE_DEVICES is set, each worker may
+  see its own GPU as cuda:0, so LOCAL_RANK wraps round the GPUs it sees.
 * `requested` (the trainer's `device=` argument) overrides both: "cpu" trains on the CPU with
   gloo even where GPUs exist; "cuda" or "cuda:N" asks for a GPU and fails clearly without one.
 
@@ -13,6 +17,7 @@ The device comes from here only; every tensor the trainer makes is put on `Place
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -52,5 +57,17 @@ def place_worker(worker: WorkerEnv, requested: str | torch.device | None = None)
     if worker.backend == "gloo":
         return Placement(torch.device("cpu"), "gloo")
     if torch.cuda.is_available():  # standalone on a GPU machine
+        _check_one_gpu_each(worker)
         return _gpu(worker.local_rank)
     return Placement(torch.device("cpu"), "gloo")
+
+
+def _check_one_gpu_each(worker: WorkerEnv) -> None:
+    """Refuse standalone workers that would share this node's GPUs (module docstring)."""
+    count = torch.cuda.device_count()
+    if (worker.world_size > 1 and worker.local_world_size > count
+            and os.environ.get("CUDA_VISIBLE_DEVICES") is None):
+        raise RuntimeError(
+            f"{worker.local_world_size} workers on this node but torch sees {count} GPU(s): "
+            f"nccl needs a GPU of its own per worker; start at most {count} worker(s) per "
+            "node, or train on the CPU (ElasticTrainer(device='cpu'), or CORRAL_BACKEND=gloo)")

@@ -12,6 +12,14 @@
 # LOG_DIR (default: a temporary folder). Where the machine lacks the service's packages, wheels
 # put in .whl/ beforehand are installed to a private folder first (nothing is downloaded).
 # Stage limits (seconds) can be set with GPU_TESTS_S, PROFILE_S, BENCH_S and TRAIN_TESTS_S.
+#
+# The device image of 2026-11 lacked the service's packages; the first run carried these
+# wheels (Python 3.12), fetched on a machine with pip into .whl/ (kept out of git):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic_core==2.50.5 \
+#     annotated-types==0.8.0 typing-inspection==0.4.5 uvicorn==0.54.0 \
+#     opentelemetry-api==1.45.2 typing_extensions==4.16.0
 set -u
 cd "$(dirname "$0")/.."
 LOG_DIR=${1:-$(mktemp -d)}

@@ -101,6 +101,23 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path: Path) -
     assert read_json(path) is None and read_json(tmp_path / "missing") is None
 
 
+def test_reports_replace_atomically_without_the_fsyncs_checkpoints_pay(tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    import os
+
+    from corral.protocol.report import Reporter, read_report
+    syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+    atomic_write_json(tmp_path / "durable.json", {"v": 1})
+    assert len(syncs) == 2  # the file and its directory
+    reporter = Reporter(tmp_path / "report.json", interval_s=1.0)
+    reporter.write({"steps": 3})
+    reporter.write({"steps": 4})
+    assert len(syncs) == 2 and read_report(tmp_path / "report.json")["steps"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["durable.json", "report.json"]
+
+
 def test_job_config_and_worker_env_round_trip() -> None:
     cfg = JobConfig(job_id="j", init_bsz=64, batch=(16, 1), launch=3)
     env = {"CORRAL_JOB_CONFIG": cfg.to_json()}

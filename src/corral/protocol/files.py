@@ -24,27 +24,32 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
-    """Create or replace `path` with what `write(file)` writes, atomically and durably."""
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any],
+                 durable: bool = True) -> Path:
+    """Create or replace `path` with what `write(file)` writes, atomically (a reader sees the
+    old file or the new one, never a part) and, when `durable`, surviving a machine crash
+    (fsync of the file and of its directory: milliseconds, more on a slow disk)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
             write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
     return path
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
+def atomic_write_json(path: str | Path, obj: Any, durable: bool = True) -> Path:
     data = json.dumps(obj, separators=(",", ":")).encode()
-    return atomic_write(path, lambda f: f.write(data))
+    return atomic_write(path, lambda f: f.write(data), durable)
 
 
 def read_json(path: str | Path) -> Any | None:

@@ -363,7 +363,8 @@ def section_windows(out: dict, args) -> None:
     behind the previous window's."""
     from corral.sim.sweep import runner_for
 
-    span_s = 110 * 86400  # the Philly trace spans 108.9 days from its first submission
+    # the last submission, seconds after the first (108.9 days for Philly)
+    span_s = max(j.submit_time_s for j in whole_trace(CatalogTruth()).jobs)
     step = args.window_hours * 3600
     starts = [k * step for k in range(int(span_s // step) + 1)]
     runner = runner_for(args.window_jobs, args.ray_address)

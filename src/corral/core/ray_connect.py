@@ -85,5 +85,3 @@ def check_address(address: str, timeout_s: float = 5.0) -> str | None:
         raise CorralError(f"cannot reach the Ray cluster at {address}: "
                           f"{exc.strerror or exc}") from None
     return parts.hostname
-
-

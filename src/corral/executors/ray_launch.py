@@ -14,9 +14,10 @@ loop polls without blocking:
 
 Ranks go node by node (ray_nodes.ranks_by_node), so LOCAL_RANK and LOCAL_WORLD_SIZE describe
 the node a worker is on. Each worker reserves one unit of the slot resource: a GPU (Ray sets
-CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()` (corral.core.ray_connect,
-re-exported) attaches this process to Ray. Decided here: a worker whose actor died (node lost, actor killed) gets the exit status
-LOST, which no process can have.
+CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()`
+(corral.core.ray_connect, re-exported) attaches this process to Ray. Decided here: a worker
+whose actor died (node lost, actor killed) gets the exit status LOST, which no process can
+have.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from corral.core.cluster import Placement
-from corral.core.ray_connect import check_address, connect
 from corral.core.jobs import BatchConfig
+from corral.core.ray_connect import check_address, connect
 from corral.executors.base import WorkerPlan
 from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
 from corral.executors.ray_worker import WorkerActor

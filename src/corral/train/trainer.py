@@ -495,7 +495,8 @@ class ElasticTrainer:
     def _healthy_now(self) -> bool:
         """Whether this epoch end is one a divergence may go back to (corral.train.guard);
         rank 0's guard decides for all (a synchronisation: epoch ends only)."""
-        return bool(self.group.broadcast_ints([int(self.guard.healthy())])[0])
+        mine = int(self.guard.healthy()) if self.is_chief else 0
+        return bool(self.group.broadcast_ints([mine])[0])
 
     def _diverged_now(self) -> bool:
         """The divergence flag read now (a synchronisation: epoch ends and checkpoints only)."""

@@ -28,7 +28,7 @@ at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
 Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
-         [--baselines plain resident] [--profile STEPS]
+         [--baselines plain resident] [--device-data] [--profile STEPS [--trace DIR]]
 """
 
 from __future__ import annotations
@@ -162,16 +162,72 @@ def _corral_loop(model, data, local_bsz: int, world: int, device, precision: str
     return run, trainer
 
 
-def _profile_table(run, steps: int, cuda: bool) -> str:
-    """torch.profiler's table of `steps` more steps of `run`: the ops by their own time on
-    the device (GPU) or the host (CPU), what a variant spends its step on."""
+def _busy_ms(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals (microseconds in, milliseconds out)."""
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy / 1000
+
+
+def _gpu_summary(prof, steps: int, wall_ms: float) -> str:
+    """Whether a GPU step is bound by the GPU or by the host: the device's busy time (the
+    union of its kernels and copies) against the wall time, kernels per step, and the host
+    calls that wait for the device (a wait lets the GPU run dry while the host queues)."""
+    from torch.autograd import DeviceType
+
+    device, waits = [], {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            device.append((e.time_range.start, e.time_range.end))
+        elif "Synchronize" in e.name or e.name in ("cudaMemcpy", "cudaHostAlloc", "cudaFreeHost",
+                                                   "cudaMalloc", "cudaFree"):
+            n, t = waits.get(e.name, (0, 0.0))
+            waits[e.name] = (n + 1, t + e.time_range.elapsed_us() / 1000)
+    busy = _busy_ms(device)
+    calls = ", ".join(f"{name} {n / steps:.2f}/step {t / steps:.3f} ms/step"
+                      for name, (n, t) in sorted(waits.items())) or "none"
+    return (f"GPU busy {busy / steps:.2f} ms/step of {wall_ms / steps:.2f} ms/step wall "
+            f"({100 * busy / max(wall_ms, 1e-9):.0f} %), {len(device) / steps:.0f} kernels and "
+            f"copies/step; host calls that wait on the device: {calls}")
+
+
+def _profile_table(run, steps: int, cuda: bool, trace: str | None = None) -> str:
+    """torch.profiler's view of `steps` more steps of `run`: on a GPU the busy summary
+    (`_gpu_summary`), then the ops by their own device time and by their own host time; on
+    the CPU by host time. With `trace`, the chrome trace is written there (gzipped)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync = torch_sync(cuda)
+    sync()
     with profile(activities=activities) as prof:
+        start = time.perf_counter()
         run(steps)
-    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    return prof.key_averages().table(sort_by=sort, row_limit=PROFILE_ROWS)
+        sync()
+        wall_ms = 1000 * (time.perf_counter() - start)
+    if trace:
+        import gzip
+        import shutil
+        raw = trace.removesuffix(".gz")
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as src, gzip.open(trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.remove(raw)
+    table = prof.key_averages()
+    if not cuda:
+        return table.table(sort_by="self_cpu_time_total", row_limit=PROFILE_ROWS)
+    return "\n".join([_gpu_summary(prof, steps, wall_ms),
+                      table.table(sort_by="self_cuda_time_total", row_limit=PROFILE_ROWS),
+                      table.table(sort_by="self_cpu_time_total", row_limit=PROFILE_ROWS)])
+
+
+def torch_sync(cuda: bool):
+    """A function that waits for the GPU's queued work (a no-op on the CPU)."""
+    import torch
+    return torch.cuda.synchronize if cuda else (lambda: None)
 
 
 def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
@@ -194,11 +250,13 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
     if cuda:
         torch.cuda.set_device(device)
     amp = torch.bfloat16 if spec["precision"] == "bf16" else None
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = torch_sync(cuda)
     loops, trainer = {}, None
-    if mode in ("corral", "paired"):  # first: the trainer joins the process group
-        loops["corral"], trainer = _corral_loop(copy.deepcopy(model), data, local_bsz, world,
-                                                device, spec["precision"])
+    if mode in ("corral", "corral_device", "paired"):  # first: the trainer joins the group
+        if mode == "corral_device":  # the user's dataset already on the GPU: no input path
+            data = torch.utils.data.TensorDataset(*(t.to(device) for t in data.tensors))
+        loops[mode if mode != "paired" else "corral"], trainer = _corral_loop(
+            copy.deepcopy(model), data, local_bsz, world, device, spec["precision"])
     if mode in ("plain", "resident", "paired"):
         if world > 1 and trainer is None:
             import torch.distributed as dist
@@ -220,8 +278,11 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
     tables = {}
     if spec.get("profile"):
         for name, run in loops.items():
-            sync()
-            tables[name] = _profile_table(run, spec["profile"], cuda)
+            trace = None
+            if spec.get("trace_dir") and rank == 0:
+                model = spec["model"] + (f"{spec['width']}" if "width" in spec else "")
+                trace = str(Path(spec["trace_dir"]) / f"{model}_{spec['precision']}_{name}.json.gz")
+            tables[name] = _profile_table(run, spec["profile"], cuda, trace)
     loops.clear()
     gc.collect()  # DDP wrappers let go of while the group still works (a later drop can hang)
     if trainer is not None:
@@ -254,6 +315,7 @@ def _run_once(mode: str, workers: int, steps: int, spec: dict,
     from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv
 
     port = free_port()
+    launched = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         local = DIGITS_BSZ if spec["model"] == "digits" else GPU_MODELS[spec["model"]][2]
         config = JobConfig(init_bsz=local * workers, max_bsz=local * workers,
@@ -282,33 +344,43 @@ def _run_once(mode: str, workers: int, steps: int, spec: dict,
     if any(p.returncode for p in procs):
         raise RuntimeError(f"{mode} workers failed: {[p.returncode for p in procs]}")
     result = json.loads(outs[0].strip().splitlines()[-1])
+    if spec["device"] == "cuda":  # what a launch costs beside its timed steps
+        print(f"  ({mode} launch: {time.monotonic() - launched:.1f} s)", flush=True)
     for name, text in result.get("profile", {}).items():
         print(f"  profile of {name}, {spec['profile']} steps ({spec}):\n{text}", flush=True)
     return result["ms_per_step"]
 
 
 def _compare(label: str, workers: int, steps: int, rounds: int, spec: dict,
-             paired: bool, baselines: tuple[str, ...] = ("plain",)) -> None:
+             paired: bool, baselines: tuple[str, ...] = ("plain",),
+             device_data: bool = False) -> None:
     """Prints the median and best round of corral against each baseline: in one launch taking
-    turns (`paired`, against "plain" only), or launch by launch, alternating."""
+    turns (`paired`, against "plain" only), or launch by launch, alternating. With
+    `device_data` (GPU), corral on a dataset already on the device against "resident" too:
+    the trainer's own cost, its input path left out."""
     if paired:
         times = _run("paired", workers, steps, spec, rounds)
     else:
-        times = {name: [] for name in (*baselines, "corral")}
+        times = {name: [] for name in (*baselines, "corral",
+                                       *(["corral_device"] if device_data else []))}
         for _ in range(rounds):
             for mode in times:
                 times[mode] += _run(mode, workers, steps, spec)[mode]
-    for base in (b for b in times if b != "corral"):
-        loop = (f"plain {'DDP ' if workers > 1 else ''}loop" if base == "plain"
-                else "plain loop, data on the device")
+    pairs = [(base, "corral") for base in times if not base.startswith("corral")]
+    if "corral_device" in times and "resident" in times:
+        pairs.append(("resident", "corral_device"))
+    names = {"plain": f"plain {'DDP ' if workers > 1 else ''}loop",
+             "resident": "plain loop, data on the device", "corral": "corral.train",
+             "corral_device": "corral.train, data on the device"}
+    for base, ours in pairs:
         for name, pick in (("median", statistics.median), ("best", min)):
-            plain, corral = pick(times[base]), pick(times["corral"])
-            print(f"{label}, {workers} worker(s), {steps} steps, {name} of rounds: {loop} "
-                  f"{plain:.2f} ms/step, corral.train {corral:.2f} ms/step, overhead "
-                  f"{100 * (corral / plain - 1):+.1f} %")
-        ratios = sorted(c / p for p, c in zip(times[base], times["corral"]))
+            plain, corral = pick(times[base]), pick(times[ours])
+            print(f"{label}, {workers} worker(s), {steps} steps, {name} of rounds: "
+                  f"{names[base]} {plain:.2f} ms/step, {names[ours]} {corral:.2f} ms/step, "
+                  f"overhead {100 * (corral / plain - 1):+.1f} %")
+        ratios = sorted(c / p for p, c in zip(times[base], times[ours]))
         print(f"  rounds: {base} {[round(t, 2) for t in times[base]]}, "
-              f"corral {[round(t, 2) for t in times['corral']]}; per-round overhead median "
+              f"{ours} {[round(t, 2) for t in times[ours]]}; per-round overhead median "
               f"{100 * (statistics.median(ratios) - 1):+.1f} %")
 
 
@@ -332,7 +404,13 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="after timing, profile STEPS more steps of each variant and print "
                          "the ops by their own time (device time on a GPU)")
-    ap.add_argument("--worker", choices=["plain", "resident", "corral", "paired"],
+    ap.add_argument("--trace", metavar="DIR",
+                    help="with --profile: write each variant's chrome trace to DIR")
+    ap.add_argument("--device-data", action="store_true",
+                    help="GPU: also corral on a dataset already on the device, against "
+                         "'resident' (the trainer's own cost without its input path)")
+    ap.add_argument("--worker", choices=["plain", "resident", "corral", "corral_device",
+                                         "paired"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -353,10 +431,10 @@ def main() -> None:
             for precision in args.precisions:
                 for workers in args.workers or [1]:
                     spec = {"model": model, "device": "cuda", "precision": precision,
-                            "profile": args.profile}
+                            "profile": args.profile, "trace_dir": args.trace}
                     _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
                              args.steps or 200, args.rounds, spec, paired=False,
-                             baselines=tuple(args.baselines))
+                             baselines=tuple(args.baselines), device_data=args.device_data)
         return
     print(f"digits CNN, {DIGITS_BSZ} per worker, {WARMUP_STEPS} warm-up steps, "
           f"{args.rounds} rounds (median and best)")
@@ -364,7 +442,7 @@ def main() -> None:
         steps = max(MIN_CPU_STEPS, (args.steps or 600) * 16 // width)
         for workers in args.workers or [1, 2]:
             spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32",
-                    "profile": args.profile}
+                    "profile": args.profile, "trace_dir": args.trace}
             _compare(f"width {width:3d}", workers, steps, args.rounds, spec,
                      paired=not args.separate)
 

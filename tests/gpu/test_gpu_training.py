@@ -96,7 +96,9 @@ def test_adaptive_example_trains_on_the_gpu_under_pollux(gpu_service) -> None:
 
 def test_preempted_jobs_resume_from_checkpoints_on_the_gpu(gpu_service) -> None:
     svc = gpu_service("tiresias-las", "--set", "threshold_gpu_h=0.001")
-    first = svc.submit("digits_elastic.py", "--epochs", "10", **DIGITS)
+    # long enough to be running when it is demoted: on an H100, 10 epochs took 9 s and the job
+    # was done before its preemption came (second GPU run, 2026-11-27)
+    first = svc.submit("digits_elastic.py", "--epochs", "40", **DIGITS)
     svc.wait_training(first, 120, steps=20)
     plain = svc.submit("plain_sigterm.py", "--epochs", "10", gpus=1)
     jobs = svc.wait_all_done([first, plain], JOB_TIMEOUT_S)

@@ -1,6 +1,6 @@
 """One walk over the nested containers a training state is made of (dicts, lists and tuples
 holding tensors and plain values), shared by the checkpoint copy to the CPU
-(corral.train.state.to_cpu) and the packed state broadcast of an in-place regroup
+(corral.train.host_copy) and the packed state broadcast of an in-place regroup
 (corral.train.distributed.Group.broadcast_state)."""
 
 from __future__ import annotations

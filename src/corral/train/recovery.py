@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from corral.train.checkpoint import CheckpointStore
-from corral.train.state import to_cpu
+from corral.train.host_copy import HostCopy, to_cpu
 
 __all__ = ["LastGoodState", "TrainingDiverged", "MAX_RESTORES_IN_A_ROW"]
 
@@ -35,17 +35,18 @@ class LastGoodState:
         self.store = store
         self.max_in_a_row = max_in_a_row
         self.in_a_row = 0
-        self._memory: dict[str, Any] | None = None
+        self._memory: HostCopy | None = None
 
     def keep(self, state: Callable[[], dict[str, Any]], healthy: bool,
              saved: Path | None = None) -> None:
         """At an epoch end: when `healthy`, this state becomes the one to go back to (the
-        checkpoint `saved` now, or a copy in memory when there is no checkpoint directory)."""
+        checkpoint `saved` now, or a copy in host memory when there is no checkpoint directory,
+        taken without waiting for the GPU: `HostCopy`)."""
         self.in_a_row = 0
         if not healthy:
             return
         if self.store is None:
-            self._memory = to_cpu(state())
+            self._memory = HostCopy(state())
         elif saved is not None:
             self.store.mark_good(saved)
 
@@ -60,6 +61,6 @@ class LastGoodState:
             return loaded[0], f"checkpoint {loaded[1].name}"
         if self._memory is not None:  # a copy: optimizer.load_state_dict keeps the tensors it
             # is given (SGD's momentum buffers), which the next steps update in place
-            return to_cpu(self._memory), "the state at the last healthy epoch end"
+            return to_cpu(self._memory.result()), "the state at the last healthy epoch end"
         raise TrainingDiverged(f"{why} at {at}, before any good state was saved; lower the "
                                "learning rate or the batch size")

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from corral.perf.estimator import JobEstimator
-from corral.train.nested import map_leaves
 from corral.train.profiler import StepProfiler
 
 if TYPE_CHECKING:
     from corral.train.trainer import ElasticTrainer
 
-__all__ = ["trainer_state", "load_trainer_state", "to_cpu"]
+__all__ = ["trainer_state", "load_trainer_state"]
 
 _PARTS = ("lr", "batch_control", "guard", "precision")
 
@@ -63,9 +62,3 @@ def load_trainer_state(t: "ElasticTrainer", state: dict[str, Any]) -> None:
     if "rng" in state:
         torch.set_rng_state(state["rng"])
     t.preconditioner.refresh()
-
-
-def to_cpu(obj: Any) -> Any:
-    """A copy of `obj` (nested dicts, lists, tuples of tensors) with every tensor on the CPU."""
-    return map_leaves(obj, lambda x: x.detach().to("cpu", copy=True)
-                      if isinstance(x, torch.Tensor) else x)

@@ -64,6 +64,7 @@ from corral.train.device_noise import DeviceNoise
 from corral.train.grad_stats import (DIVERGED, EXTRA_SLOTS, REGROUP, STOP, GradientSampler,
                                      Preconditioner)
 from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
+from corral.train.host_copy import HostCopy
 from corral.train.host_view import LaggedHostView
 from corral.train.losses import LossTally
 from corral.train.lr import DEFAULT_MAX_LR_SCALE, LrScaler, LrScaling, adascale
@@ -558,7 +559,7 @@ class ElasticTrainer:
         """Save a checkpoint (never of a diverged state); its path, or None when none was."""
         if self.store is None or self._diverged_now():
             return None
-        path = self.store.save(trainer_state(self))
+        path = self.store.save(HostCopy(trainer_state(self)).result())  # pinned, one wait
         self._last_checkpoint = time.monotonic()
         return path
 

@@ -1,0 +1,102 @@
+"""A copy of training state in host memory, taken without holding up the GPU or the host.
+
+`to_cpu` copies tensor by tensor into pageable memory: each copy is a synchronous transfer, so
+the host waits for the GPU to drain and then for every tensor in turn (on an H100, a ResNet-18
+state's ~300 tensors took ~29 ms, 3 GB/s; at every epoch end that was most of the trainer's
++18 % on ResNet-18 32x32 with 8-step epochs, first GPU run 2026-11-27).
+
+`HostCopy` queues the copies instead. Where the GPU has room for a second copy of the state,
+the tensors are first cloned on the training stream (a device-to-device copy, tens of
+microseconds) and the clones go to pinned host memory on a side stream while training goes on;
+without the room, the pinned copies are queued on the training stream itself (no extra GPU
+memory; the GPU spends the transfer time, the host still does not wait). `result()` waits for
+the copies (only the reader of the copy does). On the CPU it is `to_cpu`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from corral.train.nested import map_leaves
+
+__all__ = ["HostCopy", "to_cpu"]
+
+#: GPU memory left free beside the clones, as a share of the state (the allocator rounds up).
+_CLONE_HEADROOM = 0.25
+
+
+def to_cpu(obj: Any) -> Any:
+    """A copy of `obj` (nested dicts, lists, tuples of tensors) with every tensor on the CPU."""
+    return map_leaves(obj, lambda x: x.detach().to("cpu", copy=True)
+                      if isinstance(x, torch.Tensor) else x)
+
+
+def _cuda_tensors(obj: Any) -> dict[int, torch.Tensor]:
+    """The GPU tensors among `obj`'s leaves, by id (a tensor met twice counts once)."""
+    found: dict[int, torch.Tensor] = {}
+
+    def visit(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_cuda:
+            found[id(x)] = x
+        return x
+    map_leaves(obj, visit)
+    return found
+
+
+def _room_for(nbytes: int, device: torch.device) -> bool:
+    """Whether `nbytes` more (plus headroom) fit on `device`: free memory and the caching
+    allocator's reserved but unused blocks."""
+    free, _ = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return nbytes * (1 + _CLONE_HEADROOM) <= free + cached
+
+
+class HostCopy:
+    """`obj` copied to host memory, asynchronously on a GPU; `result()` is the copy."""
+
+    def __init__(self, obj: Any) -> None:
+        on_gpu = _cuda_tensors(obj)
+        self._event: torch.cuda.Event | None = None
+        self.cloned = False
+        if not on_gpu:
+            self._result = to_cpu(obj)
+            return
+        device = next(iter(on_gpu.values())).device
+        main = torch.cuda.current_stream(device)
+        nbytes = sum(t.numel() * t.element_size() for t in on_gpu.values())
+        self.cloned = _room_for(nbytes, device)
+        stream = main
+        if self.cloned:  # on the training stream: the values as of this point of the step
+            clones = {key: t.detach().clone() for key, t in on_gpu.items()}
+            stream = torch.cuda.Stream(device)
+            stream.wait_stream(main)
+        with torch.cuda.stream(stream):
+            def copy(x: Any) -> Any:
+                if not isinstance(x, torch.Tensor):
+                    return x
+                if not x.is_cuda:
+                    return x.detach().clone()
+                src = clones[id(x)] if self.cloned else x.detach()
+                host = torch.empty_like(src, device="cpu", pin_memory=True)
+                host.copy_(src, non_blocking=True)
+                if self.cloned:
+                    src.record_stream(stream)  # freed once the side stream is past the copy
+                return host
+            self._result = map_leaves(obj, copy)
+            self._event = torch.cuda.Event()
+            self._event.record(stream)
+        if self.cloned:
+            clones.clear()
+
+    def done(self) -> bool:
+        """Whether the copy has finished (never waits)."""
+        return self._event is None or self._event.query()
+
+    def result(self) -> Any:
+        """The copy in host memory (waits for the transfers still under way)."""
+        if self._event is not None:
+            self._event.synchronize()
+            self._event = None
+        return self._result

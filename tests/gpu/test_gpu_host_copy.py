@@ -1,0 +1,39 @@
+"""corral.train.host_copy on a GPU: the copy holds the values as of the moment it was asked
+for, though the training stream goes on changing the tensors in place, on both paths (clones
+copied on a side stream, and copies queued on the training stream when the GPU lacks room)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import corral.train.host_copy as host_copy  # noqa: E402
+
+
+@pytest.mark.parametrize("room", [True, False])
+def test_the_copy_holds_the_values_when_it_was_taken(room: bool, monkeypatch) -> None:
+    monkeypatch.setattr(host_copy, "_room_for", lambda nbytes, device: room)
+    dev = torch.device("cuda", 0)
+    big = torch.zeros(4096, 4096, device=dev)  # 64 MiB: the transfer takes a while
+    small = torch.arange(10, device=dev)
+    state = {"model": {"w": big, "tied": big}, "opt": [small], "rng": torch.ones(3), "n": 5}
+    for _ in range(3):
+        copy = host_copy.HostCopy(state)
+        assert copy.cloned is room
+        big.add_(1)  # queued after the copy on the training stream
+        small.mul_(2)
+        got = copy.result()
+        expect = float(big[0, 0].item()) - 1
+        assert got["model"]["w"].device.type == "cpu" and got["model"]["w"].is_pinned()
+        assert float(got["model"]["w"][-1, -1]) == expect
+        assert torch.equal(got["model"]["tied"], got["model"]["w"])
+        assert got["opt"][0].tolist() == (small // 2).tolist()
+        assert got["rng"].tolist() == [1.0, 1.0, 1.0] and got["n"] == 5
+
+
+def test_the_room_check_counts_free_and_cached_memory() -> None:
+    dev = torch.device("cuda", 0)
+    free, total = torch.cuda.mem_get_info(dev)
+    assert host_copy._room_for(1 << 20, dev)
+    assert not host_copy._room_for(total * 2, dev)

@@ -28,7 +28,7 @@ at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
 Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
-         [--baselines plain resident] [--device-data] [--profile STEPS [--trace DIR]]
+         [--baselines plain resident] [--device-data] [--profile STEPS [--trace DIR [--python]]]
 """
 
 from __future__ import annotations
@@ -194,16 +194,18 @@ def _gpu_summary(prof, steps: int, wall_ms: float) -> str:
             f"copies/step; host calls that wait on the device: {calls}")
 
 
-def _profile_table(run, steps: int, cuda: bool, trace: str | None = None) -> str:
+def _profile_table(run, steps: int, cuda: bool, trace: str | None = None,
+                   python: bool = False) -> str:
     """torch.profiler's view of `steps` more steps of `run`: on a GPU the busy summary
     (`_gpu_summary`), then the ops by their own device time and by their own host time; on
-    the CPU by host time. With `trace`, the chrome trace is written there (gzipped)."""
+    the CPU by host time. With `trace`, the chrome trace is written there (gzipped); with
+    `python`, it holds the Python calls too (the host's time by function; slows the host)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sync = torch_sync(cuda)
     sync()
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, with_stack=python) as prof:
         start = time.perf_counter()
         run(steps)
         sync()
@@ -282,7 +284,8 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
             if spec.get("trace_dir") and rank == 0:
                 model = spec["model"] + (f"{spec['width']}" if "width" in spec else "")
                 trace = str(Path(spec["trace_dir"]) / f"{model}_{spec['precision']}_{name}.json.gz")
-            tables[name] = _profile_table(run, spec["profile"], cuda, trace)
+            tables[name] = _profile_table(run, spec["profile"], cuda, trace,
+                                          spec.get("python", False))
     loops.clear()
     gc.collect()  # DDP wrappers let go of while the group still works (a later drop can hang)
     if trainer is not None:
@@ -406,6 +409,8 @@ def main() -> None:
                          "the ops by their own time (device time on a GPU)")
     ap.add_argument("--trace", metavar="DIR",
                     help="with --profile: write each variant's chrome trace to DIR")
+    ap.add_argument("--python", action="store_true",
+                    help="with --trace: the traces hold the Python calls too")
     ap.add_argument("--device-data", action="store_true",
                     help="GPU: also corral on a dataset already on the device, against "
                          "'resident' (the trainer's own cost without its input path)")
@@ -431,7 +436,8 @@ def main() -> None:
             for precision in args.precisions:
                 for workers in args.workers or [1]:
                     spec = {"model": model, "device": "cuda", "precision": precision,
-                            "profile": args.profile, "trace_dir": args.trace}
+                            "profile": args.profile, "trace_dir": args.trace,
+                            "python": args.python}
                     _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
                              args.steps or 200, args.rounds, spec, paired=False,
                              baselines=tuple(args.baselines), device_data=args.device_data)
@@ -442,7 +448,7 @@ def main() -> None:
         steps = max(MIN_CPU_STEPS, (args.steps or 600) * 16 // width)
         for workers in args.workers or [1, 2]:
             spec = {"model": "digits", "width": width, "device": "cpu", "precision": "fp32",
-                    "profile": args.profile, "trace_dir": args.trace}
+                    "profile": args.profile, "trace_dir": args.trace, "python": args.python}
             _compare(f"width {width:3d}", workers, steps, args.rounds, spec,
                      paired=not args.separate)
 

@@ -17,7 +17,9 @@ def test_the_copy_holds_the_values_when_it_was_taken(room: bool, monkeypatch) ->
     dev = torch.device("cuda", 0)
     big = torch.zeros(4096, 4096, device=dev)  # 64 MiB: the transfer takes a while
     small = torch.arange(10, device=dev)
-    state = {"model": {"w": big, "tied": big}, "opt": [small], "rng": torch.ones(3), "n": 5}
+    half = torch.full((7,), 2.0, dtype=torch.bfloat16, device=dev)
+    state = {"model": {"w": big, "tied": big, "cols": big[:, :3], "half": half},
+             "opt": [small], "rng": torch.ones(3), "n": 5}
     for _ in range(3):
         copy = host_copy.HostCopy(state)
         assert copy.cloned is room
@@ -28,6 +30,10 @@ def test_the_copy_holds_the_values_when_it_was_taken(room: bool, monkeypatch) ->
         assert got["model"]["w"].device.type == "cpu" and got["model"]["w"].is_pinned()
         assert float(got["model"]["w"][-1, -1]) == expect
         assert torch.equal(got["model"]["tied"], got["model"]["w"])
+        assert got["model"]["cols"].shape == (4096, 3)
+        assert float(got["model"]["cols"][-1, -1]) == expect
+        assert got["model"]["half"].dtype == torch.bfloat16
+        assert got["model"]["half"].tolist() == [2.0] * 7
         assert got["opt"][0].tolist() == (small // 2).tolist()
         assert got["rng"].tolist() == [1.0, 1.0, 1.0] and got["n"] == 5
 

@@ -333,6 +333,45 @@ def test_repeated_divergence_fails_the_job_clearly(monkeypatch) -> None:
         _run(trainer, 3, lambda t, loss: loss * float("nan") if t.epoch >= 1 else loss)
 
 
+def test_background_checkpoints_read_as_if_every_save_had_waited(tmp_path) -> None:
+    from corral.train.checkpoint import CheckpointStore
+    from corral.train.host_copy import HostCopy
+    store = CheckpointStore(tmp_path)
+    weight = torch.zeros(3)
+    first = store.save_async(HostCopy({"w": weight, "n": 1}))
+    weight.add_(1)  # training goes on: the checkpoint keeps the state as it was copied
+    store.mark_good(first)  # queued behind the write
+    for n in range(2, 5):
+        last = store.save_async(HostCopy({"w": weight, "n": n}))
+    assert last.name == "ckpt-00000004.pt"
+    assert [p.name for p in store.checkpoints()] == [  # after the write under way
+        "ckpt-00000004.pt", "ckpt-00000003.pt", "ckpt-00000001.pt"]
+    good, path = store.load_good()
+    assert path == first and good["n"] == 1 and good["w"].tolist() == [0.0, 0.0, 0.0]
+    assert store.save({"n": 5}).name == "ckpt-00000005.pt" and store.load()[0] == {"n": 5}
+    store.close()
+    assert store.save_async(HostCopy({"n": 6})).name == "ckpt-00000006.pt"  # a new writer
+    store.close()
+    assert CheckpointStore(tmp_path).load()[0] == {"n": 6}
+
+
+def test_a_failed_background_checkpoint_raises_at_the_next_save_and_marks_nothing(
+        tmp_path) -> None:
+    import pickle
+
+    from corral.train.checkpoint import CheckpointStore
+    from corral.train.host_copy import HostCopy
+    store = CheckpointStore(tmp_path)
+    kept = store.save({"n": 1})
+    store.mark_good(kept)
+    bad = store.save_async(HostCopy({"n": 2, "unpicklable": lambda: 0}))
+    store.mark_good(bad)  # must not name a checkpoint that was never written
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        store.save({"n": 3})
+    assert not bad.exists() and store.load_good()[0] == {"n": 1}
+    assert store.save({"n": 3}).name == "ckpt-00000003.pt"  # the store goes on afterwards
+
+
 def test_steady_state_steps_never_read_the_device(monkeypatch) -> None:
     config = JobConfig(init_bsz=16, max_bsz=64, min_local_bsz=4, max_local_bsz=64, adaptive=True)
     model, trainer = _trainer(monkeypatch, config, adam=True)

@@ -9,18 +9,30 @@ CephFS, spec 1.4; a torn or damaged file there must not lose the job).
 
 One checkpoint can be marked good (`mark_good`, a file `good` naming it): the state a divergence
 goes back to (corral.train.recovery). The rotation keeps it, so it can be older than `keep`.
+
+`save_async` writes on a background thread: the trainer's routine checkpoints (every epoch end)
+cost it only the copy to host memory (corral.train.host_copy), not the serialisation, write and
+fsyncs (150-270 ms for ResNet-18's 89 MB state on this project's 2-core CI machine, 6-10 % of
+a 196-step CIFAR epoch on an H100). One write is in flight at most: the next save waits for it.
+Everything else (a synchronous save, `mark_good`'s turn, any load or listing) comes after the
+writes already queued, so the files always read as if every save had been synchronous; a
+failed background write raises at the next save or `flush()`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from corral.protocol.files import atomic_write
+
+if TYPE_CHECKING:
+    from corral.train.host_copy import HostCopy
 
 __all__ = ["CheckpointStore"]
 
@@ -45,35 +57,92 @@ class CheckpointStore:
             raise ValueError("keep at least 2 checkpoints, so one survives a bad newest one")
         self.directory = Path(directory)
         self.keep = keep
+        self._writer: ThreadPoolExecutor | None = None  # started by the first save_async
+        self._pending: Future | None = None
+        self._last_seq = 0  # the newest sequence number handed out
 
     def checkpoints(self) -> list[Path]:
-        """Checkpoint files, newest first."""
+        """Checkpoint files, newest first (after the writes under way)."""
+        self.flush()
+        return self._listed()
+
+    def _listed(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
         found = [(int(m.group(1)), p) for p in self.directory.iterdir()
                  if (m := _NAME.fullmatch(p.name))]
         return [p for _, p in sorted(found, reverse=True)]
 
+    def _next_path(self) -> Path:
+        existing = self._listed()
+        newest = int(_NAME.fullmatch(existing[0].name).group(1)) if existing else 0
+        self._last_seq = max(self._last_seq, newest) + 1
+        return self.directory / f"ckpt-{self._last_seq:08d}.pt"
+
     def save(self, state: dict[str, Any]) -> Path:
-        existing = self.checkpoints()
-        seq = int(_NAME.fullmatch(existing[0].name).group(1)) + 1 if existing else 1
-        path = atomic_write(self.directory / f"ckpt-{seq:08d}.pt", lambda f: torch.save(state, f))
-        good = self._good_name()
-        for old in self.checkpoints()[self.keep:]:
-            if old.name != good:
-                old.unlink(missing_ok=True)
+        """Write `state` as the newest checkpoint now (after any write under way); its path."""
+        self.flush()
+        path = self._next_path()
+        self._write(path, state)
         return path
 
+    def save_async(self, copy: HostCopy) -> Path:
+        """Write the state being copied to the host by `copy` on the background thread; the
+        path it will have. Waits first for the previous background write."""
+        self.flush()
+        path = self._next_path()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="corral-checkpoint")
+        self._pending = self._writer.submit(lambda: self._write(path, copy.result()))
+        return path
+
+    def flush(self) -> None:
+        """Wait for the background write under way; raises what made it fail."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Finish the write under way and stop the background thread."""
+        try:
+            self.flush()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
+
+    def _write(self, path: Path, state: dict[str, Any]) -> None:
+        atomic_write(path, lambda f: torch.save(state, f))
+        good = self._good_name()
+        for old in self._listed()[self.keep:]:
+            if old.name != good:
+                old.unlink(missing_ok=True)
+
     def mark_good(self, path: Path) -> None:
-        """Mark the checkpoint at `path` (one this store saved) as the one to go back to."""
+        """Mark the checkpoint at `path` (one this store saved) as the one to go back to;
+        after the background write under way (of that checkpoint), if any, and only if it
+        succeeds."""
+        write = self._pending
+        if write is None:
+            self._mark_good(path)
+            return
+        assert self._writer is not None
+
+        def after_the_write() -> None:
+            write.result()  # done (the writer runs one task at a time); raises its failure
+            self._mark_good(path)
+        self._pending = self._writer.submit(after_the_write)
+
+    def _mark_good(self, path: Path) -> None:
         previous = self._good_name()
         atomic_write(self.directory / _GOOD, lambda f: f.write(path.name.encode()))
         if previous and previous != path.name and \
-                self.directory / previous not in self.checkpoints()[:self.keep]:
+                self.directory / previous not in self._listed()[:self.keep]:
             (self.directory / previous).unlink(missing_ok=True)  # kept only for being good
 
     def load_good(self) -> tuple[dict[str, Any], Path] | None:
         """The checkpoint marked good when it loads, else the newest that loads."""
+        self.flush()
         good = self._good_name()
         if good:
             loaded = self._load(self.directory / good)

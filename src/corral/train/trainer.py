@@ -347,6 +347,8 @@ class ElasticTrainer:
         if self.is_chief:
             self._checkpoint()
             self._report("finished")
+        if self.store is not None:
+            self.store.close()  # the writes are done (the last one was synchronous)
         self.fetcher.close()
         self.group.close()
         _drop_data_parallel(self)
@@ -403,7 +405,7 @@ class ElasticTrainer:
             self._report("running")
         if self.store is not None and self.is_chief and (
                 time.monotonic() - self._last_checkpoint >= cfg.checkpoint_interval_s):
-            self._checkpoint()
+            self._checkpoint(wait=False)
         if self.world_size == 1 and self._stop.requested:
             self._stop_now()
         if self.world_size == 1 and self._resize.requested:
@@ -474,7 +476,7 @@ class ElasticTrainer:
             self._recover("the loss diverged (seen at the end of the epoch)")
             self._restored = False
             return
-        saved = self._checkpoint() if self.is_chief else None
+        saved = self._checkpoint(wait=False) if self.is_chief else None
         self.good_state.keep(lambda: trainer_state(self), self._healthy_now(), saved)
         if self.is_chief:
             self._report("running")
@@ -555,11 +557,14 @@ class ElasticTrainer:
             self.progress_state.loss = loss
         return loss
 
-    def _checkpoint(self) -> Path | None:
-        """Save a checkpoint (never of a diverged state); its path, or None when none was."""
+    def _checkpoint(self, wait: bool = True) -> Path | None:
+        """Save a checkpoint (never of a diverged state); its path, or None when none was.
+        Without `wait` (the routine ones), it is written in the background
+        (CheckpointStore.save_async): training goes on once the state's copy is queued."""
         if self.store is None or self._diverged_now():
             return None
-        path = self.store.save(HostCopy(trainer_state(self)).result())  # pinned, one wait
+        copy = HostCopy(trainer_state(self))
+        path = self.store.save(copy.result()) if wait else self.store.save_async(copy)
         self._last_checkpoint = time.monotonic()
         return path
 
@@ -655,6 +660,12 @@ class ElasticTrainer:
             self._report("running")
 
     def _exit(self, status: int) -> None:
+        store = getattr(self, "store", None)  # None too when called off before it was made
+        if store is not None:  # a checkpoint still being written is finished first
+            try:
+                store.close()
+            except Exception as exc:  # noqa: BLE001 - leaving anyway: say it, keep the status
+                _log(f"the last background checkpoint failed: {type(exc).__name__}: {exc}")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)  # skips interpreter teardown (about 1 s with torch loaded)

@@ -13,7 +13,10 @@ Two settings, one script:
   copy of the data already on the GPU: no input cost at all, the floor of a step. On an H100
   (first run, 2026-11-27) "plain" took 45 ms/step on ResNet-50 in fp32 and in bf16 alike, the
   DataLoader's pace, not the GPU's: the overhead against "plain" there measures the input
-  path, the one against "resident" the trainer's own cost.
+  path, the one against "resident" the trainer's own cost. ResNet-18's epochs here are 8 steps
+  (2,048 images), so per-epoch work weighs 25x what it does on CIFAR-10: the second run's
+  profile (`--profile 10`) found its +18.5 % was mostly the epoch-end copy of the state to the
+  host, 37 synchronous pageable copies a step (now corral.train.host_copy: +9.3 %).
 
 "corral" is the same model under `ElasticTrainer` with the batch fixed (as a non-adaptive job
 runs), doing what it does under the service: DDP with the noise-statistics hook, the

@@ -62,7 +62,7 @@ class HostCopy:
         on_gpu = _cuda_tensors(obj)
         self._event: torch.cuda.Event | None = None
         self.cloned = False
-        if not on_gpu:
+        if len({t.device for t in on_gpu.values()}) != 1:  # none, or a model over several GPUs
             self._result = to_cpu(obj)
             return
         device = next(iter(on_gpu.values())).device

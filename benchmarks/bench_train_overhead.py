@@ -31,7 +31,8 @@ at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
 Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
-         [--baselines plain resident] [--device-data] [--profile STEPS [--trace DIR [--python]]]
+         [--baselines plain resident] [--device-data] [--epoch-steps 8]
+         [--profile STEPS [--trace DIR [--python]]]
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ MIN_CPU_STEPS = 200
 RUN_TIMEOUT_S = 300.0
 DIGITS_BSZ = 16
 GPU_MODELS = {"resnet18": (18, 32, 256), "resnet50": (50, 224, 64)}  # depth, image side, batch
+#: Steps per epoch on GPUs by default (the synthetic dataset's size): short, so epoch-end work
+#: weighs heavily; CIFAR-10 at batch 256 is 196 (`--epoch-steps`).
+GPU_EPOCH_STEPS = 8
 
 
 def _build(spec: dict):
@@ -75,7 +79,7 @@ def _build(spec: dict):
     from resnet import resnet
     depth, side, batch = GPU_MODELS[spec["model"]]
     g = torch.Generator().manual_seed(0)
-    n = batch * 8
+    n = batch * spec.get("epoch_steps", GPU_EPOCH_STEPS)
     images = torch.randn(n, 3, side, side, generator=g)
     labels = torch.randint(0, 10, (n,), generator=g)
     return (resnet(depth, small_input=side <= 64), torch.utils.data.TensorDataset(images, labels),
@@ -412,6 +416,9 @@ def main() -> None:
                          "the ops by their own time (device time on a GPU)")
     ap.add_argument("--trace", metavar="DIR",
                     help="with --profile: write each variant's chrome trace to DIR")
+    ap.add_argument("--epoch-steps", type=int, default=GPU_EPOCH_STEPS,
+                    help="GPU: steps per epoch (the synthetic dataset's size in batches); "
+                         "CIFAR-10 at batch 256 has 196")
     ap.add_argument("--python", action="store_true",
                     help="with --trace: the traces hold the Python calls too")
     ap.add_argument("--device-data", action="store_true",
@@ -433,14 +440,15 @@ def main() -> None:
             raise SystemExit("skipped: --device cuda needs a CUDA GPU and a CUDA build of torch")
         print(f"GPU: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}, "
               f"torch {torch.__version__}; synthetic data in host memory, SGD momentum, "
-              f"{WARMUP_STEPS} warm-up steps, {args.rounds} rounds (median and best)")
+              f"{WARMUP_STEPS} warm-up steps, {args.rounds} rounds (median and best), "
+              f"{args.epoch_steps} steps an epoch")
         for model in args.models:
             depth, side, batch = GPU_MODELS[model]
             for precision in args.precisions:
                 for workers in args.workers or [1]:
                     spec = {"model": model, "device": "cuda", "precision": precision,
                             "profile": args.profile, "trace_dir": args.trace,
-                            "python": args.python}
+                            "python": args.python, "epoch_steps": args.epoch_steps}
                     _compare(f"{model} {side}x{side} batch {batch} {precision}", workers,
                              args.steps or 200, args.rounds, spec, paired=False,
                              baselines=tuple(args.baselines), device_data=args.device_data)

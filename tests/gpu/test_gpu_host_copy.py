@@ -43,3 +43,16 @@ def test_the_room_check_counts_free_and_cached_memory() -> None:
     free, total = torch.cuda.mem_get_info(dev)
     assert host_copy._room_for(1 << 20, dev)
     assert not host_copy._room_for(total * 2, dev)
+
+
+def test_a_gather_that_runs_out_of_memory_falls_back_to_queued_copies(monkeypatch) -> None:
+    monkeypatch.setattr(host_copy, "_room_for", lambda nbytes, device: True)
+
+    def no_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated: fragmented)")
+    monkeypatch.setattr(torch, "cat", no_memory)
+    dev = torch.device("cuda", 0)
+    weight = torch.full((1000,), 3.0, device=dev)
+    copy = host_copy.HostCopy({"w": weight})
+    weight.zero_()
+    assert not copy.cloned and copy.result()["w"].tolist() == [3.0] * 1000

@@ -67,8 +67,15 @@ class HostCopy:
             return
         device = next(iter(on_gpu.values())).device
         nbytes = sum(t.numel() * t.element_size() for t in on_gpu.values())
-        self.cloned = _room_for(nbytes, device)
-        copies = self._gathered(on_gpu, device) if self.cloned else self._queued(on_gpu, device)
+        copies = None
+        if _room_for(nbytes, device):
+            try:
+                copies = self._gathered(on_gpu, device)
+                self.cloned = True
+            except torch.cuda.OutOfMemoryError:  # room in total, but not in one piece
+                pass
+        if copies is None:
+            copies = self._queued(on_gpu, device)
 
         def leaf(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):

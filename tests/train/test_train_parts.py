@@ -372,6 +372,40 @@ def test_a_failed_background_checkpoint_raises_at_the_next_save_and_marks_nothin
     assert store.save({"n": 3}).name == "ckpt-00000003.pt"  # the store goes on afterwards
 
 
+@pytest.mark.parametrize("store", [False, True])
+def test_an_epoch_end_queues_the_state_copy_before_it_reads_the_device(
+        monkeypatch, tmp_path: Path, store: bool) -> None:
+    """The reads at an epoch end drain the GPU's queue; the copy of the model and optimizer
+    goes first, so its host work overlaps the last steps. Then the checkpoint (background) or
+    the in-memory good state holds those tensors and the counters."""
+    import corral.train.trainer as trainer_module
+    config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, batch=(16, 0),
+                       checkpoint_dir=str(tmp_path) if store else None)
+    model, trainer = _trainer(monkeypatch, config)
+    order = []
+    copy_class, read = trainer_module.HostCopy, ElasticTrainer._diverged_now
+
+    def copying(obj):
+        order.append("copy " + ",".join(sorted(obj)))
+        return copy_class(obj)
+
+    def reading(self):
+        order.append("read")
+        return read(self)
+    monkeypatch.setattr(trainer_module, "HostCopy", copying)
+    monkeypatch.setattr(ElasticTrainer, "_diverged_now", reading)
+    _run(trainer, 1)
+    assert order[:2] == ["copy extra,model,optimizer,rng", "read"], order
+    if store:
+        trainer.store.flush()
+        state, _ = trainer.store.load()
+    else:
+        state = trainer.good_state._memory.result()
+    assert set(state) == {"model", "optimizer", "extra", "rng", "trainer"}
+    assert state["trainer"]["epoch"] == 1
+    assert torch.equal(state["model"]["weight"], model.weight.detach())
+
+
 def test_steady_state_steps_never_read_the_device(monkeypatch) -> None:
     config = JobConfig(init_bsz=16, max_bsz=64, min_local_bsz=4, max_local_bsz=64, adaptive=True)
     model, trainer = _trainer(monkeypatch, config, adam=True)

@@ -121,6 +121,12 @@ class HostCopy:
         self._event.record(torch.cuda.current_stream(device))
         return copies
 
+    def including(self, parts: dict[str, Any]) -> HostCopy:
+        """This copy with more top-level entries, copied at once (host values, or device values
+        read now): the state's counters taken after its tensors were queued."""
+        self._result = {**self._result, **to_cpu(parts)}
+        return self
+
     def done(self) -> bool:
         """Whether the copy has finished (never waits)."""
         return self._event is None or self._event.query()

@@ -37,16 +37,16 @@ class LastGoodState:
         self.in_a_row = 0
         self._memory: HostCopy | None = None
 
-    def keep(self, state: Callable[[], dict[str, Any]], healthy: bool,
+    def keep(self, state: Callable[[], HostCopy], healthy: bool,
              saved: Path | None = None) -> None:
         """At an epoch end: when `healthy`, this state becomes the one to go back to (the
-        checkpoint `saved` now, or a copy in host memory when there is no checkpoint directory,
-        taken without waiting for the GPU: `HostCopy`)."""
+        checkpoint `saved` now, or, when there is no checkpoint directory, the copy in host
+        memory that `state()` gives, taken without waiting for the GPU)."""
         self.in_a_row = 0
         if not healthy:
             return
         if self.store is None:
-            self._memory = HostCopy(state())
+            self._memory = state()
         elif saved is not None:
             self.store.mark_good(saved)
 

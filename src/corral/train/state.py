@@ -24,20 +24,32 @@ from corral.train.profiler import StepProfiler
 if TYPE_CHECKING:
     from corral.train.trainer import ElasticTrainer
 
-__all__ = ["trainer_state", "load_trainer_state"]
+__all__ = ["trainer_state", "tensor_state", "counter_state", "load_trainer_state"]
 
 _PARTS = ("lr", "batch_control", "guard", "precision")
 
 
 def trainer_state(t: "ElasticTrainer") -> dict[str, Any]:
     """The checkpoint of trainer `t` (reads the device: checkpoints only)."""
+    return {**tensor_state(t), **counter_state(t)}
+
+
+def tensor_state(t: "ElasticTrainer") -> dict[str, Any]:
+    """The parts of `trainer_state` that stay on the device (model, optimizer, extra) and the
+    RNG: taking them reads nothing back from the device, so their copy can be queued ahead of
+    the reads (corral.train.host_copy)."""
+    return {"model": t.module.state_dict(), "optimizer": t.optimizer.state_dict(),
+            "extra": {k: v.state_dict() for k, v in t.extra_state.items()},
+            "rng": torch.get_rng_state()}
+
+
+def counter_state(t: "ElasticTrainer") -> dict[str, Any]:
+    """The rest of `trainer_state`: the trainer's counters and parts (reads the device)."""
     trainer = t.progress_state.state_dict()
     trainer.update({"loss": t._mean_loss(reset=False), "noise": t.noise.state_dict(),
                     "estimator": t.estimator.to_dict(), "events": list(t.events)})
     trainer.update({name: getattr(t, name).state_dict() for name in _PARTS})
-    return {"model": t.module.state_dict(), "optimizer": t.optimizer.state_dict(),
-            "extra": {k: v.state_dict() for k, v in t.extra_state.items()},
-            "trainer": trainer, "rng": torch.get_rng_state()}
+    return {"trainer": trainer}
 
 
 def load_trainer_state(t: "ElasticTrainer", state: dict[str, Any]) -> None:

@@ -73,7 +73,8 @@ from corral.train.profiler import StepProfiler
 from corral.train.progress import TrainingProgress
 from corral.train.recovery import LastGoodState, TrainingDiverged
 from corral.train.signals import StopSignal
-from corral.train.state import load_trainer_state, trainer_state
+from corral.train.state import (counter_state, load_trainer_state, tensor_state,
+                                trainer_state)
 from corral.train.stream import SampleStream
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
@@ -472,12 +473,17 @@ class ElasticTrainer:
         return BatchConfig(local, accum)
 
     def _end_of_epoch(self) -> None:
+        # the state's tensors go first, before anything here reads the device: a read waits
+        # for the GPU's queue to drain, and the copy's host work (a walk of hundreds of
+        # tensors) then overlaps the epoch's last steps instead of leaving the GPU idle
+        tensors = HostCopy(tensor_state(self)) if self.store is None or self.is_chief else None
         if self._diverged_now():
             self._recover("the loss diverged (seen at the end of the epoch)")
             self._restored = False
             return
-        saved = self._checkpoint(wait=False) if self.is_chief else None
-        self.good_state.keep(lambda: trainer_state(self), self._healthy_now(), saved)
+        saved = self._checkpoint(wait=False, tensors=tensors) if self.is_chief else None
+        self.good_state.keep(lambda: tensors.including(counter_state(self)),
+                             self._healthy_now(), saved)
         if self.is_chief:
             self._report("running")
         if self.config.adaptive and self.config.batch is None:
@@ -557,13 +563,14 @@ class ElasticTrainer:
             self.progress_state.loss = loss
         return loss
 
-    def _checkpoint(self, wait: bool = True) -> Path | None:
+    def _checkpoint(self, wait: bool = True, tensors: HostCopy | None = None) -> Path | None:
         """Save a checkpoint (never of a diverged state); its path, or None when none was.
         Without `wait` (the routine ones), it is written in the background
-        (CheckpointStore.save_async): training goes on once the state's copy is queued."""
+        (CheckpointStore.save_async): training goes on once the state's copy is queued.
+        `tensors`: the copy of `tensor_state` already queued (the epoch end's)."""
         if self.store is None or self._diverged_now():
             return None
-        copy = HostCopy(trainer_state(self))
+        copy = (tensors or HostCopy(tensor_state(self))).including(counter_state(self))
         path = self.store.save(copy.result()) if wait else self.store.save_async(copy)
         self._last_checkpoint = time.monotonic()
         return path

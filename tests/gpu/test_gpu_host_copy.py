@@ -56,3 +56,28 @@ def test_a_gather_that_runs_out_of_memory_falls_back_to_queued_copies(monkeypatc
     copy = host_copy.HostCopy({"w": weight})
     weight.zero_()
     assert not copy.cloned and copy.result()["w"].tolist() == [3.0] * 1000
+
+
+def test_a_background_checkpoint_of_gpu_tensors_holds_them_as_copied(tmp_path) -> None:
+    from corral.train.checkpoint import CheckpointStore
+    dev = torch.device("cuda", 0)
+    weight = torch.zeros(2048, 2048, device=dev)
+    store = CheckpointStore(tmp_path)
+    for n in range(3):
+        store.save_async(host_copy.HostCopy({"w": weight, "n": n}))
+        weight.add_(1)  # the next step changes it while the writer thread waits for the copy
+    store.close()
+    state, path = store.load()
+    assert path.name == "ckpt-00000003.pt" and state["n"] == 2
+    assert state["w"].device.type == "cpu" and float(state["w"][-1, -1]) == 2.0
+
+
+def test_a_gpu_dataset_is_gathered_on_the_gpu() -> None:
+    import numpy as np
+
+    from corral.train.data import BatchFetcher
+    dev = torch.device("cuda", 0)
+    data = torch.utils.data.TensorDataset(torch.arange(32.0, device=dev).view(16, 2),
+                                          torch.arange(16, device=dev))
+    x, y = BatchFetcher(data, dev).gather(np.array([3, 1]))
+    assert x.device == dev and y.tolist() == [3, 1] and x[0].tolist() == [6.0, 7.0]

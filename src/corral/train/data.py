@@ -72,6 +72,9 @@ class BatchFetcher:
         ds = self.dataset
         if isinstance(ds, torch.utils.data.TensorDataset):
             index = torch.from_numpy(np.ascontiguousarray(indices))
+            on = {t.device for t in ds.tensors}
+            if len(on) == 1:  # a dataset on a GPU: the index goes there once, not per tensor
+                index = index.to(next(iter(on)))
             return tuple(t[index] for t in ds.tensors)
         return self._collate([ds[int(i)] for i in indices])
 

@@ -65,7 +65,7 @@ stage overhead_cifar "${CIFAR_S:-150}" python3 benchmarks/bench_train_overhead.p
 stage gpu_tests "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider -rs \
   --timeout 150 tests/gpu
 PARALLEL=(); python3 -c "import xdist" 2>/dev/null && PARALLEL=(-n 8)
-stage train_tests "${TRAIN_TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider -rs \
+stage train_tests "${TRAIN_TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider -rs \
   "${PARALLEL[@]}" --timeout 90 tests/train
 stage overhead "${BENCH_S:-150}" python3 benchmarks/bench_train_overhead.py --device cuda \
   --models resnet50 --precisions fp32 --baselines plain resident --device-data \

@@ -71,11 +71,16 @@ def main() -> None:
     ap.add_argument("--epoch-s", type=float, default=2.7)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
+    import torch
+
+    from corral.train.nested import map_leaves
     print(f"machine: {machine()}; state on {args.device}; an epoch of {args.epoch_s} s")
     for name in args.models:
         state = _state(int(name.removeprefix("resnet")), args.device)
-        mib = sum(t.numel() * t.element_size() for part in state.values()
-                  for t in _tensors(part)) / 2**20
+        sizes: list[int] = []
+        map_leaves(state, lambda x: sizes.append(x.numel() * x.element_size())
+                   if isinstance(x, torch.Tensor) else None)
+        mib = sum(sizes) / 2**20
         for background in (False, True):
             with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
                 held, done = _measure(state, Path(tmp), args.saves, background)
@@ -84,17 +89,6 @@ def main() -> None:
             print(f"{name} ({mib:.0f} MiB) {how:11s}: training held {hold:7.1f} ms per save "
                   f"(written after {statistics.median(done):6.1f} ms), "
                   f"{100 * hold / (1000 * args.epoch_s):5.2f} % of an epoch")
-
-
-def _tensors(obj) -> list:
-    import torch
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v)]
-    if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v)]
-    return []
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def _sqnorm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 def _sqnorm_pair(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """`_sqnorm` of two lists of the same length from one foreach launch (half the kernels of
-    two calls: each launch costs the host ~10 us, and a GPU step is often host-bound)."""
+    two calls: every launch costs the host time, and a GPU step is often host-bound)."""
     norms = torch._foreach_norm([*first, *second])
     first_sqr, second_sqr = torch.stack(norms).double().square().view(2, -1).sum(1)
     return first_sqr, second_sqr

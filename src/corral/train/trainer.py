@@ -349,7 +349,7 @@ class ElasticTrainer:
             self._checkpoint()
             self._report("finished")
         if self.store is not None:
-            self.store.close()  # the writes are done (the last one was synchronous)
+            self.store.close()  # finishes a background write still under way
         self.fetcher.close()
         self.group.close()
         _drop_data_parallel(self)

@@ -35,6 +35,10 @@ Decided where the paper is silent [D] (artifact behaviour reproduced unless said
 * Job priority in capacity conflicts: ascending attained GPU-seconds, then submission time.
 * The current allocation is always in the initial population, next to last round's final
   population (re-indexed to the current jobs; dropped if the cluster's nodes changed).
+* On a cluster of more than 64 nodes a round searches only the nodes jobs hold, the nodes its
+  warm start uses, and enough empty ones for every job to reach its cap (`pollux_nodes`): the
+  search's cost grows with the jobs, not the datacenter. Smaller clusters are searched whole,
+  as the artifact does.
 * `patience` (default 5) stops the search once the best fitness has not improved for that
   many generations; 0 runs all `generations`, as the artifact. The 5 holds for searches 60 s
   apart (`patience_period_s`, the artifact's interval), where each round goes on from the last
@@ -56,6 +60,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
+from corral.policies.pollux_nodes import move_columns, search_nodes
 from corral.policies.pollux_search import (AllocationProblem, SearchSettings, SpeedupTable,
                                            genetic_search, remap_population)
 from corral.policies.pollux_speedup import SpeedupGrids
@@ -141,6 +146,7 @@ class Pollux(Policy):
         self._rng = np.random.default_rng(self.params.seed)
         self._grids = SpeedupGrids()
         self._last: tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None = None
+        self._searched = np.arange(0)  # the nodes the last search spanned (`pollux_nodes`)
         self._last_search_s: float | None = None  # when the population in _last was searched
         #: Generations the last search ran (for benchmarks).
         self.last_generations = 0
@@ -162,13 +168,25 @@ class Pollux(Policy):
         settings = replace(self.settings, patience=search_patience(
             self.params.patience, self._since_last_search(names, snapshot.time_s),
             self.params.patience_period_s))
-        result = genetic_search(problem, settings, self._rng,
-                                self._warm_start(names, problem.node_gpus))
-        self._last = (names, tuple(int(g) for g in problem.node_gpus), result.population)
+        seeds = self._warm_start(names, problem.node_gpus)
+        seeded = None
+        if seeds is not None:
+            seeded = self._searched[(seeds < len(jobs)).any(axis=(0, 2))]
+        nodes = search_nodes(problem.node_gpus, problem.base, problem.max_gpus, seeded)
+        if seeds is not None:
+            seeds = move_columns(seeds, self._searched, nodes, problem.node_gpus, len(jobs))
+        if len(nodes) < len(problem.node_gpus):
+            problem = replace(problem, node_gpus=problem.node_gpus[nodes],
+                              base=problem.base[:, nodes])
+        result = genetic_search(problem, settings, self._rng, seeds)
+        self._last = (names, tuple(int(g) for g in snapshot.cluster.gpus_per_node),
+                      result.population)
+        self._searched = nodes
         self._last_search_s = snapshot.time_s
         self.last_generations = result.generations
         per_job: dict[int, list[tuple[int, int]]] = {}
-        for j, node, gpus in zip(*(a.tolist() for a in result.entries())):
+        job_ids, node_ids, gpu_counts = result.entries()
+        for j, node, gpus in zip(job_ids.tolist(), nodes[node_ids].tolist(), gpu_counts.tolist()):
             per_job.setdefault(j, []).append((node, gpus))
         out = {}
         for j, slots in per_job.items():
@@ -186,7 +204,8 @@ class Pollux(Policy):
         return now_s - self._last_search_s
 
     def _warm_start(self, names: tuple[str, ...], node_gpus: np.ndarray) -> np.ndarray | None:
-        """Last round's final population re-indexed to this round's jobs (None if unusable)."""
+        """Last round's final population re-indexed to this round's jobs (None if unusable),
+        over the nodes the last search spanned (`_searched`)."""
         if self._last is None:
             return None
         old_names, old_nodes, pop = self._last

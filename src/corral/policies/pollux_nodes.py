@@ -1,0 +1,71 @@
+"""Which nodes a pollux round's search spans (issue 18: datacenter-sized clusters).
+
+The genetic search's populations are (individuals x nodes x GPUs per node) slots, so a
+generation costs time in proportion to the nodes it spans, whatever the number of jobs: on a
+512-node cluster, 3 active jobs cost as much per generation as 200. Empty nodes of one size are
+interchangeable, though: a search over every job's nodes plus enough empty ones for every job
+to grow to its GPU cap reaches, up to renaming nodes, every allocation a search over all nodes
+does. So on a cluster of more than `SEARCH_ALL_NODES_UP_TO` nodes a round searches:
+
+* every node a job holds GPUs on now (the current allocation must stay reachable),
+* every node an individual of the warm start uses (so no seed loses GPUs), and
+* the lowest-numbered other nodes, until the spanned GPUs cover the sum of the jobs' caps plus
+  one more node (interference avoidance puts distributed jobs on nodes of their own).
+
+[D] The artifact searches all nodes. Its figures, and this project's stored ones, come from
+16-node clusters, which are searched whole here as before, draw for draw. On a larger cluster
+the search draws from fewer nodes, so its random choices, and so its schedules, differ from a
+search over all of them (not its reach: the nodes left out are empty and of a size present).
+Clusters whose empty nodes differ in size get the same rule: the lowest-numbered empty nodes
+are added first, whatever their size, until the GPUs suffice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SEARCH_ALL_NODES_UP_TO", "search_nodes", "move_columns"]
+
+#: Clusters of at most this many nodes are searched whole (the artifact's search, unchanged).
+SEARCH_ALL_NODES_UP_TO = 64
+
+
+def search_nodes(node_gpus: np.ndarray, base: np.ndarray, max_gpus: np.ndarray,
+                 seeded: np.ndarray | None = None) -> np.ndarray:
+    """Sorted indices of the nodes to search (all of them on a small cluster).
+
+    `base` is the (jobs, nodes) current allocation, `max_gpus` each job's cap, `seeded` the
+    nodes the warm start's individuals use (node indices), if any.
+    """
+    count = len(node_gpus)
+    if count <= SEARCH_ALL_NODES_UP_TO:
+        return np.arange(count)
+    node_gpus = np.asarray(node_gpus, dtype=np.int64)
+    spanned = np.asarray(base).any(axis=0)
+    if seeded is not None and len(seeded):
+        spanned[seeded] = True
+    need = int(np.sum(max_gpus)) + int(node_gpus.max(initial=0))
+    short = need - int(node_gpus[spanned].sum())
+    if short > 0:
+        empty = np.flatnonzero(~spanned)
+        enough = int(np.searchsorted(np.cumsum(node_gpus[empty]), short)) + 1
+        spanned[empty[:enough]] = True
+    return np.flatnonzero(spanned)
+
+
+def move_columns(slots: np.ndarray, old_nodes: np.ndarray, new_nodes: np.ndarray,
+                 node_gpus: np.ndarray, num_jobs: int) -> np.ndarray:
+    """A slot-encoded population (individuals, len(old_nodes), C) over the nodes `old_nodes`,
+    laid out over `new_nodes` instead: a node in both keeps its slots, a node new to the search
+    is empty (FREE = `num_jobs` up to its size, BLOCK beyond). Nodes dropped must be empty in
+    every individual (`search_nodes` keeps every node a seed uses)."""
+    if np.array_equal(old_nodes, new_nodes):
+        return slots
+    node_gpus = np.asarray(node_gpus)
+    width = slots.shape[2]
+    out = np.full((slots.shape[0], len(new_nodes), width), num_jobs, dtype=slots.dtype)
+    out[:, np.arange(width)[None, :] >= node_gpus[new_nodes][:, None]] = num_jobs + 1
+    at = np.minimum(np.searchsorted(old_nodes, new_nodes), len(old_nodes) - 1)
+    kept = old_nodes[at] == new_nodes
+    out[:, kept] = slots[:, at[kept]]
+    return out

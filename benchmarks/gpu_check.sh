@@ -6,14 +6,15 @@
 # the `gpu`-marked tests; then the trainer's own tests with CUDA visible (standalone workers
 # then train on the GPU; in 8 processes where pytest-xdist is installed). The second run
 # (2026-11-27, H100) took 151 s for three of these stages: a benchmark launch takes ~15 s,
-# the gpu tests ~45-65 s, tests/train ~55-75 s; the whole script should take ~8 minutes.
+# the gpu tests ~45-65 s, tests/train ~55-75 s; the whole script should take ~8 minutes,
+# ~11 with overhead_long (160 s on 2026-11-27: its launches make 7.5 GB of images, ~40 s each).
 #
 # Run from the repository root: bash benchmarks/gpu_check.sh [LOG_DIR]
 # Every stage has its own time limit, so one hang does not eat the others' time; logs go to
 # LOG_DIR (default: a temporary folder). Where the machine lacks the service's packages, wheels
 # put in .whl/ beforehand are installed to a private folder first (nothing is downloaded).
 # Stage limits (seconds) can be set with PROFILE_S, CIFAR_S, GPU_TESTS_S, TRAIN_TESTS_S and
-# BENCH_S;
+# BENCH_S and LONG_S;
 # STAGES="overhead_profile gpu_tests" runs only the stages it names.
 #
 # The device image of 2026-11 lacked the service's packages; the first run carried these
@@ -70,6 +71,11 @@ stage train_tests "${TRAIN_TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovid
 stage overhead "${BENCH_S:-150}" python3 benchmarks/bench_train_overhead.py --device cuda \
   --models resnet50 --precisions fp32 --baselines plain resident --device-data \
   --rounds 1 --steps 100 --profile 10
+# ResNet-50 at the same 196-step epochs (12,544 images, 7.5 GB): the trainer's own cost
+# against the resident loop with epoch-end work amortised as in real training
+stage overhead_long "${LONG_S:-300}" python3 benchmarks/bench_train_overhead.py --device cuda \
+  --models resnet50 --precisions fp32 --baselines resident --epoch-steps 196 \
+  --rounds 2 --steps 300
 # the traces as one file (the device tool brings back at most 8 files)
 tar -C "$LOG_DIR" -cf "$LOG_DIR/traces.tar" traces && rm -rf "$LOG_DIR/traces"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv

@@ -368,18 +368,30 @@ def section_windows(out: dict, args) -> None:
     step = args.window_hours * 3600
     starts = [k * step for k in range(int(span_s // step) + 1)]
     runner = runner_for(args.window_jobs, args.ray_address)
+    code = source_digest()
     for policy in args.window_policies.split(","):
         started = time.perf_counter()
-        cells: dict[int, dict] = {}
-        tasks = [(window_cell, (policy, start, args.window_hours)) for start in starts]
-        for index, cell in runner.run(tasks):
+        cells = kept_windows(args.window_results, code, policy, args.window_hours)
+        todo = [k for k in range(len(starts)) if k not in cells]
+        if cells:
+            print(f"    {len(cells)} windows kept from {args.window_results} "
+                  f"({sum(c.get('wall_s', 0.0) for c in cells.values()):.0f} s when they ran)",
+                  flush=True)
+        tasks = [(window_cell, (policy, starts[k], args.window_hours)) for k in todo]
+        for i, cell in runner.run(tasks):
+            index = todo[i]
             cells[index] = cell
             if "error" in cell:
                 print(f"    window {index}: {cell['error']}", flush=True)
-            elif cell["jobs"] and len(cells) % 10 == 0:
-                print(f"    {len(cells)}/{len(tasks)} windows done, "
+            elif args.window_results is not None:
+                with args.window_results.open("a") as f:
+                    f.write(json.dumps({"code": code, "policy": policy,
+                                        "hours": args.window_hours, "index": index,
+                                        "cell": cell}) + "\n")
+            if cell.get("jobs") and len(cells) % 10 == 0:
+                print(f"    {len(cells)}/{len(starts)} windows done, "
                       f"{time.perf_counter() - started:.0f} s", flush=True)
-        wall = time.perf_counter() - started
+        wall = time.perf_counter() - started  # of this run (kept windows ran earlier)
         ran = [c for c in cells.values() if c.get("jobs")]
         finished = sum(c["finished"] for c in ran)
         key = f"windows {policy}"
@@ -387,16 +399,45 @@ def section_windows(out: dict, args) -> None:
         out[f"{key} cpu"] = sum(c["cpu_s"] for c in ran)
         out[f"{key} jobs"] = sum(c["jobs"] for c in ran)
         out[f"{key} avg JCT s"] = sum(c["jct_sum_s"] for c in ran) / max(finished, 1)
+        out[f"{key} windows kept"] = len(starts) - len(todo)
         out[f"{key} slowest window s"] = max((c["wall_s"] for c in ran), default=0.0)
         out[f"{key} peak RSS MiB"] = max((c["rss_mib"] for c in ran), default=0.0)
         failed = sum("error" in c for c in cells.values())
         print(f"  whole trace as {len(ran)} windows of {args.window_hours:g} h, {policy}: "
-              f"{wall:.0f} s wall ({out[f'{key} cpu']:.0f} s CPU over the cells), "
+              f"{wall:.0f} s wall ({out[f'{key} windows kept']} windows kept from earlier "
+              f"runs), {out[f'{key} cpu']:.0f} s CPU over the cells, "
               f"{out[f'{key} jobs']:.0f} jobs, {finished} finished, "
               f"{sum(c['unfinished'] for c in ran)} unfinished, {failed} window(s) failed, "
               f"avg JCT {out[f'{key} avg JCT s']:.0f} s, slowest window "
               f"{out[f'{key} slowest window s']:.0f} s, peak RSS of a cell "
               f"{out[f'{key} peak RSS MiB']:.0f} MiB", flush=True)
+
+
+def source_digest() -> str:
+    """A digest of corral's source files: window results of other code are not mixed in."""
+    import hashlib
+
+    import corral
+    digest = hashlib.sha256()
+    for path in sorted(Path(corral.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def kept_windows(path: Path | None, code: str, policy: str, hours: float) -> dict[int, dict]:
+    """The windows of an earlier, interrupted sweep of this code, policy and window length in
+    `path` (`--window-results`, one JSON line per finished window), by window index."""
+    kept: dict[int, dict] = {}
+    if path is None or not path.exists():
+        return kept
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short when the sweep was stopped
+            continue
+        if row.get("code") == code and row.get("policy") == policy and row.get("hours") == hours:
+            kept[int(row["index"])] = row["cell"]
+    return kept
 
 
 def _cli_matrix(extra: list[str], policies: str) -> float:
@@ -532,6 +573,9 @@ def main() -> None:
     ap.add_argument("--window-hours", type=float, default=24.0)
     ap.add_argument("--window-jobs", type=int, default=os.cpu_count() or 1,
                     help="worker processes of the `windows` sweep")
+    ap.add_argument("--window-results", type=Path, default=None,
+                    help="keep each finished window here (JSON lines) and skip the windows an "
+                         "earlier run of the same code kept: a sweep that resumes")
     ap.add_argument("--ray-address", default=None,
                     help="run the `windows` sweep as Ray tasks on this cluster instead")
     ap.add_argument("--save", type=Path, help="write the figures here (JSON)")

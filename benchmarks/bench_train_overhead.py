@@ -16,7 +16,11 @@ Two settings, one script:
   path, the one against "resident" the trainer's own cost. ResNet-18's epochs here are 8 steps
   (2,048 images), so per-epoch work weighs 25x what it does on CIFAR-10: the second run's
   profile (`--profile 10`) found its +18.5 % was mostly the epoch-end copy of the state to the
-  host, 37 synchronous pageable copies a step (now corral.train.host_copy: +9.3 %).
+  host, 37 synchronous pageable copies a step (now corral.train.host_copy: +9.3 %). Third
+  run (2026-11-27, H100, `benchmarks/gpu_check.sh`), against "resident", median of rounds:
+  ResNet-18 +6.7 % at 8-step epochs and +3.0 % at CIFAR-10's 196 (`--epoch-steps 196`);
+  ResNet-50 +3.9 % at 8-step epochs and +2.1 % at 196 (38.14 against 37.34 ms/step). What is
+  left at short epochs is the epoch end's copy of the state (ResNet-50: 200 MB each epoch).
 
 "corral" is the same model under `ElasticTrainer` with the batch fixed (as a non-adaptive job
 runs), doing what it does under the service: DDP with the noise-statistics hook, the

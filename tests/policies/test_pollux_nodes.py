@@ -32,10 +32,11 @@ def test_a_large_cluster_spans_held_and_seeded_nodes_and_room_for_every_cap():
     assert len(search_nodes(nodes, base, np.array([800]))) == 200
 
 
-def test_mixed_node_sizes_add_empty_nodes_until_the_gpus_suffice():
+def test_every_node_size_gets_room_for_every_cap():
     nodes = np.array([8, 2] * 40)
     got = search_nodes(nodes, np.zeros((1, 80), int), np.array([9]))
-    assert got.tolist() == [0, 1, 2]  # 8 + 2 + 8 >= 9 + 8
+    # 9 + 8 GPUs of each size: three 8-GPU nodes (0, 2, 4), nine 2-GPU ones (1, 3, ..., 17)
+    assert got.tolist() == [0, 1, 2, 3, 4] + list(range(5, 18, 2))
 
 
 def test_moving_columns_keeps_shared_nodes_and_empties_new_ones():

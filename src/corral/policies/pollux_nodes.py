@@ -3,21 +3,22 @@
 The genetic search's populations are (individuals x nodes x GPUs per node) slots, so a
 generation costs time in proportion to the nodes it spans, whatever the number of jobs: on a
 512-node cluster, 3 active jobs cost as much per generation as 200. Empty nodes of one size are
-interchangeable, though: a search over every job's nodes plus enough empty ones for every job
-to grow to its GPU cap reaches, up to renaming nodes, every allocation a search over all nodes
-does. So on a cluster of more than `SEARCH_ALL_NODES_UP_TO` nodes a round searches:
+interchangeable, though, and a job's speedup depends only on its own GPU and node counts. So on
+a cluster of more than `SEARCH_ALL_NODES_UP_TO` nodes a round searches:
 
 * every node a job holds GPUs on now (the current allocation must stay reachable),
 * every node an individual of the warm start uses (so no seed loses GPUs), and
-* the lowest-numbered other nodes, until the spanned GPUs cover the sum of the jobs' caps plus
-  one more node (interference avoidance puts distributed jobs on nodes of their own).
+* for each node size, its lowest-numbered other nodes until the spanned GPUs of that size cover
+  the sum of the jobs' caps plus one largest node (room for every job at its cap on nodes of
+  any one size; interference avoidance puts distributed jobs on nodes of their own).
+
+What it leaves out are allocations that spread the jobs thinner over empty nodes than that
+room allows, which the fitness does not favour (a job's speedup falls as it spans more nodes).
 
 [D] The artifact searches all nodes. Its figures, and this project's stored ones, come from
 16-node clusters, which are searched whole here as before, draw for draw. On a larger cluster
 the search draws from fewer nodes, so its random choices, and so its schedules, differ from a
-search over all of them (not its reach: the nodes left out are empty and of a size present).
-Clusters whose empty nodes differ in size get the same rule: the lowest-numbered empty nodes
-are added first, whatever their size, until the GPUs suffice.
+search over all of them.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def search_nodes(node_gpus: np.ndarray, base: np.ndarray, max_gpus: np.ndarray,
     if seeded is not None and len(seeded):
         spanned[seeded] = True
     need = int(np.sum(max_gpus)) + int(node_gpus.max(initial=0))
-    short = need - int(node_gpus[spanned].sum())
-    if short > 0:
-        empty = np.flatnonzero(~spanned)
-        enough = int(np.searchsorted(np.cumsum(node_gpus[empty]), short)) + 1
-        spanned[empty[:enough]] = True
+    for size in np.unique(node_gpus):  # room of every node size, for jobs that fit one best
+        of_size = node_gpus == size
+        short = need - int(node_gpus[spanned & of_size].sum())
+        if short > 0:
+            empty = np.flatnonzero(~spanned & of_size)
+            spanned[empty[: -(-short // int(size)) if size else 0]] = True
     return np.flatnonzero(spanned)
 
 

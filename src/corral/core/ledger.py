@@ -26,7 +26,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Placement
-from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
+from corral.core.jobs import (STATUS_PENDING, STATUS_RUNNING, Assignment, BatchConfig, JobSpec,
+                              JobStatus, JobView, OracleInfo)
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from corral.core.policy import Policy
@@ -119,7 +120,7 @@ class JobLedger:
     def view_status(self) -> JobStatus:
         if self.outcome is not None:
             return self.outcome
-        return JobStatus.RUNNING if self.placement.slots else JobStatus.PENDING
+        return STATUS_RUNNING if self.placement.slots else STATUS_PENDING
 
     def view(self, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
              fixed_batch: BatchConfig | None, estimator: "JobEstimator | None",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corral.core.jobs import Assignment, Decision, JobStatus, Snapshot
+from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.policies.placement import consolidated, free_gpus, take
 
@@ -31,7 +31,7 @@ class Fifo(Policy):
     def decide(self, snapshot: Snapshot) -> Decision:
         # attributes, not the views' properties: read for every active job every round
         running = {v.spec.name: v.assignment for v in snapshot.jobs
-                   if v.assignment is not None and v.status is JobStatus.RUNNING}
+                   if v.assignment is not None and v.status is STATUS_RUNNING}
         out: dict[str, Assignment] = dict(running)
         free = free_gpus(snapshot.cluster, out)
         for view in snapshot.jobs:

@@ -50,7 +50,7 @@ import operator
 from dataclasses import dataclass
 
 from corral.core.cluster import Placement
-from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
+from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
@@ -175,7 +175,7 @@ class TiresiasLas(Policy):
                 promotion: bool) -> tuple[int, float, _JobState]:
         """Refresh a job's state (promotion included when `promotion`, the parameters'
         `promotion`, read once a round); returns (queue, attained, state)."""
-        name, running = view.spec.name, view.status is JobStatus.RUNNING  # not via properties
+        name, running = view.spec.name, view.status is STATUS_RUNNING  # not via properties
         st = self._state.get(name)
         if st is None:
             st = self._state[name] = _JobState(wait_base_s=view.queue_time_s)

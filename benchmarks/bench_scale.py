@@ -199,6 +199,19 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   demands) would cut that cost with the job count, but its draws would differ from today's
   and so would every pollux figure: it needs the reference figures renewed, a team decision.
   fifo through the same sweep (2 processes, 101 windows): 68 s wall, 106 s CPU.
+* Session of 2026-11-27 (third), same Intel machine: that narrower search, without renewing
+  any stored figure. Recorded over window 54's first 6 hours: a median 3 active jobs, but the
+  highest node they held was node 501 (the growth mutation spreads them over the whole
+  cluster). `corral.policies.pollux_nodes`: on clusters of more than 64 nodes a round searches
+  the nodes jobs hold, the nodes its warm start uses, and empty nodes of each size until the
+  jobs' caps fit; 16-node clusters are searched whole, so the 8 pollux reference cells and the
+  stored searches are unchanged (checked: 0 of 8 cells differ). Spanned nodes then: median
+  60 of 512 (p90 94) there; over the busiest day median 123, p90 512 (busy hours need the whole
+  cluster). Figures (CPU time, the runs side by side, one per core): window 54 (190 jobs,
+  1,588 rounds) 253.8 s -> 84.0 s, avg JCT 1896 -> 1889 s; busiest day 492 s (the previous
+  session) -> 417.5 s, 1,661 rounds, avg JCT 991 -> 939 s. The schedules on large clusters
+  differ (other draws), not the policy. The pollux sweep can now stop and resume
+  (`--window-results`); its busy days still cost 120-250 s a window here.
 """
 
 from __future__ import annotations

@@ -211,7 +211,13 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   1,588 rounds) 253.8 s -> 84.0 s, avg JCT 1896 -> 1889 s; busiest day 492 s (the previous
   session) -> 417.5 s, 1,661 rounds, avg JCT 991 -> 939 s. The schedules on large clusters
   differ (other draws), not the policy. The pollux sweep can now stop and resume
-  (`--window-results`); its busy days still cost 120-250 s a window here.
+  (`--window-results`); its busy days still cost 120-670 s a window here. The sweep ran
+  (2 processes) through windows 0-61 of 109 at commit 3a923df, kept in
+  `benchmarks/results/pollux_windows_3a923df.jsonl`: 50,487 of the 74,428 jobs, all finished,
+  10,201 s CPU, avg JCT 1601 s, slowest window 667 s, peak RSS 604 MiB. The other 47 windows
+  (23,941 jobs, quieter days) are left; to finish with the same code:
+  `git worktree add /tmp/w 3a923df && cd /tmp/w && PYTHONPATH=src python benchmarks/bench_scale.py
+  --only windows --window-jobs 2 --window-results <this repo>/benchmarks/results/pollux_windows_3a923df.jsonl`.
 """
 
 from __future__ import annotations

@@ -205,11 +205,12 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   cluster). `corral.policies.pollux_nodes`: on clusters of more than 64 nodes a round searches
   the nodes jobs hold, the nodes its warm start uses, and empty nodes of each size until the
   jobs' caps fit; 16-node clusters are searched whole, so the 8 pollux reference cells and the
-  stored searches are unchanged (checked: 0 of 8 cells differ). Spanned nodes then: median
-  60 of 512 (p90 94) there; over the busiest day median 123, p90 512 (busy hours need the whole
-  cluster). Figures (CPU time, the runs side by side, one per core): window 54 (190 jobs,
-  1,588 rounds) 253.8 s -> 84.0 s, avg JCT 1896 -> 1889 s; busiest day 492 s (the previous
-  session) -> 417.5 s, 1,661 rounds, avg JCT 991 -> 939 s. The schedules on large clusters
+  stored searches are unchanged (checked: 0 of 8 cells differ). The highest node a job held
+  then fell to a median 60 (p90 94) in those 6 hours; over the busiest day the search spanned
+  a median 123 nodes, p90 512 (busy hours need the whole cluster). Figures (CPU time): window
+  54 (190 jobs, 1,588 rounds; before and after side by side, one per core) 253.8 s -> 84.0 s,
+  avg JCT 1896 -> 1889 s; busiest day 492 s (the previous session's run) -> 417.5 s, 1,661
+  rounds, avg JCT 991 -> 939 s. The schedules on large clusters
   differ (other draws), not the policy. The pollux sweep can now stop and resume
   (`--window-results`); its busy days still cost 120-670 s a window here. The sweep ran
   (2 processes) through windows 0-61 of 109 at commit 3a923df, kept in

@@ -16,6 +16,7 @@ from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobStatus, JobView
 from corral.core.ledger import JobLedger, should_decide
 from corral.core.policy import policy_class
+from corral.policies.fifo import Fifo
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.submission import Submission
 from corral.sim.job import SimJob
@@ -124,10 +125,24 @@ def test_a_crash_retry_is_a_restart_and_a_requeue_is_not_a_preemption() -> None:
 
 @pytest.mark.parametrize("name", ["fifo", "tiresias-las", "pollux", "optimus", "ones"])
 def test_should_decide_follows_the_policy_flags(name: str) -> None:
-    policy = policy_class(name)
+    policy = policy_class(name)()
     for at_round in (False, True):
         for changed in (False, True):
             for event in (False, True):
                 want = (at_round and (changed or not policy.decides_on_change_only)) or (
                     policy.reacts_to_events and event)
-                assert should_decide(policy, at_round, changed, event) is want
+                assert should_decide(policy, at_round, changed, event, 0.0) is want
+
+
+def test_a_standing_decision_skips_rounds_until_its_time_unless_something_changed() -> None:
+    class Standing(Fifo):
+        decides_on_change_only = False
+
+        def stands_until(self) -> float:
+            return 100.0
+
+    policy = Standing()
+    assert not should_decide(policy, True, False, False, 99.0)
+    assert should_decide(policy, True, False, False, 100.0)
+    assert should_decide(policy, True, True, False, 50.0)  # an arrival or completion
+    assert not should_decide(policy, False, False, False, 150.0)  # not a round

@@ -166,13 +166,16 @@ class JobLedger:
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
 
 
-def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool) -> bool:
-    """Is the policy asked now? At a round (every interval) unless it decides only when jobs
-    change (`decides_on_change_only`) and none did since it was last asked (`changed`), and
-    at an arrival or completion (`event`) when it `reacts_to_events`. The simulator's engine
-    and the live control loop both ask this, so a policy is called at the same moments."""
-    return (at_round and (changed or not policy.decides_on_change_only)) or (
-        policy.reacts_to_events and event)
+def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool,
+                  now_s: float) -> bool:
+    """Is the policy asked at `now_s`? At a round (every interval) unless nothing changed since
+    it was last asked (`changed`: arrivals, completions, ...) and its last decision still
+    stands: it decides only when jobs change (`decides_on_change_only`), or it said the same
+    decision holds until later (`Policy.stands_until`). And at an arrival or completion
+    (`event`) when it `reacts_to_events`. The simulator's engine and the live control loop
+    both ask this, so a policy is called at the same moments."""
+    stands = policy.decides_on_change_only or now_s < policy.stands_until()
+    return (at_round and (changed or not stands)) or (policy.reacts_to_events and event)
 
 
 def completed_view(view: JobView) -> JobView:

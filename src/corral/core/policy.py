@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -48,6 +49,14 @@ class Policy(ABC):
     @abstractmethod
     def decide(self, snapshot: Snapshot) -> Decision:
         """Return the assignments every active job should have from now on."""
+
+    def stands_until(self) -> float:
+        """After `decide`: the time before which `decide` would return the same decision again
+        as long as no job arrives, leaves or otherwise changes (what sets the engine's and the
+        live loop's "changed"). They skip asking at rounds before it and keep the decision in
+        force (`should_decide`). A pure speed promise, like `decides_on_change_only`; the
+        default promises nothing (-inf: asked every round)."""
+        return -math.inf
 
     def job_left(self, name: str) -> None:
         """Job `name` left for good (finished, failed or cancelled): drop what is kept about it.

@@ -65,7 +65,11 @@ MODEL_SKEW: dict[str, float] = {
 }
 
 PLACEMENTS = ("skew", "consolidate", "spread")
-_KEY = operator.itemgetter(0)  # a (sort key, view) pair's key
+#: A decision stands until this long before the first predicted crossing of a queue bound: the
+#: service a job has attained is a sum of floating-point terms, so the round nearest the exact
+#: crossing always asks the policy, which then reads the service itself.
+STANDING_MARGIN_S = 1.0
+_KEY = operator.itemgetter(0)  # a (sort key, view, service) entry's key
 FIFO_KEYS = ("start", "arrival")
 
 
@@ -164,6 +168,7 @@ class TiresiasLas(Policy):
         super().__init__(params)
         self._thresholds = self.params.thresholds_gpu_s()
         self._state: dict[str, _JobState] = {}
+        self._stands_until = -math.inf
 
     # -- priorities -------------------------------------------------------------------------
     def queue_of(self, attained_gpu_s: float) -> int:
@@ -210,6 +215,7 @@ class TiresiasLas(Policy):
 
     # -- the round --------------------------------------------------------------------------
     def decide(self, snapshot: Snapshot) -> Decision:
+        self._stands_until = -math.inf  # until this round's decision is made
         for gone in self._state.keys() - {v.spec.name for v in snapshot.jobs}:
             del self._state[gone]
         self._prepare(snapshot)
@@ -218,9 +224,41 @@ class TiresiasLas(Policy):
         for view in snapshot.jobs:
             queue, attained, st = self._update(view, snapshot.time_s, promotion)
             keyed.append(((queue, self._within_queue(queue, attained, snapshot),
-                           self._fifo(view, st)), view))
+                           self._fifo(view, st)), view, attained))
         keyed.sort(key=_KEY)
-        return Decision(self._allocate(snapshot, [v for _, v in keyed]))
+        out = self._allocate(snapshot, [v for _, v, _ in keyed])
+        self._stands_until = self._standing(snapshot.time_s, keyed, out)
+        return Decision(out)
+
+    def stands_until(self) -> float:
+        return self._stands_until
+
+    def _standing(self, now_s: float, keyed: list, out: dict[str, Assignment]) -> float:
+        """Until when this decision stands (`Policy.stands_until`) under 2D-LAS without
+        promotion: until a running job's service may cross its queue's bound (service grows by
+        its GPUs each second, pauses included). -inf (asked every round) with promotion
+        (waiting moves jobs up) and under Gittins (the index moves with service).
+
+        Without an event, the order of the jobs is the decision's only input that moves:
+        through service crossing a bound, and through a job's first start, which makes its FIFO
+        key its start time. That second move changes nothing: the jobs that started now move,
+        in their own order, ahead of the never-started jobs of their queue only, and every one
+        of them was admitted; moving admitted jobs earlier in a greedy admission by GPU count
+        admits the same jobs (each job after them finds no more room than before, and each of
+        them found room before), and every admitted job runs (the placers fail only when fewer
+        GPUs are free than it needs), so each keeps its placement. tests/policies/
+        test_tiresias.py asks the policy at every round and checks that it answers so."""
+        if self.ranks_within_queue or self.params.promotion:
+            return -math.inf
+        bounds = self._thresholds
+        until = math.inf
+        for (queue, _, _), view, attained in keyed:
+            if queue < len(bounds):
+                runs = out.get(view.spec.name)
+                if runs is not None and runs.placement.slots:  # a waiting job's service stands
+                    crossing = now_s + (bounds[queue] - attained) / runs.placement.num_gpus
+                    until = min(until, crossing - STANDING_MARGIN_S)
+        return until
 
     def _allocate(self, snapshot: Snapshot, ordered: list[JobView]) -> dict[str, Assignment]:
         """Admit by GPU count in priority order (skipping jobs that do not fit), keep admitted

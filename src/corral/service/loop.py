@@ -262,12 +262,14 @@ class ControlLoop:
             event |= arrived
             self._changed |= event
             due = now >= self._next_round_s
-            call = should_decide(self.policy, due, self._changed, event)
+            call = should_decide(self.policy, due, self._changed, event, now)
             if call and self.jobs:
                 self._round(now)
                 self._changed = False
             elif call:
                 self._changed = False
+            elif due and self.jobs and not self.policy.decides_on_change_only:
+                self.rounds += 1  # the policy's last decision stands (Policy.stands_until)
             if due:
                 self._next_round_s = (now // self.interval_s + 1) * self.interval_s
             elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):

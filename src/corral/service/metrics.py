@@ -56,7 +56,8 @@ class _ServiceCollector(Collector):
         with loop.lock:
             running = loop.gpus_running
             counters = {
-                "corral_scheduling_rounds": ("Policy calls", loop.rounds),
+                "corral_scheduling_rounds": ("Scheduling rounds: the policy asked, or its "
+                                             "last decision standing", loop.rounds),
                 "corral_policy_decide_seconds": ("Time spent in policy calls",
                                                  loop.decide_s_total),
                 "corral_restarts": ("Restarts: resizes, resumes after preemption, crash retries",

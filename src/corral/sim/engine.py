@@ -129,7 +129,7 @@ class Simulator:
                 event = True
             changed = changed or event
             at_round = now >= next_round
-            call = should_decide(policy, at_round, changed, event)
+            call = should_decide(policy, at_round, changed, event, now)
             if call and active:
                 decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)
@@ -143,6 +143,8 @@ class Simulator:
                         heapq.heappush(finish_heap, (t, id(job), job))
             elif call:
                 changed = False
+            elif at_round and active and not skip_idle:
+                rounds += 1  # a round in which the policy's last decision stands (stands_until)
             if self._used != timeline[-1][1]:
                 timeline.append((now, self._used))
             if predict:

@@ -10,7 +10,7 @@ import pytest
 from corral.core.cluster import Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
-from corral.core.policy import Policy
+from corral.core.policy import Policy, create_policy
 from corral.executors.base import ExecState
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveStatus
@@ -303,3 +303,24 @@ def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fa
                       "pause_s": 0.25, "to_new_size_s": 2.0}
     assert loop.jobs[a].pending_resizes == []
     assert any(e["kind"] == "resize-pause" for e in store.events(a))
+
+
+def test_a_standing_decision_is_kept_without_asking_until_its_time(store, fake_executor) -> None:
+    """tiresias-las's decision stands until the running job may reach its queue's bound
+    (Policy.stands_until): the live loop keeps it at the rounds before without asking and
+    counts them, then asks, as the engine does, and the demoted job gives way."""
+    clock = Clock()
+    a = submit(store, 100, gpus=4)
+    b = submit(store, 100, gpus=4)
+    loop = make_loop(store, fake_executor, policy="tiresias-las", clock=clock)
+    loop.policy = create_policy("tiresias-las", {"threshold_gpu_h": "0.1"})  # 360 GPU-s
+    asked: list[float] = []
+    decide = loop.policy.decide
+    loop.policy.decide = lambda s: asked.append(s.time_s) or decide(s)  # type: ignore[method-assign]
+    for t in range(100, 260, 10):  # a round every 10 s
+        clock.t = float(t)
+        loop.tick()
+        assert bool(loop.jobs[a].placement) != (t >= 190), t  # a runs up to 360 GPU-seconds
+    assert asked == [100.0, 190.0]  # b starts at 190: asked at the rounds of a change only
+    assert fake_executor.plans[b].placement.num_gpus == 4
+    assert loop.rounds == 16

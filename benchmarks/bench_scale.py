@@ -452,14 +452,11 @@ def section_windows(out: dict, args) -> None:
 
 
 def source_digest() -> str:
-    """A digest of corral's source files: window results of other code are not mixed in."""
-    import hashlib
+    """A digest of corral's files (`cellstore.code_digest`): window results of other code are
+    not mixed in."""
+    from corral.sim.cellstore import code_digest
 
-    import corral
-    digest = hashlib.sha256()
-    for path in sorted(Path(corral.__file__).parent.rglob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return code_digest()[:16]
 
 
 def kept_windows(path: Path | None, code: str, policy: str, hours: float) -> dict[int, dict]:

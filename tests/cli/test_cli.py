@@ -138,6 +138,24 @@ def test_window_and_worker_processes(tmp_path):
     assert 0 < fifo["finished"] < 60  # submitted in [600 s, 1 h 10 min) only
 
 
+def test_resume_takes_the_cells_an_earlier_run_kept(tmp_path):
+    first = invoke("simulate", "-p", "fifo", "--out", str(tmp_path), "-j", "1", "--no-lp-bound")
+    assert first.exit_code == 0, first.output
+    assert len(list((tmp_path / "cells").glob("*.json"))) == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    again = invoke("simulate", "-p", "fifo,srtf", "--out", str(tmp_path), "--resume", "-j", "1",
+                   "--no-lp-bound")
+    assert again.exit_code == 0, again.output
+    assert "1 of 2 simulation(s) taken from" in again.output
+    resumed = json.loads((tmp_path / "summary.json").read_text())["policies"]["fifo"]
+    assert {k: v for k, v in resumed["mean"].items() if k != "wall_s"} == {
+        k: v for k, v in summary["policies"]["fifo"]["mean"].items() if k != "wall_s"}
+
+
+def test_resume_needs_out():
+    assert_one_line_error(invoke("simulate", "--resume"), "--resume needs --out")
+
+
 def test_window_needs_a_trace():
     assert_one_line_error(invoke("simulate", "--window", "all"), "--window needs a trace")
 

@@ -84,7 +84,8 @@ def simulate(
     window: Optional[str] = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
     ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
-    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here."),
+    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes."),
+    resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others."),
     columns: Optional[str] = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
     model_map: Optional[str] = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
@@ -97,10 +98,13 @@ def simulate(
     from corral.sim.memory import peak_rss_mib
     from corral.sim.mechanism import mechanism_named
     from corral.sim.metrics import mean_summary, summarize
+    from corral.sim.cellstore import CellStore
     from corral.sim.sweep import parse_settings, run_matrix, runner_for
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Window, builtin_default, load_workloads
 
+    if resume and out is None:
+        raise CorralError("--resume needs --out: the folder whose cells an earlier run kept")
     source = TruthSource.of(profiles, catalog)
     truth = source.load()
     shape = Cluster.parse(cluster)
@@ -136,7 +140,12 @@ def simulate(
             bar.update(task, completed=finished[0] + fraction,
                        description=f"{p} on {w}: {fraction:.0%} of jobs finished")
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
-                            on_job_progress=jobs_done, bound=lp_bound)
+                            on_job_progress=jobs_done, bound=lp_bound,
+                            store=CellStore(out / "cells") if out is not None else None,
+                            reuse=resume)
+    if matrix.reused:
+        err_console.print(f"[dim]{matrix.reused} of {runs} simulation(s) taken from "
+                          f"{out / 'cells'} (kept by an earlier run of the same inputs)[/]")
     for note in matrix.notes:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     for failure in matrix.failures:

@@ -4,6 +4,8 @@ Each (policy, workload) cell is one independent simulation; `run_matrix` hands t
 runner (`corral.sim.runners`: this process, worker processes, or Ray tasks) and puts their
 results back in matrix order, so a parallel sweep reports exactly what a serial one does. A cell
 that raises is kept as a `CellFailure` naming its cell; the other cells' results are kept.
+Given a `CellStore`, each finished cell is kept on disk as it finishes, and a resumed sweep
+(`reuse=True`) takes the kept cells of the same inputs instead of running them again.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from corral.core.policy import create_policy, param_fields, policy_class
 from corral.sim.config import EngineConfig
 from corral.sim.allocations import record_allocations
 from corral.sim.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
+from corral.sim.cellstore import CellStore, cell_key, workload_digest
 from corral.sim.engine import Simulator
 from corral.sim.results import SimResult
 from corral.sim.runners import ProcessRunner, RayRunner, Runner, SerialRunner
@@ -87,6 +90,8 @@ class MatrixResult:
     failures: list[CellFailure]
     #: Lines about the LP bounds that could not be computed (`run_matrix(bound=True)`).
     notes: list[str] = field(default_factory=list)
+    #: Cells taken from the `CellStore` instead of run (`run_matrix(reuse=True)`).
+    reused: int = 0
 
 
 CellOutcome = tuple[SimResult | None, CellFailure | None]
@@ -139,7 +144,8 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
                runner: Runner | None = None,
                on_cell_done: Callable[[int, int, str, str, bool], None] | None = None,
                on_job_progress: Callable[[str, str, float], None] | None = None,
-               bound: bool = False) -> MatrixResult:
+               bound: bool = False, store: CellStore | None = None,
+               reuse: bool = False) -> MatrixResult:
     """Each policy (a fresh instance per workload) on each workload, through `runner`.
 
     The results do not depend on the runner: every cell is the same deterministic simulation
@@ -148,10 +154,28 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
     always does), `on_job_progress(policy, workload, fraction of its jobs finished)` too.
     `bound=True` also computes each workload's LP bound (`bound_cell`, as tasks of the same
     runner, started first) and sets it on the workload's results; `MatrixResult.notes` says
-    where it could not be computed.
+    where it could not be computed. With a `store`, every cell that finishes is kept there at
+    once; with `reuse`, cells kept there by an earlier run of the same inputs and code are
+    taken (reported done first) and only the others run.
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
-    if runner is None or len(cells) == 1:
+    keys: list[str] = []
+    if store is not None:
+        digests = {id(w): workload_digest(w) for w in workloads}
+        keys = [cell_key(source, c.name, dict(c.overrides), digests[id(w)], cluster, config)
+                for c, w in cells]
+    outcomes: dict[int, CellOutcome] = {}
+    if reuse and store is not None:
+        for index, key in enumerate(keys):
+            kept = store.get(key)
+            if kept is not None:
+                outcomes[index] = (kept, None)
+                if on_cell_done is not None:
+                    on_cell_done(len(outcomes), len(cells), cells[index][0].name, kept.workload,
+                                 True)
+    reused = len(outcomes)
+    todo = [i for i in range(len(cells)) if i not in outcomes]
+    if runner is None or len(todo) <= 1:
         runner = SerialRunner()
 
     def hook(choice: PolicyChoice, workload: Workload) -> Callable[[float], None] | None:
@@ -160,21 +184,27 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
         return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
     bounds = list(workloads) if bound else []
     tasks = [(bound_cell, (source, workload, cluster)) for workload in bounds]
-    tasks += [(run_cell, (source, choice, workload, cluster, config, hook(choice, workload)))
-              for choice, workload in cells]
-    outcomes: dict[int, CellOutcome] = {}
+    tasks += [(run_cell, (source, cells[i][0], cells[i][1], cluster, config, hook(*cells[i])))
+              for i in todo]
     lp: dict[int, tuple[float | None, str | None]] = {}
+    store_notes: list[str] = []
     for index, outcome in runner.run(tasks):
         if index < len(bounds):
             lp[index] = outcome
             continue
-        index -= len(bounds)
+        index = todo[index - len(bounds)]
         outcomes[index] = outcome
+        if store is not None and outcome[0] is not None:
+            try:
+                store.put(keys[index], outcome[0])
+            except OSError as exc:  # the sweep goes on; this cell cannot be resumed
+                store_notes.append(f"{cells[index][0].name} on {cells[index][1].name} not kept "
+                                   f"in {store.root}: {exc}")
         if on_cell_done is not None:
             choice, workload = cells[index]
             on_cell_done(len(outcomes), len(cells), choice.name, workload.name, outcome[1] is None)
     by_workload = {id(w): lp[i][0] for i, w in enumerate(bounds)}
-    notes = [lp[i][1] for i in range(len(bounds)) if lp[i][1]]
+    notes = [lp[i][1] for i in range(len(bounds)) if lp[i][1]] + store_notes
     results: dict[str, list[SimResult]] = {c.name: [] for c in choices}
     failures = []
     for index in range(len(cells)):
@@ -184,4 +214,4 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
             results[cells[index][0].name].append(result)
         else:
             failures.append(failure)
-    return MatrixResult({p: rs for p, rs in results.items() if rs}, failures, notes)
+    return MatrixResult({p: rs for p, rs in results.items() if rs}, failures, notes, reused)

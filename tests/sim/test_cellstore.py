@@ -1,0 +1,112 @@
+"""A sweep keeps each finished cell on disk and a resumed sweep takes them: exactly the results a
+new run gives, only for the same inputs and code, and never a cell that failed or was damaged."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from corral.core import Cluster
+from corral.sim.cellstore import CellStore, cell_key, result_doc, result_from_doc, workload_digest
+from corral.sim.config import EngineConfig
+from corral.sim.results import JobRecord, SimResult
+from corral.sim.runners import SerialRunner
+from corral.sim.sweep import PolicyChoice, run_matrix
+from corral.sim.truth.source import TruthSource
+from corral.sim.workloads import synthetic
+
+SOURCE = TruthSource()  # the built-in catalog
+CLUSTER = Cluster.parse("4x4")
+CONFIG = EngineConfig()
+
+
+def _workloads():
+    apps = SOURCE.load().limits()
+    return [synthetic(apps, num_jobs=10, rate_per_hour=20, seed=1, name="w10"),
+            synthetic(apps, num_jobs=8, rate_per_hour=30, seed=3, name="w8")]
+
+
+def _figures(matrix) -> dict:
+    return {p: [{**dataclasses.asdict(r), "wall_s": None} for r in runs]
+            for p, runs in matrix.results.items()}
+
+
+class CountingRunner(SerialRunner):
+    """Runs in this process and counts the simulations it was given."""
+
+    def __init__(self) -> None:
+        self.cells = 0
+
+    def run(self, tasks):
+        self.cells += sum(fn.__name__ == "run_cell" for fn, _ in tasks)
+        return super().run(tasks)
+
+
+def test_a_result_reads_back_exactly() -> None:
+    result = SimResult("fifo", "w", 16, [
+        JobRecord("a", "bert", 0.1, 2, 1 / 3, 2 / 3, 1, 0.7, 0.35, 0.0, 1, 123.456789, None),
+        JobRecord("b", "imagenet", 5.0, 4)], gpu_timeline=[(0.0, 0), (1 / 3, 2)], wall_s=1.5,
+        rounds=7, stopped="stopped at the horizon", allocations={"a": [(1 / 3, 2), (2 / 3, 0)]},
+        lp_bound_avg_jct_s=math.inf)
+    import json
+    again = result_from_doc(json.loads(json.dumps(result_doc(result))))
+    assert again == result
+
+
+def test_a_resumed_sweep_takes_the_kept_cells_and_runs_the_others(tmp_path: Path) -> None:
+    store = CellStore(tmp_path / "cells")
+    choices = [PolicyChoice("fifo", {}), PolicyChoice("tiresias-las", {})]
+    first = run_matrix(SOURCE, choices[:1], _workloads(), CLUSTER, CONFIG, SerialRunner(),
+                       store=store)
+    assert len(list(store.root.glob("*.json"))) == 2  # each cell kept as it finished
+    runner, seen = CountingRunner(), []
+    both = run_matrix(SOURCE, choices, _workloads(), CLUSTER, CONFIG, runner, store=store,
+                      reuse=True, on_cell_done=lambda *a: seen.append(a))
+    assert runner.cells == 2 and both.reused == 2  # only tiresias-las's two cells ran
+    assert [s[0] for s in seen] == [1, 2, 3, 4] and all(s[1] == 4 for s in seen)
+    fresh = run_matrix(SOURCE, choices, _workloads(), CLUSTER, CONFIG, SerialRunner())
+    assert _figures(both) == _figures(fresh)
+    assert _figures(first)["fifo"] == _figures(fresh)["fifo"]
+    assert len(list(store.root.glob("*.json"))) == 4
+
+
+def test_without_reuse_every_cell_runs_again(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    run_matrix(SOURCE, [PolicyChoice("fifo", {})], _workloads(), CLUSTER, CONFIG, store=store)
+    runner = CountingRunner()
+    run_matrix(SOURCE, [PolicyChoice("fifo", {})], _workloads(), CLUSTER, CONFIG, runner,
+               store=store)
+    assert runner.cells == 2
+
+
+@pytest.mark.parametrize("change", ["cluster", "setting", "engine", "workload"])
+def test_a_kept_cell_is_taken_only_for_the_same_inputs(change: str) -> None:
+    w = _workloads()[0]
+    base = dict(source=SOURCE, policy="fifo", overrides={}, workload=workload_digest(w),
+                cluster=CLUSTER, config=CONFIG)
+    other = {"cluster": {"cluster": Cluster.parse("2x8")},
+             "setting": {"policy": "fifo", "overrides": {"backfill": "true"}},
+             "engine": {"config": EngineConfig(interval_s=30.0)},
+             "workload": {"workload": workload_digest(dataclasses.replace(
+                 w, jobs=[dataclasses.replace(w.jobs[0], gpus=w.jobs[0].gpus + 1)] + w.jobs[1:]))},
+             }[change]
+    assert cell_key(**base) == cell_key(**base)
+    assert cell_key(**{**base, **other}) != cell_key(**base)
+
+
+def test_a_failed_or_damaged_cell_is_run_again(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    bad = PolicyChoice("fifo", {"no_such_parameter": "1"})
+    choices = [PolicyChoice("srtf", {}), bad]
+    matrix = run_matrix(SOURCE, choices, _workloads()[:1], CLUSTER, CONFIG, store=store)
+    assert len(matrix.failures) == 1
+    (kept,) = tmp_path.glob("*.json")  # the failure is not kept
+    kept.write_text(kept.read_text()[:100])  # a write cut short by a crash
+    runner = CountingRunner()
+    again = run_matrix(SOURCE, choices, _workloads()[:1], CLUSTER, CONFIG, runner, store=store,
+                       reuse=True)
+    assert runner.cells == 2 and again.reused == 0 and len(again.failures) == 1
+    assert "srtf" in again.results

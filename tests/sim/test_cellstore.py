@@ -15,23 +15,14 @@ from corral.sim.config import EngineConfig
 from corral.sim.results import JobRecord, SimResult
 from corral.sim.runners import SerialRunner
 from corral.sim.sweep import PolicyChoice, run_matrix
-from corral.sim.truth.source import TruthSource
-from corral.sim.workloads import synthetic
+from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
 
-SOURCE = TruthSource()  # the built-in catalog
 CLUSTER = Cluster.parse("4x4")
 CONFIG = EngineConfig()
 
 
 def _workloads():
-    apps = SOURCE.load().limits()
-    return [synthetic(apps, num_jobs=10, rate_per_hour=20, seed=1, name="w10"),
-            synthetic(apps, num_jobs=8, rate_per_hour=30, seed=3, name="w8")]
-
-
-def _figures(matrix) -> dict:
-    return {p: [{**dataclasses.asdict(r), "wall_s": None} for r in runs]
-            for p, runs in matrix.results.items()}
+    return small_workloads((10, 20, 1), (8, 30, 3))
 
 
 class CountingRunner(SerialRunner):
@@ -68,8 +59,8 @@ def test_a_resumed_sweep_takes_the_kept_cells_and_runs_the_others(tmp_path: Path
     assert runner.cells == 2 and both.reused == 2  # only tiresias-las's two cells ran
     assert [s[0] for s in seen] == [1, 2, 3, 4] and all(s[1] == 4 for s in seen)
     fresh = run_matrix(SOURCE, choices, _workloads(), CLUSTER, CONFIG, SerialRunner())
-    assert _figures(both) == _figures(fresh)
-    assert _figures(first)["fifo"] == _figures(fresh)["fifo"]
+    assert figures(both) == figures(fresh)
+    assert figures(first)["fifo"] == figures(fresh)["fifo"]
     assert len(list(store.root.glob("*.json"))) == 4
 
 

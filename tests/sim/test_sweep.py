@@ -3,37 +3,25 @@ a failing cell is reported with its cell and the others are kept."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from corral.core import Cluster
 from corral.sim.config import EngineConfig
 from corral.sim.runners import ProcessRunner, RayRunner, SerialRunner
 from corral.sim.sweep import PolicyChoice, run_matrix, runner_for
-from corral.sim.truth.source import TruthSource
-from corral.sim.workloads import synthetic
+from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
 
-SOURCE = TruthSource()  # the built-in catalog
 CLUSTER = Cluster.parse("8x4")
 CONFIG = EngineConfig()
 
 
 def _workloads():
-    apps = SOURCE.load().limits()
-    return [synthetic(apps, num_jobs=20, rate_per_hour=20, seed=1, name="w20"),
-            synthetic(apps, num_jobs=12, rate_per_hour=30, seed=3, name="w12")]
+    return small_workloads((20, 20, 1), (12, 30, 3))
 
 
 def _choices():
     return [PolicyChoice("fifo", {}), PolicyChoice("tiresias-las", {}),
             PolicyChoice("pollux", {"generations": "3", "population": "10"})]
-
-
-def _figures(matrix) -> dict:
-    """Everything a run produced except how long it took."""
-    return {p: [{**dataclasses.asdict(r), "wall_s": None} for r in runs]
-            for p, runs in matrix.results.items()}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +50,7 @@ def test_serial_matrix_reports_every_cell_in_order(serial):
 def test_worker_processes_match_serial_exactly(serial):
     matrix = run_matrix(SOURCE, _choices(), _workloads(), CLUSTER, CONFIG, ProcessRunner(2))
     assert not matrix.failures
-    assert _figures(matrix) == _figures(serial[0])
+    assert figures(matrix) == figures(serial[0])
 
 
 @pytest.mark.timeout(300)
@@ -79,8 +67,8 @@ def test_ray_tasks_match_serial_exactly(serial):
     finally:
         ray.shutdown()
     assert not matrix.failures
-    expected = _figures(serial[0])
-    assert _figures(matrix) == {c.name: expected[c.name] for c in choices}
+    expected = figures(serial[0])
+    assert figures(matrix) == {c.name: expected[c.name] for c in choices}
     assert sorted(p[0] for p in progress) == list(range(1, 5))
 
 

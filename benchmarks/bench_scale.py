@@ -237,6 +237,16 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   starts the round after it arrives, 2,048 GPUs); on the busiest week on 512 GPUs it saved
   185 of 4,993 calls, within noise. What is left under both is per-job work at rounds with
   an event, which the exactness contract keeps (above).
+  The pollux window sweep finished (same code, 3a923df; windows 62-108 resumed from the kept
+  file, 1-2 processes): the whole trace as 101 day windows with jobs (of 109 days), each from
+  an empty 512x4 cluster: 74,428 jobs, all finished, 139,330 rounds, 16,466 s CPU over the
+  cells, avg JCT 1,652 s, slowest window 550 s CPU (2,803 jobs), peak RSS of a cell 604 MiB;
+  kept in `benchmarks/results/pollux_windows_3a923df.jsonl`. Wall times of two windows there
+  include a pause of the sweep (SIGSTOP while CI ran); their CPU times do not.
+  Whether the narrower node search changed pollux's schedules beyond its draws: the busiest
+  day, avg JCT by seed (the policy's `seed`): whole-cluster search (6c3f826) 991 s (seed 0),
+  884 s (seed 1); nodes in use (this code) 939, 916, 918 s (seeds 0-2). The spread between
+  seeds covers the difference.
 """
 
 from __future__ import annotations

@@ -45,6 +45,14 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=8)
+def truth_digest(source: TruthSource) -> str:
+    """A digest of the ground truth's files (read once per process for each source, as the
+    truth itself is loaded once: `TruthSource.load`)."""
+    return "\0".join(_files_digest(Path(f)) if f else "built-in"
+                     for f in (source.profiles, source.catalog))
+
+
 def _files_digest(path: Path) -> str:
     """A digest of a file, or of every file under a directory (names and contents)."""
     digest = hashlib.sha256()
@@ -70,11 +78,9 @@ def cell_key(source: TruthSource, policy: str, overrides: dict[str, Any], worklo
     digest = hashlib.sha256()
     for part in (f"format {FORMAT}", code_digest(), policy,
                  json.dumps(overrides, sort_keys=True, default=str), workload, repr(cluster),
-                 repr(config)):
+                 repr(config), truth_digest(source)):
         digest.update(part.encode())
         digest.update(b"\0")
-    for truth_file in (source.profiles, source.catalog):
-        digest.update(_files_digest(Path(truth_file)).encode() if truth_file else b"built-in")
     return digest.hexdigest()[:32]
 
 
@@ -86,6 +92,7 @@ def result_doc(result: SimResult) -> dict[str, Any]:
 
 
 def result_from_doc(doc: dict[str, Any]) -> SimResult:
+    """The `SimResult` of a `result_doc` (after a JSON round trip: lists back to tuples)."""
     fields = {f.name for f in dataclasses.fields(SimResult)}
     values = {k: v for k, v in doc.items() if k in fields}
     values["jobs"] = [JobRecord(*row) for row in doc["jobs"]]

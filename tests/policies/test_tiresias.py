@@ -218,6 +218,8 @@ class _AskedEveryRound(TiresiasLas):
     time its last decision said it stands until, with the same jobs active (no arrival or
     completion), it decides the same again."""
 
+    keeps_running_when_none_waits = False  # asked even when every job runs
+
     def __init__(self, params: TiresiasParams) -> None:
         super().__init__(params)
         self.last: tuple[set[str], Decision, float] | None = None

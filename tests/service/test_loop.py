@@ -324,3 +324,29 @@ def test_a_standing_decision_is_kept_without_asking_until_its_time(store, fake_e
     assert asked == [100.0, 190.0]  # b starts at 190: asked at the rounds of a change only
     assert fake_executor.plans[b].placement.num_gpus == 4
     assert loop.rounds == 16
+
+
+def test_fifo_is_not_asked_while_every_job_runs(store, fake_executor) -> None:
+    """A job ends while nothing waits: fifo would keep every other job where it is
+    (Policy.keeps_running_when_none_waits), so the loop keeps its decision without asking and
+    counts the round, as the engine does; a new arrival is placed at the next round."""
+    clock = Clock()
+    a = submit(store, 100, gpus=1)
+    b = submit(store, 100, gpus=2)
+    loop = make_loop(store, fake_executor, clock=clock)
+    asked: list[float] = []
+    decide = loop.policy.decide
+    loop.policy.decide = lambda s: asked.append(s.time_s) or decide(s)  # type: ignore[method-assign]
+    loop.tick()
+    fake_executor.states[a] = ExecState.DONE
+    clock.t = 106.0
+    loop.tick()
+    clock.t = 110.0
+    loop.tick()  # a round: a left, b runs, nothing waits
+    assert asked == [100.0] and loop.rounds == 2
+    assert loop.jobs[b].placement.num_gpus == 2
+    c = submit(store, 112, gpus=2)
+    for t in (115.0, 120.0):
+        clock.t = t
+        loop.tick()
+    assert asked[1:] and fake_executor.plans[c].placement.num_gpus == 2

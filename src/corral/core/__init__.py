@@ -6,12 +6,12 @@ from corral.core.errors import (CorralError, DecisionError, InfeasibleJobError, 
                                 UnknownPolicyError)
 from corral.core.jobs import (Assignment, BatchConfig, Decision, JobSpec, JobStatus, JobView,
                               LrRule, OracleInfo, Snapshot)
-from corral.core.ledger import JobLedger, should_decide
+from corral.core.ledger import Ask, JobLedger, should_decide
 from corral.core.policy import (NoParams, Policy, create_policy, param_fields, policy_class,
                                 policy_names, register_policy)
 
 __all__ = [
-    "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",
+    "Ask", "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",
     "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus", "JobView", "LrRule",
     "NoParams", "Node", "OracleInfo", "Placement", "Policy", "Snapshot", "UnknownPolicyError",
     "create_policy", "param_fields", "policy_class", "policy_names", "register_policy",

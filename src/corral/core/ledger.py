@@ -23,6 +23,7 @@ subclass), not an object beside it: reading `job.placement` costs what it did be
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Placement
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from corral.core.policy import Policy
     from corral.perf.estimator import JobEstimator
 
-__all__ = ["JobLedger", "should_decide", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
+__all__ = ["Ask", "JobLedger", "should_decide", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
@@ -166,16 +167,30 @@ class JobLedger:
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
 
 
-def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool,
-                  now_s: float) -> bool:
-    """Is the policy asked at `now_s`? At a round (every interval) unless nothing changed since
-    it was last asked (`changed`: arrivals, completions, ...) and its last decision still
-    stands: it decides only when jobs change (`decides_on_change_only`), or it said the same
-    decision holds until later (`Policy.stands_until`). And at an arrival or completion
-    (`event`) when it `reacts_to_events`. The simulator's engine and the live control loop
-    both ask this, so a policy is called at the same moments."""
+class Ask(enum.Enum):
+    """What a moment does with the policy (`should_decide`)."""
+
+    DECIDE = "decide"  # call `decide` and apply what it returns
+    KEEP = "keep"  # a round in which the last decision stays in force without asking
+    NOTHING = "nothing"  # not a round for this policy
+
+
+def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool, now_s: float,
+                  none_waits: bool) -> Ask:
+    """What the policy does at `now_s`. It is asked (DECIDE) at a round (every interval)
+    unless nothing changed since it was last asked (`changed`: arrivals, completions, ...) and
+    its last decision still stands: it decides only when jobs change
+    (`decides_on_change_only`), or it said the same decision holds until later
+    (`Policy.stands_until`); and at an arrival or completion (`event`) when it
+    `reacts_to_events`. Where it would be asked while every active job holds GPUs
+    (`none_waits`) and it `keeps_running_when_none_waits`, its answer is known: every job
+    keeps what it runs (KEEP). A round it is not asked at is still a round (KEEP) unless it
+    decides only on change. The simulator's engine and the live control loop both ask this,
+    so a policy is called at the same moments."""
     stands = policy.decides_on_change_only or now_s < policy.stands_until()
-    return (at_round and (changed or not stands)) or (policy.reacts_to_events and event)
+    if (at_round and (changed or not stands)) or (policy.reacts_to_events and event):
+        return Ask.KEEP if none_waits and policy.keeps_running_when_none_waits else Ask.DECIDE
+    return Ask.KEEP if at_round and not policy.decides_on_change_only else Ask.NOTHING
 
 
 def completed_view(view: JobView) -> JobView:

@@ -38,6 +38,12 @@ class Policy(ABC):
     #: The decision changes only when the set of jobs changes (arrival/completion), so the
     #: engine may skip rounds in which nothing arrived or finished. A pure speed promise.
     decides_on_change_only: ClassVar[bool] = False
+    #: While every active job holds GPUs (none waits), `decide` gives each job the assignment
+    #: it runs with, whatever else changed (a job left, time passed): a gang scheduler that
+    #: admits jobs by their fixed GPU count (all fit, since all run) and never moves an
+    #: admitted running job. The engine and the live loop then keep the last decision without
+    #: asking (`should_decide`). A pure speed promise.
+    keeps_running_when_none_waits: ClassVar[bool] = False
     #: Reads `Snapshot.completed` (views of the jobs finished so far, to learn from them). Only
     #: then do the engine and the live service keep a view of every finished job: the others
     #: get an empty tuple, so memory does not grow with finished jobs (10,000-job traces).

@@ -27,6 +27,7 @@ class Fifo(Policy):
     summary = "first come first served, gang-scheduled on the user's GPUs, no preemption"
     Params = FifoParams
     decides_on_change_only = True
+    keeps_running_when_none_waits = True  # never preempts; admits by the user's GPU count
 
     def decide(self, snapshot: Snapshot) -> Decision:
         # attributes, not the views' properties: read for every active job every round

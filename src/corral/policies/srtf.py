@@ -19,6 +19,7 @@ class Srtf(Policy):
     summary = "oracle shortest-remaining-time-first, preemptive, user's fixed configuration"
     oracle = True
     decides_on_change_only = True
+    keeps_running_when_none_waits = True  # all run: all fit, and admitted jobs stay put
 
     def decide(self, snapshot: Snapshot) -> Decision:
         def remaining(view) -> tuple[float, float]:

@@ -163,6 +163,9 @@ class TiresiasLas(Policy):
 
     #: Jobs inside one queue are ordered by more than FIFO (Gittins), so a job can starve in Q1.
     ranks_within_queue = False
+    #: Admission by the user's GPU count, and a running admitted job stays where it is: when
+    #: none waits, all are admitted again as they run (queues and promotion only order them).
+    keeps_running_when_none_waits = True
 
     def __init__(self, params: TiresiasParams | None = None) -> None:
         super().__init__(params)

@@ -7,7 +7,8 @@ it builds the same `Snapshot` the simulator builds (live and simulated jobs keep
 the same `JobLedger`, corral.core.ledger), calls the same policy object, checks the `Decision` against the cluster and hands
 every changed assignment to the executor (start, resize = checkpoint-restart, or preempt).
 Policies that promise to change their decision only on arrivals and completions are called only
-then: the loop and the simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
+then, and policies that keep running jobs are not called while no job waits: the loop and the
+simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
 
 Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
 the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
@@ -45,7 +46,7 @@ from pydantic import ValidationError
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
-from corral.core.ledger import completed_view, should_decide
+from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
@@ -121,6 +122,7 @@ class ControlLoop:
         self._seq = 0
         self._next_round_s = 0.0
         self._changed = True
+        self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
         self._last_save_s = 0.0
         self._telemetry: list[tuple[float, str, dict]] = []  # this tick's new reports
@@ -257,19 +259,22 @@ class ControlLoop:
             self._last_tick_s = now
             event = self._take_cancels(now)
             event |= self._sync_executor(now, dt)
-            event |= self._cluster_changed()
+            nodes = self._cluster_changed()
+            self._nodes_changed |= nodes
+            event |= nodes
             arrived = self._take_submissions(now)
             event |= arrived
             self._changed |= event
             due = now >= self._next_round_s
-            call = should_decide(self.policy, due, self._changed, event, now)
-            if call and self.jobs:
-                self._round(now)
+            ask = should_decide(self.policy, due, self._changed, event, now, self._none_waits())
+            if ask is Ask.DECIDE:
+                if self.jobs:
+                    self._round(now)
+                self._nodes_changed = False
+            elif ask is Ask.KEEP and self.jobs:
+                self.rounds += 1  # the last decision stands, or its answer is known (every job keeps)
+            if ask is not Ask.NOTHING:
                 self._changed = False
-            elif call:
-                self._changed = False
-            elif due and self.jobs and not self.policy.decides_on_change_only:
-                self.rounds += 1  # the policy's last decision stands (Policy.stands_until)
             if due:
                 self._next_round_s = (now // self.interval_s + 1) * self.interval_s
             elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
@@ -278,6 +283,11 @@ class ControlLoop:
                 self.store.save_jobs(job.record() for job in self.jobs.values())
                 self._last_save_s = time.monotonic()
             self.last_round = time.monotonic()
+
+    def _none_waits(self) -> bool:
+        """Every job holds GPUs, on the nodes the policy last saw (`should_decide`: a policy
+        that keeps running jobs then need not be asked; it is when nodes joined or left)."""
+        return not self._nodes_changed and all(job.placement for job in self.jobs.values())
 
     def _cluster_changed(self) -> bool:
         """True when nodes joined or left since the last look (Ray): the policy re-decides

@@ -21,7 +21,7 @@ from typing import Callable
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
-from corral.core.ledger import completed_view, should_decide
+from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
 from corral.sim.horizon import trace_horizon
@@ -86,6 +86,7 @@ class Simulator:
         self._handover = GpuHandover(self.cluster.gpus_per_node)
         self._held = [0] * self.cluster.num_nodes  # GPUs running jobs hold, per node
         self._used = 0  # ... and in all
+        self._waiting = 0  # active jobs without GPUs
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
                               cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s)
         self._max_time_s = max_time = limit.limit_s
@@ -126,25 +127,27 @@ class Simulator:
                 job.advance(now)
                 active.append(job)
                 job.active_at_arrival = len(active)
+                self._waiting += 1
                 event = True
             changed = changed or event
             at_round = now >= next_round
-            call = should_decide(policy, at_round, changed, event, now)
-            if call and active:
+            ask = should_decide(policy, at_round, changed, event, now, self._waiting == 0)
+            if ask is Ask.DECIDE and active:
                 decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)
                 moved = self._apply(now, decision, active)
                 previous = decision
                 rounds += 1
-                changed = False
                 if predict and moved:
                     for job in moved:
                         predicted[id(job)] = t = job.predict_finish_s(max_time)
                         heapq.heappush(finish_heap, (t, id(job), job))
-            elif call:
+            elif ask is Ask.KEEP and active:
+                rounds += 1  # the last decision stands, or its answer is known (every job keeps)
+                if changed and self.config.interference_slowdown > 0:
+                    self._apply_interference(active)  # as a decision would: a neighbour left
+            if ask is not Ask.NOTHING:
                 changed = False
-            elif at_round and active and not skip_idle:
-                rounds += 1  # a round in which the policy's last decision stands (stands_until)
             if self._used != timeline[-1][1]:
                 timeline.append((now, self._used))
             if predict:
@@ -244,6 +247,7 @@ class Simulator:
             if job.placement != held:
                 self._hold(held, -1)
                 self._hold(job.placement, +1)
+                self._waiting += (not job.placement.slots) - (not held.slots)
                 if mech.overheads.loses_progress and held:
                     job.restart_from_epoch()
         return moved

@@ -1,0 +1,66 @@
+"""`Policy.keeps_running_when_none_waits`: a gang scheduler that admits jobs by their fixed GPU
+count and never moves an admitted running job gives every job what it runs whenever no job
+waits, so the engine and the live loop keep its last decision without asking
+(`corral.core.ledger.should_decide`). Here the policy is asked anyway and must answer so, and a
+run that does not ask keeps every job's books, the rounds and the GPU timeline exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.core.cluster import Cluster
+from corral.core.jobs import STATUS_RUNNING, Decision, Snapshot
+from corral.core.policy import create_policy, policy_class
+from corral.sim.config import EngineConfig
+from corral.sim.engine import Simulator
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads import synthetic
+
+
+def _asked_anyway(name: str, params: dict):
+    """The policy `name` with the promise off, checking at each round where every active job
+    runs that its decision gives each job the assignment it runs with."""
+    base = policy_class(name)
+
+    class AskedAnyway(base):  # type: ignore[misc, valid-type]
+        keeps_running_when_none_waits = False
+
+        def __init__(self, p) -> None:
+            super().__init__(p)
+            self.checked = 0  # rounds at which every job ran
+            self.calls = 0
+
+        def decide(self, snapshot: Snapshot) -> Decision:
+            self.calls += 1
+            decision = super().decide(snapshot)
+            if all(v.status is STATUS_RUNNING for v in snapshot.jobs):
+                assert dict(decision.assignments) == {v.name: v.assignment for v in snapshot.jobs}, \
+                    snapshot.time_s
+                self.checked += 1
+            return decision
+
+    return AskedAnyway(create_policy(name, params).params)
+
+
+@pytest.mark.parametrize("name,params,interference", [
+    ("fifo", {}, 0.0), ("fifo", {"backfill": "true"}, 0.0), ("srtf", {}, 0.0),
+    ("tiresias-las", {}, 0.0), ("tiresias-las", {"queues": "3", "threshold_gpu_h": "0.25"}, 0.0),
+    ("tiresias-las", {"promote_knob": "2"}, 0.3), ("tiresias-gittins", {}, 0.0)])
+def test_a_kept_decision_is_the_one_the_policy_would_make(name: str, params: dict,
+                                                          interference: float) -> None:
+    truth = CatalogTruth()
+    workload = synthetic(truth.limits(), num_jobs=160, rate_per_hour=20, seed=3)
+    cluster = Cluster.uniform(16, 4)
+    config = EngineConfig(interference_slowdown=interference)
+    asked = _asked_anyway(name, params)
+    keeping = create_policy(name, params)
+    assert keeping.keeps_running_when_none_waits
+    calls: list[float] = []
+    decide = keeping.decide
+    keeping.decide = lambda s: calls.append(s.time_s) or decide(s)  # type: ignore[method-assign]
+    every = Simulator(truth, asked, cluster, config).run(workload)
+    kept = Simulator(truth, keeping, cluster, config).run(workload)
+    assert asked.checked > 40  # the promise was tested at many rounds ...
+    assert len(calls) <= asked.calls - asked.checked  # ... and those rounds were not asked
+    assert kept.jobs == every.jobs and kept.rounds == every.rounds
+    assert kept.gpu_timeline == every.gpu_timeline

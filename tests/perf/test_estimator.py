@@ -109,6 +109,11 @@ def test_goodput_fn_uses_latest_grad_stats():
     est.observe_grad(-1.0, 0.0)  # floored as the agent reports them
     assert est.goodput_fn().stats == GradStats(0.0, 1e-6)
     assert est.fit_count == 1  # new statistics never refit the throughput model
+    fn = est.goodput_fn()
+    est.observe_grad(-2.0, 1e-9)  # floored to the same statistics: nothing changes
+    assert est.goodput_fn() is fn
+    est.observe_grad(2.0, 5.0)  # statistics seen before (shared, immutable) are new to this job
+    assert est.goodput_fn().stats == GradStats(2.0, 5.0)
 
 
 def test_non_adaptive_job_keeps_m0_and_unit_efficiency():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,15 @@ def test_bad_catalog_file(tmp_path):
     bad.write_text('{"version": 99, "models": {}}')
     with pytest.raises(InputError, match="not a corral catalog"):
         CatalogTruth(bad)
+
+
+def test_a_catalog_metric_without_its_coefficients_is_refused_at_load(tmp_path):
+    """A model's validation metric needs a, b and c (a - b / (epoch + c)): a missing one is an
+    error naming the model when the catalog loads, not a KeyError at its first epoch."""
+    doc = json.loads(resources.files("corral.data").joinpath("catalog.json").read_text())
+    name, entry = next((n, e) for n, e in doc["models"].items() if e.get("metric"))
+    del entry["metric"]["c"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=f"catalog entry '{name}'"):
+        CatalogTruth(path)

@@ -12,6 +12,7 @@ reads. Fitting follows Pollux's agent (spec ../shared/specs/pollux.md 1.2, 1.2.1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
@@ -20,7 +21,7 @@ from corral.perf.efficiency import NO_STATS, GradStats
 from corral.perf.goodput import GoodputFunction
 from corral.perf.throughput import ThroughputParams, fit_throughput
 
-__all__ = ["JobEstimator", "STALE_REL_CHANGE"]
+__all__ = ["JobEstimator", "STALE_REL_CHANGE", "floored_grad_stats"]
 
 #: A configuration's mean step or sync time moving by more than this fraction of its step
 #: time (since the last fit) makes the fitted model stale.
@@ -30,6 +31,14 @@ _MIN_SQR = 0.0
 _MIN_VAR = 1e-6
 
 _Key = tuple[int, int, int]  # (num_nodes, num_gpus, local_bsz)
+
+
+@lru_cache(maxsize=65536)
+def floored_grad_stats(sqr: float, var: float) -> GradStats:
+    """Reported gradient statistics as an estimator keeps them (floored, spec 2.3). One
+    shared, immutable object per distinct pair: a simulated job reports the same statistics
+    of its model at each epoch boundary, millions of times over a production trace."""
+    return GradStats(max(float(sqr), _MIN_SQR), max(float(var), _MIN_VAR))
 
 
 @dataclass(slots=True)
@@ -103,10 +112,10 @@ class JobEstimator:
     def observe_grad(self, sqr: float, var: float) -> None:
         """Latest gradient statistics (|g|^2 and variance at batch M0), floored as in spec 2.3.
         Statistics equal to the latest ones (as GradStats compares them) change nothing."""
-        sqr, var = max(float(sqr), _MIN_SQR), max(float(var), _MIN_VAR)
+        stats = floored_grad_stats(sqr, var)
         old = self._grad
-        if old is None or (old.sqr, old.var) != (sqr, var):
-            self._grad = GradStats(sqr, var)
+        if old is not stats and (old is None or (old.sqr, old.var) != (stats.sqr, stats.var)):
+            self._grad = stats
             self._goodput = None
 
     # ---------------------------------------------------------------------------- queries

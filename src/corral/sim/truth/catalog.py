@@ -50,7 +50,8 @@ class CatalogApp(AppTruth):
             epochs = int(entry["epochs"])
             width = float(entry["progress_per_epoch"])
             self._boundaries = tuple(width * (e + 1) for e in range(epochs))
-            self._metric = entry.get("metric")
+            metric = entry.get("metric")
+            self._metric_abc = (metric["a"], metric["b"], metric["c"]) if metric else None
             self.epoch_overhead_s = float(entry.get("epoch_overhead_s", 0.0))
             self.limits = AppLimits(
                 app=name, init_bsz=int(entry["init_bsz"]), max_bsz=int(entry["max_bsz"]),
@@ -107,9 +108,9 @@ class CatalogApp(AppTruth):
         return self._boundaries
 
     def metric(self, epoch: int, total_bsz: float) -> float | None:
-        if not self._metric:
+        if self._metric_abc is None:
             return None
-        a, b, c = self._metric["a"], self._metric["b"], self._metric["c"]
+        a, b, c = self._metric_abc
         return float(a - b / (epoch + c))
 
 

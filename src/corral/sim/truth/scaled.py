@@ -31,6 +31,11 @@ class ScaledApp(AppTruth):
         self.limits = app.limits
         self.epoch_overhead_s = app.epoch_overhead_s
         self._progress = tuple(b * self.factor for b in app.epoch_progress())
+        # what does not scale is the app's own, called without this object's frame (a
+        # simulated job reads its gradient statistics and metric at every epoch boundary)
+        self.step_time = app.step_time  # type: ignore[method-assign]
+        self.grad_stats = app.grad_stats  # type: ignore[method-assign]
+        self.metric = app.metric  # type: ignore[method-assign]
 
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
         return self.app.step_time(counts, local_bsz)

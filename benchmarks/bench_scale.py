@@ -248,6 +248,26 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   day, avg JCT by seed (the policy's `seed`): whole-cluster search (6c3f826) 991 s (seed 0),
   884 s (seed 1); nodes in use (this code) 939, 916, 918 s (seeds 0-2). The spread between
   seeds covers the difference.
+* Session of 2026-11-27 (fifth), same Intel machine: fifo and tiresias-las asked while nothing
+  waits. Counted with a wrapper on the whole trace: 21,496 of fifo's 46,976 decisions and
+  28,512 of tiresias-las's 53,992 were made with every active job running, where a gang
+  scheduler admitting by fixed GPU count that never moves an admitted job can only answer
+  "every job keeps what it runs". `Policy.keeps_running_when_none_waits` (fifo, srtf, both
+  Tiresias) says so; `should_decide` returns KEEP there (a round, not asked; the engine
+  re-judges interference at a change as a decision would), in the engine and the live loop
+  (which asks when nodes joined or left). tests/policies/test_keeping_running_jobs.py asks
+  anyway in 7 settings and compares every job's books. Side by side, one per core: fifo
+  49.1 -> 40.6 s CPU, tiresias-las 79.8 -> 55.8 s CPU. py-spy of fifo then: advancing 41 %,
+  of which the estimator's `observe_grad` at epoch boundaries 12 % (2.39 M calls) and
+  `_finish_epoch` 9 % (3.93 M epochs; the finish predictions' dry runs cross as many again).
+  Reported statistics are now one shared frozen object per distinct pair
+  (`floored_grad_stats`), and a duration-scaled job calls its model's truth directly:
+  fifo 41.5 -> 38.1 s CPU. Both changes: whole-trace summaries, rounds, sampled records and
+  GPU timeline identical (fifo and tiresias-las), `--check-reference` 0 of 56 cells differ.
+  Tried and not kept: an inlined steady-state `advance` (0.76 -> 0.57 us a call alone,
+  nothing measurable on the trace: most advances cross an epoch). Left in fifo (38 s): per
+  running job per stop, advancing (epochs included) ~40 %, views and decisions at the
+  25,480 rounds with a waiting job ~35 %.
 """
 
 from __future__ import annotations

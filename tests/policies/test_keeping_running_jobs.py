@@ -64,3 +64,24 @@ def test_a_kept_decision_is_the_one_the_policy_would_make(name: str, params: dic
     assert len(calls) <= asked.calls - asked.checked  # ... and those rounds were not asked
     assert kept.jobs == every.jobs and kept.rounds == every.rounds
     assert kept.gpu_timeline == every.gpu_timeline
+
+
+def test_the_engine_counts_waiting_jobs_through_arrivals_starts_and_preemptions() -> None:
+    """`none_waits` comes from a count the engine keeps as jobs arrive, start, are preempted
+    and finish; at every decision it equals the jobs the snapshot shows without GPUs."""
+    truth = CatalogTruth()
+    workload = synthetic(truth.limits(), num_jobs=160, rate_per_hour=60, seed=3)
+    policy = create_policy("tiresias-las", {"queues": "3", "threshold_gpu_h": "0.25"})
+    sim = Simulator(truth, policy, Cluster.uniform(8, 4), EngineConfig())
+    seen: list[int] = []
+    decide = policy.decide
+
+    def counted(snapshot: Snapshot) -> Decision:
+        waiting = sum(v.status is not STATUS_RUNNING for v in snapshot.jobs)
+        assert sim._waiting == waiting, snapshot.time_s
+        seen.append(waiting)
+        return decide(snapshot)
+
+    policy.decide = counted  # type: ignore[method-assign]
+    result = sim.run(workload)
+    assert max(seen) > 10 and sum(r.restarts for r in result.jobs) > 0  # resumed after preemption

@@ -482,6 +482,15 @@ def section_windows(out: dict, args) -> None:
               f"{out[f'{key} peak RSS MiB']:.0f} MiB", flush=True)
 
 
+def code_identity() -> str:
+    """What a --save records of the code measured: the digest of corral's files, not where they
+    lie on this machine (code before `corral.sim.cellstore` has no digest to give)."""
+    try:
+        return f"corral files {source_digest()}"
+    except ImportError:
+        return "corral before corral.sim.cellstore (no file digest)"
+
+
 def source_digest() -> str:
     """A digest of corral's files (`cellstore.code_digest`): window results of other code are
     not mixed in."""
@@ -660,13 +669,13 @@ def main() -> None:
 
     load = os.getloadavg()
     print(f"machine: {machine()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"code: {Path(corral.__file__).parent}")
+    print(f"code: {Path(corral.__file__).parent} ({code_identity()})")
     out: dict[str, float] = {}
     for name in args.only.split(","):
         print(f"[{name}]", flush=True)
         RUNNERS[name](out, args)
     if args.save:
-        doc = {"machine": machine(), "load": os.getloadavg(), "code": str(Path(corral.__file__).parent),
+        doc = {"machine": machine(), "load": os.getloadavg(), "code": code_identity(),
                "figures": out}
         if args.save.exists():
             old = json.loads(args.save.read_text())

@@ -37,12 +37,7 @@ def code_digest() -> str:
     """A digest of every file of the installed corral package (code and built-in data)."""
     import corral
 
-    root = Path(corral.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return _files_digest(Path(corral.__file__).parent)
 
 
 @lru_cache(maxsize=8)
@@ -54,9 +49,11 @@ def truth_digest(source: TruthSource) -> str:
 
 
 def _files_digest(path: Path) -> str:
-    """A digest of a file, or of every file under a directory (names and contents)."""
+    """A digest of a file, or of every file under a directory (names and contents; Python's
+    byte-code caches left out)."""
     digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = (sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+             if path.is_dir() else [path])
     for p in files:
         digest.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
         digest.update(p.read_bytes())

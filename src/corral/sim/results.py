@@ -39,7 +39,8 @@ class SimResult:
     # (time_s, gpus allocated) step function: value holds from time_s until the next entry
     gpu_timeline: list[tuple[float, int]] = field(default_factory=list)
     wall_s: float = 0.0
-    #: Scheduling rounds: the policy was asked, or its last decision stood (`Policy.stands_until`).
+    #: Scheduling rounds: the policy was asked, or its last decision was kept without asking
+    #: (`corral.core.ledger.should_decide`: `Policy.stands_until`, `keeps_running_when_none_waits`).
     rounds: int = 0
     #: Why the run ended before every job finished, in words (None: every job finished).
     stopped: str | None = None

@@ -116,6 +116,38 @@ def test_goodput_fn_uses_latest_grad_stats():
     assert est.goodput_fn().stats == GradStats(2.0, 5.0)
 
 
+def test_deferred_grad_stats_are_read_when_asked_for_and_end_as_observed():
+    """`observe_grad_later` reads nothing until the statistics are asked for, reads only the
+    latest, and leaves the estimator as the same eager observations would."""
+    reads: list[tuple[float, int]] = []
+
+    def truth(bsz: float, epoch: int) -> tuple[float, float]:
+        reads.append((bsz, epoch))
+        return 1.0, bsz / 10 + epoch
+
+    lazy, eager = make(), make()
+    for est in (lazy, eager):
+        observe_true(est, 1, 1, 128)
+    for key in [(128, 0), (128, 1), (256, 1)]:
+        lazy.observe_grad_later(truth, key)
+        eager.observe_grad(1.0, key[0] / 10 + key[1])
+    assert reads == []
+    assert lazy.grad_stats == eager.grad_stats == GradStats(1.0, 26.6)
+    assert reads == [(256, 1)]
+    assert lazy.goodput_fn().stats == eager.goodput_fn().stats
+    fn = lazy.goodput_fn()
+    lazy.observe_grad_later(truth, (512, 2))  # new statistics drop the goodput function
+    assert lazy.goodput_fn() is not fn and lazy.goodput_fn().stats == GradStats(1.0, 53.2)
+    fn = lazy.goodput_fn()
+    lazy.observe_grad_later(truth, (512, 2))  # the same statistics again: nothing changes
+    assert lazy.goodput_fn() is fn
+    lazy.observe_grad_later(truth, (1024, 3))
+    lazy.observe_grad(2.0, 5.0)  # an eager observation is newer than the deferred one
+    assert lazy.grad_stats == GradStats(2.0, 5.0) and reads[-1] == (512, 2)
+    lazy.observe_grad_later(truth, (1024, 3))
+    assert lazy.to_dict()["grad"] == {"sqr": 1.0, "var": 105.4}
+
+
 def test_non_adaptive_job_keeps_m0_and_unit_efficiency():
     est = make(adaptive=False, accumulation=False)
     observe_true(est, 1, 1, 128)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -76,6 +76,7 @@ class JobEstimator:
         self.adaptive = bool(adaptive)
         self._configs: dict[_Key, _ConfigStats] = {}
         self._grad: GradStats | None = None
+        self._grad_read: tuple[Callable[[float, int], tuple[float, float]], tuple[float, int]] | None = None
         self._params: ThroughputParams | None = None
         self._stale = False
         self._goodput: GoodputFunction | None = None
@@ -112,6 +113,18 @@ class JobEstimator:
     def observe_grad(self, sqr: float, var: float) -> None:
         """Latest gradient statistics (|g|^2 and variance at batch M0), floored as in spec 2.3.
         Statistics equal to the latest ones (as GradStats compares them) change nothing."""
+        self._grad_read = None  # newer than any deferred reading
+        self._take_grad(sqr, var)
+
+    def observe_grad_later(self, read: Callable[[float, int], tuple[float, float]],
+                           key: tuple[float, int]) -> None:
+        """Latest gradient statistics are `read(*key)`, read only when something asks for them
+        (`grad_stats`, `goodput_fn`, `to_dict`). Only the latest statistics are kept, so this
+        ends as `observe_grad(*read(*key))` would: a simulated job reports its model's statistics
+        at every epoch boundary (millions over a production trace), mostly never read."""
+        self._grad_read = (read, key)
+
+    def _take_grad(self, sqr: float, var: float) -> None:
         stats = floored_grad_stats(sqr, var)
         old = self._grad
         if old is not stats and (old is None or (old.sqr, old.var) != (stats.sqr, stats.var)):
@@ -135,6 +148,14 @@ class JobEstimator:
     @property
     def grad_stats(self) -> GradStats | None:
         """Latest gradient statistics, None before any."""
+        return self._latest_grad()
+
+    def _latest_grad(self) -> GradStats | None:
+        """`_grad`, after taking a deferred reading (`observe_grad_later`) if one is waiting."""
+        if self._grad_read is not None:
+            read, key = self._grad_read
+            self._grad_read = None
+            self._take_grad(*read(*key))
         return self._grad
 
     @property
@@ -173,8 +194,9 @@ class JobEstimator:
         params = self.throughput_params()
         if params is None:
             return None
+        grad = self._latest_grad()  # first: a newer reading drops the goodput function
         if self._goodput is None:
-            stats = (self._grad or NO_STATS) if self.adaptive else NO_STATS
+            stats = (grad or NO_STATS) if self.adaptive else NO_STATS
             self._goodput = GoodputFunction(
                 params, stats, self.init_bsz, self.max_bsz if self.adaptive else self.init_bsz,
                 self.min_local_bsz, self.max_local_bsz, self.accumulation)
@@ -184,6 +206,7 @@ class JobEstimator:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe state: limits, profile, gradient statistics and the current fit."""
+        grad = self._latest_grad()
         return {
             "init_bsz": self.init_bsz,
             "max_bsz": self.max_bsz,
@@ -193,7 +216,7 @@ class JobEstimator:
             "adaptive": self.adaptive,
             "configs": [[n, k, m, c.count, c.step_s, c.sync_s, c.fit_step_s, c.fit_sync_s]
                         for (n, k, m), c in self._configs.items()],
-            "grad": None if self._grad is None else {"sqr": self._grad.sqr, "var": self._grad.var},
+            "grad": None if grad is None else {"sqr": grad.sqr, "var": grad.var},
             "params": None if self._params is None else self._params.to_dict(),
             "stale": self._stale,
         }

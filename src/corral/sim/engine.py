@@ -24,6 +24,7 @@ from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_deci
 from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
 from corral.sim.config import EngineConfig
+from corral.sim.gc_pacing import fewer_collections
 from corral.sim.horizon import trace_horizon
 from corral.sim.job import SimJob
 from corral.sim.mechanism import GpuHandover
@@ -59,6 +60,12 @@ class Simulator:
 
     # -- public -------------------------------------------------------------------------------
     def run(self, workload: Workload, on_progress: ProgressHook | None = None) -> SimResult:
+        """Simulate `workload` to its end (or the horizon); `on_progress` gets the fraction of
+        jobs finished whenever some finish."""
+        with fewer_collections():
+            return self._run(workload, on_progress)
+
+    def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
         check_feasible(workload, self.cluster, self.truth)
         cfg = self.config

@@ -58,7 +58,7 @@ class SimJob(JobLedger):
         self.epoch_start_steps = 0.0  # optimizer steps at the last epoch boundary
         self.metrics: list[tuple[int, int, float]] = []
         self.slowdown = 0.0
-        self._rate: tuple | None = None  # (gain per epoch, steps/s) of the current configuration
+        self._rate: tuple | None = None  # (gains per epoch, steps/s, total batch) now
         self.active_at_arrival = 1
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
         self.ending = False  # trained its last epoch; finishes when its pause is over
@@ -168,30 +168,33 @@ class SimJob(JobLedger):
             self._rate = None
 
     # -- training -----------------------------------------------------------------------------
-    def _measure_rate(self) -> tuple[tuple[float, ...], float]:
-        """(gain per epoch, steps/s) of the current configuration, kept in `_rate` until the
-        configuration changes. A new configuration is observed (step and sync time)."""
+    def _measure_rate(self) -> tuple[tuple[float, ...], float, int]:
+        """(gain per epoch, steps/s, total batch) of the current configuration, kept in `_rate`
+        until the configuration changes. A new configuration is observed (step and sync time)."""
         b = self.batch
         k = self.placement.num_gpus
+        total = b.total(k)
         step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)
-        gains = epoch_gains(self.truth, b.total(k), self.total_epochs)
+        gains = epoch_gains(self.truth, total, self.total_epochs)
         speed = (1.0 - self.slowdown) / (step_s + b.accum_steps * (step_s - sync_s))
         if not self.dry:
             self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s)
-        self._rate = (gains, speed)
+        self._rate = (gains, speed, total)
         return self._rate
 
     def _observe_grad(self) -> None:
         """The gradient statistics of the current batch size and epoch (a job measures them).
 
         The estimator keeps only the latest statistics, so measuring the same (batch, epoch)
-        again changes nothing and is skipped.
+        again changes nothing and is skipped; and it reads the truth's statistics only when
+        something asks for them (`JobEstimator.observe_grad_later`): under a policy that never
+        reads them, nothing is computed.
         """
         if self.placement and self.batch is not None and not self.dry:
             key = (self.batch.total(self.placement.num_gpus), self.epoch)
             if key != self._observed:
                 self._observed = key
-                self.estimator.observe_grad(*self.truth.grad_stats(*key))
+                self.estimator.observe_grad_later(self.truth.grad_stats, key)
 
     def advance(self, to_s: float) -> None:
         """Train (or wait) from the job's clock up to `to_s`; records completion exactly.
@@ -219,61 +222,74 @@ class SimJob(JobLedger):
 
     def _train(self, t: float, to_s: float) -> float:
         """Pause, train and cross epochs from `t` to `to_s`; the time it stopped (before `to_s`
-        only when the job finished)."""
+        only when the job finished).
+
+        At an epoch boundary the job records its validation metric, pauses for the epoch's
+        overhead (validation, checkpoint: outside the steps) and, if it is adaptive and chooses
+        its own batch, re-chooses it. A job crosses an epoch at most of its advances over a
+        production trace (and its finish prediction crosses all the rest), so the loop keeps
+        its clock, progress, steps, epoch and pause in locals and writes them back where
+        something else reads them: the same arithmetic in the same order as step by step.
+        """
+        boundaries = self.boundaries
+        overhead = self.truth.epoch_overhead_s
+        record = None if self.dry else self.truth.metric
+        chooses = self.spec.adaptive and not self.policy_batch and not self.dry
+        pause, progress, steps, epoch = self.pause_left_s, self.progress, self.steps, self.epoch
         while t < to_s:
-            if self.pause_left_s > 0:
-                d = min(self.pause_left_s, to_s - t)
-                self.pause_left_s -= d
+            if pause > 0:
+                d = min(pause, to_s - t)
+                pause -= d
                 t += d
-                if self.ending and self.pause_left_s <= 0:
+                if self.ending and pause <= 0:
                     self._complete(t)
                     break
                 continue
             if self.ending:  # resumed from a checkpoint taken after its last epoch
                 self._complete(t)
                 break
-            gains, speed = self._rate or self._measure_rate()
-            rate = gains[self.epoch] * speed
-            boundary = self.boundaries[self.epoch]
-            need = boundary - self.progress
+            gains, speed, total_bsz = self._rate or self._measure_rate()
+            rate = gains[epoch] * speed
+            boundary = boundaries[epoch]
+            need = boundary - progress
             d_epoch = need / rate if rate > 0 else math.inf
-            if t + d_epoch <= to_s:
-                t += d_epoch
-                self.progress = boundary
-                self.steps += d_epoch * speed
-                self._finish_epoch(t)
-                if self.finish_s is not None:
-                    break
-            else:
+            if t + d_epoch > to_s:
                 d = to_s - t
-                self.progress += rate * d
-                self.steps += d * speed
+                progress += rate * d
+                steps += d * speed
                 t = to_s
+                break
+            t += d_epoch
+            progress = boundary
+            steps += d_epoch * speed
+            epoch += 1
+            self.epoch_start_steps = steps
+            if record is not None:
+                metric = record(epoch, total_bsz)
+                if metric is not None:
+                    self.metrics.append((int(steps), epoch, metric))
+            if epoch >= len(boundaries):  # the last epoch
+                if overhead > 0:
+                    self.ending = True
+                    pause = overhead
+                    continue
+                self._complete(t)
+                break
+            pause += overhead
+            if chooses:
+                self.pause_left_s, self.progress, self.steps, self.epoch = pause, progress, steps, epoch
+                self._rechoose_batch()
+        self.pause_left_s, self.progress, self.steps, self.epoch = pause, progress, steps, epoch
         return t
 
-    def _finish_epoch(self, now_s: float) -> None:
-        self.epoch += 1
-        self.epoch_start_steps = self.steps
-        if not self.dry:
-            metric = self.truth.metric(self.epoch, self.batch.total(self.placement.num_gpus))
-            if metric is not None:
-                self.metrics.append((int(self.steps), self.epoch, metric))
-        overhead = self.truth.epoch_overhead_s  # validation, checkpoint: outside the steps
-        if self.epoch >= len(self.boundaries):  # the last epoch
-            if overhead > 0:
-                self.ending = True
-                self.pause_left_s = overhead
-            else:
-                self._complete(now_s)
-            return
-        self.pause_left_s += overhead
-        if self.spec.adaptive and not self.policy_batch and not self.dry:
-            self._observe_grad()
-            batch = choose_batch(self.estimator, self.placement.num_nodes,
-                                 self.placement.num_gpus, self.batch)
-            if batch != self.batch:
-                self.batch = batch
-                self._rate = None
+    def _rechoose_batch(self) -> None:
+        """The agent's choice at an epoch boundary (an adaptive job choosing its own batch)."""
+        self._observe_grad()
+        batch = choose_batch(self.estimator, self.placement.num_nodes, self.placement.num_gpus,
+                             self.batch)
+        if batch != self.batch:
+            self.batch = batch
+            self._rate = None
 
     def _complete(self, now_s: float) -> None:
         self.end(now_s, JobStatus.DONE)

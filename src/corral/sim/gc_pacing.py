@@ -1,0 +1,33 @@
+"""Fewer passes of Python's cyclic garbage collector while a simulation runs.
+
+A simulation allocates millions of small containers that die young or live to the end (a view
+per active job per round, a metric record per epoch), and makes next to no reference cycles.
+With the default pacing (a young-generation pass every 700 net allocations, older generations
+every 10 of those) the collector walked the growing heap of jobs again and again: 9 % of the
+whole Philly trace under fifo (measured with `gc.callbacks`). Pacing the young generation at
+`YOUNG_THRESHOLD` allocations keeps the collector on (cyclic garbage is still freed, at most
+that many objects late) and costs about what switching it off does. The results cannot change:
+collection frees only unreachable objects.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
+#: Net container allocations between young-generation passes during a run (Python's default:
+#: 700). 100,000 small objects waiting for a pass are a few MiB.
+YOUNG_THRESHOLD = 100_000
+
+
+@contextmanager
+def fewer_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
+    """Pace the young generation at `young` allocations (or the current pace, if slower) for
+    the duration of the block; the previous pacing comes back after it, whatever happens."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], young), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -12,7 +12,8 @@ import pytest
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import DecisionError
-from corral.core.jobs import Assignment, BatchConfig, Decision, JobSpec, JobView, check_decision
+from corral.core.jobs import (Assignment, BatchConfig, Decision, JobSpec, JobView, MetricHistory,
+                              check_decision)
 from corral.core.ledger import VIEW_FIELDS, JobLedger
 
 
@@ -88,3 +89,20 @@ def test_over_allocation_reports_the_first_node_in_node_order() -> None:
     with pytest.raises(DecisionError, match="node node1: 6 GPUs assigned, 4 available"):
         check_decision(decision, {"a", "b", "c"}, cluster, "p")
     check_decision(Decision({"a": Assignment(Placement.of([(3, 4), (0, 4)]))}), {"a"}, cluster, "p")
+
+
+def test_metric_history_reads_as_the_tuple_of_its_first_records() -> None:
+    records = [(10, 1, 0.5), (20, 2, 0.25), (30, 3, 0.125)]
+    shown = MetricHistory(records, 2)
+    as_tuple = tuple(records[:2])
+    records.append((40, 4, 0.0625))  # appended later: not in what was shown
+    assert len(shown) == 2 and list(shown) == list(as_tuple) and shown == as_tuple
+    assert shown[0] == as_tuple[0] and shown[-1] == as_tuple[-1] and shown[-2] == as_tuple[0]
+    assert shown[1:] == as_tuple[1:] and shown[::-1] == as_tuple[::-1]
+    for bad in (2, -3):
+        with pytest.raises(IndexError):
+            shown[bad]
+    assert shown != tuple(records[:3]) and shown != records[:1] and shown != "ab"
+    assert MetricHistory(records, 0) == () and not MetricHistory(records, 0)
+    assert [m for _, _, m in shown] == [0.5, 0.25] and (20, 2, 0.25) in shown
+    assert repr(shown) == f"MetricHistory({as_tuple!r})"

@@ -52,3 +52,7 @@ def test_view_metrics_follow_the_list() -> None:
     state["metrics"] = [[20, 1, 0.25]]  # the same length, other values
     job.resume_training(state)
     assert job.view().metrics == ((20, 1, 0.25),)
+    shown = job.view().metrics
+    assert job.view().metrics is shown  # the same object while the history has not grown
+    job.metrics.append((30, 2, 0.125))
+    assert job.view().metrics == ((20, 1, 0.25), (30, 2, 0.125)) and shown == ((20, 1, 0.25),)

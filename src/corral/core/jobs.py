@@ -6,7 +6,9 @@ import enum
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Mapping
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 
@@ -170,6 +172,48 @@ class OracleInfo:
     step_s_user: tuple[float, ...] = ()
 
 
+MetricRecord = tuple[int, int, float]  # (steps, epoch, validation metric)
+
+
+class MetricHistory(Sequence[MetricRecord]):
+    """The first `count` records of a job's append-only metric list, read-only and not copied.
+
+    A simulated job appends a record at every epoch and shows its history in every view; a
+    tuple copy per view grew with the history (5 % of the whole Philly trace under fifo). The
+    records shown never change: the list is only appended to, past `count`. Compares equal to
+    any sequence of the same records (a tuple included)."""
+
+    __slots__ = ("_records", "_count")
+
+    def __init__(self, records: list[MetricRecord], count: int) -> None:
+        self._records = records
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._records[:self._count][index])
+        i = index + self._count if index < 0 else index
+        if not 0 <= i < self._count:
+            raise IndexError("metric history index out of range")
+        return self._records[i]
+
+    def __iter__(self) -> Iterator[MetricRecord]:
+        return islice(self._records, self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(other) == self._count and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to tuples, so not hashable as one
+
+    def __repr__(self) -> str:
+        return f"MetricHistory({tuple(self)!r})"
+
+
 @dataclass(slots=True)
 class JobView:
     """What a policy sees of one job now. Read-only by convention; rebuilt for every snapshot."""
@@ -189,7 +233,7 @@ class JobView:
     last_change_s: float | None  # when the job's placement last changed
     batch: BatchConfig | None  # batch configuration it is training with now
     estimator: "JobEstimator | None"  # the job's own fitted models (throughput, noise, goodput)
-    metrics: tuple[tuple[int, int, float], ...] = ()  # (steps, epoch, validation metric) history
+    metrics: Sequence[MetricRecord] = ()  # (steps, epoch, validation metric) history, oldest first
     epochs_since_change: int = 0  # epochs completed since its last placement change
     oracle: OracleInfo | None = None
 

@@ -31,6 +31,9 @@ from corral.core.jobs import (STATUS_PENDING, STATUS_RUNNING, Assignment, BatchC
                               JobStatus, JobView, OracleInfo)
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
+    from collections.abc import Sequence
+
+    from corral.core.jobs import MetricRecord
     from corral.core.policy import Policy
     from corral.perf.estimator import JobEstimator
 
@@ -125,7 +128,7 @@ class JobLedger:
 
     def view(self, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
              fixed_batch: BatchConfig | None, estimator: "JobEstimator | None",
-             metrics: tuple[tuple[int, int, float], ...],
+             metrics: "Sequence[MetricRecord]",
              oracle: OracleInfo | None = None) -> JobView:
         """The `JobView` of these books and of what the job measured: its `epoch`, `steps`,
         `progress`, the `batch` it trains with, the batch the policy fixed (`fixed_batch`, None

@@ -18,10 +18,11 @@ Its books (placement, time held and waited, restarts, the `JobView` it shows) ar
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from corral.core.cluster import NO_PLACEMENT
-from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobStatus, JobView, OracleInfo
+from corral.core.jobs import (Assignment, BatchConfig, JobSpec, JobStatus, JobView, MetricHistory,
+                              MetricRecord, OracleInfo)
 from corral.core.ledger import JobLedger
 from corral.perf.agent import choose_batch
 from corral.perf.estimator import JobEstimator
@@ -63,21 +64,22 @@ class SimJob(JobLedger):
         self.dry = False  # a prediction copy: observes nothing, keeps its batch
         self.ending = False  # trained its last epoch; finishes when its pause is over
         self._observed: tuple[int, int] | None = None  # (total batch, epoch) last measured
-        self._shown_metrics: tuple[tuple[int, int, float], ...] = ()  # `metrics` as last shown
+        self._shown_metrics: Sequence[MetricRecord] = ()  # `metrics` as last shown
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
         batch = self.batch
         return JobLedger.view(self, self.epoch, int(self.steps), self.progress, batch,
                               batch if self.policy_batch else None, self.estimator,
-                              self._metrics_tuple(), oracle)
+                              self._metrics_shown(), oracle)
 
-    def _metrics_tuple(self) -> tuple[tuple[int, int, float], ...]:
-        """`tuple(self.metrics)`, made again only when the list has grown since the last view
-        (it is only appended to; `resume_training` replaces it and resets this)."""
+    def _metrics_shown(self) -> Sequence[MetricRecord]:
+        """The metric history as a view shows it: the list as it is now, not copied (it is only
+        appended to; `resume_training` replaces it and resets this), the same object while it
+        has not grown."""
         shown = self._shown_metrics
         if len(shown) != len(self.metrics):
-            shown = self._shown_metrics = tuple(self.metrics)
+            shown = self._shown_metrics = MetricHistory(self.metrics, len(self.metrics))
         return shown
 
     @property

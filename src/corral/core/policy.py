@@ -48,6 +48,12 @@ class Policy(ABC):
     #: then do the engine and the live service keep a view of every finished job: the others
     #: get an empty tuple, so memory does not grow with finished jobs (10,000-job traces).
     learns_from_completed: ClassVar[bool] = False
+    #: Decides from each job's spec, status and assignment alone, never from its progress
+    #: (times held and waited, epoch, steps, metrics, estimator): the simulator may then show a
+    #: job's earlier view again while its status and assignment are unchanged, rather than make
+    #: a fresh one per active job per round (`SimJob.placement_view`). A pure speed promise;
+    #: tests/policies/test_placement_views.py checks it against fresh views at every round.
+    reads_only_placements: ClassVar[bool] = False
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()

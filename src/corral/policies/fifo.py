@@ -28,6 +28,7 @@ class Fifo(Policy):
     Params = FifoParams
     decides_on_change_only = True
     keeps_running_when_none_waits = True  # never preempts; admits by the user's GPU count
+    reads_only_placements = True  # submission order, GPU counts and who runs where
 
     def decide(self, snapshot: Snapshot) -> Decision:
         # attributes, not the views' properties: read for every active job every round

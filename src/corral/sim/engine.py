@@ -200,6 +200,8 @@ class Simulator:
                   previous: Decision) -> Snapshot:
         if self.policy.oracle:
             views = tuple([j.view(self._oracle(j)) for j in active])
+        elif self.policy.reads_only_placements:
+            views = tuple([j.placement_view() for j in active])
         else:
             views = tuple([j.view() for j in active])
         return Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=previous,

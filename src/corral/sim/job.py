@@ -36,7 +36,7 @@ class SimJob(JobLedger):
     __slots__ = (
         "truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
         "epoch", "progress", "steps", "metrics", "slowdown", "_rate", "active_at_arrival", "dry",
-        "epoch_start_steps", "ending", "_observed", "_shown_metrics",
+        "epoch_start_steps", "ending", "_observed", "_shown_metrics", "_placement_view",
     )
     _ALL_SLOTS = JobLedger.__slots__ + __slots__  # what a prediction copy copies
 
@@ -65,6 +65,7 @@ class SimJob(JobLedger):
         self.ending = False  # trained its last epoch; finishes when its pause is over
         self._observed: tuple[int, int] | None = None  # (total batch, epoch) last measured
         self._shown_metrics: Sequence[MetricRecord] = ()  # `metrics` as last shown
+        self._placement_view: JobView | None = None  # the last `placement_view`
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
@@ -72,6 +73,17 @@ class SimJob(JobLedger):
         return JobLedger.view(self, self.epoch, int(self.steps), self.progress, batch,
                               batch if self.policy_batch else None, self.estimator,
                               self._metrics_shown(), oracle)
+
+    def placement_view(self) -> JobView:
+        """`view()` for a policy that `reads_only_placements`: the view this method made last
+        while the job's status and assignment are the same objects as then (its progress
+        fields are then out of date), a fresh one otherwise."""
+        shown = self._placement_view
+        fixed = self.batch if self.policy_batch else None
+        if (shown is None or shown.status is not self.view_status
+                or shown.assignment is not self._assignment(fixed)):
+            shown = self._placement_view = self.view()
+        return shown
 
     def _metrics_shown(self) -> Sequence[MetricRecord]:
         """The metric history as a view shows it: the list as it is now, not copied (it is only

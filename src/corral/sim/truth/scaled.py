@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from corral.core.jobs import JobSpec
-from corral.sim.replay import packed_counts, remaining_at
+from corral.sim.replay import epoch_gains, packed_counts, remaining_at
 from corral.sim.truth.base import AppTruth, Truth
 
 #: Smallest factor (a job shorter than its overheads still trains a little).
@@ -47,7 +47,9 @@ class ScaledApp(AppTruth):
         return self.app.gain(total_bsz, epoch)
 
     def epoch_gains(self, total_bsz: float, epochs: int) -> tuple[float, ...]:
-        return self.app.epoch_gains(total_bsz, epochs)
+        # the app's own, remembered per app: gains do not scale, and the jobs of a trace are
+        # thousands of scaled copies of a handful of apps
+        return epoch_gains(self.app, total_bsz, epochs)
 
     def epoch_progress(self) -> tuple[float, ...]:
         return self._progress

@@ -266,3 +266,31 @@ def test_interference_lifts_at_the_next_decision_after_the_neighbour_finishes():
     # without interference: 30 s start + 60 s (b) / 180 s (a)
     jobs, _ = run(Pinned(), [a, b], cluster="3x4")
     assert (jobs["b"].finish_s, jobs["a"].finish_s) == (pytest.approx(90), pytest.approx(210))
+
+
+@pytest.mark.parametrize("policy_name", ["fifo", "optimus"])
+def test_a_finished_job_lets_go_of_its_training_but_completed_views_keep_theirs(
+        monkeypatch, policy_name):
+    """Once a job finishes, the engine drops its metric history and estimator (a whole trace
+    held millions of records to the end); a policy that learns from finished jobs still sees
+    their histories, and the records are those of a run that keeps everything."""
+    from corral.sim.job import SimJob
+    from corral.sim.truth.catalog import CatalogTruth
+    from corral.sim.workloads import synthetic
+
+    truth = CatalogTruth()
+    workload = synthetic(truth.limits(), num_jobs=20, rate_per_hour=30, seed=1)
+    kept = Simulator(truth, create_policy(policy_name), Cluster.uniform(8, 4)).run(workload)
+    shed: list[SimJob] = []
+    original = SimJob.shed_training
+    monkeypatch.setattr(SimJob, "shed_training", lambda job: (original(job), shed.append(job)))
+    policy = create_policy(policy_name)
+    completed: list = []
+    decide = policy.decide
+    policy.decide = lambda s: completed.append(s.completed) or decide(s)  # type: ignore[method-assign]
+    result = Simulator(truth, policy, Cluster.uniform(8, 4)).run(workload)
+    assert len(shed) == 20 and all(j.finish_s is not None for j in shed)
+    assert all(j.metrics == [] and j.estimator is None for j in shed)
+    assert result.jobs == kept.jobs
+    if policy.learns_from_completed:
+        assert any(len(v.metrics) > 3 for v in completed[-1])

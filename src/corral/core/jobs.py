@@ -279,7 +279,7 @@ class Decision:
 
     def get(self, name: str) -> Assignment | None:
         a = self.assignments.get(name)
-        return a if a is not None and a.placement else None
+        return a if a is not None and a.placement.slots else None
 
     def used_gpus(self, num_nodes: int) -> list[int]:
         used = [0] * num_nodes

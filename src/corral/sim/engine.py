@@ -125,6 +125,7 @@ class Simulator:
                 done.append(job)
                 if policy.learns_from_completed:
                     done_views.append(completed_view(job.view()))
+                job.shed_training()
                 predicted.pop(id(job), None)
                 policy.job_left(job.spec.name)
             while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:

@@ -176,6 +176,16 @@ class SimJob(JobLedger):
         self.ending = self.epoch >= self.total_epochs
         self._rate, self._observed = None, None
 
+    def shed_training(self) -> None:
+        """Let go of what only training and the policy's views needed, once the job finished:
+        its metric history (a record per epoch) and its estimator. Its books stay. Views shown
+        earlier keep theirs. A whole production trace otherwise held every finished job's
+        history to the end (millions of records)."""
+        self.metrics = []
+        self._shown_metrics = ()
+        self._placement_view = None
+        self.estimator = None  # type: ignore[assignment]
+
     def set_slowdown(self, slowdown: float) -> None:
         if slowdown != self.slowdown:
             self.slowdown = slowdown
@@ -211,7 +221,15 @@ class SimJob(JobLedger):
                 self.estimator.observe_grad_later(self.truth.grad_stats, key)
 
     def advance(self, to_s: float) -> None:
-        """Train (or wait) from the job's clock up to `to_s`; records completion exactly.
+        """Train (or wait) from the job's clock up to `to_s`: pause, train and cross epochs;
+        records completion exactly.
+
+        At an epoch boundary the job records its validation metric, pauses for the epoch's
+        overhead (validation, checkpoint: outside the steps) and, if it is adaptive and chooses
+        its own batch, re-chooses it. A job crosses an epoch at most of its advances over a
+        production trace (and its finish prediction crosses all the rest), so the loop keeps
+        its clock, progress, steps, epoch and pause in locals and writes them back where
+        something else reads them: the same arithmetic in the same order as step by step.
 
         The gradient statistics are measured at the end (`_observe_grad`) only when the
         (batch, epoch) they depend on may have changed since the last advance: the job crossed
@@ -220,31 +238,14 @@ class SimJob(JobLedger):
         the measurement would find its key unchanged and do nothing (tests/sim/test_job_caches.py
         checks the key after every advance of a simulation).
         """
-        dt_total = to_s - self.clock_s
-        if dt_total <= 0 or self.finish_s is not None:
+        start = t = self.clock_s
+        if to_s <= start or self.finish_s is not None:
             return
         if not self.placement.slots:
-            self.wait(dt_total)
+            self.wait(to_s - start)
             self.clock_s = to_s
             return
-        unchanged, epoch = self._rate is not None, self.epoch
-        t = self._train(self.clock_s, to_s)
-        self.hold(t - self.clock_s)
-        self.clock_s = to_s
-        if not unchanged or self.epoch != epoch:
-            self._observe_grad()
-
-    def _train(self, t: float, to_s: float) -> float:
-        """Pause, train and cross epochs from `t` to `to_s`; the time it stopped (before `to_s`
-        only when the job finished).
-
-        At an epoch boundary the job records its validation metric, pauses for the epoch's
-        overhead (validation, checkpoint: outside the steps) and, if it is adaptive and chooses
-        its own batch, re-chooses it. A job crosses an epoch at most of its advances over a
-        production trace (and its finish prediction crosses all the rest), so the loop keeps
-        its clock, progress, steps, epoch and pause in locals and writes them back where
-        something else reads them: the same arithmetic in the same order as step by step.
-        """
+        unchanged, first_epoch = self._rate is not None, self.epoch
         boundaries = self.boundaries
         overhead = self.truth.epoch_overhead_s
         record = None if self.dry else self.truth.metric
@@ -294,7 +295,10 @@ class SimJob(JobLedger):
                 self.pause_left_s, self.progress, self.steps, self.epoch = pause, progress, steps, epoch
                 self._rechoose_batch()
         self.pause_left_s, self.progress, self.steps, self.epoch = pause, progress, steps, epoch
-        return t
+        self.hold(t - start)
+        self.clock_s = to_s
+        if not unchanged or epoch != first_epoch:
+            self._observe_grad()
 
     def _rechoose_batch(self) -> None:
         """The agent's choice at an epoch boundary (an adaptive job choosing its own batch)."""

@@ -268,6 +268,28 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   nothing measurable on the trace: most advances cross an epoch). Left in fifo (38 s): per
   running job per stop, advancing (epochs included) ~40 %, views and decisions at the
   25,480 rounds with a waiting job ~35 %.
+* Session of 2026-11-27 (sixth), same Intel machine: fifo's whole trace again. cProfile at
+  1f9be16: 7.87 M advances and 7.86 M epoch crossings (3.93 M real, 3.93 M in the finish
+  predictions' dry runs), 3.80 M views at 25,480 decisions, 2.39 M gradient-statistics
+  measurements; `gc.callbacks` counted 3.4 s of 37.6 s in the cyclic collector (8,760 passes).
+  Fixes, each exact:
+  - The collector: `Simulator.run` paces its young generation at 100,000 allocations
+    (`corral.sim.gc_pacing`; switching it off measured the same), restored after the run.
+  - Gradient statistics are reported to the estimator as (truth's reader, key) and read only
+    when asked for (`JobEstimator.observe_grad_later`); fifo never asks.
+  - The epoch loop runs in `advance` itself, on locals (the same operations in the same order).
+  - `JobView.metrics` is a `MetricHistory` over the job's append-only list, not a tuple copy
+    per view once it grew (the copies grew with the history).
+  - `Policy.reads_only_placements` (fifo): a job's earlier view is shown again while its status
+    and assignment are unchanged (`SimJob.placement_view`); every decision is checked against
+    fresh views in tests/policies/test_placement_views.py. This one was 17 % of the run.
+  - A finished job sheds its metric history and estimator (`SimJob.shed_training`): peak RSS
+    of the whole trace 790 -> 197 MiB alone.
+  Side by side with 1f9be16, one per core (load ~2): fifo 39.6 -> 29.4 s CPU, tiresias-las
+  56.2 -> 51.1 s CPU, same records, rounds and GPU timeline (pickled and compared byte for
+  byte); `--check-reference` 0 of 56 cells differ. Alone: fifo 28.5 s, tiresias-las 47.9 s.
+  The busiest day under pollux is unchanged by these (py-spy of its first 3 hours: the jobs'
+  throughput refits 47 %, reached through the agents' batch choice and `Pollux.problem`).
 """
 
 from __future__ import annotations

@@ -35,10 +35,20 @@ def test_gradient_statistics_are_of_the_current_batch_and_epoch(policy, monkeypa
             assert job.estimator.grad_stats == measured  # ... changes nothing
             checked.append(job.spec.name)
 
+    plain_observe = SimJob._observe_grad
+    observed = []
+
+    def observe(job: SimJob) -> None:  # the key reads the total batch from `_rate` while set
+        if job._rate is not None and job.placement.slots and job.batch is not None:
+            assert job._rate[2] == job.batch.total(job.placement.num_gpus), job.spec.name
+            observed.append(job.spec.name)
+        plain_observe(job)
+
     monkeypatch.setattr(SimJob, "advance", advance)
+    monkeypatch.setattr(SimJob, "_observe_grad", observe)
     Simulator(truth, create_policy(policy), Cluster.parse("4x4"),
               EngineConfig(max_time_s=12 * 3600)).run(workload)
-    assert len(checked) > 30
+    assert len(checked) > 30 and len(observed) > 10
 
 
 def test_view_metrics_follow_the_list() -> None:

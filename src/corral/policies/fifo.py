@@ -31,14 +31,17 @@ class Fifo(Policy):
     reads_only_placements = True  # submission order, GPU counts and who runs where
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        # attributes, not the views' properties: read for every active job every round
-        running = {v.spec.name: v.assignment for v in snapshot.jobs
-                   if v.assignment is not None and v.status is STATUS_RUNNING}
-        out: dict[str, Assignment] = dict(running)
+        # one pass over the views, reading attributes, not properties: every active job, every
+        # round; running jobs keep what they run, the others queue in submission order
+        out: dict[str, Assignment] = {}
+        queue = []
+        for v in snapshot.jobs:
+            if v.assignment is not None and v.status is STATUS_RUNNING:
+                out[v.spec.name] = v.assignment
+            else:
+                queue.append(v)
         free = free_gpus(snapshot.cluster, out)
-        for view in snapshot.jobs:
-            if view.spec.name in running:
-                continue
+        for view in queue:
             placement = consolidated(free, view.spec.gpus)
             if placement is None:
                 if self.params.backfill:

@@ -120,6 +120,7 @@ class SimJob(JobLedger):
         new = assignment.placement if assignment else NO_PLACEMENT
         changed = self.place(now_s, new, self.epoch)  # the books: restarts, first start, ...
         if changed:
+            self._rate = None  # first: the batch choice below measures at the new placement
             if new:
                 self.pause_left_s = pause_s
             else:
@@ -135,8 +136,6 @@ class SimJob(JobLedger):
             elif changed or self.policy_batch or self.batch is None:
                 self.policy_batch = False
                 self._choose_batch(restart=True)
-        if changed:
-            self._rate = None
         return changed
 
     def _choose_batch(self, restart: bool) -> None:
@@ -214,8 +213,10 @@ class SimJob(JobLedger):
         something asks for them (`JobEstimator.observe_grad_later`): under a policy that never
         reads them, nothing is computed.
         """
-        if self.placement and self.batch is not None and not self.dry:
-            key = (self.batch.total(self.placement.num_gpus), self.epoch)
+        if self.placement.slots and self.batch is not None and not self.dry:
+            rate = self._rate  # while set, it holds the total batch of this batch and placement
+            key = (rate[2] if rate is not None else self.batch.total(self.placement.num_gpus),
+                   self.epoch)
             if key != self._observed:
                 self._observed = key
                 self.estimator.observe_grad_later(self.truth.grad_stats, key)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from corral.core.cluster import Placement
+from corral.core.cluster import NO_PLACEMENT, Placement
 from corral.core.errors import InputError
 from corral.perf.overheads import OVERHEADS, ReshapeOverheads
 
@@ -163,6 +163,9 @@ class GpuHandover:
 
 
 def _lost(old: Placement, new: Placement) -> Placement:
-    """GPUs per node that `old` has and `new` does not."""
+    """GPUs per node that `old` has and `new` does not (all of `old` when `new` is empty, as
+    at every finish and preemption; none when `old` is, as at every first start)."""
+    if not new.slots or not old.slots:
+        return old if not new.slots else NO_PLACEMENT
     after = dict(new.slots)
     return Placement.of({n: g - after.get(n, 0) for n, g in old.slots if g > after.get(n, 0)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import pytest
@@ -32,6 +33,38 @@ def test_a_slower_pacing_already_set_is_kept():
             assert gc.get_threshold()[0] == 10 * YOUNG_THRESHOLD
     finally:
         gc.set_threshold(*before)
+
+
+def test_overlapping_blocks_in_two_threads_give_back_the_first_pacing():
+    """A and B overlap (A enters, B enters, A leaves, B leaves): the pacing stays paced until
+    B leaves, then it is the one from before A."""
+    before = gc.get_threshold()
+    a_in, a_out, b_in = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def run_a() -> None:
+        with fewer_collections():
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def run_b() -> None:
+        a_in.wait(5)
+        with fewer_collections():
+            b_in.set()
+            a_out.wait(5)
+            seen.append(gc.get_threshold()[0])  # A has left: B's run is still paced
+
+    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [max(before[0], YOUNG_THRESHOLD)]
+    assert gc.get_threshold() == before
+    with fewer_collections(), fewer_collections():  # nested in one thread
+        pass
+    assert gc.get_threshold() == before
 
 
 class _Cycle:

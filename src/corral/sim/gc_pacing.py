@@ -13,6 +13,7 @@ collection frees only unreachable objects.
 from __future__ import annotations
 
 import gc
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -20,14 +21,27 @@ from typing import Iterator
 #: 700). 100,000 small objects waiting for a pass are a few MiB.
 YOUNG_THRESHOLD = 100_000
 
+_lock = threading.Lock()
+_open = 0  # blocks open now, in any thread
+_saved: tuple[int, ...] = ()  # the pacing before the first of them
+
 
 @contextmanager
 def fewer_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
     """Pace the young generation at `young` allocations (or the current pace, if slower) for
-    the duration of the block; the previous pacing comes back after it, whatever happens."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], young), *before[1:])
+    the duration of the block; the previous pacing comes back when the last open block ends,
+    whatever happens in it. The pacing is the process's: blocks that overlap (nested, or runs
+    in several threads) keep the one the first of them set."""
+    global _open, _saved
+    with _lock:
+        if _open == 0:
+            _saved = gc.get_threshold()
+            gc.set_threshold(max(_saved[0], young), *_saved[1:])
+        _open += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _lock:
+            _open -= 1
+            if _open == 0:
+                gc.set_threshold(*_saved)

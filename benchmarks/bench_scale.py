@@ -289,12 +289,12 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   56.2 -> 51.1 s CPU, same records, rounds and GPU timeline (pickled and compared byte for
   byte); `--check-reference` 0 of 56 cells differ. Alone: fifo 28.5 s, tiresias-las 47.9 s.
   The full benchmark an hour later (`benchmarks/results/bench_scale_483f629.json`, the host
-  ~10 % slower by every figure both runs share) gave fifo 30.1 s, so three more exact fixes:
+  5-18 % slower by every figure both runs share) gave fifo 30.1 s, so three more exact fixes:
   fifo reads its views in one pass; the gradient-statistics key takes the total batch from
   `_rate` (`assign` now drops `_rate` before the batch choice measures, checked in
   tests/sim/test_job_caches.py); the GPU handover skips rebuilding placements at first starts,
-  finishes and preemptions (`_lost`). Then, side by side with 483f629: fifo 31.7 -> 29.5 ->
-  27.8 s CPU over the two steps; alone 28.2 s (tiresias-las 54.6 s in the same run, at
+  finishes and preemptions (`_lost`). Each step side by side with the commit before it: fifo
+  31.7 -> 30.5 s CPU, then 29.5 -> 27.8 s CPU; alone 28.2 s (tiresias-las 54.6 s in the same run, at
   1f9be16 67.2 s side by side against 55.3 s now: the host's hour again), peak RSS 203 MiB.
   The busiest day under pollux is unchanged by these (py-spy of its first 3 hours: the jobs'
   throughput refits 47 %, reached through the agents' batch choice and `Pollux.problem`).

@@ -165,7 +165,9 @@ class GpuHandover:
 def _lost(old: Placement, new: Placement) -> Placement:
     """GPUs per node that `old` has and `new` does not (all of `old` when `new` is empty, as
     at every finish and preemption; none when `old` is, as at every first start)."""
-    if not new.slots or not old.slots:
-        return old if not new.slots else NO_PLACEMENT
+    if not new.slots:
+        return old
+    if not old.slots:
+        return NO_PLACEMENT
     after = dict(new.slots)
     return Placement.of({n: g - after.get(n, 0) for n, g in old.slots if g > after.get(n, 0)})

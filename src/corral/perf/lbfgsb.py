@@ -71,16 +71,17 @@ def _direct(fun: Objective, x0: np.ndarray, lower: np.ndarray, upper: np.ndarray
     isave = np.zeros(44, dtype=np.int32)
     dsave = np.zeros(29, dtype=np.float64)
     factr = ftol / np.finfo(float).eps
-    last: tuple[np.ndarray, float, np.ndarray] | None = None  # scipy evaluates a point once
+    last: tuple[list[float], float, np.ndarray] | None = None  # scipy evaluates a point once
     nfev = iterations = 0
     while True:
         g = g.astype(np.float64)
         _lbfgsb.setulb(m, x, lower, upper, nbd, f, g, factr, gtol, wa, iwa, task, lsave,
                        isave, dsave, _MAXLS, ln_task)
         if task[0] == 3:  # f and g wanted at x
-            if last is None or not (x == last[0]).all():  # np.array_equal, cheaper
+            point = x.tolist()  # compared as floats: equal as np.array_equal finds them, cheaper
+            if last is None or point != last[0]:
                 value, grad = fun(x.copy())
-                last = (x.copy(), float(value), np.atleast_1d(grad))
+                last = (point, float(value), np.atleast_1d(grad))
                 nfev += 1
             f, g = last[1], last[2]
         elif task[0] == 1:  # a new iteration

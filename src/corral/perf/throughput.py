@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -20,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from corral.perf.lbfgsb import minimize_lbfgsb
+from corral.perf.numpy_order import numpy_sum
 
 __all__ = [
     "ThroughputParams", "grad_time", "sync_time", "iteration_time", "fit_throughput",
@@ -50,10 +52,6 @@ _FIT_MEMO_SIZE = 4096
 # A warm-start value at or below this was pinned (or driven to the bound): start it afresh,
 # since in log space a parameter sitting at the bound has almost no gradient.
 _WARM_MIN = 1e3 * PARAM_LOWER_BOUND
-
-# np.sum and np.mean of a 1-d array are this reduction (np.mean then divides by the count),
-# without their argument handling, which costs more than the sum of a few points.
-_sum = np.add.reduce
 
 # Positions in ThroughputParams.as_array().
 _AG, _BG, _AL, _BL, _AN, _BN, _GAMMA = range(7)
@@ -153,20 +151,22 @@ def iteration_time(params: ThroughputParams, num_nodes: ArrayLike, num_gpus: Arr
 @dataclass(frozen=True, slots=True)
 class _Profile:
     """One point per unique (N, K, m): averaged step and compute (grad) times, and the sync
-    regime of each point (Eq. 9), computed once per fit rather than at every evaluation."""
+    regime of each point (Eq. 9), computed once per fit rather than at every evaluation. The
+    objective reads the per-point columns as Python floats (`points`)."""
 
     nodes: np.ndarray
     gpus: np.ndarray
     local_bsz: np.ndarray
-    log_step: np.ndarray
-    log_grad: np.ndarray
     grad_mean_s: float
-    local: np.ndarray  # all replicas on one node, >= 2 GPUs
-    node: np.ndarray  # replicas on >= 2 nodes
-    synced: np.ndarray  # local | node
-    extra: np.ndarray  # max(K - 2, 0)
-    local_01: np.ndarray  # `local` as 0.0/1.0, the values numpy multiplies a bool mask as
-    node_01: np.ndarray
+    points: "_Points"
+
+
+@dataclass(frozen=True, slots=True)
+class _Points:
+    """What `_loss_and_grad` reads of each point, as Python floats and bools: (m, max(K-2, 0),
+    one-node sync, several-node sync, log mean step time, log mean compute time)."""
+
+    rows: list[tuple[float, float, bool, bool, float, float]]
 
 
 def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.ndarray,
@@ -191,63 +191,100 @@ def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.nd
     grad_mean = np.maximum(step_mean - sync_mean, 1e-3 * step_mean)
     nodes, gpus = keys[:, 0], keys[:, 1]
     local, node, extra = _sync_regime(nodes, gpus)
-    return _Profile(nodes, gpus, keys[:, 2], np.log(step_mean), np.log(grad_mean),
-                    float(np.mean(grad_mean)), local, node, local | node, extra,
-                    local.astype(float), node.astype(float))
+    points = _Points(list(zip(keys[:, 2].tolist(), extra.tolist(), local.tolist(),
+                              node.tolist(), np.log(step_mean).tolist(),
+                              np.log(grad_mean).tolist())))
+    return _Profile(nodes, gpus, keys[:, 2], float(np.mean(grad_mean)), points)
 
 
-def _loss_and_grad(theta: np.ndarray, prof: _Profile) -> tuple[float, np.ndarray]:
+def _loss_and_grad(theta: list[float], pts: _Points) -> tuple[float, list[float]]:
     """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient.
 
-    L-BFGS-B calls this a few hundred times per fit on a handful of points, so numpy's
-    per-call overhead is its cost: each value is computed once, sums and means go straight to
-    `np.add.reduce` (what np.sum and np.mean call), and the masks come precomputed. The
-    floating-point operations are exactly those of the plain formulas, so fits are unchanged.
+    L-BFGS-B calls this a few hundred times per fit on a handful of points, where numpy's
+    per-call overhead was the whole cost (~60 calls of ~1 us). So it runs on Python floats,
+    with the floating-point operations of the array formulas (in the comments) in the same
+    order: + - * / and sqrt are correctly rounded either way, sums follow numpy's pairwise
+    order (`numpy_sum`), and the logarithms and exponentials, whose last bits depend on
+    numpy's SIMD kernels, are numpy's, in one call each. Fits are therefore unchanged to the
+    last bit (tests/perf/test_throughput_objective.py checks it against the array form).
+    Where a point does not sync (one GPU), the array form computed a value and np.where
+    dropped it; here it is the value np.where kept.
     """
     ag, bg, al, bl, an, bn, gamma = theta
-    m, extra, synced = prof.local_bsz, prof.extra, prof.synced
-    n = m.size
+    rows = pts.rows
+    n = len(rows)
     gm1 = gamma - 1.0
-    t_grad = ag + bg * m
-    t_sync = (np.where(prof.local, al + bl * extra, 0.0)
-              + np.where(prof.node, an + bn * extra, 0.0))
-    log_tg = np.log(t_grad)
-    log_ts = np.log(np.where(synced, t_sync, 1.0))
+    # t_grad = ag + bg*m; t_sync = where(local, al + bl*extra, 0) + where(node, an + bn*extra, 0)
+    t_grad = [ag + bg * r[0] for r in rows]
+    sync_arg = [(al + bl * e if lo else 0.0) + (an + bn * e if no else 0.0) if lo or no else 1.0
+                for _, e, lo, no, _, _ in rows]
+    logs = np.log(t_grad + sync_arg).tolist()  # log t_grad, log where(synced, t_sync, 1)
     # log T_iter = logaddexp(g*log tg, g*log ts)/g; on one GPU T_iter = T_grad.
-    g_log_tg, g_log_ts = gamma * log_tg, gamma * log_ts
-    lse = np.where(synced, np.logaddexp(g_log_tg, g_log_ts), g_log_tg)
-    log_ti = lse / gamma
-    # d log T_iter / d T_grad = tg^(g-1)/(tg^g+ts^g), likewise for ts (0 on one GPU).
-    d_tg = np.exp(gm1 * log_tg - lse)
-    d_ts = np.where(synced, np.exp(gm1 * log_ts - lse), 0.0)
-    w_s = np.where(synced, np.exp(g_log_ts - lse), 0.0)
-    d_gamma = ((1.0 - w_s) * log_tg + w_s * log_ts - log_ti) / gamma
+    g_tg = [gamma * v for v in logs[:n]]
+    g_ts = [gamma * v for v in logs[n:]]
+    both = np.logaddexp(g_tg, g_ts).tolist()
+    lse = [b if lo or no else a for a, b, (_, _, lo, no, _, _) in zip(g_tg, both, rows)]
+    # d log T_iter / d T_grad = tg^(g-1)/(tg^g+ts^g), likewise for ts (0 on one GPU);
+    # w_s = exp(g log ts - lse): three exponentials per point, interleaved in one call
+    args: list[float] = []
+    for ltg, lts, gts, v in zip(logs, logs[n:], g_ts, lse):
+        args += (gm1 * ltg - v, gm1 * lts - v, gts - v)
+    exps = np.exp(args).tolist()
 
-    e_grad = log_tg - prof.log_grad
-    e_iter = log_ti - prof.log_step
-    r_grad = np.sqrt(_sum(e_grad ** 2) / n + _RMSE_FLOOR)
-    r_iter = np.sqrt(_sum(e_iter ** 2) / n + _RMSE_FLOOR)
+    e_grad: list[float] = []
+    e_iter: list[float] = []
+    sq_grad: list[float] = []
+    sq_iter: list[float] = []
+    d_gamma: list[float] = []
+    for i, (ltg, lts, v, row) in enumerate(zip(logs, logs[n:], lse, rows)):
+        synced = row[2] or row[3]
+        w = exps[3 * i + 2] if synced else 0.0
+        lti = v / gamma
+        d_gamma.append(((1.0 - w) * ltg + w * lts - lti) / gamma)
+        eg, ei = ltg - row[5], lti - row[4]
+        e_grad.append(eg)
+        e_iter.append(ei)
+        sq_grad.append(eg * eg)
+        sq_iter.append(ei * ei)
+    r_grad = math.sqrt(numpy_sum(sq_grad) / n + _RMSE_FLOOR)
+    r_iter = math.sqrt(numpy_sum(sq_iter) / n + _RMSE_FLOOR)
     ratio_n, ratio_l = bn / an, bl / al
     loss = (r_grad + r_iter + _GAMMA_REG * gm1 ** 2
             + _RATIO_REG * (ratio_n ** 2 + ratio_l ** 2))
 
-    c_grad = e_grad / (n * r_grad)  # d r_grad / d log_tg, per point
-    c_iter = e_iter / (n * r_iter)  # d r_iter / d log_ti, per point
-    inv_tg = 1.0 / t_grad
-    g_tg = c_grad * inv_tg + c_iter * d_tg  # d loss / d T_grad, per point
-    g_s = c_iter * d_ts
-    g_ls = g_s * prof.local_01  # d loss / d T_sync (local branch)
-    g_ns = g_s * prof.node_01
-    grad = np.array([
-        _sum(g_tg),
-        _sum(g_tg * m),
-        _sum(g_ls) - 2.0 * _RATIO_REG * ratio_l ** 2 / al,
-        _sum(g_ls * extra) + 2.0 * _RATIO_REG * ratio_l / al,
-        _sum(g_ns) - 2.0 * _RATIO_REG * ratio_n ** 2 / an,
-        _sum(g_ns * extra) + 2.0 * _RATIO_REG * ratio_n / an,
-        _sum(c_iter * d_gamma) + 2.0 * _GAMMA_REG * gm1,
-    ])
-    return float(loss), grad
+    # c = e / (n r): d r / d log t per point; g_tg = c_grad/t_grad + c_iter*d_tg (d loss /
+    # d T_grad); g_s = c_iter*d_ts, times the 0/1 masks of each sync branch
+    n_r_grad, n_r_iter = n * r_grad, n * r_iter
+    g_t: list[float] = []
+    g_tm: list[float] = []
+    g_l: list[float] = []
+    g_le: list[float] = []
+    g_n: list[float] = []
+    g_ne: list[float] = []
+    g_g: list[float] = []
+    for i, (eg, ei, tg, dg, (m, e, lo, no, _, _)) in enumerate(zip(e_grad, e_iter, t_grad,
+                                                                    d_gamma, rows)):
+        c_iter = ei / n_r_iter
+        g = eg / n_r_grad * (1.0 / tg) + c_iter * exps[3 * i]
+        g_s = c_iter * exps[3 * i + 1] if lo or no else c_iter * 0.0
+        g_ls, g_ns = g_s * (1.0 if lo else 0.0), g_s * (1.0 if no else 0.0)
+        g_t.append(g)
+        g_tm.append(g * m)
+        g_l.append(g_ls)
+        g_le.append(g_ls * e)
+        g_n.append(g_ns)
+        g_ne.append(g_ns * e)
+        g_g.append(c_iter * dg)
+    grad = [
+        numpy_sum(g_t),
+        numpy_sum(g_tm),
+        numpy_sum(g_l) - 2.0 * _RATIO_REG * ratio_l ** 2 / al,
+        numpy_sum(g_le) + 2.0 * _RATIO_REG * ratio_l / al,
+        numpy_sum(g_n) - 2.0 * _RATIO_REG * ratio_n ** 2 / an,
+        numpy_sum(g_ne) + 2.0 * _RATIO_REG * ratio_n / an,
+        numpy_sum(g_g) + 2.0 * _GAMMA_REG * gm1,
+    ]
+    return loss, grad
 
 
 def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLike,
@@ -320,12 +357,18 @@ def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
     free_idx = np.flatnonzero(free)
     is_log = free_idx < _GAMMA
 
+    free_list, log_list, base = free_idx.tolist(), is_log.tolist(), theta.tolist()
+    pts = prof.points
+
     def objective(q: np.ndarray) -> tuple[float, np.ndarray]:
-        x = np.where(is_log, np.exp(q), q)
-        full = theta.copy()
-        full[free_idx] = x
-        loss, grad = _loss_and_grad(full, prof)
-        return loss, np.where(is_log, grad[free_idx] * x, grad[free_idx])
+        # as np.where(is_log, exp(q), q) into theta, and back through the chain rule
+        xs = [e if lg else v for e, v, lg in zip(np.exp(q).tolist(), q.tolist(), log_list)]
+        full = base.copy()
+        for i, x in zip(free_list, xs):
+            full[i] = x
+        loss, grad = _loss_and_grad(full, pts)
+        return loss, np.array([grad[i] * x if lg else grad[i]
+                               for i, x, lg in zip(free_list, xs, log_list)])
 
     x0 = theta[free_idx]
     if free_idx.size:

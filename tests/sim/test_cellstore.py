@@ -101,3 +101,24 @@ def test_a_failed_or_damaged_cell_is_run_again(tmp_path: Path) -> None:
                        reuse=True)
     assert runner.cells == 2 and again.reused == 0 and len(again.failures) == 1
     assert "srtf" in again.results
+
+
+def test_a_complete_run_keeps_only_its_own_cells(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    choices = [PolicyChoice("fifo", {}), PolicyChoice("srtf", {})]
+    run_matrix(SOURCE, choices, _workloads(), CLUSTER, CONFIG, store=store)
+    assert len(list(tmp_path.glob("*.json"))) == 4
+    (tmp_path / "0123abcd.tmp999").write_text("{")  # a write cut short by a killed run
+    (tmp_path / "notes.txt").write_text("the user's")  # not a cell: left alone
+    # a run that fails keeps every cell (it may be resumed)
+    failed = run_matrix(SOURCE, [choices[0], PolicyChoice("fifo", {"no_such_parameter": "1"})],
+                        _workloads()[:1], CLUSTER, CONFIG, store=store)
+    assert failed.failures and len(list(tmp_path.glob("*.json"))) == 4
+    only = run_matrix(SOURCE, choices[:1], _workloads(), CLUSTER, CONFIG, store=store)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".json") == ["notes.txt"]
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert any("removed 2 simulation(s)" in note for note in only.notes)
+    runner = CountingRunner()  # fifo's cells are still there to take
+    again = run_matrix(SOURCE, choices[:1], _workloads(), CLUSTER, CONFIG, runner, store=store,
+                       reuse=True)
+    assert runner.cells == 0 and again.reused == 2 and not again.notes

@@ -126,3 +126,20 @@ class CellStore:
         tmp.write_text(json.dumps({"format": FORMAT, "policy": result.policy,
                                    "workload": result.workload, "result": result_doc(result)}))
         os.replace(tmp, path)
+
+    def prune(self, keep: set[str]) -> int:
+        """Remove the cells (and the half-written files of interrupted runs) whose key is not in
+        `keep`; returns how many cells went. A sweep's folder otherwise keeps every earlier
+        run's cells, a whole simulation result each, however often its inputs changed."""
+        removed = 0
+        if not self.root.is_dir():
+            return 0
+        for path in self.root.iterdir():
+            if path.stem in keep or not (path.suffix == ".json" or path.suffix.startswith(".tmp")):
+                continue
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed += path.suffix == ".json"
+        return removed

@@ -156,7 +156,9 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
     runner, started first) and sets it on the workload's results; `MatrixResult.notes` says
     where it could not be computed. With a `store`, every cell that finishes is kept there at
     once; with `reuse`, cells kept there by an earlier run of the same inputs and code are
-    taken (reported done first) and only the others run.
+    taken (reported done first) and only the others run. Once every cell has a result, the
+    store keeps only this matrix's cells (`CellStore.prune`, said in the notes); after a
+    failure it keeps all, so the run can resume.
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
     keys: list[str] = []
@@ -214,4 +216,9 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
             results[cells[index][0].name].append(result)
         else:
             failures.append(failure)
+    if store is not None and not failures:  # complete: earlier runs' cells are not needed
+        gone = store.prune(set(keys))
+        if gone:
+            notes.append(f"removed {gone} simulation(s) of earlier runs with other inputs or "
+                         f"code from {store.root}")
     return MatrixResult({p: rs for p, rs in results.items() if rs}, failures, notes, reused)

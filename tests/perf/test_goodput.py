@@ -155,6 +155,29 @@ def test_vectorised_optimize_equals_scalar():
         assert (best[idx], local[idx], accum[idx]) == fn.optimize(int(nodes[idx]), int(gpus[idx]))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_one_allocation_as_ints_equals_the_array_path_bit_for_bit(seed):
+    """`optimize(int, int)` takes a shortcut (one row, no array plumbing): the same numbers as
+    the array path, before and after the candidates are remembered, in every batch regime."""
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        params = ThroughputParams(*rng.uniform(1e-4, 0.2, 6), rng.uniform(1.0, 4.0))
+        init = int(rng.choice([32, 128, 256]))
+        fn = make(params=params, init_bsz=init,
+                  stats=GradStats(*rng.uniform(0.0, 50.0, 2)) if rng.random() < 0.8 else NO_STATS,
+                  max_bsz=int(rng.choice([init // 2, init, 4096])),
+                  min_local_bsz=int(rng.choice([1, 16, 32])), max_local_bsz=int(rng.choice([64, 1024])),
+                  accumulation=bool(rng.random() < 0.7))
+        pairs = [(int(n), int(k)) for n, k in zip(rng.integers(0, 6, 12), rng.integers(0, 80, 12))
+                 if n <= k and (n > 0 or k == 0)]
+        for n, k in pairs * 2:  # the second pass finds the rows remembered
+            best, local, accum = fn.optimize(np.array([n]), np.array([k]))
+            one = fn.optimize(n, k)
+            assert type(one[0]) is float and type(one[1]) is int and type(one[2]) is int
+            assert (one[0].hex(), one[1], one[2]) == (float(best[0]).hex(), int(local[0]),
+                                                      int(accum[0])), (n, k)
+
+
 def test_scalar_results_are_python_numbers():
     best, local, accum = make().optimize(np.int64(1), np.int64(4))
     assert type(best) is float and type(local) is int and type(accum) is int

@@ -171,6 +171,24 @@ class CandidateCache:
         assert model.rows is not None
         return model.rows.take(at)
 
+    def row(self, key: Any, nodes: int, gpus: int,
+            compute: Callable[[np.ndarray, np.ndarray], Candidates]) -> Candidates:
+        """`rows` of one (nodes, gpus) pair, as 1-d arrays of its W candidates: a job's own
+        batch choice asks for one allocation at every epoch end, where the array plumbing of
+        `rows` cost more than the lookup."""
+        model = self._models.get(key)
+        if model is not None and model.rows is not None:
+            index = model.index
+            if nodes < index.shape[0] and gpus < index.shape[1]:
+                at = int(index[nodes, gpus])
+                if at >= 0:
+                    self._models.move_to_end(key)
+                    rows = model.rows
+                    return Candidates(rows.throughput[at], rows.total[at], rows.local_bsz[at],
+                                      rows.accum_steps[at])
+        one = self.rows(key, np.array([nodes]), np.array([gpus]), compute)
+        return Candidates(one.throughput[0], one.total[0], one.local_bsz[0], one.accum_steps[0])
+
     def _evict(self, keep: Any) -> None:
         while self._rows > self.max_rows and len(self._models) > 1:
             key, model = next(iter(self._models.items()))

@@ -108,23 +108,38 @@ class GoodputFunction:
         their shape. An allocation with 0 GPUs, or one no allowed batch fits (e.g. more GPUs
         than max_bsz / min_local_bsz), gives goodput 0 with local_bsz 0 and accum_steps 0.
         """
+        if type(num_nodes) is int and type(num_gpus) is int and num_nodes >= 0 and num_gpus >= 0:
+            return self._optimize_one(num_nodes, num_gpus)
         scalar = _is_scalar(num_nodes, num_gpus)
         nodes, gpus = np.broadcast_arrays(np.asarray(num_nodes, dtype=float),
                                           np.asarray(num_gpus, dtype=float))
         shape = nodes.shape
         nodes, gpus = nodes.ravel(), gpus.ravel()
         _check_counts(nodes, gpus)
-
-        def compute(n: np.ndarray, k: np.ndarray) -> Candidates:
-            return candidate_rows(self.params, self.init_bsz, self.max_bsz, self.min_local_bsz,
-                                  self.max_local_bsz, self.accumulation, n, k)
         counts = _as_counts(nodes, gpus)
-        cands = (compute(nodes, gpus) if counts is None
-                 else _ONE_JOB.rows(self.model_key(), *counts, compute))
+        cands = (self._candidates(nodes, gpus) if counts is None
+                 else _ONE_JOB.rows(self.model_key(), *counts, self._candidates))
         best, local_bsz, accum = _best(cands, self.stats, self.init_bsz)
         if scalar:
             return float(best[0]), int(local_bsz[0]), int(accum[0])
         return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
+
+    def _candidates(self, nodes: np.ndarray, gpus: np.ndarray) -> Candidates:
+        """Spec 2.5 candidate rows of flat float (nodes, gpus) under this job's model."""
+        return candidate_rows(self.params, self.init_bsz, self.max_bsz, self.min_local_bsz,
+                              self.max_local_bsz, self.accumulation, nodes, gpus)
+
+    def _optimize_one(self, num_nodes: int, num_gpus: int) -> tuple[float, int, int]:
+        """`optimize` of one allocation given as Python ints (the agent's batch choice at every
+        epoch end): the same candidates and arithmetic on one row, without the array plumbing."""
+        cands = _ONE_JOB.row(self.model_key(), min(num_nodes, DISTINCT_NODE_COUNTS - 1),
+                             num_gpus, self._candidates)
+        good = _goodputs(cands, self.stats, self.init_bsz)
+        pick = int(np.argmax(good))
+        best = float(good[pick])
+        if not best > 0:
+            return best, 0, 0
+        return best, int(cands.local_bsz[pick]), int(cands.accum_steps[pick])
 
 
 def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: ArrayLike,
@@ -208,12 +223,17 @@ def _check_counts(nodes: np.ndarray, gpus: np.ndarray) -> None:
         raise ValueError("numbers of nodes and GPUs must be >= 0")
 
 
+def _goodputs(cands: Candidates, stats: GradStats, init_bsz: Any) -> np.ndarray:
+    """Goodput of every candidate (Eq. 4): throughput x efficiency at its total batch."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return cands.throughput * np.asarray(efficiency(stats, init_bsz, cands.total))
+
+
 def _best(cands: Candidates, stats: GradStats, init_bsz: Any
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(goodput, local_bsz, accum_steps) of each row's best candidate (Eq. 4, 13): throughput
     x efficiency at the candidate's total batch; all 0 where no candidate is usable."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        good = cands.throughput * np.asarray(efficiency(stats, init_bsz, cands.total))
+    good = _goodputs(cands, stats, init_bsz)
     pick = np.argmax(good, axis=1)
     rows = np.arange(good.shape[0])
     best = good[rows, pick]

@@ -298,6 +298,32 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   1f9be16 67.2 s side by side against 55.3 s now: the host's hour again), peak RSS 203 MiB.
   The busiest day under pollux is unchanged by these (py-spy of its first 3 hours: the jobs'
   throughput refits 47 %, reached through the agents' batch choice and `Pollux.problem`).
+* Session of 2026-11-27 (seventh), same Intel machine: the busiest day under pollux, its fits.
+  1,177 fits captured in the day's first hour at 3fb7132 (1,050 from the agents' batch choice
+  at epoch ends, 127 from `Pollux.problem`; all distinct inputs): 24.2 s CPU, ~210 L-BFGS-B
+  evaluations a fit at ~100 us each, ~70 us of it numpy's per-call overhead in the objective
+  (~60 calls on 3-16 points). The objective now runs on Python floats with the array
+  formulas' operations in the same order: + - * / and sqrt are correctly rounded either way,
+  sums follow np.add.reduce's pairwise order (`corral.perf.numpy_order.numpy_sum`), and log,
+  exp and logaddexp stay numpy's, one call each (np.exp's SIMD kernel differs from libm's exp
+  in 4.7 % of a million draws here, so they cannot move to `math`). The driver compares
+  points as float lists. The captured fits: 24.2 -> 14.9 s CPU, results byte-identical.
+  Then py-spy of the first 3 hours: the agents' `GoodputFunction.optimize` of one allocation
+  (at every epoch end) 13 %, ~100 us a call of array plumbing around a remembered candidate
+  row; ints now take that row directly and pick on it (`_optimize_one`): 24 us, the same
+  numbers (a test compares them with the array path bit for bit). Both exact: `--check-
+  reference` 0 of 56 cells differ. Busiest day, before and after side by side, one per core:
+  332.0 -> 297.3 s CPU (fits alone), then 349.1 -> 286.1 s CPU (both; 1.22x), same 1,661
+  rounds and avg JCT 939 s; alone in the full run at 0d20594 (`benchmarks/results/
+  bench_scale_0d20594.json`) 272.1 s, where fifo's whole trace took 26.4 s, tiresias-las's
+  46.0 s, the optimus round 0.215 s and its day 5.4 s (optimus refits through the same fits).
+  py-spy of the whole day after the fits' change: the search 38 %, fits 28 %, the agents'
+  optimize 15 % (in the first 3 hours 13 % -> 8 % with `_optimize_one`), speedup tables 10 %. The
+  pollux round median stays ~0.35 s: it is round 2, 10 generations of the search at ~32 ms;
+  the rounds that refit went 0.41 -> 0.36 s and 0.67 -> 0.60 s. Still ~2.4x over 120 s for
+  the day and 3.5x over 0.1 s for the round, with no part above 40 %: what is left needs the
+  search and the fits compiled (bit-exact transcendental functions are the obstacle for the
+  fits) or the reference figures renewed.
 """
 
 from __future__ import annotations

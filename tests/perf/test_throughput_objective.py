@@ -8,9 +8,9 @@ from corral.perf import throughput as tp
 from corral.perf.throughput import ThroughputParams, fit_throughput
 
 
-def array_loss_and_grad(theta: np.ndarray, pts) -> tuple[float, np.ndarray]:
+def array_loss_and_grad(theta: np.ndarray, points) -> tuple[float, np.ndarray]:
     """The objective as array formulas (spec 1.2.1), the form the fits were first made with."""
-    m, extra, local, node, log_step, log_grad = (np.array(c) for c in zip(*pts.rows))
+    m, extra, local, node, log_step, log_grad = (np.array(c) for c in zip(*points))
     synced = local | node
     ag, bg, al, bl, an, bn, gamma = theta
     n = m.size
@@ -64,11 +64,11 @@ def random_profile(rng: np.random.Generator, points: int):
 def test_objective_equals_the_array_form_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     for _ in range(60):
-        pts = tp._aggregate(*random_profile(rng, int(rng.integers(1, 40)))).points
+        points = tp._aggregate(*random_profile(rng, int(rng.integers(1, 40)))).points
         theta = np.concatenate([np.exp(rng.uniform(np.log(1e-8), np.log(10.0), 6)),
                                 [rng.uniform(1.0, 10.0)]])
-        loss, grad = tp._loss_and_grad(theta.tolist(), pts)
-        ref_loss, ref_grad = array_loss_and_grad(theta, pts)
+        loss, grad = tp._loss_and_grad(theta.tolist(), points)
+        ref_loss, ref_grad = array_loss_and_grad(theta, points)
         assert loss.hex() == ref_loss.hex()
         assert np.array(grad).tobytes() == ref_grad.tobytes()
 
@@ -89,6 +89,6 @@ def test_fits_equal_fits_made_with_the_array_form(monkeypatch, prior_driven):
 
     ours = fits()
     monkeypatch.setattr(tp, "_loss_and_grad",
-                        lambda theta, pts: array_loss_and_grad(np.array(theta), pts))
+                        lambda theta, points: array_loss_and_grad(np.array(theta), points))
     assert fits() == ours
     tp._fit_memo.cache_clear()

@@ -158,15 +158,12 @@ class _Profile:
     gpus: np.ndarray
     local_bsz: np.ndarray
     grad_mean_s: float
-    points: "_Points"
+    points: list["_Point"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Points:
-    """What `_loss_and_grad` reads of each point, as Python floats and bools: (m, max(K-2, 0),
-    one-node sync, several-node sync, log mean step time, log mean compute time)."""
-
-    rows: list[tuple[float, float, bool, bool, float, float]]
+#: What the objective reads of one point, as Python floats and bools: (m, max(K - 2, 0),
+#: one-node sync, several-node sync, log mean step time, log mean compute time).
+_Point = tuple[float, float, bool, bool, float, float]
 
 
 def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.ndarray,
@@ -191,13 +188,12 @@ def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.nd
     grad_mean = np.maximum(step_mean - sync_mean, 1e-3 * step_mean)
     nodes, gpus = keys[:, 0], keys[:, 1]
     local, node, extra = _sync_regime(nodes, gpus)
-    points = _Points(list(zip(keys[:, 2].tolist(), extra.tolist(), local.tolist(),
-                              node.tolist(), np.log(step_mean).tolist(),
-                              np.log(grad_mean).tolist())))
+    points = list(zip(keys[:, 2].tolist(), extra.tolist(), local.tolist(), node.tolist(),
+                      np.log(step_mean).tolist(), np.log(grad_mean).tolist()))
     return _Profile(nodes, gpus, keys[:, 2], float(np.mean(grad_mean)), points)
 
 
-def _loss_and_grad(theta: list[float], pts: _Points) -> tuple[float, list[float]]:
+def _loss_and_grad(theta: list[float], rows: list[_Point]) -> tuple[float, list[float]]:
     """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient.
 
     L-BFGS-B calls this a few hundred times per fit on a handful of points, where numpy's
@@ -211,7 +207,6 @@ def _loss_and_grad(theta: list[float], pts: _Points) -> tuple[float, list[float]
     dropped it; here it is the value np.where kept.
     """
     ag, bg, al, bl, an, bn, gamma = theta
-    rows = pts.rows
     n = len(rows)
     gm1 = gamma - 1.0
     # t_grad = ag + bg*m; t_sync = where(local, al + bl*extra, 0) + where(node, an + bn*extra, 0)
@@ -358,7 +353,7 @@ def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
     is_log = free_idx < _GAMMA
 
     free_list, log_list, base = free_idx.tolist(), is_log.tolist(), theta.tolist()
-    pts = prof.points
+    points = prof.points
 
     def objective(q: np.ndarray) -> tuple[float, np.ndarray]:
         # as np.where(is_log, exp(q), q) into theta, and back through the chain rule
@@ -366,7 +361,7 @@ def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
         full = base.copy()
         for i, x in zip(free_list, xs):
             full[i] = x
-        loss, grad = _loss_and_grad(full, pts)
+        loss, grad = _loss_and_grad(full, points)
         return loss, np.array([grad[i] * x if lg else grad[i]
                                for i, x, lg in zip(free_list, xs, log_list)])
 

@@ -307,7 +307,8 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   sums follow np.add.reduce's pairwise order (`corral.perf.numpy_order.numpy_sum`), and log,
   exp and logaddexp stay numpy's, one call each (np.exp's SIMD kernel differs from libm's exp
   in 4.7 % of a million draws here, so they cannot move to `math`). The driver compares
-  points as float lists. The captured fits: 24.2 -> 14.9 s CPU, results byte-identical.
+  points as float lists. The captured fits (`benchmarks/bench_fits.py`): 24.2 -> 14.9 s CPU,
+  and later in the session, the host faster, 12.1 -> 7.4 s; results byte-identical.
   Then py-spy of the first 3 hours: the agents' `GoodputFunction.optimize` of one allocation
   (at every epoch end) 13 %, ~100 us a call of array plumbing around a remembered candidate
   row; ints now take that row directly and pick on it (`_optimize_one`): 24 us, the same

@@ -27,14 +27,15 @@ import pickle
 import time
 from pathlib import Path
 
-from _common import POLLUX, machine, require
+from _common import machine
+from bench_scale import busiest_day
 
 from corral.core import Cluster, create_policy
 from corral.perf import throughput
 from corral.sim.config import EngineConfig
 from corral.sim.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
-from corral.sim.workloads import Workload, load_philly
+from corral.sim.workloads import Workload
 
 FitInputs = tuple[tuple[bytes, ...], bool, "bytes | None"]
 
@@ -42,7 +43,7 @@ FitInputs = tuple[tuple[bytes, ...], bool, "bytes | None"]
 def capture(hours: float) -> list[FitInputs]:
     """The inputs of every fit computed while pollux runs the busiest day's first `hours`."""
     truth = CatalogTruth()
-    day = load_philly(require(POLLUX / "philly.csv"), truth.limits(), start=None, hours=24)
+    day = busiest_day(truth)
     start = min(j.submit_time_s for j in day.jobs)
     jobs = [j for j in day.jobs if j.submit_time_s < start + hours * 3600]
     seen: list[FitInputs] = []

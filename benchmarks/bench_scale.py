@@ -325,6 +325,27 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   the day and 3.5x over 0.1 s for the round, with no part above 40 %: what is left needs the
   search and the fits compiled (bit-exact transcendental functions are the obstacle for the
   fits) or the reference figures renewed.
+* Session of 2026-11-27 (eighth), same Intel machine: what the remaining pollux targets would
+  take. The 2,000-job round's searches, captured and replayed: round 2 (the median) is 10
+  generations at ~33 ms, of which numpy's random draws 13 % (timed through a proxy of the
+  generator) and ~150 array passes over 100,000 slots and 100,000 (individual, job) entries
+  the rest (cProfile: `mutate` 42 %, `repair` 28 %, `evaluate` 20 %; `_per_job`'s bincounts
+  14 %, no single pass above that). py-spy of the day's first 3 hours: fits 35 % (the
+  objective 24 %, the L-BFGS-B driver and scipy's step the rest), search 34 %, speed-up tables
+  11 %, the agents' one-allocation optimize 7 %. So 0.1 s needs the search ~5x faster with
+  the draws kept, where the compiled search of an earlier session gave 1.13x; and 120 s for
+  the day needs the search and the fits each ~5x cheaper at once (both free would leave ~92 s).
+  The fits' obstacle tested directly (`results/experiment_libm_numba_objective.patch`, not
+  part of corral): the objective on libm's exp and log (`math`) in place of numpy's SIMD
+  kernels changes the fits' last bits (digest 8985662c -> 8e08b105 on `bench_fits.py`'s
+  captured inputs) but `--check-reference` says 0 of 56 cells differ; the busiest day then
+  gives 1,659 rounds and avg JCT 928 s (939 s with numpy's kernels; seeds alone move it
+  884-991 s). The same objective compiled with numba (0.68.1, about 6 s to compile): the
+  1,177 captured fits 15.7-18.3 -> 5.8-6.0 s CPU (2.9x, alternating runs), and the busiest
+  day, side by side one per core, 342.4 -> 268.4 s CPU (1.28x; 1,661 rounds, avg JCT 908 s)
+  at an hour when this code took 342 s against 272 s in the last full run: about 213 s at
+  that run's speed, still ~1.8x over 120 s. Not kept: a new compiled dependency for a
+  quarter of one policy's day, whose large-cluster figures it moves, is the team's call.
 """
 
 from __future__ import annotations

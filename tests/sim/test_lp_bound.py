@@ -5,8 +5,9 @@
   every whole time unit and at every completion, over all allocations that use every GPU some
   active job can use (with non-decreasing speedups no other allocation finishes any job sooner).
 * Built from the truth, it is never below the current bound (each job alone on the whole
-  cluster) and never above what the simulator's policies achieve; a 160-job shared workload's
-  bound solves in well under a minute.
+  cluster) and never above what the simulator's policies achieve, also at full size on a
+  160-job shared workload and the measured profiles. How long that takes (issue 15: under a
+  minute) is measured by benchmarks/bench_lp_bound.py, not asserted here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import functools
 import itertools
 import math
 import random
-import time
 from pathlib import Path
 
 import numpy as np
@@ -137,16 +137,14 @@ def test_workload_bound_between_the_isolated_bound_and_every_policy():
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
-def test_a_shared_160_job_workload_bound_in_under_a_minute():
+def test_a_shared_160_job_workload_bound_is_above_the_isolated_bound():
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
     truth = ProfileTruth(SHARED / "profiles")
     wl = load_pollux_csv(SHARED / "workloads" / "workload-6.csv", truth.limits())
     cluster = Cluster.parse("16x4")
-    started = time.perf_counter()
     bound = workload_lp_bound(wl, truth, cluster)
-    took = time.perf_counter() - started
     alone = np.mean([bound_job(s, truth.app(s.app), cluster).alone_s for s in wl.jobs])
-    assert len(wl.jobs) == 160 and took < 60.0
+    assert len(wl.jobs) == 160 and len(bound.jct_s) == 160
     assert bound.avg_jct_s >= alone * (1 - 1e-6)

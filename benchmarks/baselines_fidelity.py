@@ -23,8 +23,8 @@ from collections import defaultdict
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import load_workloads
 

@@ -22,7 +22,7 @@ have been submitted and started again on the same data directory; it prints the 
 emulated seconds, from the kill until the new service answers: the emulated clock runs on),
 each job's JCT growth against the first run (overall, and by what the job was doing at the
 kill) and the jobs whose growth exceeds the downtime. The emulated workers outlive the kill as
-real ones do (corral.executors.emulated): a job that was running trained on through the
+real ones do (corral.executors.emulated.executor): a job that was running trained on through the
 downtime, is reclaimed by the new service and placed again at its first round, paying the
 restart pause; one that finished meanwhile is done when its truth finished it; a queued job
 waits for the new service. So each job's growth is expected within the downtime, give or take

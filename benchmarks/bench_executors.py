@@ -104,7 +104,7 @@ def _start_ray(data: Path, closers: list) -> Executor:
     import ray
     from ray.cluster_utils import Cluster
 
-    from corral.executors.ray import RayExecutor, connect
+    from corral.executors.ray.executor import RayExecutor, connect
 
     cluster = Cluster(initialize_head=True, head_node_args=dict(
         num_cpus=1, resources={"corral_slot": 2}, include_dashboard=False,

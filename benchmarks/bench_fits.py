@@ -32,8 +32,8 @@ from bench_scale import busiest_day
 
 from corral.core import Cluster, create_policy
 from corral.perf import throughput
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Workload
 

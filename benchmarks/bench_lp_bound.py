@@ -1,4 +1,4 @@
-"""The LP lower bound on average JCT (`corral.sim.bound_jobs.workload_lp_bound`): its time on
+"""The LP lower bound on average JCT (`corral.sim.analysis.bound_jobs.workload_lp_bound`): its time on
 each of the eight shared 160-job workloads, on the measured profiles and 16x4 (64 GPUs).
 
 Issue 15's target: a 160-job workload's bound computes in under a minute. Printed per
@@ -18,8 +18,8 @@ import time
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster
-from corral.sim.bound_jobs import workload_lp_bound
-from corral.sim.lp_bound import DEFAULT_SLOTS
+from corral.sim.analysis.bound_jobs import workload_lp_bound
+from corral.sim.analysis.lp_bound import DEFAULT_SLOTS
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import load_pollux_csv
 

@@ -3,7 +3,7 @@
 The same small workload runs live under `corral serve --policy pollux`, once with
 `--mechanism in-place` and once with `--mechanism checkpoint-restart` per repeat, on 2 CPU
 slots, one per core of the development machine. Each run is then replayed in the simulator
-from what its jobs measured (`corral replay`, corral.sim.measured_run): under its own
+from what its jobs measured (`corral replay`, corral.sim.analysis.measured_run): under its own
 mechanism, and under the other one with the pauses the runs of that mechanism measured.
 
 The workload is built so that the mechanism decides a large part of the JCT, well above the
@@ -63,8 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "service"))
 
 from corral.service.run_record import read_run  # noqa: E402
-from corral.sim.measured_run import IN_PLACE, MeasuredRun, measured_mechanism, replay  # noqa: E402
-from corral.sim.mechanism import CHECKPOINT_RESTART, Mechanism  # noqa: E402
+from corral.sim.analysis.measured_run import IN_PLACE, MeasuredRun, measured_mechanism, replay  # noqa: E402
+from corral.sim.loop.mechanism import CHECKPOINT_RESTART, Mechanism  # noqa: E402
 
 MECHANISMS = (IN_PLACE, CHECKPOINT_RESTART)
 ADAPTIVE = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,

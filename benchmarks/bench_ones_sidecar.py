@@ -23,9 +23,9 @@ from _common import POLLUX, machine, require
 from bench_pollux import TimedRounds, report_rounds
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.mechanism import mechanism_named
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.mechanism import mechanism_named
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import Workload, load_pollux_csv
 

@@ -38,7 +38,7 @@ with it) to the incoming job's first step; and the overlap, how long the incomin
 initialised while the donor trained on. `--executor ray` runs the handover on the Ray executor
 instead (a single-node Ray started here on 127.0.0.1: as many CPU slots as the donor's workers,
 or this machine's GPUs); the incoming workers then start in the donor's placement groups
-(corral.executors.ray_early).
+(corral.executors.ray.early).
 
 Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
          [--steps 1-2,2-4,4-2,2-1] [--mechanisms in-place,checkpoint-restart] [--repeats 1]
@@ -170,7 +170,7 @@ def _handover_executor(kind: str, data_dir: Path, early: bool, slots: int,
     options = dict(early_init=early, report_interval_s=0.5, checkpoint_interval_s=3600,
                    stop_timeout_s=60)
     if kind == "ray":
-        from corral.executors.ray import RayExecutor
+        from corral.executors.ray.executor import RayExecutor
 
         return RayExecutor(data_dir, resource="GPU" if gpus else "CPU", **options)
     return LocalExecutor(data_dir, slots=None if gpus else slots, gpus=gpus, **options)
@@ -222,7 +222,7 @@ def handover(args: argparse.Namespace, gpus: list[int] | None) -> None:
     if args.executor == "ray":
         import ray
 
-        from corral.executors.ray import connect
+        from corral.executors.ray.executor import connect
 
         connect(None, num_cpus=None if gpus else max(c[0][0] for c in cases))
         try:

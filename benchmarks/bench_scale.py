@@ -203,7 +203,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
 * Session of 2026-11-27 (third), same Intel machine: that narrower search, without renewing
   any stored figure. Recorded over window 54's first 6 hours: a median 3 active jobs, but the
   highest node they held was node 501 (the growth mutation spreads them over the whole
-  cluster). `corral.policies.pollux_nodes`: on clusters of more than 64 nodes a round searches
+  cluster). `corral.policies.pollux.nodes`: on clusters of more than 64 nodes a round searches
   the nodes jobs hold, the nodes its warm start uses, and empty nodes of each size until the
   jobs' caps fit; 16-node clusters are searched whole, so the 8 pollux reference cells and the
   stored searches are unchanged (checked: 0 of 8 cells differ). The highest node a job held
@@ -274,7 +274,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   measurements; `gc.callbacks` counted 3.4 s of 37.6 s in the cyclic collector (8,760 passes).
   Fixes, each exact:
   - The collector: `Simulator.run` paces its young generation at 100,000 allocations
-    (`corral.sim.gc_pacing`; switching it off measured the same), restored after the run.
+    (`corral.sim.loop.gc_pacing`; switching it off measured the same), restored after the run.
   - Gradient statistics are reported to the estimator as (truth's reader, key) and read only
     when asked for (`JobEstimator.observe_grad_later`); fifo never asks.
   - The epoch loop runs in `advance` itself, on locals (the same operations in the same order).
@@ -365,9 +365,9 @@ from typing import Callable
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.metrics import summarize
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Workload, load_philly, synthetic
 
@@ -508,7 +508,7 @@ def section_windows(out: dict, args) -> None:
     Ray tasks with `--ray-address`): for the policies too slow to replay the trace in one piece
     on this machine. Not the same figures as one continuous run: a window's jobs never queue
     behind the previous window's."""
-    from corral.sim.sweep import runner_for
+    from corral.sim.batch.sweep import runner_for
 
     # the last submission, seconds after the first (108.9 days for Philly)
     span_s = max(j.submit_time_s for j in whole_trace(CatalogTruth()).jobs)
@@ -562,17 +562,17 @@ def section_windows(out: dict, args) -> None:
 
 def code_identity() -> str:
     """What a --save records of the code measured: the digest of corral's files, not where they
-    lie on this machine (code before `corral.sim.cellstore` has no digest to give)."""
+    lie on this machine (code before `corral.sim.batch.cellstore` has no digest to give)."""
     try:
         return f"corral files {source_digest()}"
     except ImportError:
-        return "corral before corral.sim.cellstore (no file digest)"
+        return "corral before corral.sim.batch.cellstore (no file digest)"
 
 
 def source_digest() -> str:
     """A digest of corral's files (`cellstore.code_digest`): window results of other code are
     not mixed in."""
-    from corral.sim.cellstore import code_digest
+    from corral.sim.batch.cellstore import code_digest
 
     return code_digest()[:16]
 
@@ -606,7 +606,7 @@ def section_matrix(out: dict, args) -> None:
     require(POLLUX / "workloads")
     policies = args.matrix_policies
     try:
-        from corral.sim.runners import ProcessRunner  # noqa: F401  (after the change only)
+        from corral.sim.batch.runners import ProcessRunner  # noqa: F401  (after the change only)
     except ImportError:
         from corral.sim.truth.profiles import ProfileTruth
         from corral.sim.workloads import load_workloads
@@ -633,7 +633,7 @@ def section_matrix(out: dict, args) -> None:
         cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
         # the head listens on loopback, where Ray reports the machine's outward address; the
-        # CLI's driver reaches a loopback address as it is (corral.core.ray_connect)
+        # CLI's driver reaches a loopback address as it is (corral.ray_connect)
         address = "127.0.0.1:" + cluster.address.rsplit(":", 1)[1]
         out["matrix Ray 2 nodes"] = _cli_matrix(["--ray-address", address], policies)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:

@@ -24,10 +24,10 @@ from collections import defaultdict
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.mechanism import CheckpointRestart
-from corral.sim.metrics import mean_summary, summarize
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.mechanism import CheckpointRestart
+from corral.sim.analysis.metrics import mean_summary, summarize
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import load_pollux_csv
 

@@ -29,9 +29,9 @@ import time
 from _common import POLLUX, SHARED, machine, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.replay import packed_counts, remaining_at
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import Workload, load_philly
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from corral.core import Cluster, create_policy
 from corral.core.policy import _REGISTRY
-from corral.sim.engine import Simulator
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
 

@@ -181,7 +181,7 @@ def test_python_dash_m_corral_is_the_command() -> None:
 
 
 def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path) -> None:
-    from corral.sim.sweep import parse_settings
+    from corral.sim.batch.sweep import parse_settings
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import builtin_default
 

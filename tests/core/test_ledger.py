@@ -1,4 +1,4 @@
-"""One ledger: a simulated job (corral.sim.job.SimJob) and a live job (corral.service.jobs.
+"""One ledger: a simulated job (corral.sim.loop.job.SimJob) and a live job (corral.service.jobs.
 LiveJob) given the same assignments, pauses and time show the same `JobView`, field for field.
 
 The live job learns its training progress from its report; here the report is the simulated
@@ -19,7 +19,7 @@ from corral.core.policy import policy_class, policy_names
 from corral.policies.fifo import Fifo
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.submission import Submission
-from corral.sim.job import SimJob
+from corral.sim.loop.job import SimJob
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import builtin_default
 

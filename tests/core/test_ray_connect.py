@@ -1,4 +1,4 @@
-"""corral.core.ray_connect: a cluster that refuses the connection is one line, with the token
+"""corral.ray_connect: a cluster that refuses the connection is one line, with the token
 hint where a `ray start` cluster's token authentication may be why."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from corral.core.errors import CorralError  # noqa: E402
-from corral.core.ray_connect import connect  # noqa: E402
+from corral.ray_connect import connect  # noqa: E402
 
 
 @pytest.fixture

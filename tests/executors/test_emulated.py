@@ -16,9 +16,9 @@ from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig
 from corral.executors import create_executor
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
-from corral.executors.emulated import EmulatedClock, EmulatedExecutor
+from corral.executors.emulated.executor import EmulatedClock, EmulatedExecutor
 from corral.protocol.report import REPORT_FILE, read_report
-from corral.sim.job import SimJob
+from corral.sim.loop.job import SimJob
 from corral.sim.workloads.common import make_job
 
 

@@ -11,7 +11,7 @@ import pytest
 from corral.core.cluster import Cluster
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import Policy, create_policy, policy_names
-from corral.sim.engine import Simulator
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import synthetic
 

@@ -11,8 +11,8 @@ import pytest
 from corral.core.cluster import Cluster
 from corral.core.jobs import STATUS_RUNNING, Decision, Snapshot
 from corral.core.policy import create_policy, policy_class
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 

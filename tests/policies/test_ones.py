@@ -8,10 +8,10 @@ import pytest
 
 from corral.core import Cluster, JobSpec, Policy, create_policy
 from corral.core.jobs import LrRule
-from corral.policies.ones_search import IDLE, Round, Search
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.mechanism import mechanism_named
+from corral.policies.ones.search import IDLE, Round, Search
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.mechanism import mechanism_named
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
 

@@ -11,9 +11,9 @@ from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
 from corral.core.policy import create_policy, policy_class, policy_names
 from corral.policies.fifo import Fifo
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.job import SimJob
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.job import SimJob
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 

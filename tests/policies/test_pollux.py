@@ -13,15 +13,15 @@ from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux import (PolluxParams, max_gpus_for, realloc_factor,
+from corral.policies.pollux.policy import (PolluxParams, max_gpus_for, realloc_factor,
                                     search_patience)
-from corral.policies.pollux_search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
+from corral.policies.pollux.search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
                                            SpeedupTable, _Searcher, fitness, genetic_search,
                                            power_mean, remap_population)
 from corral.policies.slot_columns import count_true
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.metrics import summarize
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 
@@ -288,7 +288,7 @@ def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
     from corral.perf.efficiency import GradStats
     from corral.perf.goodput import GoodputFunction, optimize_many
     from corral.perf.throughput import ThroughputParams
-    from corral.policies.pollux_speedup import _best_goodputs
+    from corral.policies.pollux.speedup import _best_goodputs
 
     models = [ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 2.0),
               ThroughputParams(0.1, 0.002, 0.01, 0.001, 0.3, 0.01, 1.3)]
@@ -309,7 +309,7 @@ def test_speedup_tables_equal_every_cell_computed_on_its_own():
     from corral.perf.efficiency import GradStats
     from corral.perf.goodput import GoodputFunction, _best, _column_candidates
     from corral.perf.throughput import ThroughputParams
-    from corral.policies.pollux_speedup import SpeedupGrids
+    from corral.policies.pollux.speedup import SpeedupGrids
 
     params = ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 1.7)
     grids = SpeedupGrids()

@@ -8,7 +8,7 @@ from corral.core import Cluster, JobSpec, create_policy
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux_nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
+from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
 
 
 def test_a_small_cluster_is_searched_whole():

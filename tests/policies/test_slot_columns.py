@@ -58,7 +58,7 @@ def test_extend_runs_is_merging_the_added_copies():
 def test_geometric_draws_are_numpys_from_the_same_state():
     """The growth requests' geometric gaps: numpy's numbers, numpy's generator state after,
     for p below 1/3 (inversion, computed here) and above (numpy's own search)."""
-    from corral.policies.pollux_search import geometric_draws
+    from corral.policies.pollux.search import geometric_draws
 
     for low in (4, 1):  # p up to 1/4: inverted here; p up to 1: some by numpy's search
         ours, theirs = np.random.default_rng(3), np.random.default_rng(3)

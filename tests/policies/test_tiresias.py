@@ -15,8 +15,8 @@ from corral.core.jobs import (Assignment, Decision, JobSpec, JobStatus, JobView,
                               Snapshot)
 from corral.core.policy import create_policy
 from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
 

@@ -12,8 +12,8 @@ from corral.report import write_outputs
 from corral.report.findings import findings
 from corral.report.html import write_html_report
 from corral.report.readback import read_outputs
-from corral.sim.metrics import job_ftf
-from corral.sim.results import JobRecord, SimResult
+from corral.sim.analysis.metrics import job_ftf
+from corral.sim.loop.results import JobRecord, SimResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,7 +13,7 @@ from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.run_record import read_run
-from corral.sim.measured_run import (FinishedJob, MeasuredRun, launch_rates, measured_catalog,
+from corral.sim.analysis.measured_run import (FinishedJob, MeasuredRun, launch_rates, measured_catalog,
                                      measured_mechanism, replay, resize_cost_s,
                                      resize_rate_ratio, restart_delay_s)
 from corral.service.store import Store

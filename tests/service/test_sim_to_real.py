@@ -1,5 +1,5 @@
 """Sim-to-real: three elastic jobs run live under `pollux`, then the run is replayed in the
-simulator from what the jobs measured (corral.sim.measured_run); each job's simulated JCT is
+simulator from what the jobs measured (corral.sim.analysis.measured_run); each job's simulated JCT is
 within 20% of its real one.
 
 The run uses 2 CPU slots, one per core of the 2-core test machine, so a slot behaves as a GPU
@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("uvicorn")
 
 from corral.service.run_record import read_run  # noqa: E402
-from corral.sim.measured_run import MeasuredRun, replay  # noqa: E402
+from corral.sim.analysis.measured_run import MeasuredRun, replay  # noqa: E402
 
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 

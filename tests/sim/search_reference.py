@@ -47,7 +47,7 @@ CASES: list[tuple[str, int, int, int, float, dict]] = [
 def problem(seed: int, jobs: int, node_gpus: list[int], p: float):
     """A random problem: caps 1-16 GPUs, some jobs needing 2, speedups rising with GPUs and
     falling with nodes, half the jobs placed."""
-    from corral.policies.pollux_search import AllocationProblem, SpeedupTable
+    from corral.policies.pollux.search import AllocationProblem, SpeedupTable
 
     rng = np.random.default_rng(seed)
     gpus = np.array(node_gpus, dtype=np.int64)
@@ -81,7 +81,7 @@ def digest(result) -> list:
 
 def run_case(seed: int, jobs: int, repeat: int, p: float, settings: dict) -> list:
     """Digests of a search and of a warm-started search after job jobs // 3 left."""
-    from corral.policies.pollux_search import SearchSettings, genetic_search, remap_population
+    from corral.policies.pollux.search import SearchSettings, genetic_search, remap_population
 
     nodes = NODES * repeat
     st = SearchSettings(**settings)

@@ -11,7 +11,7 @@ import pytest
 
 from corral.core import Cluster, create_policy
 from corral.core.errors import InputError
-from corral.sim.engine import Simulator
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload, describe_workload, load_workload, tuned_config

@@ -9,9 +9,9 @@ import pytest
 from corral.core import (Assignment, BatchConfig, Cluster, Decision, DecisionError, JobSpec,
                          Placement, Policy, Snapshot)
 from corral.core.jobs import LrRule
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.mechanism import CheckpointRestart
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.mechanism import CheckpointRestart
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
 from corral.core.policy import create_policy
@@ -204,7 +204,7 @@ def test_default_horizon_fits_the_trace_and_says_why_it_stopped():
     assert all(j.finish_s is None for j in jobs.values())
     assert "the guard: last submission + 2 x (trace span 0.0 d + serial work 0.0 d)" in result.stopped
     assert result.stopped.startswith(f"stopped at {(1000 + 2 * (1000 + 540)) / 86400:,.1f} simulated days")
-    from corral.sim.metrics import mean_summary, summarize
+    from corral.sim.analysis.metrics import mean_summary, summarize
 
     summary = summarize(result)
     assert summary.stopped == result.stopped and summary.unfinished == 2
@@ -274,7 +274,7 @@ def test_a_finished_job_lets_go_of_its_training_but_completed_views_keep_theirs(
     """Once a job finishes, the engine drops its metric history and estimator (a whole trace
     held millions of records to the end); a policy that learns from finished jobs still sees
     their histories, and the records are those of a run that keeps everything."""
-    from corral.sim.job import SimJob
+    from corral.sim.loop.job import SimJob
     from corral.sim.truth.catalog import CatalogTruth
     from corral.sim.workloads import synthetic
 

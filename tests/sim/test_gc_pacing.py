@@ -9,8 +9,8 @@ import weakref
 import pytest
 
 from corral.core import Cluster, create_policy
-from corral.sim.engine import Simulator
-from corral.sim.gc_pacing import YOUNG_THRESHOLD, fewer_collections
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.gc_pacing import YOUNG_THRESHOLD, fewer_collections
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 

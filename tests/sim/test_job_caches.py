@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from corral.core import Cluster, create_policy
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.job import SimJob
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.job import SimJob
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 

@@ -1,4 +1,4 @@
-"""The LP lower bound on average JCT (corral.sim.lp_bound, corral.sim.bound_jobs).
+"""The LP lower bound on average JCT (corral.sim.analysis.lp_bound, corral.sim.analysis.bound_jobs).
 
 * On tiny instances (2-3 jobs, 2-3 GPUs, integer release times) it never exceeds the optimum
   that a brute-force search over schedules finds: the search re-decides every job's GPUs at
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 from corral.core import Cluster, create_policy
-from corral.sim.bound_jobs import bound_job, workload_lp_bound
-from corral.sim.engine import Simulator
-from corral.sim.lp_bound import BoundJob, hull_pieces, lp_lower_bound
-from corral.sim.metrics import summarize
+from corral.sim.analysis.bound_jobs import bound_job, workload_lp_bound
+from corral.sim.loop.engine import Simulator
+from corral.sim.analysis.lp_bound import BoundJob, hull_pieces, lp_lower_bound
+from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
 

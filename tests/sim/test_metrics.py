@@ -1,4 +1,4 @@
-"""corral.sim.metrics on hand-computed examples."""
+"""corral.sim.analysis.metrics on hand-computed examples."""
 
 import math
 from dataclasses import fields
@@ -6,9 +6,9 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from corral.sim.metrics import (SUMMARY_FIELDS, Summary, busy_gpu_seconds, gpu_utilization_series,
+from corral.sim.analysis.metrics import (SUMMARY_FIELDS, Summary, busy_gpu_seconds, gpu_utilization_series,
                                 job_ftf, mean_summary, percentile, summarize)
-from corral.sim.results import JobRecord, SimResult
+from corral.sim.loop.results import JobRecord, SimResult
 
 
 def _job(name, submit, start, finish, restarts=0, isolated=None, fair=None, gpus=1):

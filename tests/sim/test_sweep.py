@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from corral.core import Cluster
-from corral.sim.config import EngineConfig
-from corral.sim.runners import ProcessRunner, RayRunner, SerialRunner
-from corral.sim.sweep import PolicyChoice, run_matrix, runner_for
+from corral.sim.loop.config import EngineConfig
+from corral.sim.batch.runners import ProcessRunner, RayRunner, SerialRunner
+from corral.sim.batch.sweep import PolicyChoice, run_matrix, runner_for
 from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
 
 CLUSTER = Cluster.parse("8x4")

@@ -2,7 +2,7 @@
 Or et al.'s throughput-based one (Pollux §5.4.1); prints cost (node-hours) and JCT of each.
 
 Registered on the main `corral` app when this module is imported. Thin: parses arguments and
-calls `corral.sim.autoscale`.
+calls `corral.sim.analysis.autoscale`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def autoscale(
     target: float = typer.Option(0.5, help="Target fraction of ideal goodput / throughput when resizing (L)."),
 ) -> None:
     """Cloud auto-scaling of one job: goodput-based (Pollux) vs throughput-based (Or et al.)."""
-    from corral.sim.autoscale import (GoodputAutoscaler, ThroughputAutoscaler,
+    from corral.sim.analysis.autoscale import (GoodputAutoscaler, ThroughputAutoscaler,
                                       simulate_autoscaling)
     from corral.sim.workloads.common import make_job
 

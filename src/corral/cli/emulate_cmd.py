@@ -41,7 +41,7 @@ from corral.core.cluster import Cluster
 from corral.core.errors import CorralError
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the CLI starts
-    from corral.sim.results import SimResult
+    from corral.sim.loop.results import SimResult
     from corral.sim.truth.base import Truth
     from corral.sim.workloads import Workload
 
@@ -253,8 +253,8 @@ def _count_ended(rows: list[dict[str, Any]]) -> int:
 def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
             jobs: list[dict[str, Any]]) -> SimResult:
     """The service's records as a SimResult in the workload's time base."""
-    from corral.sim.engine import isolated_jcts
-    from corral.sim.results import JobRecord, SimResult
+    from corral.sim.loop.engine import isolated_jcts
+    from corral.sim.loop.results import JobRecord, SimResult
 
     def shift(value: float | None, offset: float) -> float | None:
         return None if value is None else float(value) - offset
@@ -312,10 +312,10 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
 def simulate_same(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
                   sets: Sequence[str] = ()) -> SimResult:
     """`corral simulate` of the same workload, policy, cluster and mechanism."""
-    from corral.sim.config import EngineConfig
-    from corral.sim.engine import Simulator
-    from corral.sim.mechanism import mechanism_named
-    from corral.sim.sweep import parse_settings
+    from corral.sim.loop.config import EngineConfig
+    from corral.sim.loop.engine import Simulator
+    from corral.sim.loop.mechanism import mechanism_named
+    from corral.sim.batch.sweep import parse_settings
     from corral.core.policy import create_policy
 
     choice = parse_settings([policy], [s if "." in s.split("=", 1)[0] else f"{policy}.{s}"
@@ -388,8 +388,8 @@ def emulate(
     """Run a workload through the real service (`corral serve --executor emulated`) on simulated
     jobs, and print the same table as `corral simulate`."""
     from corral.report import comparison_table, write_outputs
-    from corral.sim.engine import check_feasible
-    from corral.sim.metrics import summarize
+    from corral.sim.loop.engine import check_feasible
+    from corral.sim.analysis.metrics import summarize
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Workload, builtin_default, load_workload
 

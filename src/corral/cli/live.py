@@ -75,7 +75,7 @@ def serve(
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
     from corral.service.server import ServeOptions, serve as run_service
-    from corral.sim.sweep import parse_settings
+    from corral.sim.batch.sweep import parse_settings
 
     _load_policy_modules(policy_module or [])
     overrides = parse_settings([policy], [s if "." in s.split("=", 1)[0] else f"{policy}.{s}"
@@ -113,7 +113,7 @@ def serve(
         if slots is not None or gpus or ray_address or ray_storage or ray_resource:
             raise InputError("--slots, --gpus and --ray-* do not apply to --executor emulated "
                              "(its cluster is --cluster)")
-        from corral.sim.mechanism import mechanism_named
+        from corral.sim.loop.mechanism import mechanism_named
 
         mechanism_named(mechanism or "checkpoint-restart")  # a one-line error for a bad name
         options = dict(cluster=cluster or "16x4", profiles=profiles, catalog=catalog,

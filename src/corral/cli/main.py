@@ -93,13 +93,13 @@ def simulate(
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
     from corral.report.findings import findings
-    from corral.sim.config import EngineConfig
-    from corral.sim.engine import check_feasible
-    from corral.sim.memory import peak_rss_mib
-    from corral.sim.mechanism import mechanism_named
-    from corral.sim.metrics import mean_summary, summarize
-    from corral.sim.cellstore import CellStore
-    from corral.sim.sweep import parse_settings, run_matrix, runner_for
+    from corral.sim.loop.config import EngineConfig
+    from corral.sim.loop.engine import check_feasible
+    from corral.sim.loop.memory import peak_rss_mib
+    from corral.sim.loop.mechanism import mechanism_named
+    from corral.sim.analysis.metrics import mean_summary, summarize
+    from corral.sim.batch.cellstore import CellStore
+    from corral.sim.batch.sweep import parse_settings, run_matrix, runner_for
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Window, builtin_default, load_workloads
 

@@ -2,7 +2,7 @@
 prints each job's real and simulated JCT, and can write the measured catalog for `simulate`.
 
 Registered on the main `corral` app when this module is imported. Thin: parses arguments and
-joins `corral.service.run_record` (reads the run) and `corral.sim.measured_run` (replays it).
+joins `corral.service.run_record` (reads the run) and `corral.sim.analysis.measured_run` (replays it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def replay(
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
-    from corral.sim.measured_run import MeasuredRun, measured_catalog, replay as run_replay
+    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog, replay as run_replay
 
     _load_policy_modules(policy_module or [])
     run = MeasuredRun.from_record(read_run(resolve(data_dir)))

@@ -1,7 +1,7 @@
 """A job's books, kept the same way for simulated and live jobs (`JobLedger`), and the one rule
 for when a policy is asked (`should_decide`).
 
-The simulator's job (corral.sim.job.SimJob) and the live service's (corral.service.jobs.LiveJob)
+The simulator's job (corral.sim.loop.job.SimJob) and the live service's (corral.service.jobs.LiveJob)
 are both ledgers: a placement decided by the policy goes through `place`, time through `hold`
 (GPU time on the current placement) or `wait` (queueing), the end through `end` and `release`,
 and the `JobView` a policy sees is built by `view` from these books plus what the job itself

@@ -20,8 +20,8 @@ __all__ = ["Executor", "ExecState", "ExecStatus", "JobLaunch", "WorkerPlan", "cr
 #: name -> "module:Class"
 EXECUTORS: dict[str, str] = {
     "local": "corral.executors.local:LocalExecutor",
-    "ray": "corral.executors.ray:RayExecutor",
-    "emulated": "corral.executors.emulated:EmulatedExecutor",
+    "ray": "corral.executors.ray.executor:RayExecutor",
+    "emulated": "corral.executors.emulated.executor:EmulatedExecutor",
 }
 
 

@@ -1,6 +1,6 @@
 """Resize mechanisms, executor side: how a running job gets from its worker set to a new one.
 
-Two mechanisms, named as the simulator names them (corral.sim.mechanism):
+Two mechanisms, named as the simulator names them (corral.sim.loop.mechanism):
 
 * `checkpoint-restart` (any command): every worker is asked to checkpoint and exit (SIGTERM),
   then a new worker set starts from the checkpoint. The shared lifecycle does this

@@ -1,6 +1,6 @@
 """Profiled overheads of changing a job's GPUs, one profile per execution mechanism.
 
-Both sides use these numbers: the simulator's mechanisms (`corral.sim.mechanism`) charge them,
+Both sides use these numbers: the simulator's mechanisms (`corral.sim.loop.mechanism`) charge them,
 and policies that predict the cost of a reshape (SideCar's time predictions, Wang et al. SC'20
 §III-C-1: "the profiled initialization, checkpoint and termination overheads") read the same
 profile by name, so the two never drift apart.

@@ -1,6 +1,8 @@
-"""The scheduling policies, one module each; importing this package registers all of them.
+"""The scheduling policies; importing this package registers all of them.
 
-A new policy is a module here with a `@register_policy` class: it is found automatically.
+A policy is a module here (or a subpackage, for a policy of several modules, whose
+`__init__` imports the module that registers it) with a `@register_policy` class: it is found
+automatically.
 """
 
 import importlib

@@ -15,7 +15,7 @@
         }
       }
 
-  `<summary fields>` are, in this order (times in seconds; see `corral.sim.metrics` for the
+  `<summary fields>` are, in this order (times in seconds; see `corral.sim.analysis.metrics` for the
   exact definitions):
 
   ========================  ================================================================
@@ -30,7 +30,7 @@
   lower_bound_avg_jct_s     mean isolated JCT (each job alone on the whole cluster)
   lower_bound_ratio         avg_jct_s / lower_bound_avg_jct_s
   lp_bound_avg_jct_s        the workload's LP relaxation bound on the average JCT of any
-                            schedule (corral.sim.lp_bound), at least lower_bound_avg_jct_s;
+                            schedule (corral.sim.analysis.lp_bound), at least lower_bound_avg_jct_s;
                             null when not computed
   gap                       avg_jct_s / lp_bound_avg_jct_s (null unless every job finished)
   finished, unfinished      job counts (unfinished jobs are left out of every per-job statistic)
@@ -56,7 +56,7 @@
 * `allocations.csv` -- which job held how many GPUs when, changes only: columns
   `ALLOCATIONS_CSV_COLUMNS` (policy, workload, job, time_s, gpus); a job holds its last value
   until its finish in jobs.csv. Empty (header only) for results that did not record them
-  (`corral.sim.allocations`).
+  (`corral.sim.analysis.allocations`).
 
 * `jct_cdf.png` (JCT CDF per policy over all workloads), `gpu_usage.png` (GPUs in use over
   time per policy, first workload) and `report.html` (every table and plot in one
@@ -73,8 +73,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from corral.sim.metrics import Summary, job_ftf, mean_summary, summarize
-from corral.sim.results import SimResult
+from corral.sim.analysis.metrics import Summary, job_ftf, mean_summary, summarize
+from corral.sim.loop.results import SimResult
 
 SCHEMA_VERSION = 1
 

@@ -14,7 +14,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from corral.sim.results import SimResult
+from corral.sim.loop.results import SimResult
 
 
 def png_bytes(fig: Figure) -> bytes:

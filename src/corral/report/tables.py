@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from rich.table import Table
 
-from corral.sim.metrics import Summary, mean_summary
+from corral.sim.analysis.metrics import Summary, mean_summary
 
 MISSING = "-"
 

@@ -1,5 +1,5 @@
 """A finished live run's record, read from the service's store, for the simulator to replay
-(`corral.sim.measured_run`; `corral replay` joins the two).
+(`corral.sim.analysis.measured_run`; `corral replay` joins the two).
 
 The record is plain data - the run's settings and, for every job that trained to the end under
 corral.train, its spec, finish time, last report's progress, epochs and estimator, its stored

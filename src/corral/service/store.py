@@ -210,7 +210,7 @@ class Store:
 
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
-        in the simulator (corral.sim.measured_run), when its launch took its first step."""
+        in the simulator (corral.sim.analysis.measured_run), when its launch took its first step."""
         self.add_telemetry_rows([(time_s, job_id, report)])
 
     def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:

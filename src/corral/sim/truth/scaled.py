@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from corral.core.jobs import JobSpec
-from corral.sim.replay import epoch_gains, packed_counts, remaining_at
+from corral.sim.truth.replay import epoch_gains, packed_counts, remaining_at
 from corral.sim.truth.base import AppTruth, Truth
 
 #: Smallest factor (a job shorter than its overheads still trains a little).

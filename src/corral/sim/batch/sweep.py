@@ -1,7 +1,7 @@
 """Run several policies over several workloads: the matrix `corral simulate` reports.
 
 Each (policy, workload) cell is one independent simulation; `run_matrix` hands the cells to a
-runner (`corral.sim.runners`: this process, worker processes, or Ray tasks) and puts their
+runner (`corral.sim.batch.runners`: this process, worker processes, or Ray tasks) and puts their
 results back in matrix order, so a parallel sweep reports exactly what a serial one does. A cell
 that raises is kept as a `CellFailure` naming its cell; the other cells' results are kept.
 Given a `CellStore`, each finished cell is kept on disk as it finishes, and a resumed sweep
@@ -17,13 +17,13 @@ from typing import Callable, Mapping, Sequence
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
-from corral.sim.config import EngineConfig
-from corral.sim.allocations import record_allocations
-from corral.sim.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
-from corral.sim.cellstore import CellStore, cell_key, workload_digest
-from corral.sim.engine import Simulator
-from corral.sim.results import SimResult
-from corral.sim.runners import ProcessRunner, RayRunner, Runner, SerialRunner
+from corral.sim.loop.config import EngineConfig
+from corral.sim.analysis.allocations import record_allocations
+from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
+from corral.sim.batch.cellstore import CellStore, cell_key, workload_digest
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.results import SimResult
+from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import Workload
 
@@ -119,7 +119,7 @@ def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, clus
 
 def bound_cell(source: TruthSource, workload: Workload,
                cluster: Cluster) -> tuple[float | None, str | None]:
-    """The workload's LP bound on the average JCT (`corral.sim.bound_jobs`), or None and why
+    """The workload's LP bound on the average JCT (`corral.sim.analysis.bound_jobs`), or None and why
     not (a workload over `MAX_BOUND_JOBS` jobs, a solver failure); never raises."""
     if len(workload.jobs) > MAX_BOUND_JOBS:
         return None, (f"LP bound of {workload.name} skipped: {len(workload.jobs)} jobs, over "

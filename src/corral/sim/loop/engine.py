@@ -8,7 +8,7 @@ second. Policies that promise to change their decision only when jobs arrive or 
 engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
 changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
 kept as the decisions go. A run ends when every job has finished, or at the horizon
-(`corral.sim.horizon`), and then says so (`SimResult.stopped`).
+(`corral.sim.loop.horizon`), and then says so (`SimResult.stopped`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
 from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
-from corral.sim.config import EngineConfig
-from corral.sim.gc_pacing import fewer_collections
-from corral.sim.horizon import trace_horizon
-from corral.sim.job import SimJob
-from corral.sim.mechanism import GpuHandover
-from corral.sim.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
-from corral.sim.results import JobRecord, SimResult
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.gc_pacing import fewer_collections
+from corral.sim.loop.horizon import trace_horizon
+from corral.sim.loop.job import SimJob
+from corral.sim.loop.mechanism import GpuHandover
+from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
+from corral.sim.loop.results import JobRecord, SimResult
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from corral.executors.ray_launch import Target, WorkerSet
+from corral.executors.ray.launch import Target, WorkerSet
 from corral.executors.resize import ResizeTimeline
 
 __all__ = ["InPlacePlan", "PidLookup", "RayResize", "plan_in_place", "merged"]

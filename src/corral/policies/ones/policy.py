@@ -57,7 +57,7 @@ from corral.core.jobs import Assignment, BatchConfig, Decision, JobView, Snapsho
 from corral.core.policy import Policy, register_policy
 from corral.perf.progress import EpochLog, JobLog, ProgressPredictor
 from corral.perf.throughput import iteration_time
-from corral.policies.ones_search import IDLE, Round, Search
+from corral.policies.ones.search import IDLE, Round, Search
 from corral.policies.placement import anywhere, free_gpus, take
 
 __all__ = ["Ones", "OnesParams"]

@@ -15,7 +15,7 @@ loop polls without blocking:
 Ranks go node by node (ray_nodes.ranks_by_node), so LOCAL_RANK and LOCAL_WORLD_SIZE describe
 the node a worker is on. Each worker reserves one unit of the slot resource: a GPU (Ray sets
 CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()`
-(corral.core.ray_connect, re-exported) attaches this process to Ray. Decided here: a worker
+(corral.ray_connect, re-exported) attaches this process to Ray. Decided here: a worker
 whose actor died (node lost, actor killed) gets the exit status LOST, which no process can
 have.
 """
@@ -33,10 +33,10 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from corral.core.cluster import Placement
 from corral.core.jobs import BatchConfig
-from corral.core.ray_connect import check_address, connect
+from corral.ray_connect import check_address, connect
 from corral.executors.base import WorkerPlan
-from corral.executors.ray_nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
-from corral.executors.ray_worker import WorkerActor
+from corral.executors.ray.nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
+from corral.executors.ray.worker import WorkerActor
 
 __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
            "remove_groups", "seat_key", "LOST"]

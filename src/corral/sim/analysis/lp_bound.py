@@ -2,7 +2,7 @@
 
 Jobs are abstract here (`BoundJob`): a release time, an amount of work, and an upper bound on
 the rate at which the job can do that work as a concave piecewise-linear function of the GPUs
-it holds (`BoundJob.pieces`). `corral.sim.bound_jobs` builds them from a workload and the
+it holds (`BoundJob.pieces`). `corral.sim.analysis.bound_jobs` builds them from a workload and the
 ground truth. The LP (solved with scipy's HiGHS) is:
 
 * **Time slots.** `[t_0, t_1), ..., [t_{T-1}, H)` cover the trace from its first release to a

@@ -26,7 +26,7 @@ from corral.core.jobs import (Assignment, BatchConfig, JobSpec, JobStatus, JobVi
 from corral.core.ledger import JobLedger
 from corral.perf.agent import choose_batch
 from corral.perf.estimator import JobEstimator
-from corral.sim.replay import epoch_gains
+from corral.sim.truth.replay import epoch_gains
 from corral.sim.truth.base import AppTruth
 
 

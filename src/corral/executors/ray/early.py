@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from corral.executors.early import EarlyStart
-from corral.executors.ray_launch import WorkerSet
+from corral.executors.ray.launch import WorkerSet
 
 __all__ = ["Seat", "RayEarlyStart", "leaving_ranks"]
 

@@ -45,8 +45,8 @@ class SimResult:
     #: Why the run ended before every job finished, in words (None: every job finished).
     stopped: str | None = None
     #: GPUs each job held over time, changes only: {job: [(time_s, gpus), ...]}; empty when
-    #: not recorded (`corral.sim.allocations`).
+    #: not recorded (`corral.sim.analysis.allocations`).
     allocations: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     #: The workload's LP lower bound on the average JCT of any schedule
-    #: (`corral.sim.bound_jobs.workload_lp_bound`); None when not computed.
+    #: (`corral.sim.analysis.bound_jobs.workload_lp_bound`); None when not computed.
     lp_bound_avg_jct_s: float | None = None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from corral.core.jobs import JobSpec
-from corral.sim.replay import packed_counts, remaining_at
+from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.truth.base import Truth
 from corral.sim.truth.scaled import job_app, spec_epochs
 

@@ -1,4 +1,4 @@
-"""The Ray actor behind one worker of a job (corral.executors.ray).
+"""The Ray actor behind one worker of a job (corral.executors.ray.executor).
 
 One actor per worker, placed in its job's placement-group bundle. It runs the job's command as a
 local process on its node (through ray_guard.py, so the process dies with the actor), with the

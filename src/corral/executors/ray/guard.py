@@ -2,7 +2,7 @@
 
     python ray_guard.py COMMAND...
 
-Started by corral.executors.ray_worker as the leader of a new session; the command runs as its
+Started by corral.executors.ray.worker as the leader of a new session; the command runs as its
 child in the same process group, so a signal the actor sends to the group reaches both. The
 guard ignores SIGTERM itself (the command decides what to do with it) and waits. If its parent
 - the actor's process - disappears (its node was removed, the actor was killed, the Ray

@@ -16,12 +16,12 @@ Definitions (all times in seconds from workload start):
   `[first submission, last finish]`, integrating the `gpu_timeline` step function (0 before its
   first entry). None when there is no timeline or the interval is empty.
 * **Stopped** = the run's note when it ended before every job finished (the horizon,
-  `corral.sim.horizon`), else None: a run's figures then cover only the jobs that finished.
+  `corral.sim.loop.horizon`), else None: a run's figures then cover only the jobs that finished.
 * **Lower bound** = mean `isolated_jct_s` (each job alone on the whole cluster); None unless every
   finished job has one. `lower_bound_ratio = avg_jct_s / lower_bound_avg_jct_s` (>= 1 when the
   bound is a true bound).
 * **LP bound** = the workload's LP relaxation bound on the average JCT of any schedule
-  (`corral.sim.lp_bound`, set on the result by the sweep), raised to the lower bound above
+  (`corral.sim.analysis.lp_bound`, set on the result by the sweep), raised to the lower bound above
   when that is higher (the LP includes it, so only a solver's last digits can differ); None
   when not computed. `gap = avg_jct_s / lp_bound_avg_jct_s`, None unless every job finished
   (the average of the finished jobs alone is not comparable to a bound over all of them).
@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from corral.sim.results import JobRecord, SimResult
+from corral.sim.loop.results import JobRecord, SimResult
 
 
 @dataclass(frozen=True, slots=True)

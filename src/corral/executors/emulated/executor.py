@@ -2,10 +2,10 @@
 
 What-if runs of the real control plane (issue 13): `corral serve --executor emulated` runs the
 real service - API, store, control loop, policy - over jobs that are the simulator's own
-(`corral.sim.job.SimJob` on the ground truth of measured profiles or the catalog), so that
+(`corral.sim.loop.job.SimJob` on the ground truth of measured profiles or the catalog), so that
 `corral emulate` can compare the service with `corral simulate` on the same workload.
 
-* **Time.** `EmulatedClock` (corral.executors.emulated_clock): emulated seconds run N times
+* **Time.** `EmulatedClock` (corral.executors.emulated.clock): emulated seconds run N times
   real time, as epoch-like seconds (`clock()`), and continue across a restart of the service on
   the same data directory (downtime passes on it as real time does); the service keeps its
   time by the executor's clock (`Executor.clock`), so its job times, rounds and report times
@@ -23,7 +23,7 @@ real service - API, store, control loop, policy - over jobs that are the simulat
   or finishes; `report` returns it. Only the last report of a launch (stopped, finished) is
   also written to `<data_dir>/jobs/<id>/report.json`: at a high time scale, a file per running
   report would be thousands of writes a real second that nothing reads.
-* **Resizes** follow the simulator's mechanism (`corral.sim.mechanism`, default
+* **Resizes** follow the simulator's mechanism (`corral.sim.loop.mechanism`, default
   checkpoint-restart with a 30 s pause): a placement change applies at once, and the job holds
   its new GPUs without progress for the mechanism's pause (`GpuHandover` keeps the GPUs still
   being released, as in the engine); a preemption gives its GPUs back at once. Each placement
@@ -33,7 +33,7 @@ real service - API, store, control loop, policy - over jobs that are the simulat
   training_state`: epoch, progress, steps, metrics, its estimator) every `checkpoint_interval_s`
   emulated seconds of a launch (`corral serve --checkpoint-interval`) and whenever a launch
   starts or ends (placement, resize, preemption, the service's shutdown, the job's end), into
-  `<data_dir>/emulated-checkpoints.db` (corral.executors.emulated_checkpoints), each with the
+  `<data_dir>/emulated-checkpoints.db` (corral.executors.emulated.checkpoints), each with the
   launch it was running (`_launch_doc`: spec, placement, batch, pause left, launch number). The
   periodic ones are written together at most once a real second; those of a launch that
   starts or ends when the service's round (or call) that made it ends, so what every job runs
@@ -75,13 +75,13 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, LrRule
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
-from corral.executors.emulated_checkpoints import CHECKPOINT_DB, CheckpointFile
-from corral.executors.emulated_clock import EmulatedClock
+from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
+from corral.executors.emulated.clock import EmulatedClock
 from corral.protocol.env import JobConfig
 from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
-from corral.sim.job import SimJob
-from corral.sim.mechanism import GpuHandover, mechanism_named
+from corral.sim.loop.job import SimJob
+from corral.sim.loop.mechanism import GpuHandover, mechanism_named
 from corral.sim.truth.base import AppTruth
 from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource

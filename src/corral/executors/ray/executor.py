@@ -6,22 +6,22 @@ machines (also on Kubernetes through KubeRay, docs/ray.md):
 * **Cluster**: connects to `address` (or $RAY_ADDRESS), or starts a single-node Ray here. The
   cluster a policy sees is Ray's node table: alive nodes offering the slot resource (`GPU`, or
   `CPU`, or a custom resource name), in a stable order, refreshed every `nodes_poll_s` - nodes
-  that join or leave appear or vanish (corral.executors.ray_nodes).
+  that join or leave appear or vanish (corral.executors.ray.nodes).
 * **Placement**: a policy's per-node placement becomes one placement group per worker, pinned
   to its node (so that a worker's slot can be given back alone when the job shrinks in place).
   A launch waits (QUEUED) until Ray has reserved them all, e.g. while a stopping job still
   holds the slots.
-* **Workers**: one actor per worker in its bundle (corral.executors.ray_launch builds the
-  set, corral.executors.ray_worker is the actor); it runs the job's command on its node with
+* **Workers**: one actor per worker in its bundle (corral.executors.ray.launch builds the
+  set, corral.executors.ray.worker is the actor); it runs the job's command on its node with
   the torch.distributed env:// variables - MASTER_ADDR and MASTER_PORT come from rank 0's
   actor (its node's IP and a free port there) - and CORRAL_* variables; on GPUs,
   CUDA_VISIBLE_DEVICES is what Ray assigned and the backend is nccl.
 * **Resize**: in place (the default `mechanism`, for corral.train jobs whose every node gains
-  or loses workers, not both: corral.executors.ray_resize) - the new workers start in placement
+  or loses workers, not both: corral.executors.ray.resize) - the new workers start in placement
   groups of their own while the old ones train, then all regroup; the workers that stay keep
   their actor and process. Otherwise, and when an in-place resize fails, checkpoint-restart.
 * **Early initialisation** (SideCar; on unless `early_init=False`; the sequence is
-  corral.executors.early, the slots corral.executors.ray_early): a queued job placed on slots
+  corral.executors.early, the slots corral.executors.ray.early): a queued job placed on slots
   that running jobs give up in the same round starts its workers at once - on free slots in
   placement groups of its own, on a donor's slot in the donor worker's own placement group,
   reserving nothing there - while the donors train on; they give the slots up once its
@@ -66,11 +66,11 @@ from corral.core.errors import InputError
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import (EARLY_READY_TIMEOUT_S, EarlyJobRecord, EarlyStart,
                                    EarlyStartExecutor, plan_slots)
-from corral.executors.ray_early import RayEarlyStart, Seat, leaving_ranks
-from corral.executors.ray_launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
+from corral.executors.ray.early import RayEarlyStart, Seat, leaving_ranks
+from corral.executors.ray.launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
                                          ready, remove_groups, seat_key)
-from corral.executors.ray_nodes import NodeTable
-from corral.executors.ray_resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
+from corral.executors.ray.nodes import NodeTable
+from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
 from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
 from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import WorkerEnv
@@ -78,7 +78,7 @@ from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ra
 
 __all__ = ["RayExecutor", "connect"]
 
-log = logging.getLogger("corral.executors.ray")
+log = logging.getLogger("corral.executors.ray.executor")
 
 
 @dataclass
@@ -99,7 +99,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     else GPU when the cluster has GPUs, else CPU), `storage` (default $CORRAL_RAY_STORAGE, else
     the data directory), `mechanism` (how running jobs are resized: in-place or
     checkpoint-restart), `early_init` (start a job on slots other jobs give up while they train
-    on; corral.executors.ray_early). `slots` is ignored when connecting to an existing
+    on; corral.executors.ray.early). `slots` is ignored when connecting to an existing
     cluster."""
 
     name = "ray"
@@ -328,7 +328,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
                             [str(self._log_path(job.job_id, r)) for r in range(k)], devices)
         return True
 
-    # -- in-place resize (corral.executors.ray_resize) ------------------------------------------
+    # -- in-place resize (corral.executors.ray.resize) ------------------------------------------
     def _resize(self, j: _Job) -> None:
         """Resize in place when the job and the move allow it, else checkpoint-restart (the
         lifecycle calls this at every look while the job's target differs from its workers',

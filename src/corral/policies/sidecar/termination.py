@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import register_policy
 from corral.policies.placement import consolidated
-from corral.policies.sidecar import Sidecar, check_params, grow_placement
+from corral.policies.sidecar.policy import Sidecar, check_params, grow_placement
 
 
 @dataclass

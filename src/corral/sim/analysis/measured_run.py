@@ -50,9 +50,9 @@ from corral.core.jobs import JobSpec
 from corral.core.policy import Policy, create_policy
 from corral.perf.overheads import ReshapeOverheads
 from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
-from corral.sim.config import EngineConfig
-from corral.sim.engine import Simulator
-from corral.sim.mechanism import CHECKPOINT_RESTART, Mechanism
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.loop.mechanism import CHECKPOINT_RESTART, Mechanism
 from corral.sim.truth.catalog import CATALOG_VERSION, CatalogTruth, noise_features
 from corral.sim.workloads import Workload
 

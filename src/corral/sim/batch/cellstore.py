@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.cluster import Cluster
-from corral.sim.config import EngineConfig
-from corral.sim.results import JobRecord, SimResult
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.results import JobRecord, SimResult
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import Workload
 

@@ -35,7 +35,7 @@ from corral.core.cluster import Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, JobView
 from corral.perf.throughput import iteration_time
-from corral.sim.job import SimJob
+from corral.sim.loop.job import SimJob
 from corral.sim.truth.base import Truth
 
 __all__ = ["Autoscaler", "GoodputAutoscaler", "ThroughputAutoscaler", "AutoscaleResult",

@@ -12,7 +12,7 @@ shipping its inputs (a workload, a policy name) is small beside it.
   this machine belongs to), one CPU each; each distinct argument object is put in Ray's object
   store once, so a trace shared by many cells travels once. Ray is imported only here.
 
-Task functions must not raise (the sweep wraps them, `corral.sim.sweep.run_cell`), so one
+Task functions must not raise (the sweep wraps them, `corral.sim.batch.sweep.run_cell`), so one
 failing simulation never loses the others.
 """
 
@@ -63,7 +63,7 @@ class ProcessRunner:
 class RayRunner:
     """Tasks as Ray tasks (one CPU each) on the Ray cluster at `address`.
 
-    Connects through `corral.core.ray_connect.connect` (an unreachable address is a one-line
+    Connects through `corral.ray_connect.connect` (an unreachable address is a one-line
     error at once; a cluster on this machine's loopback is reached there) unless this process
     is already connected (then the existing connection is used and left open); a connection it
     opened is closed at the end.
@@ -75,7 +75,7 @@ class RayRunner:
     def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Any]]:
         import ray
 
-        from corral.core.ray_connect import connect
+        from corral.ray_connect import connect
 
         opened = connect(self.address)
         try:

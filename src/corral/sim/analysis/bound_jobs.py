@@ -1,11 +1,11 @@
 """The LP bound of a workload: each job's work and best rate per GPU count, from the truth.
 
 A simulated job's speed depends on its epoch, its GPUs and its batch configuration. For the
-bound (`corral.sim.lp_bound`) each job becomes one amount of work and one rate bound:
+bound (`corral.sim.analysis.lp_bound`) each job becomes one amount of work and one rate bound:
 
 * epoch e's reference cost `ref_e` is its least GPU-seconds over GPU counts k at the best batch
   (`min_k k t_e(k)`, where `t_e(k)` is the epoch's time alone on k packed GPUs at its best total
-  batch, `corral.sim.replay.best_epoch_secs`); the job's work is `W = sum_e ref_e`;
+  batch, `corral.sim.truth.replay.best_epoch_secs`); the job's work is `W = sum_e ref_e`;
 * its rate on k GPUs is at most `S(k) = max_e ref_e / t_e(k)`: in any epoch, a second on k GPUs
   does at most that much reference work, so whatever the order and speed of its epochs, the job
   has done all its work when it finishes. The bound takes the concave hull of S over k = 1 ..
@@ -24,8 +24,8 @@ import numpy as np
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import JobSpec
-from corral.sim.lp_bound import DEFAULT_SLOTS, BoundJob, LpBound, hull_pieces, lp_lower_bound
-from corral.sim.replay import best_epoch_secs, best_isolated_jct
+from corral.sim.analysis.lp_bound import DEFAULT_SLOTS, BoundJob, LpBound, hull_pieces, lp_lower_bound
+from corral.sim.truth.replay import best_epoch_secs, best_isolated_jct
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.scaled import job_app, spec_epochs
 from corral.sim.workloads import Workload

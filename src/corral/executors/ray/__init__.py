@@ -1,0 +1,1 @@
+"""The Ray executor: a job's workers as Ray actors in placement groups on a Ray cluster."""

@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def _state(depth: int, device: str) -> dict:
     """A ResNet's model and SGD-momentum optimizer state, as a checkpoint holds them."""
     import torch
-
     from resnet import resnet
     model = resnet(depth, small_input=depth <= 18).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

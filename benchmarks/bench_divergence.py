@@ -36,9 +36,9 @@ def run_seed(seed: int, epochs: int, device: str | None) -> dict:
 
     import torch
     import torch.nn.functional as F
+    from digits_common import accuracy, digits, make_model
 
     from corral.train import ElasticTrainer
-    from digits_common import accuracy, digits, make_model
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)

@@ -53,8 +53,13 @@ import time
 
 from _common import POLLUX, machine, require
 
-from corral.cli.emulate_cmd import (EmulationOptions, agreement, agreement_lines, run_emulation,
-                                    simulate_same)
+from corral.cli.emulate_cmd import (
+    EmulationOptions,
+    agreement,
+    agreement_lines,
+    run_emulation,
+    simulate_same,
+)
 from corral.sim.truth.base import Truth
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import Workload, load_workload

@@ -27,9 +27,9 @@ from bench_sim import timed
 from corral.core import Cluster, create_policy
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import Policy
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
-from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import Workload, load_pollux_csv, synthetic

@@ -359,15 +359,15 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
-from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Workload, load_philly, synthetic
 

@@ -13,8 +13,8 @@ import time
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.loop.engine import Simulator
 from corral.sim.analysis.metrics import summarize
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import load_philly, load_pollux_csv

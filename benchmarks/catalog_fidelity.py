@@ -14,8 +14,8 @@ from importlib import resources
 from _common import POLLUX, require
 
 from corral.core import Cluster, create_policy
-from corral.sim.loop.engine import Simulator
 from corral.sim.analysis.metrics import summarize
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.calibrate import fidelity
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.profiles import ProfileTruth

@@ -37,10 +37,10 @@ import numpy as np
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import mechanism_named
-from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import Workload
 from corral.sim.workloads.synthetic import synthetic

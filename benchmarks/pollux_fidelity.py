@@ -13,9 +13,8 @@ Run: python benchmarks/pollux_fidelity.py [--workloads 1,2,...] [--set pollux.p=
 
 from __future__ import annotations
 
-import functools
-
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -24,10 +23,10 @@ from collections import defaultdict
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
+from corral.sim.analysis.metrics import mean_summary, summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CheckpointRestart
-from corral.sim.analysis.metrics import mean_summary, summarize
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.workloads import load_pollux_csv
 

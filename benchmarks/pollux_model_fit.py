@@ -60,11 +60,11 @@ def offline(root: Path) -> dict[str, np.ndarray]:
 
 
 def online(root: Path, tables: dict[str, np.ndarray], workload_no: str) -> None:
+    import corral.sim.loop.engine as engine
     from corral.core import Cluster, create_policy
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
-    import corral.sim.loop.engine as engine
 
     truth = ProfileTruth(root)
     workload = load_pollux_csv(require(POLLUX / "workloads" / f"workload-{workload_no}.csv"),

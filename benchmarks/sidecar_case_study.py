@@ -14,10 +14,10 @@ from pathlib import Path
 
 from corral.core import Cluster, create_policy
 from corral.perf.overheads import OVERHEADS
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import Mechanism
-from corral.sim.analysis.metrics import summarize
 from corral.sim.workloads import Workload
 
 _TEST = Path(__file__).resolve().parents[1] / "tests" / "policies" / "test_sidecar_case_study.py"

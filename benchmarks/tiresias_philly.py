@@ -31,8 +31,8 @@ from _common import POLLUX, SHARED, machine, require
 from corral.core import Cluster, create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
-from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.truth.profiles import ProfileTruth
+from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.workloads import Workload, load_philly
 
 PAPER = {"threshold_gpu_h": "1"}

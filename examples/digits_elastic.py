@@ -34,7 +34,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from digits_common import TARGET_ACCURACY, accuracy, digits, make_model
 
 from corral.train import ElasticTrainer

@@ -25,10 +25,9 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from digits_common import TARGET_ACCURACY, accuracy, digits, make_model
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
-
-from digits_common import TARGET_ACCURACY, accuracy, digits, make_model
 
 stop_requested = False
 

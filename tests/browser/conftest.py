@@ -9,8 +9,8 @@ of the repository (git-ignored) for people to look at; each test prints where.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

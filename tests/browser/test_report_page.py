@@ -5,8 +5,8 @@ from __future__ import annotations
 from corral.cli.main import DEFAULT_POLICIES
 from corral.core.cluster import Cluster
 from corral.report import write_outputs
-from corral.sim.loop.config import EngineConfig
 from corral.sim.batch.sweep import parse_settings, run_matrix
+from corral.sim.loop.config import EngineConfig
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import synthetic
 

@@ -12,8 +12,15 @@ import pytest
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import DecisionError
-from corral.core.jobs import (Assignment, BatchConfig, Decision, JobSpec, JobView, MetricHistory,
-                              check_decision)
+from corral.core.jobs import (
+    Assignment,
+    BatchConfig,
+    Decision,
+    JobSpec,
+    JobView,
+    MetricHistory,
+    check_decision,
+)
 from corral.core.ledger import VIEW_FIELDS, JobLedger
 
 

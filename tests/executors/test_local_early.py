@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from corral.executors.base import ExecState, JobLaunch  # noqa: E402
-from corral.executors.local import LocalExecutor  # noqa: E402
 from trainjobs import TIMEOUT_S, on_node0, tiny, trains_on, wait  # noqa: E402  (on sys.path)
 
+from corral.executors.base import ExecState, JobLaunch  # noqa: E402
+from corral.executors.local import LocalExecutor  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 import pytest
 
+from corral.core.errors import InputError
 from corral.executors import create_executor, executor_names
 from corral.executors.local import LocalExecutor
 from corral.executors.procs import is_job_worker
 from corral.executors.slots import SlotPool, detect_gpus
-from corral.core.errors import InputError
-
-
-import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 
 
 class TestLocalExecutorContract(contract.ExecutorContract):

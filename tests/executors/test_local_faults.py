@@ -14,14 +14,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 import pytest
+from contract import END, TIMEOUT_S, launch, plan, wait_until  # noqa: E402
 
 from corral.executors.base import ExecState, JobLaunch
 from corral.executors.local import LocalExecutor
 from corral.protocol.env import JobConfig
-
-import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
-from contract import END, TIMEOUT_S, launch, plan, wait_until  # noqa: E402
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from trainjobs import on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
+
 from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
-from trainjobs import on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 

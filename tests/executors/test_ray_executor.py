@@ -20,17 +20,17 @@ import pytest
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'corral[ray]')")
 
+import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-import ray  # noqa: E402
 from corral.core.cluster import Placement  # noqa: E402
 from corral.core.errors import CorralError  # noqa: E402
 from corral.executors import create_executor  # noqa: E402
 from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
+from corral.executors.ray import executor as ray_executor  # noqa: E402
 from corral.executors.ray.executor import RayExecutor, connect  # noqa: E402
 from corral.executors.ray.launch import check_address  # noqa: E402
 from corral.executors.ray.nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
-from corral.executors.ray import executor as ray_executor  # noqa: E402
 from corral.executors.ray.resize import PidLookup, plan_in_place  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)

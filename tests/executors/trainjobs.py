@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from corral.core.cluster import Placement
 from corral.executors.base import Executor, JobLaunch, WorkerPlan

@@ -22,6 +22,7 @@ DIGITS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64
 
 def test_standalone_trainer_uses_cuda_0_and_keeps_everything_there(tmp_path: Path) -> None:
     import signal
+
     import torch.nn.functional as F
 
     from corral.train import ElasticTrainer

@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.perf.convergence import (LossCurve, _predict_memo, delta_at_epochs, fit_loss_curve,
-                                     last_segment_start, oriented_loss, predict_total_epochs,
-                                     remove_outliers)
+from corral.perf.convergence import (
+    LossCurve,
+    _predict_memo,
+    delta_at_epochs,
+    fit_loss_curve,
+    last_segment_start,
+    oriented_loss,
+    predict_total_epochs,
+    remove_outliers,
+)
 
 SEQ2SEQ = (0.21, 1.07, 0.07)  # Optimus Fig. 5's fitted coefficients
 

@@ -9,8 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corral.perf.throughput import (PARAM_LOWER_BOUND, ThroughputParams, _fit_memo,
-                                    fit_throughput, grad_time, iteration_time, sync_time)
+from corral.perf.throughput import (
+    PARAM_LOWER_BOUND,
+    ThroughputParams,
+    _fit_memo,
+    fit_throughput,
+    grad_time,
+    iteration_time,
+    sync_time,
+)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pollux"
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")

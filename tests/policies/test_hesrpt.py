@@ -10,8 +10,8 @@ from scipy.optimize import minimize_scalar
 from corral.core import Cluster, create_policy
 from corral.core.errors import UnknownPolicyError
 from corral.policies.hesrpt import hesrpt_fractions, hesrpt_total_flow_time, whole_shares
-from corral.sim.loop.engine import Simulator
 from corral.sim.analysis.lp_bound import BoundJob, lp_lower_bound
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
 

@@ -11,9 +11,15 @@ from corral.core.jobs import Decision, JobSpec, JobStatus, JobView, OracleInfo, 
 from corral.core.policy import create_policy
 from corral.perf.convergence import LossCurve, predict_total_epochs
 from corral.perf.estimator import JobEstimator
-from corral.policies.optimus import (USER_DELTA, EvenPlacer, JobDemand, fewest_nodes_even,
-                                     borrowed_epoch_steps, marginal_gain_allocation,
-                                     steps_per_epoch)
+from corral.policies.optimus import (
+    USER_DELTA,
+    EvenPlacer,
+    JobDemand,
+    borrowed_epoch_steps,
+    fewest_nodes_even,
+    marginal_gain_allocation,
+    steps_per_epoch,
+)
 from corral.policies.placement import take
 
 INF = np.inf

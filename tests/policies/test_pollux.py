@@ -13,18 +13,29 @@ from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
-from corral.policies.pollux.policy import (PolluxParams, max_gpus_for, realloc_factor,
-                                    search_patience)
-from corral.policies.pollux.search import (SPEEDUP_EPS, AllocationProblem, SearchSettings,
-                                           SpeedupTable, _Searcher, fitness, genetic_search,
-                                           power_mean, remap_population)
+from corral.policies.pollux.policy import (
+    PolluxParams,
+    max_gpus_for,
+    realloc_factor,
+    search_patience,
+)
+from corral.policies.pollux.search import (
+    SPEEDUP_EPS,
+    AllocationProblem,
+    SearchSettings,
+    SpeedupTable,
+    _Searcher,
+    fitness,
+    genetic_search,
+    power_mean,
+    remap_population,
+)
 from corral.policies.slot_columns import count_true
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
-from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
-
 
 # --------------------------------------------------------------------- fitness and penalty
 

@@ -7,8 +7,18 @@ import math
 
 import pytest
 
-from corral.core import (Assignment, Cluster, Decision, JobSpec, JobStatus, JobView, OracleInfo,
-                         Placement, Snapshot, create_policy)
+from corral.core import (
+    Assignment,
+    Cluster,
+    Decision,
+    JobSpec,
+    JobStatus,
+    JobView,
+    OracleInfo,
+    Placement,
+    Snapshot,
+    create_policy,
+)
 from corral.perf.sidecar_time import PRIOR_SPEEDUP_EXP
 
 E = PRIOR_SPEEDUP_EXP  # no measurements yet: speed ~ N^0.63 (the paper's 2.4x on 4 GPUs)

@@ -29,10 +29,10 @@ import pytest
 
 from corral.core import Cluster, JobSpec, create_policy
 from corral.core.jobs import LrRule
+from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import mechanism_named
-from corral.sim.analysis.metrics import summarize
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
 

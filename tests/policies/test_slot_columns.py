@@ -8,9 +8,16 @@ import itertools
 import numpy as np
 import pytest
 
-from corral.policies.slot_columns import (count_true, extend_runs, merge_smallest, pick,
-                                          position_in_run, run_starts, sort_columns,
-                                          sort_network)
+from corral.policies.slot_columns import (
+    count_true,
+    extend_runs,
+    merge_smallest,
+    pick,
+    position_in_run,
+    run_starts,
+    sort_columns,
+    sort_network,
+)
 
 
 @pytest.mark.parametrize("width", range(1, 11))

@@ -11,8 +11,7 @@ import pytest
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import UnknownPolicyError
-from corral.core.jobs import (Assignment, Decision, JobSpec, JobStatus, JobView, LrRule,
-                              Snapshot)
+from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, LrRule, Snapshot
 from corral.core.policy import create_policy
 from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
 from corral.sim.loop.config import EngineConfig

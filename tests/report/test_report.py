@@ -7,8 +7,14 @@ import json
 import pytest
 from rich.console import Console
 
-from corral.report import (JOBS_CSV_COLUMNS, comparison_table, per_workload_table,
-                           plot_gpu_usage, plot_jct_cdf, write_outputs)
+from corral.report import (
+    JOBS_CSV_COLUMNS,
+    comparison_table,
+    per_workload_table,
+    plot_gpu_usage,
+    plot_jct_cdf,
+    write_outputs,
+)
 from corral.sim.analysis.metrics import SUMMARY_FIELDS, mean_summary, summarize
 from corral.sim.loop.results import JobRecord, SimResult
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 # The helpers beside this file (livecluster, share_policy) import as top-level modules in the
 # test modules of this folder: `import livecluster as live`.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

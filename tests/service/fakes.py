@@ -4,8 +4,9 @@ hand. A module of its own (not conftest) so test modules can import it unambiguo
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from corral.core.errors import CorralError
 from corral.executors.procs import is_job_worker
@@ -56,7 +57,7 @@ class LiveService:
         self.env.pop("CORRAL_URL", None)
 
     # -- the service process --------------------------------------------------------------
-    def start(self, timeout_s: float = 60.0) -> "LiveService":
+    def start(self, timeout_s: float = 60.0) -> LiveService:
         args = [*CLI, "serve", "--policy", self.policy, "--policy-module", str(SHARE_POLICY),
                 *(("--gpus", self.gpus) if self.gpus else ("--slots", str(self.slots))),
                 "--interval", str(self.interval_s), "--port", "0",

@@ -24,7 +24,8 @@ from urllib.parse import quote
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, example, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 with warnings.catch_warnings():  # starlette's test client warns about its httpx dependency
     warnings.simplefilter("ignore")

@@ -26,9 +26,8 @@ pytest.importorskip("ray", reason="ray is not installed (pip install 'corral[ray
 pytest.importorskip("torch", reason="torch is not installed (the example jobs need it)")
 pytest.importorskip("uvicorn", reason="the service extras are not installed")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
+from ray.cluster_utils import Cluster  # noqa: E402
 
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
 #: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training, at

@@ -21,11 +21,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("uvicorn")
 
+import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
+
 from corral.core.policy import policy_names  # noqa: E402
 from corral.executors.procs import is_job_worker  # noqa: E402
 
-
-import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 TARGET = 0.95  # the examples' stated accuracy after their default epochs
 JOB_TIMEOUT_S = 240
 #: Far more epochs than a test needs (the stated accuracy takes 5): minutes of training, at
@@ -57,7 +57,7 @@ def _policy(name: str) -> str:
 def service_factory(tmp_path: Path):
     started = []
 
-    def make(policy: str) -> "live.LiveService":
+    def make(policy: str) -> live.LiveService:
         svc = live.LiveService(tmp_path / "data", policy, extra_args=SETTINGS.get(policy, ()))
         svc.data_dir.mkdir(parents=True, exist_ok=True)
         started.append(svc)

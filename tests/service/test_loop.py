@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from loopkit import Clock, make_loop, submit  # noqa: E402  (tests/service is on sys.path)
 
 from corral.core.cluster import Placement
 from corral.core.errors import CorralError
@@ -16,8 +17,6 @@ from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.store import Store
-
-from loopkit import Clock, make_loop, submit  # noqa: E402  (tests/service is on sys.path)
 
 
 def test_fifo_places_jobs_at_the_users_configuration(store, fake_executor) -> None:

@@ -9,15 +9,14 @@ import time
 import warnings
 
 import pytest
+from fakes import FakeExecutor  # noqa: E402  (tests/service is on sys.path)
+from loopkit import Clock, make_loop, submit  # noqa: E402
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
 from corral.core.policy import Policy, policy_class, policy_names
 from corral.executors.base import ExecState
 from corral.service.loop import ControlLoop
-
-from fakes import FakeExecutor  # noqa: E402  (tests/service is on sys.path)
-from loopkit import Clock, make_loop, submit  # noqa: E402
 
 
 class Scripted(Policy):

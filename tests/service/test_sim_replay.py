@@ -13,11 +13,19 @@ from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.run_record import read_run
-from corral.sim.analysis.measured_run import (FinishedJob, MeasuredRun, launch_rates, measured_catalog,
-                                     measured_mechanism, replay, resize_cost_s,
-                                     resize_rate_ratio, restart_delay_s)
 from corral.service.store import Store
 from corral.service.submission import Submission
+from corral.sim.analysis.measured_run import (
+    FinishedJob,
+    MeasuredRun,
+    launch_rates,
+    measured_catalog,
+    measured_mechanism,
+    replay,
+    resize_cost_s,
+    resize_rate_ratio,
+    restart_delay_s,
+)
 
 ORIGIN = 1000.0
 STEP_S = 0.01

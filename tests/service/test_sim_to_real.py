@@ -12,16 +12,15 @@ testbed's. Typical errors on the development machine: -9 %..+1 %.
 
 from __future__ import annotations
 
-
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("uvicorn")
 
+import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
+
 from corral.service.run_record import read_run  # noqa: E402
 from corral.sim.analysis.measured_run import MeasuredRun, replay  # noqa: E402
-
-import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 
 JOB = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64, min_local_bsz=8,
            max_gpus=2)

@@ -36,8 +36,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -55,8 +55,8 @@ TIMING_FIELDS: frozenset[str] = frozenset({"wall_s"})
 def figures(policy: str, workload: str, shared: Path = SHARED_POLLUX) -> dict[str, object]:
     """Every non-timing summary field of `policy` on one shared workload (measured profiles)."""
     from corral.core import Cluster, create_policy
-    from corral.sim.loop.engine import Simulator
     from corral.sim.analysis.metrics import summarize
+    from corral.sim.loop.engine import Simulator
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 from corral.core.errors import InputError
-from corral.sim.analysis.autoscale import (Autoscaler, GoodputAutoscaler, ThroughputAutoscaler,
-                                  nodes_placement, simulate_autoscaling)
+from corral.sim.analysis.autoscale import (
+    Autoscaler,
+    GoodputAutoscaler,
+    ThroughputAutoscaler,
+    nodes_placement,
+    simulate_autoscaling,
+)
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads.common import make_job
 

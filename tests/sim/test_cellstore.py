@@ -8,14 +8,20 @@ import math
 from pathlib import Path
 
 import pytest
+from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
 
 from corral.core import Cluster
-from corral.sim.batch.cellstore import CellStore, cell_key, result_doc, result_from_doc, workload_digest
-from corral.sim.loop.config import EngineConfig
-from corral.sim.loop.results import JobRecord, SimResult
+from corral.sim.batch.cellstore import (
+    CellStore,
+    cell_key,
+    result_doc,
+    result_from_doc,
+    workload_digest,
+)
 from corral.sim.batch.runners import SerialRunner
 from corral.sim.batch.sweep import PolicyChoice, run_matrix
-from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.results import JobRecord, SimResult
 
 CLUSTER = Cluster.parse("4x4")
 CONFIG = EngineConfig()

@@ -6,15 +6,24 @@ import random
 
 import pytest
 
-from corral.core import (Assignment, BatchConfig, Cluster, Decision, DecisionError, JobSpec,
-                         Placement, Policy, Snapshot)
+from corral.core import (
+    Assignment,
+    BatchConfig,
+    Cluster,
+    Decision,
+    DecisionError,
+    JobSpec,
+    Placement,
+    Policy,
+    Snapshot,
+)
 from corral.core.jobs import LrRule
+from corral.core.policy import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CheckpointRestart
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
-from corral.core.policy import create_policy
 
 
 class LinearApp(AppTruth):

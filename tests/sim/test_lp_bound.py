@@ -23,9 +23,9 @@ import pytest
 
 from corral.core import Cluster, create_policy
 from corral.sim.analysis.bound_jobs import bound_job, workload_lp_bound
-from corral.sim.loop.engine import Simulator
 from corral.sim.analysis.lp_bound import BoundJob, hull_pieces, lp_lower_bound
 from corral.sim.analysis.metrics import summarize
+from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
 
@@ -43,7 +43,7 @@ def brute_force_avg_jct(releases, works, speedups, gpus):
             if sum(combo) == want:
                 yield combo
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(t, remaining):
         """Least sum of completion times of the unfinished jobs from state (t, remaining)."""
         if all(r <= 1e-12 for r in remaining):

@@ -5,16 +5,31 @@ from __future__ import annotations
 
 import pytest
 
-from corral.core import (Assignment, BatchConfig, Cluster, Decision, InputError, JobSpec,
-                         Placement, Policy, Snapshot, create_policy)
+from corral.core import (
+    Assignment,
+    BatchConfig,
+    Cluster,
+    Decision,
+    InputError,
+    JobSpec,
+    Placement,
+    Policy,
+    Snapshot,
+    create_policy,
+)
+from corral.core.jobs import LrRule
 from corral.perf.overheads import OVERHEADS
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
-from corral.sim.loop.mechanism import (CheckpointRestart, GpuHandover, Mechanism, mechanism_named,
-                                  mechanism_names)
+from corral.sim.loop.mechanism import (
+    CheckpointRestart,
+    GpuHandover,
+    Mechanism,
+    mechanism_named,
+    mechanism_names,
+)
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
-from corral.core.jobs import LrRule
 
 P = Placement.of
 

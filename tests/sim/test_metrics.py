@@ -6,8 +6,16 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from corral.sim.analysis.metrics import (SUMMARY_FIELDS, Summary, busy_gpu_seconds, gpu_utilization_series,
-                                job_ftf, mean_summary, percentile, summarize)
+from corral.sim.analysis.metrics import (
+    SUMMARY_FIELDS,
+    Summary,
+    busy_gpu_seconds,
+    gpu_utilization_series,
+    job_ftf,
+    mean_summary,
+    percentile,
+    summarize,
+)
 from corral.sim.loop.results import JobRecord, SimResult
 
 

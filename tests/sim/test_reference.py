@@ -13,7 +13,6 @@ decisions turn on numpy's last bits, which depend on the CPU).
 from __future__ import annotations
 
 import pytest
-
 from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures_in_subprocess, load_reference
 
 pytestmark = pytest.mark.skipif(not SHARED_POLLUX.is_dir(),

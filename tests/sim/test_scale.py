@@ -7,14 +7,13 @@ import pickle
 
 import numpy as np
 import pytest
+from reference_run import SHARED_POLLUX
 
 from corral.core import Cluster
 from corral.core.cluster import Node
 from corral.core.errors import InputError
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Window, apply_window, load_workload, synthetic
-
-from reference_run import SHARED_POLLUX
 
 
 def test_catalog_epoch_gains_equal_the_per_epoch_gain_bit_for_bit():

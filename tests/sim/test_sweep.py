@@ -4,12 +4,12 @@ a failing cell is reported with its cell and the others are kept."""
 from __future__ import annotations
 
 import pytest
+from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
 
 from corral.core import Cluster
-from corral.sim.loop.config import EngineConfig
 from corral.sim.batch.runners import ProcessRunner, RayRunner, SerialRunner
 from corral.sim.batch.sweep import PolicyChoice, run_matrix, runner_for
-from sweepkit import SOURCE, figures, small_workloads  # noqa: E402 (tests/sim is on sys.path)
+from corral.sim.loop.config import EngineConfig
 
 CLUSTER = Cluster.parse("8x4")
 CONFIG = EngineConfig()

@@ -10,12 +10,25 @@ import pytest
 
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
+from corral.sim.workloads import (
+    POLLUX_MIX,
+    SIZE_CLASS_APPS,
+    TUNED_GPUS,
+    Workload,
+    builtin_default,
+    describe_workload,
+    format_description,
+    load_philly,
+    load_pollux_csv,
+    load_tiresias_csv,
+    load_workload,
+    load_workloads,
+    natural_key,
+    size_class,
+    synthetic,
+    tuned_config,
+)
 from corral.sim.workloads.builtin import BUILTIN_JOBS, BUILTIN_RATE_PER_HOUR
-from corral.sim.workloads import (POLLUX_MIX, SIZE_CLASS_APPS, TUNED_GPUS, Workload,
-                                  builtin_default, describe_workload, format_description,
-                                  load_philly, load_pollux_csv, load_tiresias_csv, load_workload,
-                                  load_workloads, natural_key, size_class, synthetic,
-                                  tuned_config)
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"  # tests/sim -> ../shared beside the repo
 DATA = SHARED / "data"
@@ -340,8 +353,8 @@ def test_builtin_default_tells_the_story():
     """Issue 14: on the default workload the policies differ clearly (it was so lightly loaded
     that fifo and tiresias-las had identical figures)."""
     from corral.core import Cluster, create_policy
-    from corral.sim.loop.engine import Simulator
     from corral.sim.analysis.metrics import summarize
+    from corral.sim.loop.engine import Simulator
     from corral.sim.truth.catalog import CatalogTruth
 
     truth = CatalogTruth()

@@ -148,8 +148,8 @@ def test_four_workers_with_accumulation_match_too(tmp_path: Path) -> None:
 
 
 def test_a_stop_signal_on_one_worker_stops_both_at_the_same_step(tmp_path: Path) -> None:
-    from corral.train.checkpoint import CheckpointStore
     from corral.protocol.env import STOP_EXIT_CODE
+    from corral.train.checkpoint import CheckpointStore
 
     # rank 1 alone is signalled: the flag travels in the gradient buckets, both agree
     assert run_workers((8, 0), tmp_path, "--steps", "40", "--sigterm-rank", "1",

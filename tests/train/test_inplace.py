@@ -21,8 +21,14 @@ pytest.importorskip("torch")
 
 from corral.executors.procs import free_port  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
-from corral.protocol.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION,  # noqa: E402
-                                     LEAVE_EXIT_CODE, ResizeRequest, ready_ranks, write_request)
+from corral.protocol.inplace import (  # noqa: E402
+    ENV_CONTROL_DIR,
+    ENV_JOIN_GENERATION,
+    LEAVE_EXIT_CODE,
+    ResizeRequest,
+    ready_ranks,
+    write_request,
+)
 from corral.protocol.report import read_report  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
 

@@ -18,8 +18,14 @@ torch = pytest.importorskip("torch")
 from corral.executors.procs import free_port  # noqa: E402
 from corral.protocol.env import WorkerEnv  # noqa: E402
 from corral.train import trainer as trainer_module  # noqa: E402
-from corral.train.distributed import (_fill, _loopback_store, _strip,  # noqa: E402
-                                      _wait_for_listener, pack_tensors, unpack_tensors)
+from corral.train.distributed import (  # noqa: E402
+    _fill,
+    _loopback_store,
+    _strip,
+    _wait_for_listener,
+    pack_tensors,
+    unpack_tensors,
+)
 
 
 def _tensors() -> list[torch.Tensor]:

@@ -15,14 +15,14 @@ import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(1)
 
 from corral.core.jobs import BatchConfig  # noqa: E402
-from corral.perf.estimator import JobEstimator  # noqa: E402
-from corral.train import ElasticTrainer  # noqa: E402
 from corral.perf.agent import BatchController, split_total  # noqa: E402
-from corral.train.device import place_worker  # noqa: E402
+from corral.perf.estimator import JobEstimator  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
+from corral.protocol.report import read_report  # noqa: E402
+from corral.train import ElasticTrainer  # noqa: E402
+from corral.train.device import place_worker  # noqa: E402
 from corral.train.host_view import LaggedHostView  # noqa: E402
 from corral.train.lr import LrScaling  # noqa: E402
-from corral.protocol.report import read_report  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -488,6 +488,7 @@ def test_the_checkpoint_marked_good_outlives_the_rotation_until_another_is(tmp_p
 
 def test_sync_timer_measures_on_the_host_clock_on_the_cpu() -> None:
     import time as _time
+
     from corral.train.sync_timer import SyncTimer
     timer = SyncTimer(torch.device("cpu"))
     assert timer.latest() == 0.0

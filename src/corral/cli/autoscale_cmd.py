@@ -8,7 +8,6 @@ calls `corral.sim.analysis.autoscale`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -21,7 +20,7 @@ from corral.core.errors import InputError
 @user_errors
 def autoscale(
     app_name: str = typer.Option("imagenet", "--app", help="Application (model) to train."),
-    profiles: Optional[Path] = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
     gpus_per_node: int = typer.Option(4, help="GPUs per rented node."),
     max_nodes: int = typer.Option(16, help="Most nodes the job may rent."),
     interval: float = typer.Option(60.0, help="Seconds between autoscaling decisions."),
@@ -30,8 +29,11 @@ def autoscale(
     target: float = typer.Option(0.5, help="Target fraction of ideal goodput / throughput when resizing (L)."),
 ) -> None:
     """Cloud auto-scaling of one job: goodput-based (Pollux) vs throughput-based (Or et al.)."""
-    from corral.sim.analysis.autoscale import (GoodputAutoscaler, ThroughputAutoscaler,
-                                      simulate_autoscaling)
+    from corral.sim.analysis.autoscale import (
+        GoodputAutoscaler,
+        ThroughputAutoscaler,
+        simulate_autoscaling,
+    )
     from corral.sim.workloads.common import make_job
 
     if not 0 < target <= up <= 1:

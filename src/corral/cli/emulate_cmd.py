@@ -31,11 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import Cluster
 from corral.core.errors import CorralError
@@ -312,11 +311,11 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
 def simulate_same(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
                   sets: Sequence[str] = ()) -> SimResult:
     """`corral simulate` of the same workload, policy, cluster and mechanism."""
+    from corral.core.policy import create_policy
+    from corral.sim.batch.sweep import parse_settings
     from corral.sim.loop.config import EngineConfig
     from corral.sim.loop.engine import Simulator
     from corral.sim.loop.mechanism import mechanism_named
-    from corral.sim.batch.sweep import parse_settings
-    from corral.core.policy import create_policy
 
     choice = parse_settings([policy], [s if "." in s.split("=", 1)[0] else f"{policy}.{s}"
                                        for s in sets])[0]
@@ -366,30 +365,30 @@ from corral.cli.main import app, console, err_console, user_errors  # noqa: E402
 @app.command()
 @user_errors
 def emulate(
-    workload: Optional[Path] = typer.Option(None, "--workload", "-w", help="Workload CSV file (default: the built-in workload)."),
-    profiles: Optional[Path] = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
-    catalog: Optional[Path] = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
+    workload: Path | None = typer.Option(None, "--workload", "-w", help="Workload CSV file (default: the built-in workload)."),
+    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    catalog: Path | None = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
     policy: str = typer.Option("fifo", "--policy", "-p", help="Policy, or comma-separated policies (one service run each)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
+    set_: list[str] | None = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
     cluster: str = typer.Option("16x4", help="The emulated cluster: NODESxGPUS."),
     time_scale: float = typer.Option(100.0, help="Emulated seconds per real second."),
     interval: float = typer.Option(60.0, help="Scheduling interval, emulated seconds."),
     restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
     mechanism: str = typer.Option("checkpoint-restart", help="Resize mechanism (as `corral simulate --mechanism`)."),
     fill_in: bool = typer.Option(False, "--fill-in/--no-fill-in", help="Let the service start arrivals on idle GPUs at once (its default when serving; off here, as the simulator schedules)."),
-    tick: Optional[float] = typer.Option(None, help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
+    tick: float | None = typer.Option(None, help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
     limit: int = typer.Option(0, help="Only the first N jobs of the workload (0: all)."),
     timeout: float = typer.Option(3600.0, help="Real seconds one policy's run may take."),
     compare: bool = typer.Option(False, "--compare", help="Also simulate the same run and print how far apart they are."),
     keep: bool = typer.Option(False, "--keep", help="Keep each run's service data directory (printed)."),
     seed: int = typer.Option(0, help="Seed of the built-in workload."),
-    out: Optional[Path] = typer.Option(None, help="Write summary.json and jobs.csv (and timelines) here."),
+    out: Path | None = typer.Option(None, help="Write summary.json and jobs.csv (and timelines) here."),
 ) -> None:
     """Run a workload through the real service (`corral serve --executor emulated`) on simulated
     jobs, and print the same table as `corral simulate`."""
     from corral.report import comparison_table, write_outputs
-    from corral.sim.loop.engine import check_feasible
     from corral.sim.analysis.metrics import summarize
+    from corral.sim.loop.engine import check_feasible
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Workload, builtin_default, load_workload
 

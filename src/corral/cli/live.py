@@ -9,7 +9,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.markup import escape
@@ -32,9 +31,10 @@ def _load_policy_modules(paths: list[Path]) -> None:
         spec.loader.exec_module(module)
 
 
-def _client(data_dir: Optional[Path], url: Optional[str], token: Optional[str]):
+def _client(data_dir: Path | None, url: str | None, token: str | None):
     from corral.service.client import Client
-    from corral.service.endpoint import client_token, data_dir as resolve, read_url
+    from corral.service.endpoint import client_token, read_url
+    from corral.service.endpoint import data_dir as resolve
 
     directory = resolve(data_dir)
     return Client(read_url(directory, url), client_token(directory, token))
@@ -45,36 +45,37 @@ def _client(data_dir: Optional[Path], url: Optional[str], token: Optional[str]):
 def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", help="Scheduling policy (see `corral policies`)."),
     executor: str = typer.Option("local", help="Where workers run: local (this machine), ray (a Ray cluster) or emulated (simulated jobs on the simulator's truth, on a clock --time-scale times real time)."),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
-    ray_storage: Optional[Path] = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
-    ray_resource: Optional[str] = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
-    slots: Optional[int] = typer.Option(None, help="Offer this many CPU slots instead of GPUs (default: the visible GPUs, else one slot per CPU)."),
-    gpus: Optional[str] = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
+    ray_address: str | None = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
+    ray_storage: Path | None = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
+    ray_resource: str | None = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
+    slots: int | None = typer.Option(None, help="Offer this many CPU slots instead of GPUs (default: the visible GPUs, else one slot per CPU)."),
+    gpus: str | None = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
     interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8642, help="Port to listen on (0: any free port)."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    token: Optional[str] = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the stored/new one)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
-    policy_module: Optional[List[Path]] = typer.Option(None, help="Python file registering extra policies (repeatable)."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    token: str | None = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the stored/new one)."),
+    set_: list[str] | None = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
+    policy_module: list[Path] | None = typer.Option(None, help="Python file registering extra policies (repeatable)."),
     max_retries: int = typer.Option(3, help="Restarts after worker failures before a job fails."),
     stop_timeout: float = typer.Option(30.0, help="Seconds a job may take to checkpoint and exit before it is killed."),
     report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
     checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints (--executor emulated: emulated seconds)."),
     retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
-    mechanism: Optional[str] = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
-    cluster: Optional[str] = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
-    profiles: Optional[Path] = typer.Option(None, help="--executor emulated: measured profiles (Pollux format) the jobs follow (default: the built-in catalog)."),
-    catalog: Optional[Path] = typer.Option(None, help="--executor emulated: a catalog file made by `corral calibrate` instead of the built-in one."),
+    mechanism: str | None = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
+    cluster: str | None = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
+    profiles: Path | None = typer.Option(None, help="--executor emulated: measured profiles (Pollux format) the jobs follow (default: the built-in catalog)."),
+    catalog: Path | None = typer.Option(None, help="--executor emulated: a catalog file made by `corral calibrate` instead of the built-in one."),
     time_scale: float = typer.Option(1.0, help="--executor emulated: emulated seconds per real second."),
     restart_delay: float = typer.Option(30.0, help="--executor emulated: pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
-    tick: Optional[float] = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
+    tick: float | None = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does."),
     early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`)."),
 ) -> None:
     """Run the live scheduler: the API, the control loop and the workers."""
     from corral.service.endpoint import data_dir as resolve
-    from corral.service.server import ServeOptions, serve as run_service
+    from corral.service.server import ServeOptions
+    from corral.service.server import serve as run_service
     from corral.sim.batch.sweep import parse_settings
 
     _load_policy_modules(policy_module or [])
@@ -148,24 +149,24 @@ def serve(
 @app.command(context_settings={"allow_interspersed_args": False})
 @user_errors
 def submit(
-    command: List[str] = typer.Argument(..., help="The command to run, after --."),
-    name: Optional[str] = typer.Option(None, help="A name to show (default: the script's name)."),
-    app: Optional[str] = typer.Option(None, "--app", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
-    gpus: Optional[int] = typer.Option(None, help="The GPUs the job is tuned for (default: --min-gpus)."),
+    command: list[str] = typer.Argument(..., help="The command to run, after --."),
+    name: str | None = typer.Option(None, help="A name to show (default: the script's name)."),
+    app: str | None = typer.Option(None, "--app", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
+    gpus: int | None = typer.Option(None, help="The GPUs the job is tuned for (default: --min-gpus)."),
     min_gpus: int = typer.Option(1, help="Fewest GPUs the job can run on."),
-    max_gpus: Optional[int] = typer.Option(None, help="Most GPUs the job can use (default: the cluster)."),
+    max_gpus: int | None = typer.Option(None, help="Most GPUs the job can use (default: the cluster)."),
     batch_size: int = typer.Option(32, help="Total batch size the job is tuned for (M0)."),
-    max_batch_size: Optional[int] = typer.Option(None, help="Largest total batch (adaptive jobs; default 8x)."),
-    min_local_bsz: Optional[int] = typer.Option(None, help="Smallest per-GPU batch."),
-    max_local_bsz: Optional[int] = typer.Option(None, help="Largest per-GPU batch that fits in memory."),
+    max_batch_size: int | None = typer.Option(None, help="Largest total batch (adaptive jobs; default 8x)."),
+    min_local_bsz: int | None = typer.Option(None, help="Smallest per-GPU batch."),
+    max_local_bsz: int | None = typer.Option(None, help="Largest per-GPU batch that fits in memory."),
     adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size."),
     lr_rule: str = typer.Option("adascale", help="Learning-rate scaling: adascale, sqrt or linear."),
-    early_init: Optional[bool] = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling corral.protocol.early.wait_for_start())."),
-    env: Optional[List[str]] = typer.Option(None, help="KEY=VALUE for the workers (repeatable)."),
-    cwd: Optional[Path] = typer.Option(None, help="Working directory of the workers (default: here)."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL (default: $CORRAL_URL or the data directory's)."),
-    token: Optional[str] = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the data directory's)."),
+    early_init: bool | None = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling corral.protocol.early.wait_for_start())."),
+    env: list[str] | None = typer.Option(None, help="KEY=VALUE for the workers (repeatable)."),
+    cwd: Path | None = typer.Option(None, help="Working directory of the workers (default: here)."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, help="Service URL (default: $CORRAL_URL or the data directory's)."),
+    token: str | None = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the data directory's)."),
 ) -> None:
     """Submit a job: `corral submit --adaptive -- python train.py`."""
     from corral.service.submission import check_body, safe_text
@@ -212,9 +213,9 @@ def jobs_(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until Ctrl-C."),
     every: float = typer.Option(2.0, help="Seconds between redraws with --watch."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL."),
-    token: Optional[str] = typer.Option(None, help="API token."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, help="Service URL."),
+    token: str | None = typer.Option(None, help="API token."),
 ) -> None:
     """List the jobs with their status, GPUs, batch and progress."""
     if watch and as_json:
@@ -249,9 +250,9 @@ def jobs_(
 @user_errors
 def cancel(
     job_id: str = typer.Argument(..., help="The job's id (see `corral jobs`)."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL."),
-    token: Optional[str] = typer.Option(None, help="API token."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, help="Service URL."),
+    token: str | None = typer.Option(None, help="API token."),
 ) -> None:
     """Cancel a job (its workers are stopped)."""
     with _client(data_dir, url, token) as client:
@@ -264,12 +265,12 @@ def cancel(
 def logs(
     job_id: str = typer.Argument(..., help="The job's id."),
     rank: int = typer.Option(0, help="Which worker's output (0 also has the executor's notes)."),
-    tail: Optional[int] = typer.Option(None, help="Only the last BYTES bytes."),
+    tail: int | None = typer.Option(None, help="Only the last BYTES bytes."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what is added until the job ends."),
     every: float = typer.Option(1.0, help="Seconds between polls with --follow."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL."),
-    token: Optional[str] = typer.Option(None, help="API token."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, help="Service URL."),
+    token: str | None = typer.Option(None, help="API token."),
 ) -> None:
     """Print a job's log; with --follow, keep printing what is added until the job ends."""
     if every <= 0:
@@ -302,9 +303,9 @@ def logs(
 @user_errors
 def describe(
     job_id: str = typer.Argument(..., help="The job's id."),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    url: Optional[str] = typer.Option(None, help="Service URL."),
-    token: Optional[str] = typer.Option(None, help="API token."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, help="Service URL."),
+    token: str | None = typer.Option(None, help="API token."),
 ) -> None:
     """Everything about one job: spec, events, launches, assignments, checkpoints, last report."""
     with _client(data_dir, url, token) as client:

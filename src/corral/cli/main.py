@@ -11,8 +11,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import functools  # noqa: E402
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Optional
 
 import typer
 from rich.console import Console
@@ -45,13 +45,13 @@ def user_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _truth(profiles: Optional[Path], catalog: Optional[Path]):
+def _truth(profiles: Path | None, catalog: Path | None):
     from corral.sim.truth.source import TruthSource
 
     return TruthSource.of(profiles, catalog).load()
 
 
-def _policy_list(text: Optional[str]) -> list[str]:
+def _policy_list(text: str | None) -> list[str]:
     from corral.core.policy import policy_names
 
     if text:
@@ -60,7 +60,7 @@ def _policy_list(text: Optional[str]) -> list[str]:
     return [p for p in DEFAULT_POLICIES if p in known]
 
 
-def _column_options(columns: Optional[str], model_map: Optional[str]) -> dict:
+def _column_options(columns: str | None, model_map: str | None) -> dict:
     from corral.sim.workloads import parse_columns, parse_model_map
 
     return {"columns": parse_columns(columns) if columns else None,
@@ -70,36 +70,36 @@ def _column_options(columns: Optional[str], model_map: Optional[str]) -> dict:
 @app.command()
 @user_errors
 def simulate(
-    workload: Optional[List[Path]] = typer.Option(None, "--workload", "-w", help="Workload CSV file or directory of them (repeatable). Default: the built-in workload."),
-    profiles: Optional[Path] = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
-    catalog: Optional[Path] = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="Comma-separated policies. Default: every built-in comparison policy."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="policy.key=value (or key=value for every policy that has it)."),
+    workload: list[Path] | None = typer.Option(None, "--workload", "-w", help="Workload CSV file or directory of them (repeatable). Default: the built-in workload."),
+    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    catalog: Path | None = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
+    policy: str | None = typer.Option(None, "--policy", "-p", help="Comma-separated policies. Default: every built-in comparison policy."),
+    set_: list[str] | None = typer.Option(None, "--set", help="policy.key=value (or key=value for every policy that has it)."),
     cluster: str = typer.Option("16x4", help="NODESxGPUS, or a file with one 'name gpus' line per node."),
     interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
     restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), seconds."),
     mechanism: str = typer.Option("checkpoint-restart", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place."),
     interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
     seed: int = typer.Option(0, help="Seed of every random draw: the built-in workload, the models of trace rows by size class (Tiresias, Philly), and randomized policies (their `seed` parameter; --set P.seed=N wins). The engine draws nothing."),
-    window: Optional[str] = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
+    window: str | None = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
-    ray_address: Optional[str] = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
-    out: Optional[Path] = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes (a run that completes keeps only its own)."),
+    ray_address: str | None = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
+    out: Path | None = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes (a run that completes keeps only its own)."),
     resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others."),
-    columns: Optional[str] = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
-    model_map: Optional[str] = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
+    columns: str | None = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
+    model_map: str | None = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
     from corral.report.findings import findings
-    from corral.sim.loop.config import EngineConfig
-    from corral.sim.loop.engine import check_feasible
-    from corral.sim.loop.memory import peak_rss_mib
-    from corral.sim.loop.mechanism import mechanism_named
     from corral.sim.analysis.metrics import mean_summary, summarize
     from corral.sim.batch.cellstore import CellStore
     from corral.sim.batch.sweep import parse_settings, run_matrix, runner_for
+    from corral.sim.loop.config import EngineConfig
+    from corral.sim.loop.engine import check_feasible
+    from corral.sim.loop.mechanism import mechanism_named
+    from corral.sim.loop.memory import peak_rss_mib
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Window, builtin_default, load_workloads
 
@@ -207,10 +207,10 @@ def policies() -> None:
 @user_errors
 def workloads(
     path: Path = typer.Argument(..., help="A workload CSV file."),
-    profiles: Optional[Path] = typer.Option(None, help="Profiles directory (default: built-in catalog)."),
+    profiles: Path | None = typer.Option(None, help="Profiles directory (default: built-in catalog)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    columns: Optional[str] = typer.Option(None, help="As for simulate: submit=COL,gpus=COL,duration=COL[,...]."),
-    model_map: Optional[str] = typer.Option(None, help="As for simulate: trace model -> catalog model."),
+    columns: str | None = typer.Option(None, help="As for simulate: submit=COL,gpus=COL,duration=COL[,...]."),
+    model_map: str | None = typer.Option(None, help="As for simulate: trace model -> catalog model."),
 ) -> None:
     """Describe a workload: jobs per model, GPU requests, time span, arrival rate, and how
     each column of a duration-based trace was read."""
@@ -235,7 +235,8 @@ def calibrate(
     output: Path = typer.Option(..., "-o", "--output", help="Catalog file to write (JSON)."),
 ) -> None:
     """Fit the compact catalog figures from measured profiles and report their error."""
-    from corral.sim.truth.calibrate import calibrate as fit_catalog, fidelity
+    from corral.sim.truth.calibrate import calibrate as fit_catalog
+    from corral.sim.truth.calibrate import fidelity
 
     doc = fit_catalog(profiles_dir)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +258,7 @@ def main() -> None:  # pragma: no cover - entry point
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-from corral.cli import live as _live  # noqa: E402,F401
 from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401
-from corral.cli import replay_cmd as _replay  # noqa: E402,F401
 from corral.cli import emulate_cmd as _emulate  # noqa: E402,F401
+from corral.cli import live as _live  # noqa: E402,F401
+from corral.cli import replay_cmd as _replay  # noqa: E402,F401

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -21,11 +20,11 @@ from corral.cli.main import app, console, user_errors
 @app.command()
 @user_errors
 def replay(
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="Replay under this policy instead of the run's own (a what-if)."),
-    policy_module: Optional[List[Path]] = typer.Option(None, help="Python file registering extra policies (repeatable)."),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", "-m", help="Replay with this resize mechanism's measured pauses: in-place (the run's in-place resizes) or checkpoint-restart (its launches' start time). Default: the run's own."),
-    catalog_out: Optional[Path] = typer.Option(None, help="Write the measured catalog here (for `corral simulate --catalog`)."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
+    policy: str | None = typer.Option(None, "--policy", "-p", help="Replay under this policy instead of the run's own (a what-if)."),
+    policy_module: list[Path] | None = typer.Option(None, help="Python file registering extra policies (repeatable)."),
+    mechanism: str | None = typer.Option(None, "--mechanism", "-m", help="Replay with this resize mechanism's measured pauses: in-place (the run's in-place resizes) or checkpoint-restart (its launches' start time). Default: the run's own."),
+    catalog_out: Path | None = typer.Option(None, help="Write the measured catalog here (for `corral simulate --catalog`)."),
 ) -> None:
     """Replay a live run in the simulator and compare each job's JCT with the real one.
 
@@ -34,7 +33,8 @@ def replay(
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
-    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog, replay as run_replay
+    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog
+    from corral.sim.analysis.measured_run import replay as run_replay
 
     _load_policy_modules(policy_module or [])
     run = MeasuredRun.from_record(read_run(resolve(data_dir)))

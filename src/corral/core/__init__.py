@@ -2,13 +2,34 @@
 and the job ledger both the simulator and the live service keep their jobs' books with."""
 
 from corral.core.cluster import Cluster, Node, Placement
-from corral.core.errors import (CorralError, DecisionError, InfeasibleJobError, InputError,
-                                UnknownPolicyError)
-from corral.core.jobs import (Assignment, BatchConfig, Decision, JobSpec, JobStatus, JobView,
-                              LrRule, OracleInfo, Snapshot)
+from corral.core.errors import (
+                                CorralError,
+                                DecisionError,
+                                InfeasibleJobError,
+                                InputError,
+                                UnknownPolicyError,
+)
+from corral.core.jobs import (
+                                Assignment,
+                                BatchConfig,
+                                Decision,
+                                JobSpec,
+                                JobStatus,
+                                JobView,
+                                LrRule,
+                                OracleInfo,
+                                Snapshot,
+)
 from corral.core.ledger import Ask, JobLedger, should_decide
-from corral.core.policy import (NoParams, Policy, create_policy, param_fields, policy_class,
-                                policy_names, register_policy)
+from corral.core.policy import (
+                                NoParams,
+                                Policy,
+                                create_policy,
+                                param_fields,
+                                policy_class,
+                                policy_names,
+                                register_policy,
+)
 
 __all__ = [
     "Ask", "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",

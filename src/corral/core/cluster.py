@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from corral.core.errors import InputError
 
@@ -43,11 +43,11 @@ class Cluster:
         return len(self.nodes)
 
     @classmethod
-    def uniform(cls, num_nodes: int, gpus_per_node: int) -> "Cluster":
+    def uniform(cls, num_nodes: int, gpus_per_node: int) -> Cluster:
         return cls(tuple(Node(f"node{i}", gpus_per_node) for i in range(num_nodes)))
 
     @classmethod
-    def parse(cls, text: str) -> "Cluster":
+    def parse(cls, text: str) -> Cluster:
         """Build from `NxG` (e.g. `16x4`) or from a cluster file path.
 
         A cluster file has one node per line: `name gpus` (or `name,gpus`); `#` starts a comment.
@@ -64,7 +64,7 @@ class Cluster:
         return cls.from_file(path)
 
     @classmethod
-    def from_file(cls, path: Path) -> "Cluster":
+    def from_file(cls, path: Path) -> Cluster:
         nodes: list[Node] = []
         for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
             line = raw.split("#", 1)[0].strip()
@@ -96,7 +96,7 @@ class Placement:
         object.__setattr__(self, "num_gpus", sum(g for _, g in self.slots))
 
     @classmethod
-    def of(cls, per_node: Mapping[int, int] | Iterable[tuple[int, int]]) -> "Placement":
+    def of(cls, per_node: Mapping[int, int] | Iterable[tuple[int, int]]) -> Placement:
         items = per_node.items() if isinstance(per_node, Mapping) else per_node
         merged: dict[int, int] = {}
         for node, gpus in items:
@@ -105,7 +105,7 @@ class Placement:
         return cls(tuple(sorted(merged.items())))
 
     @classmethod
-    def from_dense(cls, counts: Iterable[int]) -> "Placement":
+    def from_dense(cls, counts: Iterable[int]) -> Placement:
         return cls(tuple((i, int(g)) for i, g in enumerate(counts) if g))
 
     @property

@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from collections.abc import Iterator, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 
@@ -77,7 +77,7 @@ class JobSpec:
         Pollux artifact's cap for its baselines), within `max_gpus` and `total_gpus`."""
         return max(1, min(total_gpus, self.max_gpus, self.batch_size // self.min_local_bsz))
 
-    def user_batch(self, num_gpus: int) -> "BatchConfig":
+    def user_batch(self, num_gpus: int) -> BatchConfig:
         """The user's fixed total batch over `num_gpus`, with accumulation when it does not fit
         (and, on one GPU above `one_gpu_split_bsz`, at least one accumulation step).
 
@@ -104,7 +104,7 @@ def _accum_steps(total_bsz: int, num_gpus: int, max_local_bsz: int) -> int:
 
 @functools.lru_cache(maxsize=4096, typed=True)
 def _user_batch(batch_size: int, max_local_bsz: int, one_gpu_split_bsz: int | None,
-                max_bsz: int, num_gpus: int) -> "BatchConfig":
+                max_bsz: int, num_gpus: int) -> BatchConfig:
     """`JobSpec.user_batch` of a spec with these fields (BatchConfig is immutable: shared)."""
     s = _accum_steps(batch_size, num_gpus, max_local_bsz)
     if num_gpus == 1 and one_gpu_split_bsz is not None and batch_size > one_gpu_split_bsz:
@@ -139,7 +139,7 @@ class Assignment:
     batch: BatchConfig | None = None
 
     @classmethod
-    def user_config(cls, spec: "JobSpec", placement: Placement) -> "Assignment":
+    def user_config(cls, spec: JobSpec, placement: Placement) -> Assignment:
         """Run at the user's fixed total batch size on `placement` (non-adaptive policies)."""
         return cls(placement, spec.user_batch(placement.num_gpus))
 
@@ -234,7 +234,7 @@ class JobView:
     first_start_s: float | None
     last_change_s: float | None  # when the job's placement last changed
     batch: BatchConfig | None  # batch configuration it is training with now
-    estimator: "JobEstimator | None"  # the job's own fitted models (throughput, noise, goodput)
+    estimator: JobEstimator | None  # the job's own fitted models (throughput, noise, goodput)
     metrics: Sequence[MetricRecord] = ()  # (steps, epoch, validation metric) history, oldest first
     epochs_since_change: int = 0  # epochs completed since its last placement change
     oracle: OracleInfo | None = None
@@ -263,7 +263,7 @@ class Snapshot:
     time_s: float
     cluster: Cluster
     jobs: tuple[JobView, ...]  # pending and running, in submission order
-    previous: "Decision"
+    previous: Decision
     completed: tuple[JobView, ...] = ()  # jobs finished so far (for predictors that learn)
 
     def job(self, name: str) -> JobView:

@@ -27,8 +27,16 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Placement
-from corral.core.jobs import (STATUS_PENDING, STATUS_RUNNING, Assignment, BatchConfig, JobSpec,
-                              JobStatus, JobView, OracleInfo)
+from corral.core.jobs import (
+    STATUS_PENDING,
+    STATUS_RUNNING,
+    Assignment,
+    BatchConfig,
+    JobSpec,
+    JobStatus,
+    JobView,
+    OracleInfo,
+)
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from collections.abc import Sequence
@@ -127,8 +135,8 @@ class JobLedger:
         return STATUS_RUNNING if self.placement.slots else STATUS_PENDING
 
     def view(self, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
-             fixed_batch: BatchConfig | None, estimator: "JobEstimator | None",
-             metrics: "Sequence[MetricRecord]",
+             fixed_batch: BatchConfig | None, estimator: JobEstimator | None,
+             metrics: Sequence[MetricRecord],
              oracle: OracleInfo | None = None) -> JobView:
         """The `JobView` of these books and of what the job measured: its `epoch`, `steps`,
         `progress`, the `batch` it trains with, the batch the policy fixed (`fixed_batch`, None
@@ -178,7 +186,7 @@ class Ask(enum.Enum):
     NOTHING = "nothing"  # not a round for this policy
 
 
-def should_decide(policy: "Policy", at_round: bool, changed: bool, event: bool, now_s: float,
+def should_decide(policy: Policy, at_round: bool, changed: bool, event: bool, now_s: float,
                   none_waits: bool) -> Ask:
     """What the policy does at `now_s`. It is asked (DECIDE) at a round (every interval)
     unless nothing changed since it was last asked (`changed`: arrivals, completions, ...) and

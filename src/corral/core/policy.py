@@ -14,7 +14,8 @@ import math
 import types
 import typing
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Decision, Snapshot

@@ -22,9 +22,10 @@ import contextlib
 import enum
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, ContextManager, Mapping, Sequence
+from typing import Any, ClassVar, ContextManager
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig, JobSpec

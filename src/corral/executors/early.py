@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from corral.executors.base import ExecState
 from corral.executors.lifecycle import JobRecord, JobTableExecutor

@@ -30,9 +30,10 @@ import signal
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan

@@ -41,23 +41,41 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.early import (EARLY_READY_TIMEOUT_S, EarlyJobRecord, EarlyStart,
-                                   EarlyStartExecutor, plan_slots)
-from corral.executors.procs import (ENV_LAUNCH_TAG, end_launch, free_port, is_job_worker,
-                                   new_launch_tag, signal_group, spawn, stop_pids)
-from corral.executors.resize import (IN_PLACE, InPlaceResize, check_mechanism,
-                                    regroup_failure, runs_corral_train)
+from corral.executors.early import (
+    EARLY_READY_TIMEOUT_S,
+    EarlyJobRecord,
+    EarlyStart,
+    EarlyStartExecutor,
+    plan_slots,
+)
+from corral.executors.procs import (
+    ENV_LAUNCH_TAG,
+    end_launch,
+    free_port,
+    is_job_worker,
+    new_launch_tag,
+    signal_group,
+    spawn,
+    stop_pids,
+)
+from corral.executors.resize import (
+    IN_PLACE,
+    InPlaceResize,
+    check_mechanism,
+    regroup_failure,
+    runs_corral_train,
+)
 from corral.executors.slots import SlotPool, detect_gpus
 from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import WorkerEnv
-from corral.protocol.inplace import (ENV_JOIN_GENERATION, ResizeRequest,
-                                     ready_ranks, write_request)
+from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["LocalExecutor"]
 

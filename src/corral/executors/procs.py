@@ -23,8 +23,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 from corral.protocol.env import ENV_JOB_ID
 

@@ -27,8 +27,9 @@ checkpoint-restart. `InPlaceResize` is the executor's record of one resize under
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Collection, Mapping, Sequence
+from typing import IO, Any
 
 from corral.executors.base import WorkerPlan
 from corral.protocol.env import STOP_EXIT_CODE

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["detect_gpus", "SlotPool"]
 

@@ -9,8 +9,13 @@ from corral.perf.agent import choose_batch, initial_batch
 from corral.perf.efficiency import NO_STATS, GradStats, efficiency, gain
 from corral.perf.estimator import JobEstimator
 from corral.perf.goodput import GoodputFunction, SpeedupFunction
-from corral.perf.throughput import (ThroughputParams, fit_throughput, grad_time, iteration_time,
-                                    sync_time)
+from corral.perf.throughput import (
+                                    ThroughputParams,
+                                    fit_throughput,
+                                    grad_time,
+                                    iteration_time,
+                                    sync_time,
+)
 
 __all__ = [
     "GoodputFunction", "GradStats", "JobEstimator", "NO_STATS", "SpeedupFunction",

@@ -9,7 +9,7 @@ gains a configuration. Before any job of an application has run there is no mode
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -17,8 +17,9 @@ Source of the candidate procedure: ../shared/specs/pollux.md section 2.5.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,12 +54,12 @@ class Candidates:
     def size(self) -> int:
         return self.throughput.shape[0]
 
-    def take(self, index: np.ndarray) -> "Candidates":
+    def take(self, index: np.ndarray) -> Candidates:
         return Candidates(self.throughput[index], self.total[index], self.local_bsz[index],
                           self.accum_steps[index])
 
     @staticmethod
-    def concat(parts: list["Candidates"]) -> "Candidates":
+    def concat(parts: list[Candidates]) -> Candidates:
         width = max(p.throughput.shape[1] for p in parts)
         fields = []
         for name in Candidates.__slots__:

@@ -56,7 +56,7 @@ class LossCurve:
     c: float
 
     @classmethod
-    def from_betas(cls, b0: float, b1: float, b2: float) -> "LossCurve":
+    def from_betas(cls, b0: float, b1: float, b2: float) -> LossCurve:
         if b0 <= 0:
             raise ValueError(f"beta0 must be > 0, got {b0}")
         return cls(1.0 / b0, b1 / b0, b2)

@@ -11,9 +11,10 @@ reads. Fitting follows Pollux's agent (spec ../shared/specs/pollux.md 1.2, 1.2.1
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -222,7 +223,7 @@ class JobEstimator:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "JobEstimator":
+    def from_dict(cls, d: Mapping[str, Any]) -> JobEstimator:
         est = cls(d["init_bsz"], d["max_bsz"], d["min_local_bsz"], d["max_local_bsz"],
                   accumulation=d.get("accumulation", True), adaptive=d.get("adaptive", True))
         for n, k, m, count, step_s, sync_s, fit_step_s, fit_sync_s in d.get("configs", []):

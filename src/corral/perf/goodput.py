@@ -13,13 +13,13 @@ m) is ../shared/specs/pollux.md section 2.5.
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from corral.perf.candidates import (NUM_BATCH_CANDIDATES, CandidateCache, Candidates,
-                                    candidate_rows)
+from corral.perf.candidates import NUM_BATCH_CANDIDATES, CandidateCache, Candidates, candidate_rows
 from corral.perf.efficiency import GradStats, efficiency
 from corral.perf.throughput import DISTINCT_NODE_COUNTS, ThroughputParams, iteration_time
 

@@ -16,7 +16,7 @@ it is missing or disagrees, `scipy.optimize.minimize` runs instead (same result,
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

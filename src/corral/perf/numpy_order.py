@@ -11,7 +11,7 @@ fit that is iterated hundreds of times then ends elsewhere. `numpy_sum` follows 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["numpy_sum"]
 

@@ -27,8 +27,8 @@ Decided where the paper is silent (spec §3.3 [D]):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
@@ -99,7 +99,7 @@ class GaussianProcess:
         grad[-1] = -0.5 * np.trace(w) * 2 * sn ** 2
         return float(nll), grad
 
-    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True) -> "GaussianProcess":
+    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True) -> GaussianProcess:
         """Condition on (x, y); with `optimize` (always on the first fit) also re-fit the
         hyperparameters by maximising the log marginal likelihood."""
         x = np.asarray(x, dtype=float)

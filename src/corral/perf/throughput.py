@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -73,7 +74,7 @@ class ThroughputParams:
         return np.array([getattr(self, f.name) for f in dataclasses.fields(self)], dtype=float)
 
     @classmethod
-    def from_array(cls, a: ArrayLike) -> "ThroughputParams":
+    def from_array(cls, a: ArrayLike) -> ThroughputParams:
         arr = np.asarray(a, dtype=float).ravel()
         if arr.shape != (7,):
             raise ValueError(f"ThroughputParams needs 7 values, got {arr.shape[0]}")
@@ -83,7 +84,7 @@ class ThroughputParams:
         return {f.name: float(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ThroughputParams":
+    def from_dict(cls, d: Mapping[str, Any]) -> ThroughputParams:
         return cls(**{f.name: float(d[f.name]) for f in dataclasses.fields(cls)})
 
 
@@ -158,7 +159,7 @@ class _Profile:
     gpus: np.ndarray
     local_bsz: np.ndarray
     grad_mean_s: float
-    points: list["_Point"]
+    points: list[_Point]
 
 
 #: What the objective reads of one point, as Python floats and bools: (m, max(K - 2, 0),

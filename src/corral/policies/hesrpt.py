@@ -28,8 +28,8 @@ arrivals are ranked with the rest (the paper's optimality holds for a batch of j
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from corral.core.jobs import Assignment, Decision, Snapshot
 from corral.core.policy import Policy, register_policy

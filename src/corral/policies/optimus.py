@@ -49,8 +49,8 @@ import bisect
 import heapq
 import math
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

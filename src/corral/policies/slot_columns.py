@@ -9,7 +9,7 @@ exact, so any correct sort gives the same lists.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -17,7 +17,7 @@ __all__ = ["sort_network", "sort_columns", "merge_smallest", "extend_runs", "pic
            "run_starts", "position_in_run", "count_true"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def sort_network(width: int) -> tuple[tuple[int, int], ...]:
     """Comparators (i, k), i < k, of Batcher's odd-even merge sort for `width` inputs: after
     `x[i], x[k] = min, max` for each in turn, x is sorted. Built for the next power of two;

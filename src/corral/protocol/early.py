@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from corral.protocol.inplace import ENV_CONTROL_DIR, mark_ready, ready_path
 

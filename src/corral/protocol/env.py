@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 __all__ = ["JobConfig", "WorkerEnv", "ENV_CONFIG", "ENV_JOB_ID", "ENV_CHECKPOINT_DIR",
            "ENV_BACKEND", "STOP_EXIT_CODE"]
@@ -56,7 +56,7 @@ class JobConfig:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "JobConfig":
+    def from_json(cls, text: str) -> JobConfig:
         raw = json.loads(text)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
@@ -65,18 +65,18 @@ class JobConfig:
         return cls(**values)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "JobConfig | None":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JobConfig | None:
         """The config an executor set, or None when the process was not started by one."""
         text = (os.environ if environ is None else environ).get(ENV_CONFIG)
         return cls.from_json(text) if text else None
 
-    def replace(self, **changes: object) -> "JobConfig":
+    def replace(self, **changes: object) -> JobConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def standalone(cls, batch_size: int, max_batch_size: int | None = None,
                    local_bsz_bounds: tuple[int, int] | None = None, lr_rule: str = "adascale",
-                   checkpoint_dir: str | None = None) -> "JobConfig":
+                   checkpoint_dir: str | None = None) -> JobConfig:
         """The config of a script run on its own: adaptive when it allows a larger batch."""
         max_bsz = max_batch_size or batch_size
         lo, hi = local_bsz_bounds or (max(1, batch_size // 8), batch_size)
@@ -97,7 +97,7 @@ class WorkerEnv:
     backend: str = ""  # "nccl" or "gloo" as the executor set it; "" standalone (trainer decides)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkerEnv":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerEnv:
         env = os.environ if environ is None else environ
         world = int(env.get("WORLD_SIZE", "1"))
         return cls(rank=int(env.get("RANK", "0")), world_size=world,

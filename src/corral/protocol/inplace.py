@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from corral.protocol.files import atomic_write_json, read_json
 
@@ -68,7 +68,7 @@ class ResizeRequest:
         return doc
 
     @classmethod
-    def from_doc(cls, doc: Mapping) -> "ResizeRequest":
+    def from_doc(cls, doc: Mapping) -> ResizeRequest:
         return cls(generation=int(doc["generation"]), world_size=int(doc["world_size"]),
                    master_addr=str(doc["master_addr"]), master_port=int(doc["master_port"]),
                    ranks={int(k): (None if v is None else int(v))

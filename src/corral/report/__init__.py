@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.report.files import (JOBS_CSV_COLUMNS, SCHEMA_VERSION, summary_document,
-                                 write_jobs_csv, write_outputs)
+from corral.report.files import (
+    JOBS_CSV_COLUMNS,
+    SCHEMA_VERSION,
+    summary_document,
+    write_jobs_csv,
+    write_outputs,
+)
 from corral.report.tables import comparison_table, per_workload_table
 
 __all__ = [

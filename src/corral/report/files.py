@@ -70,8 +70,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from corral.sim.analysis.metrics import Summary, job_ftf, mean_summary, summarize
 from corral.sim.loop.results import SimResult

@@ -10,7 +10,8 @@ are marked: they know what no real scheduler knows.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from corral.core.errors import UnknownPolicyError
 from corral.core.policy import policy_class

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from corral.report.findings import findings
 from corral.report.readback import Outputs, read_outputs
@@ -66,8 +67,12 @@ def _image(fig: Any, alt: str) -> str:
 
 def render_html_report(outputs: Outputs, title: str = "corral simulation report") -> str:
     """The page for `outputs` (see the module docstring)."""
-    from corral.report.plots import (allocation_figure, gpu_usage_figure, jct_cdf_figure,
-                                     queue_fairness_figure)
+    from corral.report.plots import (
+        allocation_figure,
+        gpu_usage_figure,
+        jct_cdf_figure,
+        queue_fairness_figure,
+    )
 
     policies = outputs.summary["policies"]
     headers = ["policy", *(h for h, _, _ in METRIC_COLUMNS), "stopped early"]

@@ -7,8 +7,8 @@ so nothing needs a display and no global matplotlib state (backend, open figures
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg

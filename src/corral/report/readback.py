@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.errors import InputError
-from corral.report.files import (ALLOCATIONS_CSV_COLUMNS, GPU_TIMELINE_COLUMNS, JOBS_CSV_COLUMNS,
-                                 SCHEMA_VERSION)
+from corral.report.files import (
+    ALLOCATIONS_CSV_COLUMNS,
+    GPU_TIMELINE_COLUMNS,
+    JOBS_CSV_COLUMNS,
+    SCHEMA_VERSION,
+)
 from corral.sim.loop.results import JobRecord, SimResult
 
 __all__ = ["Outputs", "read_outputs"]

@@ -8,7 +8,8 @@ finish-time fairness and the lower-bound ratio are plain numbers with two decima
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rich.table import Table
 

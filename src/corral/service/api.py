@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
@@ -33,8 +34,12 @@ from corral.service.limits import BodyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
 from corral.service.store import Store
-from corral.service.submission import (MAX_BODY_BYTES, Submission, one_line_validation_error,
-                                       safe_text)
+from corral.service.submission import (
+    MAX_BODY_BYTES,
+    Submission,
+    one_line_validation_error,
+    safe_text,
+)
 
 __all__ = ["create_app", "one_line_validation_error"]
 

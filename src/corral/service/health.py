@@ -11,7 +11,8 @@ the service answers 503 so that a supervisor can restart it.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from corral.executors.base import Executor
 from corral.service.loop import ControlLoop

@@ -214,7 +214,7 @@ class LiveJob(JobLedger):
         }
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> "LiveJob":
+    def from_doc(cls, doc: dict[str, Any]) -> LiveJob:
         sub = Submission.model_validate(doc["submission"])
         pb = doc.get("policy_batch")
         job = cls(

@@ -8,7 +8,8 @@ the limit is 1 MiB (corral.service.submission.MAX_BODY_BYTES), so buffering cost
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 __all__ = ["BodyLimit"]
 

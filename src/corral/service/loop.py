@@ -39,7 +39,8 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pydantic import ValidationError
 

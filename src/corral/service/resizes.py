@@ -16,8 +16,9 @@ of the worker set that carried out the matched one (until then the executor was 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = ["PendingResize", "measure_resize"]
 

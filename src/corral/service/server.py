@@ -20,15 +20,22 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
 from corral.executors import create_executor
-from corral.service.endpoint import (ServiceLock, clear_address, resolve_token, secure_dir,
-                                     store_token, write_address)
+from corral.service.endpoint import (
+    ServiceLock,
+    clear_address,
+    resolve_token,
+    secure_dir,
+    store_token,
+    write_address,
+)
 from corral.service.loop import ControlLoop, check_live_policy
 from corral.service.store import Store
 

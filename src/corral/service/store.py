@@ -13,8 +13,9 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 __all__ = ["Store"]
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import PurePath
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -133,7 +134,7 @@ class Submission(BaseModel):
         "wait_for_start()); false: never, e.g. where two processes on one GPU do not fit; "
         "default: once the job has shown it runs corral.train")
 
-    def checked(self, cluster_gpus: int) -> "Submission":
+    def checked(self, cluster_gpus: int) -> Submission:
         """The submission with defaults filled in; InputError (one line) when inconsistent."""
         if not self.command[0].strip():
             raise InputError("command: the program name is empty")

@@ -13,8 +13,9 @@ one gathered at once. On the CPU the gather is done in place (there is no copy t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

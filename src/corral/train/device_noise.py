@@ -16,7 +16,8 @@ estimate. Steps are folded in runs of equal (count, scale); a run ends where eit
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

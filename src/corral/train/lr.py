@@ -14,7 +14,7 @@ such a callable, so jobs can plug in their own (e.g. LEGW). Torch-free.
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
+from collections.abc import Callable
 
 from corral.core.errors import InputError
 from corral.core.jobs import LrRule
@@ -23,7 +23,7 @@ from corral.perf.efficiency import NO_STATS, GradStats, gain
 __all__ = ["LrScaler", "LrScaling", "adascale", "sqrt_scaling", "linear_scaling", "lr_scaler",
            "LR_RULES", "DEFAULT_MAX_LR_SCALE", "DEFAULT_BACKOFF", "MIN_BACKOFF"]
 
-LrScaler = Callable[[int, int, Union[GradStats, None]], float]
+LrScaler = Callable[[int, int, GradStats | None], float]
 
 
 def adascale(init_bsz: int, total_bsz: int, stats: GradStats | None) -> float:

@@ -5,7 +5,8 @@ holding tensors and plain values), shared by the checkpoint copy to the CPU
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["map_leaves"]
 

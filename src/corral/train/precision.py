@@ -13,7 +13,8 @@ The scaler's state (scale, growth tracker) is checkpointed with the trainer.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from typing import Any, ContextManager
 
 import torch
 

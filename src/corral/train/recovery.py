@@ -12,8 +12,9 @@ cannot work.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from corral.train.checkpoint import CheckpointStore
 from corral.train.host_copy import HostCopy, to_cpu

@@ -21,7 +21,7 @@ class StopSignal:
         self.requested = False
         self.received_at: float | None = None  # wall-clock time of the first request
 
-    def install(self, signum: int = signal.SIGTERM) -> "StopSignal":
+    def install(self, signum: int = signal.SIGTERM) -> StopSignal:
         signal.signal(signum, self._handle)
         return self
 

@@ -29,12 +29,12 @@ __all__ = ["trainer_state", "tensor_state", "counter_state", "load_trainer_state
 _PARTS = ("lr", "batch_control", "guard", "precision")
 
 
-def trainer_state(t: "ElasticTrainer") -> dict[str, Any]:
+def trainer_state(t: ElasticTrainer) -> dict[str, Any]:
     """The checkpoint of trainer `t` (reads the device: checkpoints only)."""
     return {**tensor_state(t), **counter_state(t)}
 
 
-def tensor_state(t: "ElasticTrainer") -> dict[str, Any]:
+def tensor_state(t: ElasticTrainer) -> dict[str, Any]:
     """The parts of `trainer_state` that stay on the device (model, optimizer, extra) and the
     RNG: taking them reads nothing back from the device, so their copy can be queued ahead of
     the reads (corral.train.host_copy)."""
@@ -43,7 +43,7 @@ def tensor_state(t: "ElasticTrainer") -> dict[str, Any]:
             "rng": torch.get_rng_state()}
 
 
-def counter_state(t: "ElasticTrainer") -> dict[str, Any]:
+def counter_state(t: ElasticTrainer) -> dict[str, Any]:
     """The rest of `trainer_state`: the trainer's counters and parts (reads the device)."""
     trainer = t.progress_state.state_dict()
     trainer.update({"loss": t._mean_loss(reset=False), "noise": t.noise.state_dict(),
@@ -52,7 +52,7 @@ def counter_state(t: "ElasticTrainer") -> dict[str, Any]:
     return {"trainer": trainer}
 
 
-def load_trainer_state(t: "ElasticTrainer", state: dict[str, Any]) -> None:
+def load_trainer_state(t: ElasticTrainer, state: dict[str, Any]) -> None:
     """Put trainer `t` back where `state` (a `trainer_state`) was."""
     t.module.load_state_dict(state["model"])
     t.optimizer.load_state_dict(state["optimizer"])

@@ -33,36 +33,47 @@ the Adam moment reset on batch change is not done.
 from __future__ import annotations
 
 import atexit
-import functools
 import dataclasses
+import functools
 import gc
 import os
 import signal
 import sys
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any, ContextManager
 
 import torch
 
 from corral.core.jobs import BatchConfig
-from corral.perf.agent import initial_batch
-from corral.perf.agent import BatchController
+from corral.perf.agent import BatchController, initial_batch
 from corral.perf.efficiency import NO_STATS, GradStats, gain
 from corral.perf.estimator import JobEstimator
 from corral.protocol.early import wait_for_start
 from corral.protocol.env import ENV_CHECKPOINT_DIR, STOP_EXIT_CODE, JobConfig, WorkerEnv
-from corral.protocol.inplace import (ENV_CONTROL_DIR, ENV_JOIN_GENERATION, LEAVE_EXIT_CODE,
-                                     mark_ready, read_request)
+from corral.protocol.inplace import (
+    ENV_CONTROL_DIR,
+    ENV_JOIN_GENERATION,
+    LEAVE_EXIT_CODE,
+    mark_ready,
+    read_request,
+)
 from corral.protocol.report import Reporter
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
 from corral.train.device import Placement, place_worker
-from corral.train.distributed import Group
 from corral.train.device_noise import DeviceNoise
-from corral.train.grad_stats import (DIVERGED, EXTRA_SLOTS, REGROUP, STOP, GradientSampler,
-                                     Preconditioner)
+from corral.train.distributed import Group
+from corral.train.grad_stats import (
+    DIVERGED,
+    EXTRA_SLOTS,
+    REGROUP,
+    STOP,
+    GradientSampler,
+    Preconditioner,
+)
 from corral.train.guard import DEFAULT_EXPLODE_FACTOR, DivergenceGuard
 from corral.train.host_copy import HostCopy
 from corral.train.host_view import LaggedHostView
@@ -73,8 +84,7 @@ from corral.train.profiler import StepProfiler
 from corral.train.progress import TrainingProgress
 from corral.train.recovery import LastGoodState, TrainingDiverged
 from corral.train.signals import StopSignal
-from corral.train.state import (counter_state, load_trainer_state, tensor_state,
-                                trainer_state)
+from corral.train.state import counter_state, load_trainer_state, tensor_state, trainer_state
 from corral.train.stream import SampleStream
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
@@ -92,7 +102,7 @@ def _log(msg: str) -> None:
     print(f"[corral.train] {msg}", flush=True)
 
 
-def _drop_data_parallel(trainer: "ElasticTrainer") -> None:
+def _drop_data_parallel(trainer: ElasticTrainer) -> None:
     """Let go of the trainer's DDP wrapper while the interpreter is whole: its reducer holds
     gloo work objects whose destruction during interpreter finalisation (no GIL to take) aborts
     the process now and then (SIGABRT, "terminate called without an active exception": seen in
@@ -109,7 +119,7 @@ def _drop_data_parallel(trainer: "ElasticTrainer") -> None:
         gc.collect()
 
 
-def _drop_data_parallel_of(ref: "weakref.ReferenceType[ElasticTrainer]") -> None:
+def _drop_data_parallel_of(ref: weakref.ReferenceType[ElasticTrainer]) -> None:
     """As `_drop_data_parallel`, once: when the trainer's group closes (a script that closes it
     itself, a regroup) and at exit (a script that left its loop without finish()). After the
     group is destroyed, dropping the wrapper can hang the process in the reducer's teardown

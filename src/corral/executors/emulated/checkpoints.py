@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["CheckpointFile", "CHECKPOINT_DB"]
 

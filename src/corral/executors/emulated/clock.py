@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from corral.core.errors import InputError
 from corral.protocol.files import atomic_write_json, read_json
@@ -64,7 +64,7 @@ class EmulatedClock:
             self._stopped.at = None
 
     @classmethod
-    def resumed(cls, data_dir: str | Path, time_scale: float) -> "EmulatedClock":
+    def resumed(cls, data_dir: str | Path, time_scale: float) -> EmulatedClock:
         """The clock of the emulated service on `data_dir`: the one a previous service there
         left running (its anchor in `CLOCK_FILE`, carried forward by the wall-clock time
         since), or a new one from now; its anchor is written for the next service."""

@@ -67,9 +67,10 @@ import contextlib
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError

@@ -31,8 +31,9 @@ Ray is imported by the caller only: this module handles plain data and the execu
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from corral.executors.early import EarlyStart
 from corral.executors.ray.launch import WorkerSet

@@ -54,9 +54,9 @@ import secrets
 import signal
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import ray
 from ray.exceptions import RayError
@@ -64,11 +64,25 @@ from ray.exceptions import RayError
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.early import (EARLY_READY_TIMEOUT_S, EarlyJobRecord, EarlyStart,
-                                   EarlyStartExecutor, plan_slots)
+from corral.executors.early import (
+    EARLY_READY_TIMEOUT_S,
+    EarlyJobRecord,
+    EarlyStart,
+    EarlyStartExecutor,
+    plan_slots,
+)
 from corral.executors.ray.early import RayEarlyStart, Seat, leaving_ranks
-from corral.executors.ray.launch import (LOST, LaunchError, Launcher, Target, WorkerSet, connect,
-                                         ready, remove_groups, seat_key)
+from corral.executors.ray.launch import (
+    LOST,
+    Launcher,
+    LaunchError,
+    Target,
+    WorkerSet,
+    connect,
+    ready,
+    remove_groups,
+    seat_key,
+)
 from corral.executors.ray.nodes import NodeTable
 from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
 from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train

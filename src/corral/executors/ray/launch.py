@@ -23,8 +23,9 @@ have.
 from __future__ import annotations
 
 import signal
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -33,10 +34,10 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from corral.core.cluster import Placement
 from corral.core.jobs import BatchConfig
-from corral.ray_connect import check_address, connect
 from corral.executors.base import WorkerPlan
 from corral.executors.ray.nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
 from corral.executors.ray.worker import WorkerActor
+from corral.ray_connect import check_address, connect
 
 __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
            "remove_groups", "seat_key", "LOST"]
@@ -69,7 +70,7 @@ class Target:
 
     @classmethod
     def of(cls, plan: WorkerPlan, nodes: tuple[tuple[str, int], ...] | None,
-           count: int) -> "Target":
+           count: int) -> Target:
         return cls(plan, nodes, count, plan.batch)
 
 

@@ -16,8 +16,9 @@ of plain data; no Ray import.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from corral.core.cluster import Cluster, Node, Placement
 

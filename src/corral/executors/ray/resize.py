@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from corral.executors.ray.launch import Target, WorkerSet
 from corral.executors.resize import ResizeTimeline

@@ -21,14 +21,14 @@ actor process itself dying). Torch-free; imports ray only inside methods.
 from __future__ import annotations
 
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from corral.executors.procs import free_port
 from corral.protocol.env import STOP_EXIT_CODE

@@ -61,8 +61,13 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.policies.pollux.nodes import move_columns, search_nodes
-from corral.policies.pollux.search import (AllocationProblem, SearchSettings, SpeedupTable,
-                                           genetic_search, remap_population)
+from corral.policies.pollux.search import (
+    AllocationProblem,
+    SearchSettings,
+    SpeedupTable,
+    genetic_search,
+    remap_population,
+)
 from corral.policies.pollux.speedup import SpeedupGrids
 
 __all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for", "is_silent",

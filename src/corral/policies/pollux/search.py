@@ -60,8 +60,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from corral.policies.slot_columns import (count_true, extend_runs, merge_smallest, pick,
-                                          position_in_run, run_starts, sort_columns)
+from corral.policies.slot_columns import (
+    count_true,
+    extend_runs,
+    merge_smallest,
+    pick,
+    position_in_run,
+    run_starts,
+    sort_columns,
+)
 
 __all__ = [
     "SPEEDUP_EPS", "SearchSettings", "SpeedupTable", "AllocationProblem", "SearchResult",

@@ -10,7 +10,7 @@ the report's allocation timeline is a view of the decisions, and the engine need
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import Policy

@@ -24,9 +24,15 @@ import numpy as np
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import JobSpec
-from corral.sim.analysis.lp_bound import DEFAULT_SLOTS, BoundJob, LpBound, hull_pieces, lp_lower_bound
-from corral.sim.truth.replay import best_epoch_secs, best_isolated_jct
+from corral.sim.analysis.lp_bound import (
+    DEFAULT_SLOTS,
+    BoundJob,
+    LpBound,
+    hull_pieces,
+    lp_lower_bound,
+)
 from corral.sim.truth.base import AppTruth, Truth
+from corral.sim.truth.replay import best_epoch_secs, best_isolated_jct
 from corral.sim.truth.scaled import job_app, spec_epochs
 from corral.sim.workloads import Workload
 

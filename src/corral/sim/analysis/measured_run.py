@@ -39,8 +39,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class MeasuredRun:
     cluster: Cluster
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "MeasuredRun":
+    def from_record(cls, record: Mapping[str, Any]) -> MeasuredRun:
         """From `corral.service.run_record.read_run`'s plain record."""
         jobs = [FinishedJob(**job) for job in record["jobs"]]
         cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in record["nodes"]))

@@ -32,8 +32,9 @@ Any statistic without data (no finished jobs, no fair-share JCTs, ...) is None, 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

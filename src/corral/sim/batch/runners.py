@@ -19,8 +19,9 @@ failing simulation never loses the others.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 Task = tuple[Callable[..., Any], tuple[Any, ...]]
 

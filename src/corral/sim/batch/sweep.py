@@ -11,19 +11,19 @@ Given a `CellStore`, each finished cell is kept on disk as it finishes, and a re
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
-from corral.sim.loop.config import EngineConfig
 from corral.sim.analysis.allocations import record_allocations
 from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
 from corral.sim.batch.cellstore import CellStore, cell_key, workload_digest
+from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner
+from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.results import SimResult
-from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import Workload
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
@@ -28,9 +28,9 @@ from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover
-from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.loop.results import JobRecord, SimResult
 from corral.sim.truth.base import AppTruth, Truth
+from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload
 

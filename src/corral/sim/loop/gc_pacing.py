@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 #: Net container allocations between young-generation passes during a run (Python's default:
 #: 700). 100,000 small objects waiting for a pass are a few MiB.

@@ -15,12 +15,12 @@ through the replay's cached per-configuration epoch times.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from corral.core.jobs import JobSpec
-from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.truth.base import Truth
+from corral.sim.truth.replay import packed_counts, remaining_at
 from corral.sim.truth.scaled import job_app, spec_epochs
 
 #: The guard is this many times (span + serial work) after the last submission.

@@ -18,16 +18,25 @@ Its books (placement, time held and waited, restarts, the `JobView` it shows) ar
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from corral.core.cluster import NO_PLACEMENT
-from corral.core.jobs import (Assignment, BatchConfig, JobSpec, JobStatus, JobView, MetricHistory,
-                              MetricRecord, OracleInfo)
+from corral.core.jobs import (
+    Assignment,
+    BatchConfig,
+    JobSpec,
+    JobStatus,
+    JobView,
+    MetricHistory,
+    MetricRecord,
+    OracleInfo,
+)
 from corral.core.ledger import JobLedger
 from corral.perf.agent import choose_batch
 from corral.perf.estimator import JobEstimator
-from corral.sim.truth.replay import epoch_gains
 from corral.sim.truth.base import AppTruth
+from corral.sim.truth.replay import epoch_gains
 
 
 class SimJob(JobLedger):

@@ -30,13 +30,12 @@ real system).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from corral.core.cluster import NO_PLACEMENT, Placement
 from corral.core.errors import InputError
 from corral.perf.overheads import OVERHEADS, ReshapeOverheads
-
 
 CHECKPOINT_RESTART = "checkpoint-restart"
 

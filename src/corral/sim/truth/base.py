@@ -7,8 +7,8 @@ Two sources implement it: measured profiles (`profiles.py`) and the built-in cat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from corral.core.jobs import LrRule
 from corral.perf.efficiency import GradStats, gain

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -134,7 +134,7 @@ class CatalogTruth(Truth):
         self._load(data)
 
     @classmethod
-    def from_document(cls, data: Mapping, source: str) -> "CatalogTruth":
+    def from_document(cls, data: Mapping, source: str) -> CatalogTruth:
         """A truth from a catalog document made in memory (e.g. from a live run's measurements)."""
         truth = cls.__new__(cls)
         truth.source = source

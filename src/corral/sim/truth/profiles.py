@@ -19,9 +19,9 @@ from __future__ import annotations
 import csv
 import re
 from bisect import bisect_left
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from corral.core.jobs import JobSpec
-from corral.sim.truth.replay import epoch_gains, packed_counts, remaining_at
 from corral.sim.truth.base import AppTruth, Truth
+from corral.sim.truth.replay import epoch_gains, packed_counts, remaining_at
 
 #: Smallest factor (a job shorter than its overheads still trains a little).
 MIN_FACTOR = 1e-6

@@ -23,7 +23,7 @@ class TruthSource:
 
     @classmethod
     def of(cls, profiles: Path | str | None = None,
-           catalog: Path | str | None = None) -> "TruthSource":
+           catalog: Path | str | None = None) -> TruthSource:
         return cls(str(profiles) if profiles is not None else None,
                    str(catalog) if catalog is not None else None)
 

@@ -12,17 +12,30 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.builtin import builtin_default
-from corral.sim.workloads.columns import (ITP_HEADER, ITP_MODEL_MAP, load_columns, load_itp,
-                                          parse_columns, parse_model_map)
-from corral.sim.workloads.common import (SIZE_CLASS_APPS, TUNED_GPUS, Workload,
-                                         default_gpu_choices, max_sensible_gpus, read_header,
-                                         size_class, tuned_config)
+from corral.sim.workloads.columns import (
+    ITP_HEADER,
+    ITP_MODEL_MAP,
+    load_columns,
+    load_itp,
+    parse_columns,
+    parse_model_map,
+)
+from corral.sim.workloads.common import (
+    SIZE_CLASS_APPS,
+    TUNED_GPUS,
+    Workload,
+    default_gpu_choices,
+    max_sensible_gpus,
+    read_header,
+    size_class,
+    tuned_config,
+)
 from corral.sim.workloads.describe import describe_workload, format_description
 from corral.sim.workloads.philly import PHILLY_COLUMNS, load_philly
 from corral.sim.workloads.pollux_csv import POLLUX_COLUMNS, load_pollux_csv

@@ -14,7 +14,7 @@ tiresias-las's is between the two (tests/sim/test_workloads.py checks both).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.common import Workload

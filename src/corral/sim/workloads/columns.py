@@ -29,15 +29,22 @@ are not used.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
-from corral.sim.workloads.common import (Workload, check_unique, make_job, map_size_classes,
-                                         parse_number, read_table, tuned_config)
+from corral.sim.workloads.common import (
+    Workload,
+    check_unique,
+    make_job,
+    map_size_classes,
+    parse_number,
+    read_table,
+    tuned_config,
+)
 
 #: Roles a column can play, and whether a file must have it.
 COLUMN_ROLES: dict[str, bool] = {"submit": True, "gpus": True, "duration": True,

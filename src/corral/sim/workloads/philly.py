@@ -15,15 +15,22 @@ Parsing is vectorized (csv + numpy): the whole 82k-row file loads in a fraction 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
-from corral.sim.workloads.common import (Table, Workload, make_job, map_size_classes,
-                                         parse_number, read_table, tuned_config)
+from corral.sim.workloads.common import (
+    Table,
+    Workload,
+    make_job,
+    map_size_classes,
+    parse_number,
+    read_table,
+    tuned_config,
+)
 
 PHILLY_COLUMNS: tuple[str, ...] = ("timestamp", "duration", "num_gpus", "gpu_time")
 MIN_DURATION_S = 60.0

@@ -7,12 +7,18 @@ epochs and learning-rate rule come from the application catalog (`apps`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from corral.sim.truth.base import AppLimits
-from corral.sim.workloads.common import (Workload, check_unique, lookup_app, make_job,
-                                         parse_number, read_table)
+from corral.sim.workloads.common import (
+    Workload,
+    check_unique,
+    lookup_app,
+    make_job,
+    parse_number,
+    read_table,
+)
 
 POLLUX_COLUMNS: tuple[str, ...] = ("name", "time", "application", "num_replicas", "batch_size")
 

@@ -11,7 +11,7 @@ default `default_gpu_choices`: the artifact's tuned counts, spec §5.4), and its
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

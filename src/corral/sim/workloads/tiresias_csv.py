@@ -12,14 +12,21 @@ not used. Jobs are named `<app>-<job_id>`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from corral.sim.truth.base import AppLimits
-from corral.sim.workloads.common import (Workload, check_unique, make_job, map_size_classes,
-                                         parse_number, read_table, tuned_config)
+from corral.sim.workloads.common import (
+    Workload,
+    check_unique,
+    make_job,
+    map_size_classes,
+    parse_number,
+    read_table,
+    tuned_config,
+)
 
 TIRESIAS_COLUMNS: tuple[str, ...] = ("job_id", "num_gpu", "submit_time", "duration")
 

@@ -31,7 +31,7 @@ class Window:
         return self.start is None and self.hours is None
 
     @classmethod
-    def parse(cls, text: str) -> "Window":
+    def parse(cls, text: str) -> Window:
         """`all`, or `START:HOURS` with START seconds from the first submission or a timestamp."""
         text = text.strip()
         if text.lower() == "all":

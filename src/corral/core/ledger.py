@@ -1,23 +1,12 @@
-"""A job's books, kept the same way for simulated and live jobs (`JobLedger`), and the one rule
-for when a policy is asked (`should_decide`).
+"""A job's books, kept alike for simulated and live jobs (`JobLedger`); when to ask a policy.
 
-The simulator's job (corral.sim.loop.job.SimJob) and the live service's (corral.service.jobs.LiveJob)
-are both ledgers: a placement decided by the policy goes through `place`, time through `hold`
-(GPU time on the current placement) or `wait` (queueing), the end through `end` and `release`,
-and the `JobView` a policy sees is built by `view` from these books plus what the job itself
-measured (epoch, steps, progress, batch, estimator, metrics). So the same sequence of
-assignments gives the same view in both worlds, and a policy cannot tell them apart.
-
-Counting rules (issue 12: "restarts are counted as the simulator counts them"):
-
-* `restarts`: every placement of a job that has run before - a resize, or a resume after a
-  preemption - plus every crash retry (`crash_retried`; the simulator has no crashes);
-* `preemptions`: placements taken away by the policy (a job that ends is released, not
-  preempted); `crash_retries`: restarts after worker failures;
-* `epochs_since_change` in the view: epochs completed since the last placement change.
-
-`SimJob` advances in the simulator's hot loop, so the books are slots of the job itself (a
-subclass), not an object beside it: reading `job.placement` costs what it did before.
+`SimJob` and `LiveJob` are both ledgers: `place` (a policy's placement), `hold` (GPU time) or
+`wait` (queueing), `end` and `release`; `view` builds the `JobView` from these books plus what
+the job measured, so the same assignments give the same view and a policy cannot tell the two
+worlds apart. Counting rules: `restarts` = every placement of a job that has run before (resize
+or resume) plus every crash retry; `preemptions` = placements the policy took away (an ended
+job is released, not preempted); `epochs_since_change` = epochs since the last placement change.
+The books are slots of `SimJob` itself (a subclass), so the simulator's hot loop reads them free.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""A job's books, kept alike for simulated and live jobs (`JobLedger`); when to ask a policy.
+"""A job's books, alike for simulated and live jobs (`JobLedger`), and when to ask a policy
+(`should_decide`).
 
-`SimJob` and `LiveJob` are both ledgers: `place` (a policy's placement), `hold` (GPU time) or
-`wait` (queueing), `end` and `release`; `view` builds the `JobView` from these books plus what
-the job measured, so the same assignments give the same view and a policy cannot tell the two
-worlds apart. Counting rules: `restarts` = every placement of a job that has run before (resize
-or resume) plus every crash retry; `preemptions` = placements the policy took away (an ended
-job is released, not preempted); `epochs_since_change` = epochs since the last placement change.
-The books are slots of `SimJob` itself (a subclass), so the simulator's hot loop reads them free.
+`SimJob` and `LiveJob` are both ledgers (`place`, `hold`, `wait`, `end`, `release`); `view`
+builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
+worlds apart. Counting: `restarts` = placements of a job that ran before (resize or resume) plus
+crash retries; `preemptions` = placements the policy took away (an ended job is released);
+`epochs_since_change` = epochs since the last placement change. The books are `SimJob`'s own
+slots (a subclass), so the simulator's hot loop reads them at no cost.
 """
 
 from __future__ import annotations

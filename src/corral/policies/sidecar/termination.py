@@ -1,19 +1,11 @@
-"""`sidecar-termination`: the termination-based baseline of the SideCar paper (Wang et al.
-SC'20 §V; spec ../shared/specs/sidecar.md §4, "Approaches compared" 2).
+"""`sidecar-termination`: the termination-based baseline of the SideCar paper (SC'20 §V).
 
-"It adopts the scheduling algorithm proposed in Optimus": it only reshapes up. An incoming job
-gets one GPU (its smallest allowed count) while any GPU is idle, and waits otherwise; idle GPUs
-are then added to running jobs one step at a time, each step a termination and restart of the
-job in Kubernetes, "gradually searching for the optimal number of GPUs". Run it on the
-`termination` mechanism to get the paper's costs.
-
-Decided where the paper is silent (spec §6 item 9): each step goes to the running job whose
-predicted completion (SideCar's time model, `corral.perf.sidecar_time`) falls most when it moves
-to its next allowed GPU count, net of the profiled reshape overhead (`overheads`, `termination`
-by default); only steps with a positive gain are taken; a job takes at most one step per
-decision, and none while it may still be restarting from its previous step (within `grow_s` of
-its last change), so the search is gradual, as in the paper's Fig. 10. Pending jobs start in
-submission order.
+Optimus's scheme, reshaping up only: an incoming job gets its smallest allowed count while a
+GPU is idle; idle GPUs then go to running jobs one step at a time, each a termination and
+restart (run it on the `termination` mechanism for the paper's costs). Decided here: each step
+goes to the job whose predicted completion (`corral.perf.sidecar_time`) falls most net of the
+reshape overhead, gains only, one step per job per decision and none within `grow_s` of its
+last change (gradual, as Fig. 10); pending jobs start in submission order.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """The simulation engine: a clock, arrivals, scheduling rounds, and applying decisions.
 
-The policy is called every `interval_s` (rounds at multiples of the interval, as in the
-reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and, for policies
-that ask for it, also at each arrival and completion. Between those points every running job
-advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
-second. Policies that promise to change their decision only when jobs arrive or finish let the
-engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
-changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
-kept as the decisions go. A run ends when every job has finished, or at the horizon
-(`corral.sim.loop.horizon`), and then says so (`SimResult.stopped`).
+The policy is called every `interval_s` (at multiples of it, as the reference simulator) and,
+if it asks, at each arrival and completion; rounds a policy promises not to change are skipped.
+In between, running jobs advance analytically (`SimJob.advance`), so a round costs time per job,
+not per simulated second. Applying a decision touches only jobs whose assignment changes.
+A run ends when every job has finished or at the horizon (`corral.sim.loop.horizon`), and says
+so (`SimResult.stopped`).
 """
 
 from __future__ import annotations

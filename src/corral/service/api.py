@@ -1,14 +1,11 @@
 """The REST API of the live service (FastAPI; the OpenAPI schema is at /openapi.json).
 
-Every endpoint but /healthz and the schema needs `Authorization: Bearer <token>`; a missing or
-wrong token gets 401. Errors are one line in `detail`: a malformed body (422) names the field
-and what is wrong with it; an inconsistent job (400) says why; a body over MAX_BODY_BYTES gets
-413 before it is parsed. No request can make a 500 on purpose: what a body may hold is bounded
-in corral.service.submission, and every message echoes client text only through `safe_text`.
-The API only reads the store and the executor's logs and writes submissions and cancel
-requests; the control loop does the rest. `/healthz` says whether the control loop and the
-executor still go round (corral.service.health). `/` is the web dashboard and `/docs` an API
-page, both from files inside the package (corral.service.dashboard).
+All endpoints but /healthz and the schema need `Authorization: Bearer <token>` (else 401).
+Errors are one line in `detail` (422 names the field, 400 says why, 413 over MAX_BODY_BYTES);
+no request can cause a 500 on purpose: bodies are bounded (corral.service.submission) and
+client text is echoed only through `safe_text`. The API reads the store and logs and writes
+only submissions and cancels; the control loop does the rest. `/healthz`: corral.service.health;
+`/` and `/docs`: corral.service.dashboard.
 """
 
 from __future__ import annotations

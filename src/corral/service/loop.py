@@ -1,34 +1,13 @@
 """The live control loop: the simulator's scheduling round, on a real clock and real workers.
 
-Every tick (a fraction of a second) the loop takes in new submissions and cancel requests,
-reads each job's executor state and latest report, and accounts the time that passed. At every
-scheduling interval - and, for policies that ask for it, right after a job arrives or finishes -
-it builds the same `Snapshot` the simulator builds (live and simulated jobs keep their books in
-the same `JobLedger`, corral.core.ledger), calls the same policy object, checks the `Decision` against the cluster and hands
-every changed assignment to the executor (start, resize = checkpoint-restart, or preempt).
-Policies that promise to change their decision only on arrivals and completions are called only
-then, and policies that keep running jobs are not called while no job waits: the loop and the
-simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
-
-Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
-the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
-GPUs are carried out; running jobs keep theirs until the next real round, so a fill-in round
-never restarts anything.
-`fill_in=False` (`corral serve --no-fill-in`) turns fill-in rounds off, so that the policy is
-asked exactly when the simulator asks it (`corral emulate` compares the two).
-
-The loop's time is the executor's clock (`Executor.clock`): wall-clock time, or the emulated
-executor's clock running N times faster, so that job times come out in emulated seconds. Each
-tick runs inside `Executor.one_instant()`, in which the emulated clock stands still: a round is
-decided and applied at one instant, as in the simulator, whatever its real time.
-
-All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
-service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
-queues again and resumes from its checkpoint when the policy next places it.
-
-Fault isolation: whatever the executor raises for one job (placing, stopping, cancelling or
-reclaiming it) fails that job with an "error" event; the loop goes on. `last_round` (monotonic
-time of the last finished tick) tells /healthz the loop is alive.
+Each tick takes in submissions and cancels, reads executor states and reports and accounts the
+time. At each interval (and on arrivals and completions for policies that ask) it builds the
+simulator's `Snapshot` (books in `JobLedger`), calls the same policy under the same
+`should_decide`, checks the `Decision` and hands changed assignments to the executor. A job
+arriving while GPUs idle gets a fill-in round: only placements of waiting jobs on idle GPUs are
+applied (`fill_in=False` to match the simulator). Time is `Executor.clock`; ticks run inside
+`Executor.one_instant()`. State is in the Store, so `recover()` finds every job after a restart;
+an executor error fails that job only, and `last_round` feeds /healthz. No oracle policies.
 """
 
 from __future__ import annotations

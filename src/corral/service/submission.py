@@ -1,18 +1,12 @@
 """A job submission: what `corral submit` sends, how it is checked, and the JobSpec and
 JobConfig made from it.
 
-Defaults where the user says nothing (decided here; the papers' jobs state all of these):
-the initial batch M0 is `batch_size`; a non-adaptive job keeps it (max = M0), an adaptive job
-may grow it to 8x M0 (Pollux allows "up to 32x" but leaves the cap to the application,
-spec 2.3); the per-GPU batch may range from max(1, M0/8) to M0; `gpus` (the user's own
-configuration, used by non-adaptive policies) lies within [min_gpus, max_gpus].
-
-What is accepted at all (the bounds; a body outside them gets a one-line 422 naming the field,
-so nothing a client sends can reach the executor and fail there): every string is valid UTF-8
-(no lone surrogate) without NUL bytes, since neither can be passed to a process or encoded in a
-response; env keys are environment variable names (`[A-Za-z_][A-Za-z0-9_]*`); the command has at
-most MAX_ARGS arguments of at most MAX_STRING characters; GPU counts are at most MAX_GPUS and
-batch sizes at most MAX_BATCH. The API also refuses bodies over MAX_BODY_BYTES (413).
+Defaults (decided here): M0 = `batch_size`; a non-adaptive job keeps it, an adaptive one may
+grow to 8x M0 (Pollux (OSDI'21) §3.1 leaves the cap to the application); per-GPU batch from
+max(1, M0/8) to M0; `gpus` within [min_gpus, max_gpus]. Bounds (outside them a one-line 422
+names the field, so nothing can fail later in the executor): valid UTF-8 without NUL, env keys
+`[A-Za-z_][A-Za-z0-9_]*`, MAX_ARGS, MAX_STRING, MAX_GPUS, MAX_BATCH; bodies over MAX_BODY_BYTES
+get 413.
 """
 
 from __future__ import annotations

@@ -178,10 +178,9 @@ MetricRecord = tuple[int, int, float]  # (steps, epoch, validation metric)
 class MetricHistory(Sequence[MetricRecord]):
     """The first `count` records of a job's append-only metric list, read-only and not copied.
 
-    A simulated job appends a record at every epoch and shows its history in every view; a
-    tuple copy per view grew with the history (5 % of the whole Philly trace under fifo). The
-    records shown never change: the list is only appended to, past `count`. Compares equal to
-    any sequence of the same records (a tuple included)."""
+    A simulated job appends a record at every epoch and shows its history in every view, so a
+    copy per view would grow with the history. The records shown never change: the list is
+    only appended to, past `count`. Compares equal to any sequence of the same records."""
 
     __slots__ = ("_records", "_count")
 

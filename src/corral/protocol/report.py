@@ -38,9 +38,8 @@ class Reporter:
     def write(self, doc: dict[str, Any]) -> None:
         """Replace the report atomically but not durably: it is written on the training
         thread every few seconds, and the next one replaces it anyway, so a machine crash
-        may lose the last one (the checkpoints are what a restart resumes from). The two
-        fsyncs cost 0.3 ms a report on this project's ext4 disk (1.8 against 1.5 ms), and
-        can cost tens of ms on a slow or shared one."""
+        may lose the last one (the checkpoints are what a restart resumes from), while two
+        fsyncs a report can cost tens of ms on a slow or shared disk."""
         if self.path is None:
             return
         self._last = time.monotonic()

@@ -84,13 +84,11 @@ def _log(msg: str) -> None:
 
 def _drop_data_parallel(trainer: ElasticTrainer) -> None:
     """Let go of the trainer's DDP wrapper while the interpreter is whole: its reducer holds
-    gloo work objects whose destruction during interpreter finalisation (no GIL to take) aborts
-    the process now and then (SIGABRT, "terminate called without an active exception": seen in
-    the 2-worker Adam test, in about one full test run in three).
+    gloo work objects whose destruction during interpreter finalisation (no GIL to take) can
+    abort the process (SIGABRT, "terminate called without an active exception").
 
-    The wrapper usually goes with its last reference; a full garbage collection runs only when
-    something still holds it (it takes 0.3 to 0.7 s with torch loaded on the 2-core machine:
-    most of an in-place regroup's pause, when it ran every time)."""
+    The wrapper usually goes with its last reference; a full garbage collection, slow with torch
+    loaded (much of an in-place regroup's pause), runs only when something still holds it."""
     if trainer.model is trainer.module:
         return
     wrapper = weakref.ref(trainer.model)
@@ -298,8 +296,8 @@ class ElasticTrainer:
         last = self._micro == self.batch.accum_steps
         if self._micro == 0:
             # the last step's gradients are let go of here, after the forward pass, as the plain
-            # loop does: freed before the forward, their memory went to activations and the
-            # backward faulted in fresh pages (+0.3 ms a step at width 128 on the CPU)
+            # loop does: freed before the forward, their memory would go to activations and the
+            # backward would fault in fresh pages
             self.optimizer.zero_grad()
             self.sampler.begin_step(self.batch.accum_steps + 1, self.precision.grad_scale())
         if last and self.model is not self.module and self._forwards == 0:

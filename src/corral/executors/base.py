@@ -1,13 +1,12 @@
 """The executor contract: how the service runs, resizes and stops a job's workers.
 
-Declarative and asynchronous: the service says where each job runs now (`place`), to stop
-resumably (`stop`, a preemption) or go (`cancel`); the executor acts in the background and
-answers `status`. The default resize is checkpoint-restart (Pollux (OSDI'21) §4.2, SideCar
-(SC'20) §III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new set. A
-crashed worker restarts the job from its checkpoint with exponential back-off, at most
-`max_retries` times; a failure of the executor's own work fails that job, never the executor.
-A job is done when every worker exits 0, or its corral.train report says so for that launch.
-Every executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
+Declarative and asynchronous: the service says where each job runs (`place`), to stop resumably
+(`stop`, a preemption) or go (`cancel`); the executor acts in the background and answers
+`status`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2, SideCar (SC'20)
+§III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new set. A crash
+restarts from the checkpoint with exponential back-off, at most `max_retries` times; an executor
+failure fails that job only. Done: every worker exits 0, or the job's report says so. Every
+executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
 """
 
 from __future__ import annotations

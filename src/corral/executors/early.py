@@ -1,13 +1,12 @@
 """Early initialisation, executor side (SideCar (SC'20) §III-A); protocol: corral.protocol.early.
 
-A job placed on slots that donors (jobs shrunk or stopped by the same round) give up starts its
-workers at once while the donors train on. `EarlyStartExecutor` runs it in four steps: *plan*
-(`plan_slots`: free slots taken, donors' promised; a donor gives up its highest ranks on each
-node, a stopped one all), *initialise* (workers wait at the gate, donors held by
-`_keeps_training`), *hand over* (once all are ready the donors resize or stop by their own
-mechanism; then the gate opens), *fall back* (a worker exit, `timeout_s`, a changed decision,
-stop or cancel end it with an `early-init-fallback` event; nothing is lost). Only jobs with
-`allows_early_start`; `EarlyStart` records one under way.
+A job placed on slots that donors (shrunk or stopped by the same round) give up starts its
+workers at once while the donors train on. `EarlyStartExecutor`: *plan* (`plan_slots`: free
+slots taken, donors' promised; a donor gives up its highest ranks per node, a stopped one all),
+*initialise* (workers wait at the gate, donors held by `_keeps_training`), *hand over* (when all
+are ready the donors resize or stop; then the gate opens), *fall back* (a worker exit,
+`timeout_s`, a changed decision, stop or cancel; an `early-init-fallback` event, nothing lost).
+Only jobs with `allows_early_start`; `EarlyStart` records one under way.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
 
 It holds what does not depend on how workers run: the contract's bookkeeping, the background
-thread, the decision when a worker set exits (DONE, CANCELLED, FAILED, QUEUED or STOPPED),
-launch environments and per-job files under `<root>/jobs/<job id>/`; subclasses supply the
-hooks at the end of the class (state machine: corral.executors.local). A round applied inside
-`applying()` holds the thread off so the next pass sees it whole (for early initialisation).
-Every per-job step runs under `_guarded`: an exception fails that job, never the thread
-(`last_round` feeds /healthz). Retry n waits `retry_backoff_s * 2**(n-1)` s (at most
-`MAX_BACKOFF_S`). The service's secrets (SERVICE_ENV) never reach workers.
+thread, what follows a worker set's exit, launch environments and per-job files under
+`<root>/jobs/<job id>/`; subclasses supply the hooks at the end of the class (state machine:
+corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
+the round whole. Each per-job step runs under `_guarded`: an exception fails that job, not the
+thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
+secrets (SERVICE_ENV) never reach workers.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@
     STOPPING --all exited--> QUEUED (restart from the checkpoint) | STOPPED
     RUNNING --a worker dies--> STOPPING --> QUEUED | FAILED (after max_retries crashes)
 
-Workers get env:// variables (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots
-(gloo); files under `<data_dir>/jobs/<job id>/`. Resizes, early initialisation and process
-containment: corral.executors.resize, .early and .procs.
+Workers get env:// (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots (gloo); files
+under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs.
 """
 
 from __future__ import annotations

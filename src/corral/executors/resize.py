@@ -2,12 +2,11 @@
 
 * `checkpoint-restart` (any command): every worker checkpoints and exits on SIGTERM, then a new
   set starts from the checkpoint (corral.executors.lifecycle).
-* `in-place` (ONES §3.3.1; the protocol is corral.protocol.inplace): only when rank 0 is the
-  corral.train trainer itself (its report names that pid, so SIGUSR1 reaches its handler).
-  Any failure falls back to checkpoint-restart with an event saying why; the old workers
-  checkpoint what they hold, so nothing past the last step is lost.
-`InPlaceResize` is the executor's record of one resize under way. Early initialisation
-(corral.executors.early) moves who holds slots, not the job's size.
+* `in-place` (ONES §3.3.1; protocol: corral.protocol.inplace): only when rank 0 is the
+  corral.train trainer itself (its report names that pid, so SIGUSR1 reaches its handler). A
+  failure falls back to checkpoint-restart with an event; nothing past the last step is lost.
+`InPlaceResize` records one resize under way. Early initialisation (corral.executors.early)
+moves who holds slots, not the job's size.
 """
 
 from __future__ import annotations

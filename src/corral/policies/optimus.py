@@ -1,13 +1,12 @@
 """`optimus` and `optimus-oracle`: Optimus's marginal-gain GPU allocation at the user's batch.
 
-Optimus (EuroSys'18) §4.1, Eq. 9, Algorithm 1: every active job gets one GPU, then GPUs go one
-at a time to the job whose remaining time Q_j x step_time_j(K) falls most, while any gain is
-positive; placement on the fewest nodes, split evenly (Theorem 1). Jobs keep the user's batch.
-Q_j: `optimus` fits the job's validation curve (`corral.perf.convergence`, §4.1); `optimus-oracle`
-reads the true remaining steps (the Pollux paper's Optimus+Oracle). Step time: the oracle's true
-one, else the job's fitted all-reduce model (`speed_model=allreduce`) or Optimus's PS model
-(`ps`, Eq. 4, `corral.perf.ps_speed`). Decided here: no pre-run profiling, so growth is capped
-at `explore_factor` x the most GPUs run on (Pollux's rule); δ per application (`USER_DELTA`).
+Optimus (EuroSys'18) §4.1, Eq. 9, Algorithm 1: each active job gets one GPU, then GPUs go one
+at a time to the job whose remaining time Q_j x step_time_j(K) falls most, while gains are
+positive; placement on the fewest nodes, split evenly (Theorem 1). Q_j: `optimus` fits the
+validation curve (`corral.perf.convergence`); `optimus-oracle` reads the true remaining steps
+(the Pollux paper's Optimus+Oracle). Step time: the oracle's, else the job's fitted all-reduce
+model (`speed_model=allreduce`) or Optimus's PS model (`ps`, Eq. 4). Decided here: no pre-run
+profiling, so growth is capped at `explore_factor` x the most GPUs run on; δ per `USER_DELTA`.
 """
 
 from __future__ import annotations

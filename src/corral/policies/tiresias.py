@@ -2,12 +2,11 @@
 
 Tiresias (NSDI'19) §3.2-3.3, Pseudocode 1-2: gang jobs at their users' GPU counts, durations
 unknown. Attained service (GPU-s) demotes a job through K queues (default 2); each round walks
-the queues from the top and runs every job that fits, preempting the rest. Within a queue,
-2D-LAS is FIFO by first start (`fifo_key`), 2D-Gittins orders by Gittins index (FIFO in the
-last queue). PromoteKnob (`promote_knob`, default off) resets a job that waited long enough.
-Placement (§3.3): skewed models (largest-tensor share > PACKLIMIT, `MODEL_SKEW`) consolidate,
-others take the most fragmented nodes. Decided here: decisions per engine round; service counts
-restart pauses; Gittins falls back to LAS before any job completes.
+the queues from the top, runs every job that fits and preempts the rest. In a queue, 2D-LAS is
+FIFO by first start (`fifo_key`), 2D-Gittins by Gittins index (FIFO in the last queue);
+`promote_knob` (off by default) resets a job that waited long enough. Placement (§3.3): skewed
+models (`MODEL_SKEW` > PACKLIMIT) consolidate, others fill the most fragmented nodes. Decided
+here: decisions per round; service counts restart pauses; Gittins is LAS until a job completes.
 """
 
 from __future__ import annotations

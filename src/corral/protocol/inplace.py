@@ -1,13 +1,12 @@
 """The in-place resize protocol between an executor and a `corral.train` job (ONES §3.3.1).
 
-Workers that stay keep process, model, optimizer and device; no checkpoint is on the path.
+Staying workers keep process, model, optimizer and device; no checkpoint on the path. Torch-free.
 1. New workers start with generation g's rendezvous and `CORRAL_JOIN_GENERATION=g`, set up,
    write `ready-g<g>-r<rank>` into `CORRAL_CONTROL_DIR` and wait (old workers keep training).
-2. With all ready, the executor writes `resize-g<g>.json` (`ResizeRequest`) and sends SIGUSR1.
-3. Old workers agree at a step boundary, leave the old group, and exit with `LEAVE_EXIT_CODE`
-   or join g; new rank 0 (an old worker) broadcasts the full training state.
-4. Any failure: old rank 0 checkpoints, old workers exit `STOP_EXIT_CODE`, and the executor
-   falls back to checkpoint-restart. Torch-free.
+2. All ready: the executor writes `resize-g<g>.json` (`ResizeRequest`) and sends SIGUSR1.
+3. Old workers agree at a step boundary, leave the old group, exit `LEAVE_EXIT_CODE` or join g;
+   new rank 0 (an old worker) broadcasts the training state.
+4. Failure: old rank 0 checkpoints, old workers exit `STOP_EXIT_CODE` (checkpoint-restart).
 """
 
 from __future__ import annotations

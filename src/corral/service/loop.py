@@ -1,13 +1,12 @@
 """The live control loop: the simulator's scheduling round, on a real clock and real workers.
 
-Each tick takes in submissions and cancels, reads executor states and reports and accounts the
-time. At each interval (and on arrivals and completions for policies that ask) it builds the
-simulator's `Snapshot` (books in `JobLedger`), calls the same policy under the same
-`should_decide`, checks the `Decision` and hands changed assignments to the executor. A job
-arriving while GPUs idle gets a fill-in round: only placements of waiting jobs on idle GPUs are
-applied (`fill_in=False` to match the simulator). Time is `Executor.clock`; ticks run inside
-`Executor.one_instant()`. State is in the Store, so `recover()` finds every job after a restart;
-an executor error fails that job only, and `last_round` feeds /healthz. No oracle policies.
+Each tick takes in submissions and cancels, reads executor states and reports, and accounts
+time. At each interval (and on arrivals and completions if the policy asks) it builds the
+simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
+checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
+fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
+Time is `Executor.clock`, each tick inside `Executor.one_instant()`. `recover()` rebuilds every
+job from the Store; an executor error fails that one job. No oracle policies.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ climbed back to where training started.
 Each host-view period's mean loss updates, on the device, a bias-corrected running mean (~10
 periods), its lowest value and the mean of the first `warmup`. DIVERGED (corral.train.
 grad_stats) is set by a non-finite loss, or after warm-up when the running mean exceeds both
-`factor` x its lowest and half the starting level; one noisy batch or a batch-size change does
-not trip it. `factor=None` checks finiteness only. `healthy()`, at epoch ends: the mean within
-sqrt(`factor`) x its lowest, the state worth going back to, since a too-high rate slides for
-epochs before the threshold trips.
+`factor` x its lowest and half the starting level (`factor=None`: finiteness only).
+`healthy()`, at epoch ends: the mean within sqrt(`factor`) x its lowest, a state worth going
+back to (a too-high rate slides for epochs before the threshold trips).
 """
 
 from __future__ import annotations

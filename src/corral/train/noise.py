@@ -1,14 +1,12 @@
 """Gradient noise scale estimation (Pollux (OSDI'21) §3.1, Eq. 5; McCandlish et al. App. A.1).
 
 From c gradient samples of equal batch, combined batch S = M/M0 times the initial batch:
-
     local_sqr = mean_k |P g_k|^2,  total_sqr = |P mean_k g_k|^2
     |g|^2  ~ (c * total_sqr - local_sqr) / (c - 1)
     var    ~ (local_sqr - total_sqr) * S / (c - 1)          (the variance at batch M0)
 
-Samples: all workers' micro-batch gradients, c = K (s+1); one worker without accumulation uses
-the previous step's gradient (biased; hence one-worker jobs above M0 accumulate). Both are
-smoothed by a bias-corrected EMA, factor 0.999^S (Pollux artifact), and floored. Torch-free.
+Samples: all micro-batch gradients (c = K (s+1)), or, for one worker without accumulation, also
+the previous step's (biased). EMA factor 0.999^S (Pollux artifact); floored. Torch-free.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """`ElasticTrainer`: the in-job half of co-adaptive scheduling (PolluxAgent, Pollux (OSDI'21) §4.1).
 
-One object wraps a job's model, optimizer and dataset and composes parts with one job each:
-device and process group (corral.train.device, .distributed), gradient-noise statistics in
-DDP's buckets (.grad_stats, .host_view), micro-batches from the sample stream (.data, .stream),
-the LR factor (.lr), the agent's batch choice (corral.perf.agent), divergence recovery (.guard,
-.recovery), mixed precision (.precision), step profiling, reports and atomic checkpoints
-(.profiler, corral.protocol.report, .checkpoint; on SIGTERM, exit 143). The steady-state step
-reads nothing back from the device. Decided here: rank 0 alone measures, fits and decides the
-batch; batch-norm buffers are not synchronised; Adam moments are not reset on batch change.
+It wraps a job's model, optimizer and dataset and composes parts with one job each: device
+and process group (corral.train.device, .distributed), noise statistics in DDP's buckets
+(.grad_stats, .host_view), micro-batches (.data, .stream), the LR factor (.lr), the batch
+choice (corral.perf.agent), divergence recovery (.guard, .recovery), precision (.precision),
+profiling, reports and checkpoints (.profiler, corral.protocol.report, .checkpoint; exit 143 on
+SIGTERM). The steady-state step reads nothing back from the device. Decided here: rank 0 alone
+decides the batch; batch-norm buffers are not synchronised; Adam moments are not reset.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """`EmulatedExecutor`: every job's workers are a simulated job, on a clock N times real time.
 
-`corral serve --executor emulated` runs the real service over the simulator's own jobs
-(`SimJob` on the ground truth), so `corral emulate` can compare it with `corral simulate`. A
-job's model is its spec's `app`; its command never runs. A background thread advances placed
-jobs with `SimJob.advance` as the engine does; reports are those of corral.protocol.report;
-resizes follow corral.sim.loop.mechanism; checkpoints go to corral.executors.emulated.
-checkpoints. A SIGKILLed service's jobs train on; `reclaim` advances them to now. The clock
-stands still while the service looks and acts (`one_instant`). Unlike the engine: decisions
-apply job by job, rounds fall on ticks, and interference is not modelled.
+`corral serve --executor emulated` runs the real service over the simulator's jobs (`SimJob`
+on the ground truth), so `corral emulate` can compare it with `corral simulate`. A job's model
+is its spec's `app`; its command never runs. A thread advances placed jobs with `SimJob.advance`
+as the engine does; reports as corral.protocol.report, resizes as corral.sim.loop.mechanism,
+checkpoints in corral.executors.emulated.checkpoints. After a SIGKILL the jobs train on and
+`reclaim` advances them to now; the clock stands still while the service acts (`one_instant`).
+Unlike the engine: decisions apply job by job, rounds fall on ticks, no interference.
 """
 
 from __future__ import annotations

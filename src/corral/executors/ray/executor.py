@@ -1,13 +1,12 @@
 """`RayExecutor`: every job's workers are Ray actors, placed with placement groups.
 
-The local executor's contract (corral.executors.base) on a Ray cluster, also under KubeRay
-(docs/ray.md). The cluster is Ray's node table (corral.executors.ray.nodes); each worker is an
-actor (ray.worker) in a placement group of its own, pinned to its node, so one slot can be
-given back alone (ray.launch). Resizes are in place where possible (ray.resize), else
-checkpoint-restart; early initialisation is on unless `early_init=False` (ray.early). Job files
-live under `<storage>/jobs/<job id>/`, a path every node must see. Decided here: actors are
-owned by the service's driver, so workers die with it and resume from checkpoints; a lost node
-is a crash towards `max_retries`, restarted on its placement or packed wherever it fits.
+The contract (corral.executors.base) on a Ray cluster, also under KubeRay (docs/ray.md). The
+cluster is Ray's node table (ray.nodes); each worker is an actor (ray.worker) in a placement
+group of its own, pinned to its node, so one slot can be given back alone (ray.launch). Resizes
+in place where possible (ray.resize); early initialisation unless `early_init=False`
+(ray.early). Job files live under `<storage>/jobs/<job id>/`, seen by every node. Decided here:
+actors are owned by the service's driver, so workers die with it and resume from checkpoints; a
+lost node is a crash towards `max_retries`, restarted on its placement or packed where it fits.
 """
 
 from __future__ import annotations

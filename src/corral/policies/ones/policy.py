@@ -2,12 +2,11 @@
 
 A job keeps a per-GPU batch b (its M0), so its GPU count n sets its batch B = n b (linear LR
 scaling, §3.3.2). Each round `ones_search` evolves schedules towards the least SRUF utilisation
-`sum_j n_j T_j(B_j)` (Eq. 3-5), T_j = remaining epochs `s (1 - p) / p` (Eq. 7; p from the Beta
-progress prediction, `corral.perf.progress`) x seconds per epoch. Batch limit L (§3.3.2) caps a
-job at floor(L / b) GPUs: one GPU's batch at first, doubled per epoch; a preempted job's is its
-old batch, halved each time a changed schedule leaves it waiting. Decided here: work in epochs
-of the application's mean width; a running job's GPUs are frozen until it ends an epoch
-(`deploy=all`: the literal global rule); population = cluster GPUs; Convoy off (`convoy`).
+`sum_j n_j T_j(B_j)` (Eq. 3-5), T_j = remaining epochs `s (1 - p) / p` (Eq. 7, p from
+`corral.perf.progress`) x seconds per epoch. Limit L (§3.3.2) caps a job at floor(L / b) GPUs:
+one GPU's batch, doubled per epoch; after preemption its old batch, halved per changed schedule
+that leaves it waiting. Decided here: work in epochs of the application's mean width; a job's
+GPUs frozen until it ends an epoch (`deploy=all`: global rule); Convoy off (`convoy`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """ONES's online evolutionary search over schedules (ONES (SC'21) §3.2.2, Eq. 8, Algorithm 1).
 
-A genome has one gene per GPU (node order): the job on it, or -1 if idle; a job's per-GPU batch
-is fixed, so its gene count sets its global batch. Candidates stay *valid* (caps, frozen GPUs)
-and *work-conserving* (SRUF sums only running jobs, so an emptier schedule would always win).
-Operators, on unfrozen GPUs: refresh (drop leavers, enforce caps, one GPU per new job, fill),
-fill (idle GPU to the largest sampled gain `1/T(n+1) - 1/T(n)`), uniform crossover, uniform
-mutation (preempted jobs' GPUs go to *other* jobs first), reorder (each job's GPUs together).
-Selection keeps the best `population` of the deduplicated pool under one shared draw of every
-job's progress (common random numbers); the best is deployed.
+A genome has one gene per GPU (node order): the job on it, or -1 if idle; per-GPU batches are
+fixed, so gene counts set global batches. Candidates stay *valid* (caps, frozen GPUs) and
+*work-conserving* (SRUF sums only running jobs, so an emptier schedule would always win).
+Operators on unfrozen GPUs: refresh (drop leavers, enforce caps, one GPU per new job, fill),
+fill (idle GPU to the largest sampled `1/T(n+1) - 1/T(n)`), uniform crossover, uniform mutation
+(preempted jobs' GPUs to *other* jobs first), reorder. Selection keeps the best `population`
+of the deduplicated pool under one shared draw of progress (common random numbers).
 """
 
 from __future__ import annotations

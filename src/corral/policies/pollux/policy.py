@@ -2,12 +2,11 @@
 
 Each round turns every job's fitted goodput into SPEEDUP_j (Eq. 15, `pollux_speedup`) and
 searches (`pollux_search`) for the allocation maximising FITNESS_p (Eq. 14), a changed job's
-speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from last round's
-population; jobs pick their own batch (`corral.perf.agent.choose_batch`). Decided here,
-following the artifact: fair share ceil(G/J) GPUs; a job without a model scales linearly;
-caps per `max_gpus_for` (exploration: twice the most GPUs observed); a silent job (`is_silent`)
-gets its requested GPUs; priority by attained GPU-s; big clusters searched in part
-(`pollux_nodes`); patience grows with the time since the last search (`search_patience`).
+speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from last round; jobs
+pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
+share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twice the most GPUs
+observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
+clusters searched in part (`pollux_nodes`); patience grows with time (`search_patience`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,11 @@
 
 Maximises FITNESS_p (Eq. 14) with the artifact's genetic operators: tournament selection,
 single-point crossover over jobs, mutation (reset, zero or grow a job's entries), repair
-(interference avoidance, GPU caps, 16 nodes per job, capacity by priority), deduplication and
-survival of the fittest (the artifact's NSGA-II, with one objective). Encoding: node n holds
-`C` slots, the job index of each GPU sorted by job (= priority), then FREE (J), then BLOCK
-(J + 1); stored slot-major (C, P, nodes) for `slot_columns`, so a generation costs in
-proportion to the cluster. Decided here: growth requests per free node from the first two jobs
-drawn plus the jobs on it; caps keep GPUs in random node order; `patience` stops early.
+(interference avoidance, caps, 16 nodes per job, capacity by priority), deduplication, survival
+of the fittest (the artifact's NSGA-II with one objective). Encoding: node n holds `C` slots,
+each GPU's job index sorted (= priority), then FREE (J), then BLOCK (J + 1), stored slot-major
+(C, P, nodes) for `slot_columns`: cost follows the cluster. Decided here: a free node takes
+growth requests from the first two jobs drawn and its own jobs; `patience` stops early.
 """
 
 from __future__ import annotations

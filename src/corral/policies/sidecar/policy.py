@@ -1,13 +1,12 @@
 """`sidecar`: the Adaptive GPU Scheduler of the non-intrusive SideCar framework (SC'20), §III-C.
 
 Each decision minimises the predicted makespan: Algorithm 1 (reshaping down) gives a job
-without GPUs an allowed count N from idle GPUs plus at most one running donor's; Algorithm 2
+without GPUs an allowed count from idle GPUs plus at most one running donor's; Algorithm 2
 (reshaping up) gives idle GPUs to the one job and count that help most. Predictions:
-`corral.perf.sidecar_time` with the `overheads` profile, remaining iterations from
-`JobView.oracle`. Decided here: ties by summed completions; Algorithm 1 before 2 on every
-arrival and completion; 2 only on strict gain (`guard`); one reshape per job per decision;
-allowed counts `gpu_counts`; donors give GPUs on their freest nodes, growth off-node costs
-`cross_host_s`; the global batch stays the user's.
+`corral.perf.sidecar_time` (`overheads` profile, remaining iterations from `JobView.oracle`).
+Decided here: ties by summed completions; Algorithm 1 before 2 on each arrival and completion;
+2 only on strict gain (`guard`); one reshape per job per decision; counts `gpu_counts`; donors
+give GPUs on their freest nodes; off-node growth costs `cross_host_s`; the user's batch stays.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """A relaxation lower bound on the average JCT of any schedule: a time-indexed linear program.
 
-Jobs are `BoundJob`s (release, work W_j, concave piecewise-linear rate bound h_j of GPUs;
-`corral.sim.analysis.bound_jobs`). Slots cover releases to a horizon H (work after H counts as
-done at H). Variables: GPUs `x_jt`, work fractions `y_jt` (after release), `z_j` after H,
-completion `C_j`. Constraints: `sum_j x_jt <= N`, `x_jt <= K_j`; `W_j y_jt <= len_t (a_l x_jt
-+ b_l)` per piece (valid by concavity, Jensen); mean busy time `C_j >= M_j + p_j / 2` with
-`M_j = sum_t t_start(t) y_jt + H z_j`, p_j = W_j / h_j(K_j) (Goemans et al. 2002); `C_j >= r_j +
-alone_j`. `mean(C_j - r_j)`, less 1e-6 of the largest C_j for solver tolerance, bounds the
-average JCT. Solved with scipy's HiGHS.
+Jobs are `BoundJob`s (release r_j, work W_j, concave piecewise-linear rate bound h_j; see
+`corral.sim.analysis.bound_jobs`); slots run to a horizon H (later work counts as done at H).
+Variables: GPUs `x_jt`, work fractions `y_jt` (after release) and `z_j` (after H), `C_j`.
+Constraints: `sum_j x_jt <= N`, `x_jt <= K_j`; `W_j y_jt <= len_t (a_l x_jt + b_l)` per piece
+(valid by concavity); mean busy time `C_j >= M_j + p_j / 2`, `M_j = sum_t t_start(t) y_jt + H
+z_j`, `p_j = W_j / h_j(K_j)` (Goemans et al. 2002); `C_j >= r_j + alone_j`. `mean(C_j - r_j)`,
+less 1e-6 of max C_j (solver tolerance), bounds the average JCT. Solved with scipy's HiGHS.
 """
 
 from __future__ import annotations

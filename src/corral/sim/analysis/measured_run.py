@@ -1,13 +1,12 @@
 """Sim-to-real: replay a finished live run in the simulator, from what its jobs measured.
 
-A run's record (`corral.service.run_record`) gives the workload, the policy, interval and
-cluster, and a ground truth as a catalog document: per job, the throughput model fitted to its
-application's pooled step times, a noise scale fitted over training progress (quadratic from 6
-reports, else the mean), epoch progress, and its own per-epoch time outside steps including its
-exit. The mechanism uses the run's measured start and resize pauses (`measured_mechanism`,
-`resize_cost_s`, grow and shrink apart); an in-place run may also replay under
-checkpoint-restart. `replay()` sets each job's simulated JCT beside its real one. Decided here:
-a launch's step times are predicted as if its workers shared one node.
+A run's record (`corral.service.run_record`) gives workload, policy, interval, cluster, and a
+truth as a catalog document: per job, the throughput model fitted to its application's pooled
+step times, a noise scale over training progress (quadratic from 6 reports, else the mean),
+epoch progress and its own per-epoch time outside steps. The mechanism takes the run's measured
+start and resize pauses (`measured_mechanism`, `resize_cost_s`); an in-place run may also replay
+under checkpoint-restart. `replay()` sets each job's simulated JCT beside its real one. Decided
+here: a launch's step times are predicted as if its workers shared one node.
 """
 
 from __future__ import annotations

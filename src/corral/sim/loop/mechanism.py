@@ -1,13 +1,12 @@
 """How a running job is resized, and what that costs: a property of the execution mechanism.
 
-The engine asks the mechanism how long a job pauses (no progress, GPUs held) when its placement
-changes. By name (`mechanism_named`, `--mechanism`): `checkpoint-restart` (Pollux's testbed,
-30 s per change, first start included), `sidecar` (SideCar (SC'20): process restart in place,
-early initialisation), `termination` (Kubernetes termination, the SideCar paper's baseline),
-`termination-epoch` (the same, resuming from the last epoch), `in-place` (ONES (SC'21)
-§3.3.1). Numbers: `corral.perf.overheads`; GPUs still being released: `GpuHandover`. Decided
-here: a job on releasing GPUs waits for the last (release + start, or their max with early
-initialisation); the donor shrinks at the decision, not when the incoming job is ready.
+The engine asks how long a job pauses (no progress, GPUs held) when its placement changes.
+By name (`mechanism_named`, `--mechanism`): `checkpoint-restart` (Pollux's testbed, 30 s per
+change, first start included), `sidecar` (SideCar (SC'20)), `termination` (Kubernetes, the
+SideCar paper's baseline), `termination-epoch` (resuming from the last epoch), `in-place`
+(ONES (SC'21) §3.3.1). Numbers: `corral.perf.overheads`; GPUs being released: `GpuHandover`.
+Decided here: a job waits for the last of its releasing GPUs (release + start, or their max
+with early initialisation); a donor shrinks at the decision, not when the incoming job is ready.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Candidates:
 def candidate_rows(params: ThroughputParams, init_bsz: Any, max_bsz: Any, min_local: Any,
                    max_local: Any, accumulation: Any, nodes: np.ndarray,
                    gpus: np.ndarray) -> Candidates:
-    """Spec 2.5 candidates per row of flat float (nodes, gpus) and their throughput; the limits
+    """Eq. 13 candidates per row of flat float (nodes, gpus) and their throughput; the limits
     are scalars or (n, 1) columns (one job per row), as are the fields of params.
 
     A row whose batch is fixed (max_bsz <= init_bsz) has one candidate, repeated when rows of

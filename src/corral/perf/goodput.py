@@ -122,7 +122,7 @@ class GoodputFunction:
         return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
 
     def _candidates(self, nodes: np.ndarray, gpus: np.ndarray) -> Candidates:
-        """Spec 2.5 candidate rows of flat float (nodes, gpus) under this job's model."""
+        """Eq. 13 candidate rows of flat float (nodes, gpus) under this job's model."""
         return candidate_rows(self.params, self.init_bsz, self.max_bsz, self.min_local_bsz,
                               self.max_local_bsz, self.accumulation, nodes, gpus)
 

@@ -53,7 +53,7 @@ class ReshapeOverheads:
 _SIDECAR_INIT_S = 110.0  # §II-C: incoming job submitted at 180 s runs at 290 s
 _K8S_POD_TERMINATION_S = 64.0  # §II-C default: 807 - 633 - 110
 _K8S_RESIZE_RELEASE_S = 94.0  # §II-C termination: 384 - 180 - 110 (checkpoint + termination)
-_TERMINATION_GROW_S = 242.0  # §II-C [P]
+_TERMINATION_GROW_S = 242.0  # SideCar §II-C, Fig. 3
 
 
 def _termination_donor_restart_s() -> float:

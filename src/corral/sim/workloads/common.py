@@ -123,7 +123,7 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
 
 # --- size classes -------------------------------------------------------------------------------
 
-#: GPU-hour class bounds and the applications of each class (Pollux §5.2, README of the data):
+#: GPU-hour class bounds and the applications of each class (the Pollux workloads, OSDI'21 §5.1):
 #: < 1 GPU-h: cifar10 or ncf; 1-10: deepspeech2 or bert; 10-100: yolov3; >= 100: imagenet.
 SIZE_CLASS_BOUNDS_GPU_H: tuple[float, ...] = (1.0, 10.0, 100.0)
 SIZE_CLASS_APPS: tuple[tuple[str, ...], ...] = (

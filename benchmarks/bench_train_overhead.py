@@ -277,7 +277,7 @@ def _worker(mode: str, steps: int, rounds: int, spec: dict) -> None:
         loops["resident" if mode == "resident" else "plain"] = _plain_loop(
             model, data, local_bsz, rank, world, device, amp, resident=mode == "resident")
     times: dict[str, list[float]] = {name: [] for name in loops}
-    for name, run in loops.items():
+    for run in loops.values():
         run(WARMUP_STEPS)
     order = list(loops.items())
     for _ in range(rounds if mode == "paired" else 1):

@@ -70,7 +70,7 @@ class Dataset:
     license: str
     citation: str
     path: str  # the file or folder, relative to the data folder, to pass to `use`
-    use: str  # the `corral simulate` option that reads it
+    use: str  # the `corral simulate` option that reads it ("" where corral reads it by path only)
     files: tuple[DataFile, ...]
     ref: str | None = None
     commit_note: str | None = None
@@ -83,10 +83,6 @@ class Dataset:
     def pinned(self) -> bool:
         """Whether the commit is a full 40-hex hash (not an abbreviation)."""
         return len(self.commit) == 40
-
-    @property
-    def url(self) -> str:
-        return f"https://github.com/{self.repo}/tree/{self.commit}"
 
 
 def _load() -> dict[str, Dataset]:
@@ -248,7 +244,7 @@ def _extract_member(url: str, member: str, out, tmpdir: Path, timeout: float) ->
                 src = tar.extractfile(found[0])
                 assert src is not None
                 shutil.copyfileobj(src, out)
-        except tarfile.TarError as exc:
+        except (tarfile.TarError, EOFError, OSError) as exc:  # a truncated or corrupt .tar.gz
             raise DataError(f"{url}: not a readable archive ({exc})") from None
 
 

@@ -221,3 +221,15 @@ def test_a_file_inside_an_archive_is_extracted_and_verified(serve, monkeypatch, 
 
 def test_an_unknown_dataset_is_one_line():
     assert_one_line_error(invoke("data", "fetch", "nope"), "unknown dataset", "pollux-profiles")
+    # names are checked before anything is downloaded
+    assert_one_line_error(invoke("data", "fetch", "itp", "nope"), "unknown dataset")
+
+
+@needs_shared
+def test_fetch_all(serve, monkeypatch, tmp_path):
+    url, _ = serve(SHARED)
+    monkeypatch.setenv(datasets.MIRROR_ENV, url)
+    result = invoke("data", "fetch", "all", "--dir", str(tmp_path / "d"))
+    assert result.exit_code == 0, result.output
+    for name in datasets.datasets():
+        assert datasets.locate(name, roots=[tmp_path / "d"]) is not None

@@ -54,17 +54,20 @@ def list_() -> None:
 @data_app.command()
 @user_errors
 def fetch(
-    name: str = typer.Argument(..., help="Dataset name (see `corral data list`)."),
+    names: list[str] = typer.Argument(..., help="Dataset name(s) (see `corral data list`), or `all`."),
     dir_: Path | None = typer.Option(None, "--dir", help="Keep the files here instead of the cache ($XDG_CACHE_HOME/corral or ~/.cache/corral)."),
 ) -> None:
-    """Download a dataset from its source at the pinned commit, verify each file's SHA-256, and
+    """Download datasets from their source at the pinned commit, verify each file's SHA-256, and
     print the path to pass to `corral simulate`. Files already there and verified are kept."""
+    from corral.datasets import datasets, get
     from corral.datasets import fetch as run_fetch
 
-    res = run_fetch(name, dir_)
-    ds = res.dataset
-    console.print(f"{ds.name}: {len(ds.files)} file(s) verified in {res.root} "
-                  f"({len(res.downloaded)} downloaded, {len(res.present)} already there)",
-                  highlight=False, soft_wrap=True)
-    console.print(f"path: {res.path}" + (f"  (corral simulate {ds.use})" if ds.use else ""),
-                  highlight=False, soft_wrap=True)
+    chosen = list(datasets()) if "all" in names else [get(n).name for n in names]
+    for name in chosen:
+        res = run_fetch(name, dir_)
+        ds = res.dataset
+        console.print(f"{ds.name}: {len(ds.files)} file(s) verified in {res.root} "
+                      f"({len(res.downloaded)} downloaded, {len(res.present)} already there)",
+                      highlight=False, soft_wrap=True)
+        console.print(f"path: {res.path}" + (f"  (corral simulate {ds.use})" if ds.use else ""),
+                      highlight=False, soft_wrap=True)

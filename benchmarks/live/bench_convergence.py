@@ -8,7 +8,7 @@ ending "done" at chance. Target: every job >= 0.95.
 Printed per job: final test accuracy, lowest accuracy after epoch 5, launches, batch changes
 seen in its reports, divergence restores, JCT; and the machine.
 
-Run: python benchmarks/bench_convergence.py [--epochs 100] [--jobs 3] [--slots 2]
+Run: python benchmarks/live/bench_convergence.py [--epochs 100] [--jobs 3] [--slots 2]
          [--policy pollux] [--timeout 1800]
 """
 
@@ -21,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "service"))
 FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
               min_local_bsz=8)

@@ -31,7 +31,7 @@ the runs' own jitter (a few loop periods times the scale).
 The 10,000-job window runs in about 11 minutes real at 3000x on a 2-core machine (a run per
 policy; pollux's 1,000 jobs in under 2 minutes), the four runs with --kill in about 34 minutes.
 
-Run: python benchmarks/bench_control_plane.py [--jobs 10000] [--pollux-jobs 1000]
+Run: python benchmarks/live/bench_control_plane.py [--jobs 10000] [--pollux-jobs 1000]
      [--policies fifo,tiresias-las,pollux] [--time-scale 3000] [--kill] [--timeout 1800]
 
 Measured (2-core AMD EPYC shared with other work, 1-min load average 0.1-4.6, 2026-11-24,
@@ -74,6 +74,7 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -81,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.cli.emulate_cmd import EmulatedService, EmulationOptions, submission_body

@@ -1,15 +1,18 @@
 """Simulator speed: a 160-job workload under fifo, and a 10,000-job Philly window on 1,024 GPUs.
 
 Targets (issue 2): 160 jobs under 5 s; 10,000 jobs on 1,024 GPUs under 60 s.
-Run: python benchmarks/bench_sim.py [--repeat 5]
+Run: python benchmarks/speed/bench_sim.py [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy

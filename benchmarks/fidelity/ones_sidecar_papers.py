@@ -23,7 +23,7 @@ Workloads (ground truth: the Pollux profiles; spec ones.md §6, sidecar.md §4):
   `sidecar-termination` on the `termination` mechanism; default = `fifo` with backfilling
   (greedy, out of order) on the `termination` mechanism (Kubernetes job starts).
 
-Run: python benchmarks/ones_sidecar_papers.py [--part ones|sidecar|both] [--seeds 3] [--out DIR]
+Run: python benchmarks/fidelity/ones_sidecar_papers.py [--part ones|sidecar|both] [--seeds 3] [--out DIR]
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy

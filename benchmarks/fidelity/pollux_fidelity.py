@@ -7,8 +7,8 @@ JCT per application over all workloads (both sides, same jobs) to show where dif
 from. With --fairness it also runs p = 1, -1, -10 and prints average / p99 JCT, makespan and
 finish-time fairness (p99, max), means over the workloads.
 
-Run: python benchmarks/pollux_fidelity.py [--workloads 1,2,...] [--set pollux.p=-1 ...]
-     python benchmarks/pollux_fidelity.py --fairness
+Run: python benchmarks/fidelity/pollux_fidelity.py [--workloads 1,2,...] [--set pollux.p=-1 ...]
+     python benchmarks/fidelity/pollux_fidelity.py --fairness
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ import argparse
 import functools
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy

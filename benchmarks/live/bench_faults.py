@@ -27,7 +27,7 @@ at counts only if the fault should not end it) and the worst recovery time, meas
 * a burst of 1,000 submissions from 16 client threads: every job must finish; recovery = from
   the first submission to the last job done (submission and GET /jobs latencies are printed).
 
-Run: python benchmarks/bench_faults.py [--trials 2] [--burst 1000] [--only NAME,...]
+Run: python benchmarks/live/bench_faults.py [--trials 2] [--burst 1000] [--only NAME,...]
 Everything listens on 127.0.0.1; every wait is bounded.
 """
 
@@ -48,9 +48,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "service"))
 import livecluster as live  # noqa: E402  (the tests' helper that runs `corral serve`)
 

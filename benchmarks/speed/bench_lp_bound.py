@@ -7,14 +7,17 @@ time, the LP's time slots, and the bound; then the slowest workload against the 
 This used to be an assertion in tests/sim/test_lp_bound.py, where a slow hour of a shared
 machine could fail it; the test keeps the bound's correctness checks.
 
-    python benchmarks/bench_lp_bound.py [--workloads 6,8] [--slots 200]
+    python benchmarks/speed/bench_lp_bound.py [--workloads 6,8] [--slots 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster

@@ -2,15 +2,18 @@
 
 Prints per-model step-time and efficiency errors of the catalog, and the mean average JCT of a
 policy on the eight shared workloads simulated on the profiles vs on the catalog.
-Run: python benchmarks/catalog_fidelity.py [--policy fifo]
+Run: python benchmarks/fidelity/catalog_fidelity.py [--policy fifo]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from importlib import resources
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, require
 
 from corral.core import Cluster, create_policy

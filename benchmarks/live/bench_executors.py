@@ -18,7 +18,7 @@ Local: LocalExecutor on 2 CPU slots, resize 1 -> 2 workers. Ray: a two-node Ray 
 The variants take turns, round after round, so that a busy machine slows all of them alike;
 absolute timings depend on the machine's load, the ratios carry over better.
 
-Run: python benchmarks/bench_executors.py [--repeats 3] [--only local|ray]
+Run: python benchmarks/live/bench_executors.py [--repeats 3] [--only local|ray]
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
 from corral.core.cluster import Placement
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.protocol.env import JobConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JOB = (sys.executable, str(REPO / "examples" / "digits_elastic.py"), "--epochs", "200")
 CONFIG = JobConfig(init_bsz=32, max_bsz=256, min_local_bsz=8, max_local_bsz=64, adaptive=True)
 TIMEOUT_S = 120.0

@@ -7,8 +7,8 @@ so nearly every fit has inputs of its own and the memo does not help. Printed: f
 seconds in all and per fit, objective evaluations per fit, and a digest of the fitted
 parameters (the same digest before and after a change that keeps the fits' bits).
 
-    python benchmarks/bench_fits.py --save-inputs /tmp/fits.pkl      # capture, then time
-    PYTHONPATH=<older checkout>/src python benchmarks/bench_fits.py --inputs /tmp/fits.pkl
+    python benchmarks/speed/bench_fits.py --save-inputs /tmp/fits.pkl      # capture, then time
+    PYTHONPATH=<older checkout>/src python benchmarks/speed/bench_fits.py --inputs /tmp/fits.pkl
 
 The second form times the same inputs with other code (any corral with `_fit_memo`).
 Measured (2-core Intel Xeon @ 2.50GHz, 2026-11-27), one after the other on the same inputs:
@@ -24,9 +24,11 @@ import argparse
 import functools
 import hashlib
 import pickle
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 from bench_scale import busiest_day
 

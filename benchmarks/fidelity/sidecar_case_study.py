@@ -3,7 +3,7 @@ tests/policies/test_sidecar_case_study.py) against the paper's Fig. 4, and how t
 run moves with the donor's restart time after a termination-based shrink (the one overhead the
 paper's text does not give; `corral.perf.overheads` solves it from the termination timeline).
 
-Run: python benchmarks/sidecar_case_study.py
+Run: python benchmarks/fidelity/sidecar_case_study.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import Mechanism
 from corral.sim.workloads import Workload
 
-_TEST = Path(__file__).resolve().parents[1] / "tests" / "policies" / "test_sidecar_case_study.py"
+_TEST = Path(__file__).resolve().parents[2] / "tests" / "policies" / "test_sidecar_case_study.py"
 
 
 def _case_module():

@@ -11,14 +11,17 @@ before each round and timed separately; everything the policy does itself is in 
 (ONES: its GPR retraining when a job completes, its evolution; SideCar: its pooled per-application
 speed fits).
 
-Run: python benchmarks/bench_ones_sidecar.py [--rounds 40] [--jobs 160]
+Run: python benchmarks/speed/bench_ones_sidecar.py [--rounds 40] [--jobs 160]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 from bench_pollux import TimedRounds, report_rounds
 

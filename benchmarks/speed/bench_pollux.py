@@ -11,7 +11,7 @@ warm start, every job new) excluded from the median. The jobs' own model
 refits (the agents' work, done in the jobs' processes in a real cluster) are triggered just
 before each round and timed separately.
 
-Run: python benchmarks/bench_pollux.py [--rounds 20] [--workloads 1,6]
+Run: python benchmarks/speed/bench_pollux.py [--rounds 20] [--workloads 1,6]
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 from bench_sim import timed
 

@@ -9,7 +9,7 @@ of `--epoch-s` seconds (default 2.7 s: ResNet-18 on CIFAR-10, 196 steps of 14 ms
 The state is on `--device` (cpu, or cuda where there is one); the directory is a temporary one
 on the disk that holds the system's temporary files (`--dir` to choose).
 
-Run: python benchmarks/bench_checkpoint.py [--models resnet18 resnet50] [--saves 5]
+Run: python benchmarks/live/bench_checkpoint.py [--models resnet18 resnet50] [--saves 5]
          [--device cpu|cuda] [--epoch-s 2.7] [--dir PATH]
 """
 
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -11,7 +11,7 @@ example's target, 0.95.
 Printed per seed: final and best test accuracy, and each restore (the epoch it fired at, the
 epoch and test accuracy of the state it went back to); then how many seeds reached the target.
 
-Run: python benchmarks/bench_divergence.py [--seeds 0 1 2 3 4 5] [--epochs 40] [--jobs 2]
+Run: python benchmarks/live/bench_divergence.py [--seeds 0 1 2 3 4 5] [--epochs 40] [--jobs 2]
          [--device cpu|cuda]
 """
 
@@ -23,9 +23,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples"))
 
 

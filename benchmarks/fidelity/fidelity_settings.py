@@ -7,7 +7,7 @@ settings the shared data does not cover: job loads of 0.5x-2x (`results-jobload/
 with 25 % / 50 %), both on the 1x `workloads/`. Those files are not part of this project;
 fetch the artifact's `simulator/` directory and name it:
 
-    python benchmarks/fidelity_settings.py /path/to/adaptdl/simulator [--only optimus-0.5]
+    python benchmarks/fidelity/fidelity_settings.py /path/to/adaptdl/simulator [--only optimus-0.5]
 
 For each setting it runs our policy on the same workloads (16x4 cluster, the shared measured
 profiles) and prints each workload's average JCT beside the reference's, the mean of the
@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy

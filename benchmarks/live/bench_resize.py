@@ -3,7 +3,7 @@
 One corral.train job at a time on the local executor (`--device cpu`: CPU slots and gloo;
 `--device cuda`: this machine's GPUs and nccl), resized 1->2, 2->4, 4->2 and 2->1 workers, for
 the digits example (examples/digits_elastic.py) and ResNet-18 on synthetic 32x32 images
-(benchmarks/resnet_job.py). For each resize it prints:
+(benchmarks/live/resnet_job.py). For each resize it prints:
 
 * `decision->step`: from the executor being told the new placement to the first step of the new
   worker set (its report's first_step_time);
@@ -40,7 +40,7 @@ instead (a single-node Ray started here on 127.0.0.1: as many CPU slots as the d
 or this machine's GPUs); the incoming workers then start in the donor's placement groups
 (corral.executors.ray.early).
 
-Run: python benchmarks/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
+Run: python benchmarks/live/bench_resize.py [--device cpu|cuda] [--models digits,resnet18]
          [--steps 1-2,2-4,4-2,2-1] [--mechanisms in-place,checkpoint-restart] [--repeats 1]
          [--breakdown] [--handover 2-1:1,2-0:2 [--executor ray]]
 """
@@ -55,6 +55,7 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
 from corral.core.cluster import Placement
@@ -63,12 +64,12 @@ from corral.executors.local import LocalExecutor
 from corral.executors.resize import CHECKPOINT_RESTART, IN_PLACE, MECHANISMS, check_mechanism
 from corral.protocol.env import JobConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = {
     "digits": ((sys.executable, str(REPO / "examples" / "digits_elastic.py"), "--epochs", "1000",
                 "--lr", "0.02"),  # 1,000 epochs keep the cosine schedule near its top: a stable rate
                JobConfig(init_bsz=32, max_bsz=32, max_local_bsz=32)),
-    "resnet18": ((sys.executable, str(REPO / "benchmarks" / "resnet_job.py"), "--epochs", "1000"),
+    "resnet18": ((sys.executable, str(REPO / "benchmarks" / "live" / "resnet_job.py"), "--epochs", "1000"),
                  JobConfig(init_bsz=32, max_bsz=32, max_local_bsz=32)),
 }
 TIMEOUT_S = 300.0

@@ -33,7 +33,7 @@ process group), a block of steps each in turn, first one then the other going fi
 median and the best round of each, and the median of the per-round ratios. Targets (issue 11): <= 5 % on CPU
 at width 128 with 2 workers; <= 5 % ResNet-18 and <= 3 % ResNet-50 on one GPU.
 
-Run: python benchmarks/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
+Run: python benchmarks/live/bench_train_overhead.py [--device cpu|cuda] [--steps N] [--rounds 5]
          [--workers 1 2] [--widths 16 64 128] [--models resnet18 resnet50] [--separate]
          [--baselines plain resident] [--device-data] [--epoch-steps 8]
          [--profile STEPS [--trace DIR [--python]]]
@@ -52,12 +52,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
 if TYPE_CHECKING:
     import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 WARMUP_STEPS = 20

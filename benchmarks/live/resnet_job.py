@@ -1,5 +1,5 @@
-"""A corral.train job training ResNet-18 (benchmarks/resnet.py, 32x32 input) on synthetic data,
-for the resize benchmark: `python benchmarks/resnet_job.py [--epochs N] [--images 512]
+"""A corral.train job training ResNet-18 (benchmarks/live/resnet.py, 32x32 input) on synthetic data,
+for the resize benchmark: `python benchmarks/live/resnet_job.py [--epochs N] [--images 512]
 [--device cpu|cuda]`. The images and labels are drawn from a fixed seed (nothing is downloaded);
 the loss falls as the network fits them."""
 

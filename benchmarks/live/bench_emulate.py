@@ -10,7 +10,7 @@ arrival comes U(0, S) seconds late (three seeds; JCTs counted from the original 
 the size of the emulated service's own timing noise (a round or an arrival is seen at the
 control loop's first tick after it: up to ~2 emulated s at 100x).
 
-Run: python benchmarks/bench_emulate.py [--time-scale 200] [--policies fifo,tiresias-las,pollux]
+Run: python benchmarks/live/bench_emulate.py [--time-scale 200] [--policies fifo,tiresias-las,pollux]
      [--limit N] [--fill-in] [--sensitivity 2]
 Each policy's run takes about (makespan of the workload) / time-scale real seconds.
 
@@ -49,8 +49,11 @@ import argparse
 import dataclasses
 import json
 import random
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.cli.emulate_cmd import (

@@ -8,7 +8,7 @@ error of the models the jobs fitted online from their own observations at the en
 simulation (on the configurations each job ran), next to the error of those same models on
 every measured configuration (extrapolation).
 
-Run: python benchmarks/pollux_model_fit.py [--online 1]
+Run: python benchmarks/fidelity/pollux_model_fit.py [--online 1]
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.perf.throughput import fit_throughput, iteration_time

@@ -9,7 +9,7 @@ and prints each workload's average JCT beside ../shared/data/pollux/reference/*-
 the mean of the averages (targets: 4038 s and 5682 s, +-10%), the per-application mean JCT
 against the reference's per-job JCTs, and the wall time of each 8-workload run.
 
-Run: python benchmarks/baselines_fidelity.py [--only tiresias|optimus]
+Run: python benchmarks/fidelity/baselines_fidelity.py [--only tiresias|optimus]
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy

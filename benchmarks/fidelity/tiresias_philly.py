@@ -16,7 +16,7 @@ workloads do, so durations are those of six models, not the trace's) and "trace-
 job stops after the epochs that make its GPU-time closest to the trace's, at most its model's
 full run: the paper's simulator replayed the trace's durations).
 
-Run: python benchmarks/tiresias_philly.py [--cluster 32x4 ...] [--hours 8]
+Run: python benchmarks/fidelity/tiresias_philly.py [--cluster 32x4 ...] [--hours 8]
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, SHARED, machine, require
 
 from corral.core import Cluster, create_policy

@@ -41,7 +41,7 @@ Runs alternate mechanisms, the first one alternating by repeat, so a busy machin
 alike. `--keep DIR` keeps each run's data directory (DIR/<mechanism>-<repeat>); `--analyse DIR`
 replays kept runs again without running anything.
 
-Run: python benchmarks/bench_mechanism_live.py [--repeats 2] [--long-epochs 60] [--shorts 7]
+Run: python benchmarks/live/bench_mechanism_live.py [--repeats 2] [--long-epochs 60] [--shorts 7]
          [--short-epochs 1] [--gap 30] [--first 20] [--device-ms 3] [--interval 1]
          [--keep DIR | --analyse DIR]
 """
@@ -57,9 +57,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "service"))
 
 from corral.service.run_record import read_run  # noqa: E402

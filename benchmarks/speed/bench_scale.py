@@ -4,8 +4,8 @@ Prints one table: each figure, its target, and its ratio to the same measurement
 commit 9f38669 (before the speed work) when `--before FILE` names a `--save` of that run:
 
     git archive 9f38669 | tar -x -C /tmp/corral-9f38669
-    PYTHONPATH=/tmp/corral-9f38669/src python benchmarks/bench_scale.py --save before.json
-    python benchmarks/bench_scale.py --before before.json --save after.json
+    PYTHONPATH=/tmp/corral-9f38669/src python benchmarks/speed/bench_scale.py --save before.json
+    python benchmarks/speed/bench_scale.py --before before.json --save after.json
 
 Only APIs that exist before and after the change are used for the measurements both sides make;
 the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,b`):
@@ -218,7 +218,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   `benchmarks/results/pollux_windows_3a923df.jsonl`: 50,487 of the 74,428 jobs, all finished,
   10,201 s CPU, avg JCT 1601 s, slowest window 667 s, peak RSS 604 MiB. The other 47 windows
   (23,941 jobs, quieter days) are left; to finish with the same code:
-  `git worktree add /tmp/w 3a923df && cd /tmp/w && PYTHONPATH=src python benchmarks/bench_scale.py
+  `git worktree add /tmp/w 3a923df && cd /tmp/w && PYTHONPATH=src python benchmarks/speed/bench_scale.py
   --only windows --window-jobs 2 --window-results <this repo>/benchmarks/results/pollux_windows_3a923df.jsonl`.
 * Session of 2026-11-27 (fourth), same Intel machine: the whole trace under tiresias-las again.
   py-spy at 24f8ea4: `decide` 37 %, the snapshot's views 20 %, advancing 22 %, `_apply` and
@@ -307,7 +307,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   sums follow np.add.reduce's pairwise order (`corral.perf.numpy_order.numpy_sum`), and log,
   exp and logaddexp stay numpy's, one call each (np.exp's SIMD kernel differs from libm's exp
   in 4.7 % of a million draws here, so they cannot move to `math`). The driver compares
-  points as float lists. The captured fits (`benchmarks/bench_fits.py`): 24.2 -> 14.9 s CPU,
+  points as float lists. The captured fits (`benchmarks/speed/bench_fits.py`): 24.2 -> 14.9 s CPU,
   and later in the session, the host faster, 12.1 -> 7.4 s; results byte-identical.
   Then py-spy of the first 3 hours: the agents' `GoodputFunction.optimize` of one allocation
   (at every epoch end) 13 %, ~100 us a call of array plumbing around a remembered candidate
@@ -362,6 +362,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster, create_policy
@@ -371,7 +372,7 @@ from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import Workload, load_philly, synthetic
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ("engine", "rounds", "day", "trace", "matrix")  # and "placement" (after only)
 SEVEN = "fifo,srtf,tiresias-las,tiresias-gittins,optimus,optimus-oracle,pollux"
 #: (figure, target in seconds or as a speed-up, "max" = at most / "min" = at least)

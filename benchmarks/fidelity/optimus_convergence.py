@@ -7,14 +7,17 @@ of (predicted - actual) / actual per model and fraction seen (Optimus Fig. 7 / �
 tolerable), the same with the per-application δ the `optimus` policy uses (median of the
 curves' δ, `corral.policies.optimus.USER_DELTA`), and those medians.
 
-Run: python benchmarks/optimus_convergence.py
+Run: python benchmarks/fidelity/optimus_convergence.py
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
 from corral.perf.convergence import delta_at_epochs, predict_total_epochs

@@ -36,7 +36,7 @@ Decided where the paper is silent:
 * Each job's convergence threshold δ (relative, `corral.perf.convergence`) is its owner's
   input. The simulated jobs in truth stop after a fixed number of epochs, so the default δ of
   each Pollux application is the one at which the fit of its whole validation curve stops there
-  (median over the validated batch sizes, printed by benchmarks/optimus_convergence.py);
+  (median over the validated batch sizes, printed by benchmarks/fidelity/optimus_convergence.py);
   `delta_by_app` overrides it, `delta` is used for applications not listed.
 * Steps per epoch: the job's own history; before its first epoch, that of another job of the
   same application scaled by batch size; otherwise the steps run so far.
@@ -64,7 +64,7 @@ from corral.policies.placement import gang_allocate
 
 #: Relative convergence threshold δ per Pollux application: the δ at which the fit of the
 #: whole validation curve stops at the application's epoch count (median over the validated
-#: batch sizes of ../shared/data/pollux/profiles, from benchmarks/optimus_convergence.py).
+#: batch sizes of ../shared/data/pollux/profiles, from benchmarks/fidelity/optimus_convergence.py).
 #: bert trains 2 epochs, too few to fit; it always uses the fallback.
 USER_DELTA: dict[str, float] = {
     "cifar10": 4.6e-4, "deepspeech2": 6.1e-4, "imagenet": 1.3e-3, "ncf": 1.2e-2,

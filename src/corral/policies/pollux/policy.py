@@ -47,7 +47,7 @@ Decided where the paper is silent [D] (artifact behaviour reproduced unless said
   after a median 6 generations, 1.2 a simulated minute against 6 at 60 s, and churned where
   the artifact's 100 generations a round do not (workload-8: 4.2 restarts per job, 2.4 with
   100 generations): mean average JCT over the eight workloads 14.8 % above the artifact's at
-  8 minutes, 2.1 % now (issue 15; `benchmarks/fidelity_settings.py --only pollux-8m`).
+  8 minutes, 2.1 % now (issue 15; `benchmarks/fidelity/fidelity_settings.py --only pollux-8m`).
 """
 
 from __future__ import annotations

@@ -27,6 +27,19 @@ def machine() -> str:
 
 
 def require(path: Path) -> Path:
-    if not path.exists():
-        raise SystemExit(f"skipped: {path} not found (the shared data sits beside the repo)")
-    return path
+    """`path` under SHARED, else the same file in `corral data`'s cache (`corral data fetch NAME`
+    puts it there); exits naming the fetch command where neither has it."""
+    if path.exists():
+        return path
+    from corral import datasets
+
+    try:
+        rel = path.relative_to(SHARED).as_posix()
+    except ValueError:
+        rel = None
+    found = datasets.find(rel) if rel else None
+    if found is not None:
+        return found
+    ds = datasets.dataset_of(rel) if rel else None
+    fetch = f"; `corral data fetch {ds.name}` downloads it" if ds else ""
+    raise SystemExit(f"skipped: {path} not found (the shared data sits beside the repo){fetch}")

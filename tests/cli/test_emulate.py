@@ -1,5 +1,5 @@
 """`corral emulate`: the real service on simulated jobs agrees with `corral simulate` (issue 13
-item 5, the CI-sized check; benchmarks/bench_emulate.py runs the whole of workload-6)."""
+item 5, the CI-sized check; benchmarks/live/bench_emulate.py runs the whole of workload-6)."""
 
 from __future__ import annotations
 

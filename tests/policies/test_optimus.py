@@ -113,7 +113,10 @@ def view(s: JobSpec, est: JobEstimator | None, *, remaining: float = 0.0,
 SCALES = [(1, 1, 256, 1.00, 0.0), (1, 2, 128, 0.55, 0.05), (1, 4, 64, 0.32, 0.07)]
 
 
-def snap(views: list[JobView], cluster: Cluster = Cluster.uniform(2, 4)) -> Snapshot:
+TWO_NODES = Cluster.uniform(2, 4)
+
+
+def snap(views: list[JobView], cluster: Cluster = TWO_NODES) -> Snapshot:
     return Snapshot(time_s=600.0, cluster=cluster, jobs=tuple(views), previous=Decision({}))
 
 

@@ -38,7 +38,10 @@ def view(s: JobSpec, *, placement: Placement | None = None, attained: float = 0.
         batch=None, estimator=None)
 
 
-def snap(t: float, views: list[JobView], cluster: Cluster = Cluster.uniform(1, 4),
+ONE_NODE = Cluster.uniform(1, 4)
+
+
+def snap(t: float, views: list[JobView], cluster: Cluster = ONE_NODE,
          completed: tuple = ()) -> Snapshot:
     return Snapshot(time_s=t, cluster=cluster, jobs=tuple(views), previous=Decision({}),
                     completed=completed)

@@ -25,7 +25,7 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 with warnings.catch_warnings():  # starlette's test client warns about its httpx dependency
     warnings.simplefilter("ignore")

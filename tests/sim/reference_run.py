@@ -26,7 +26,7 @@ then hold on any x86-64 CPU with AVX2 (checked on an AMD EPYC and an Intel Skyla
 It holds only figures this project computed (summaries of its own simulations), none of the
 shared data. Only public APIs that exist before and after the change are used, so the same
 function computes the stored and the current figures. `test_reference.py` compares a subset
-in CI; `benchmarks/bench_scale.py --check-reference` compares every cell.
+in CI; `benchmarks/speed/bench_scale.py --check-reference` compares every cell.
 """
 
 from __future__ import annotations

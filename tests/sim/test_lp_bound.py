@@ -7,7 +7,7 @@
 * Built from the truth, it is never below the current bound (each job alone on the whole
   cluster) and never above what the simulator's policies achieve, also at full size on a
   160-job shared workload and the measured profiles. How long that takes (issue 15: under a
-  minute) is measured by benchmarks/bench_lp_bound.py, not asserted here.
+  minute) is measured by benchmarks/speed/bench_lp_bound.py, not asserted here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """corral.sim.analysis.metrics on hand-computed examples."""
 
+import dataclasses
 import math
 from dataclasses import fields
 
@@ -108,7 +109,7 @@ def test_summarize_by_hand():
 
 def test_summarize_frozen():
     s = summarize(hand_result())
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.avg_jct_s = 1.0  # type: ignore[misc]
 
 

@@ -5,7 +5,7 @@ reference_run.py).
 
 The stored run (`tests/sim/data/reference_summaries.json`, made by `reference_run.py`) covers
 all seven policies on all eight workloads; this test checks the cells that run in a few seconds
-each, and `python benchmarks/bench_scale.py --check-reference` checks every cell. Both compute
+each, and `python benchmarks/speed/bench_scale.py --check-reference` checks every cell. Both compute
 with numpy's AVX2 kernels, as the stored run did (see reference_run.py: optimus-oracle's
 decisions turn on numpy's last bits, which depend on the CPU).
 """

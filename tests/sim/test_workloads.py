@@ -467,7 +467,7 @@ def test_real_philly_busiest_window(apps):
 
 @needs_data
 def test_real_philly_large_window_loads(apps):
-    # speed is measured in benchmarks/bench_sim.py, not asserted here
+    # speed is measured in benchmarks/speed/bench_sim.py, not asserted here
     w = load_philly(PHILLY, apps, start=0, hours=24 * 60)
     assert len(w) > 10_000
     capped = load_philly(PHILLY, apps, start=0, hours=24 * 60, max_jobs=100)

@@ -406,7 +406,8 @@ def emulate(
     for p in policies:
         shown: list[tuple[int, int]] = []
 
-        def progress(submitted: int, ended: int, total: int, p: str = p) -> None:
+        def progress(submitted: int, ended: int, total: int, p: str = p,
+                     shown: list[tuple[int, int]] = shown) -> None:
             if not shown or shown[-1] != (submitted, ended):
                 shown.append((submitted, ended))
                 err_console.print(f"[dim]{p}: {submitted}/{total} submitted, {ended} ended[/]",

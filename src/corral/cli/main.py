@@ -259,6 +259,7 @@ def main() -> None:  # pragma: no cover - entry point
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401
+from corral.cli import data_cmd as _data  # noqa: E402,F401
 from corral.cli import emulate_cmd as _emulate  # noqa: E402,F401
 from corral.cli import live as _live  # noqa: E402,F401
 from corral.cli import replay_cmd as _replay  # noqa: E402,F401

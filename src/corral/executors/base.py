@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, ContextManager
+from typing import Any, ClassVar
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig, JobSpec
@@ -152,13 +152,13 @@ class Executor(ABC):
         jobs it has run. `status` answers UNKNOWN for it after; its logs stay readable. Here:
         nothing is let go."""
 
-    def applying(self) -> ContextManager[None]:
+    def applying(self) -> contextlib.AbstractContextManager[None]:
         """A context in which the service applies one round's decisions (its `place` and
         `stop` calls): an executor that hands slots from a job giving them up to the job that
         takes them (early initialisation) sees the round whole before it acts. Here: nothing."""
         return contextlib.nullcontext()
 
-    def one_instant(self) -> ContextManager[None]:
+    def one_instant(self) -> contextlib.AbstractContextManager[None]:
         """A context around one look of the service at its jobs and what it does about it (a
         tick of its control loop: statuses, reports, a scheduling round and its decision).
         Here time runs on; the emulated executor's clock stands still inside it (see there)."""

@@ -232,7 +232,7 @@ def delta_at_epochs(metric: ArrayLike, epochs: int | None = None) -> float:
     (default: its length): the geometric mean of the last two epochs' relative decreases.
 
     Used to state a job owner's threshold for jobs that in truth stop after a fixed number of
-    epochs (benchmarks/optimus_convergence.py).
+    epochs (benchmarks/fidelity/optimus_convergence.py).
     """
     y = oriented_loss(metric)
     n = y.size if epochs is None else int(epochs)

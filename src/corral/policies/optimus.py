@@ -30,7 +30,7 @@ from corral.policies.placement import gang_allocate
 
 #: Relative convergence threshold δ per Pollux application: the δ at which the fit of the
 #: whole validation curve stops at the application's epoch count (median over the validated
-#: batch sizes of the Pollux artifact's profiles, from benchmarks/optimus_convergence.py).
+#: batch sizes of the Pollux artifact's profiles, from benchmarks/fidelity/optimus_convergence.py).
 #: bert trains 2 epochs, too few to fit; it always uses the fallback.
 USER_DELTA: dict[str, float] = {
     "cifar10": 4.6e-4, "deepspeech2": 6.1e-4, "imagenet": 1.3e-3, "ncf": 1.2e-2,

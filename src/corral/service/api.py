@@ -156,7 +156,7 @@ def _job_list(store: Store) -> Iterator[str]:
     after, first = 0, True
     while True:
         page = store.summaries(after, _LIST_PAGE)
-        for after, text, doc in page:
+        for after, text, doc in page:  # noqa: B007 - `after` pages the next read
             if text is None:
                 text = summary_json(LiveJob.from_doc(doc).summary())
             yield text if first else "," + text

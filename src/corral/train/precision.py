@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, ContextManager
+from typing import Any
 
 import torch
 
@@ -30,7 +30,7 @@ class Precision:
         self.device = device
         self.scaler = torch.amp.GradScaler(device.type) if mode == "fp16" else None
 
-    def autocast(self) -> ContextManager[Any]:
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The context to run the forward pass (and loss) in."""
         if self.mode == "fp32":
             return contextlib.nullcontext()

@@ -21,8 +21,9 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any
 
 import torch
 
@@ -251,7 +252,7 @@ class ElasticTrainer:
             return None
         return GradStats(sqr=max(stats[0], 0.0), var=max(stats[1], _MIN_VAR))
 
-    def autocast(self) -> ContextManager[Any]:
+    def autocast(self) -> AbstractContextManager[Any]:
         """The context for the forward pass and loss under the trainer's precision."""
         return self.precision.autocast()
 

@@ -148,7 +148,7 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAUL
         xs = cols_x[j]
         ys = xs + 1
         seg = lens[fs:] / unit
-        for l_idx, (a, b) in enumerate(job.pieces):
+        for a, b in job.pieces:
             # work * y - len * a * x <= len * b   (time in units: rates per unit time)
             r = row + np.arange(len(xs))
             rows += [r, r]

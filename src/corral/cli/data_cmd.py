@@ -1,0 +1,73 @@
+"""`corral data`: the public datasets the README, tests and benchmarks use. `list` shows each one's
+source (repository and pinned commit), licence, size and paper; `fetch NAME` downloads it into the
+cache, verified against the checksums shipped with corral, and prints the path to pass on.
+
+Registered on the main `corral` app when this module is imported. Thin: the registry and the
+fetcher are `corral.datasets`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from corral.cli.main import app, console, user_errors
+
+data_app = typer.Typer(no_args_is_help=True,
+                       help="Public datasets (Pollux, Philly, Tiresias, ITP, Gavel): list and fetch them.")
+app.add_typer(data_app, name="data")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if n < 1000 or unit == "MB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+@data_app.command("list")
+@user_errors
+def list_() -> None:
+    """Each dataset: contents, source repository at its pinned commit, licence, size, paper, and
+    where it is found here (../shared/data or the cache), if anywhere."""
+    from corral.datasets import cache_dir, datasets, locate, shared_data_dir
+
+    out = []
+    for ds in datasets().values():
+        where = locate(ds.name)
+        files = f"{len(ds.files)} file{'s' * (len(ds.files) > 1)}"
+        ref = f" ({ds.ref})" if ds.ref else ""
+        commit = ds.commit if ds.pinned else f"{ds.commit} (abbreviated: the full commit is not pinned)"
+        out += [f"[bold]{ds.name}[/]  {_size(ds.size)}, {files}, {ds.license}",
+                f"  {ds.title}",
+                f"  source:  https://github.com/{ds.repo}{ref} @ {commit}",
+                f"  paper:   {ds.citation}",
+                f"  here:    {where if where else 'not fetched'}"
+                + (f"  (corral simulate {ds.use})" if ds.use else ""), ""]
+    out.append(f"shared data: {shared_data_dir()}; cache: {cache_dir()}")
+    for line in out:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+@data_app.command()
+@user_errors
+def fetch(
+    names: list[str] = typer.Argument(..., help="Dataset name(s) (see `corral data list`), or `all`."),
+    dir_: Path | None = typer.Option(None, "--dir", help="Keep the files here instead of the cache ($XDG_CACHE_HOME/corral or ~/.cache/corral)."),
+) -> None:
+    """Download datasets from their source at the pinned commit, verify each file's SHA-256, and
+    print the path to pass to `corral simulate`. Files already there and verified are kept."""
+    from corral.datasets import datasets, get
+    from corral.datasets import fetch as run_fetch
+
+    chosen = list(datasets()) if "all" in names else [get(n).name for n in names]
+    for name in chosen:
+        res = run_fetch(name, dir_)
+        ds = res.dataset
+        console.print(f"{ds.name}: {len(ds.files)} file(s) verified in {res.root} "
+                      f"({len(res.downloaded)} downloaded, {len(res.present)} already there)",
+                      highlight=False, soft_wrap=True)
+        console.print(f"path: {res.path}" + (f"  (corral simulate {ds.use})" if ds.use else ""),
+                      highlight=False, soft_wrap=True)

@@ -1,21 +1,13 @@
 """The public datasets corral's README, tests and benchmarks use: where they come from, and how to
-get them without the team's `../shared/data` checkout.
+get them without the team's data checkout (`shared_data_dir`: `$CORRAL_SHARED_DATA`, else
+`../shared/data` beside the repository).
 
-The registry is `corral/data/datasets.json` (package data): for each dataset its source
-repository, the commit its files are pinned at, licence, citation, and every file's path, size and
-SHA-256 as published. `fetch(name)` downloads the files into the user's cache
-(`$XDG_CACHE_HOME/corral`, else `~/.cache/corral`) in the same layout as `../shared/data`
-(`pollux/profiles/bert/placements.csv`, ...), checking each one against the manifest; `locate(name)`
-finds a dataset in `../shared/data` or in that cache, for tests and benchmarks that need it.
-
-Downloads use raw file URLs at the pinned commit (`https://github.com/OWNER/REPO/raw/COMMIT/PATH`).
-`CORRAL_DATA_MIRROR` replaces them with a mirror laid out like `../shared/data`
-(`$CORRAL_DATA_MIRROR/pollux/profiles/bert/placements.csv`); `CORRAL_DATA_GITHUB` replaces
-`https://github.com` (both for mirrors and for tests on a loopback server). A file is written to a
-temporary file beside its destination, verified, and only then moved into place, so a failed or
-interrupted fetch leaves no partial file behind.
-
-Imports only the standard library and `corral.core`.
+The registry is `corral/data/datasets.json`: per dataset its source repository, pinned commit,
+licence, citation and every file's path, size and SHA-256. `fetch(name)` downloads the files at
+the pinned commit into the user's cache (`$XDG_CACHE_HOME/corral`, else `~/.cache/corral`) in the
+checkout's layout, each verified in a temporary file before it is moved into place; `locate(name)`
+finds a dataset in either. `CORRAL_DATA_MIRROR` and `CORRAL_DATA_GITHUB` redirect downloads (a
+mirror, a loopback test server). Imports only the standard library and `corral.core`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The public datasets corral's README, tests and benchmarks use: where they come from, and how to
-get them without the team's data checkout (`shared_data_dir`: `$CORRAL_SHARED_DATA`, else
-`../shared/data` beside the repository).
+"""The public datasets corral's README, tests and benchmarks use, and how to get them without the
+team's data checkout (`shared_data_dir`: `$CORRAL_SHARED_DATA`, else `../shared/data`).
 
 The registry is `corral/data/datasets.json`: per dataset its source repository, pinned commit,
 licence, citation and every file's path, size and SHA-256. `fetch(name)` downloads the files at

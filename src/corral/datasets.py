@@ -1,5 +1,5 @@
 """The public datasets corral's README, tests and benchmarks use, and how to get them without the
-team's data checkout (`shared_data_dir`: `$CORRAL_SHARED_DATA`, else `../shared/data`).
+team's data checkout (`shared_data_dir`).
 
 The registry is `corral/data/datasets.json`: per dataset its source repository, pinned commit,
 licence, citation and every file's path, size and SHA-256. `fetch(name)` downloads the files at
@@ -128,7 +128,7 @@ def _complete(root: Path, ds: Dataset) -> bool:
 
 
 def locate(name: str, roots: list[Path] | None = None) -> Path | None:
-    """The dataset's file or folder (the one to pass to its `use` option) in `../shared/data` or in
+    """The dataset's file or folder (the one to pass to its `use` option) in the data checkout or in
     `corral data`'s cache, whichever holds all of its files first; None where neither does.
     Files are checked for presence only (`fetch` verifies checksums)."""
     ds = get(name)
@@ -156,7 +156,7 @@ def dataset_of(relpath: str | PurePosixPath) -> Dataset | None:
 
 
 def find(relpath: str | PurePosixPath) -> Path | None:
-    """A path of the data folder (`pollux/profiles`, `itp/195job.csv`) in `../shared/data` or in
+    """A path of the data folder (`pollux/profiles`, `itp/195job.csv`) in the data checkout or in
     the cache, whichever has it; None where neither does."""
     for root in (shared_data_dir(), cache_dir()):
         if (root / relpath).exists():

@@ -58,6 +58,8 @@ class JobSpec:
     #: goodput.py apply it to fixed and chosen batches alike; perf.goodput does for chosen ones).
     #: None: no such rule (corral.train estimates noise from consecutive steps instead).
     one_gpu_split_bsz: int | None = None
+    #: The queue (team) the job was submitted to (`corral.core.queues`); None: the default queue.
+    queue: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

@@ -89,6 +89,8 @@ def simulate(
     columns: str | None = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
     model_map: str | None = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
+    queues: Path | None = typer.Option(None, "--queues", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit, weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL)."),
+    quotas: str | None = typer.Option(None, "--quotas", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues)."),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
@@ -120,6 +122,7 @@ def simulate(
                  else [builtin_default(apps, seed=seed)])
     for w in workloads:
         check_feasible(w, shape, truth)
+    tenancy = _queue_setup(queues, quotas, shape)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
@@ -142,7 +145,7 @@ def simulate(
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
                             on_job_progress=jobs_done, bound=lp_bound,
                             store=CellStore(out / "cells") if out is not None else None,
-                            reuse=resume)
+                            reuse=resume, queues=tenancy)
     if matrix.reused:
         err_console.print(f"[dim]{matrix.reused} of {runs} simulation(s) taken from "
                           f"{out / 'cells'} (kept by an earlier run of the same inputs)[/]")
@@ -163,16 +166,51 @@ def simulate(
     if len(workloads) > 1 and len(choices) > 1:
         console.print(per_workload_table({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
                                           for p in summaries}))
+    per_queue = None
+    if tenancy is not None:
+        per_queue = _per_queue(results, workloads, tenancy, shape)
+        console.print(_queue_table(results, per_queue))
     for line in findings(summary_document(results, summaries)):
         console.print(line, highlight=False, soft_wrap=True)
     if out is not None:
-        paths = write_outputs(out, results, summaries)
+        paths = write_outputs(out, results, summaries, queues=per_queue)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
     own, child = peak_rss_mib()
     console.print(f"[dim]peak memory (RSS): {own:,.0f} MiB here"
                   + (f", {child:,.0f} MiB in the largest worker process" if child else "") + "[/]")
     if matrix.failures:
         raise typer.Exit(1)
+
+
+def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster):
+    """The queue tree of `--queues`, "proportional" for `--quotas proportional`, or None."""
+    from corral.core.queues import load_queues
+
+    if queues is not None and quotas is not None:
+        raise CorralError("--queues and --quotas: give one (a queues file, or quotas from the trace)")
+    if quotas is not None:
+        if quotas.strip().lower() != "proportional":
+            raise CorralError(f"--quotas {quotas!r}: the one choice is 'proportional'")
+        return "proportional"
+    return None if queues is None else load_queues(queues, shape.total_gpus)
+
+
+def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
+    """{policy: [per-queue figures per run]} (`corral.sim.analysis.queue_metrics`)."""
+    from corral.sim.analysis.queue_metrics import queue_summary, resolve_queues
+
+    by_name = {}
+    for w in workloads:
+        by_name.setdefault(w.name, w)
+    return {p: [queue_summary(r, resolve_queues(tenancy, by_name[r.workload], shape.total_gpus))
+                for r in rs] for p, rs in results.items()}
+
+
+def _queue_table(results, per_queue: dict):
+    from corral.report.queues import queue_table
+
+    return queue_table((p, r.workload, q) for p, rs in results.items()
+                       for r, q in zip(rs, per_queue[p]))
 
 
 @app.command()

@@ -113,6 +113,7 @@ def simulate(
     if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
     choices = parse_settings(_policy_list(policy), set_ or [], seed=seed)
+    tenancy = _queue_setup(queues, quotas, shape)
     apps = truth.limits()
     span = Window.parse(window) if window is not None else None
     if span is not None and not workload:
@@ -122,7 +123,6 @@ def simulate(
                  else [builtin_default(apps, seed=seed)])
     for w in workloads:
         check_feasible(w, shape, truth)
-    tenancy = _queue_setup(queues, quotas, shape)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "

@@ -237,3 +237,21 @@ def test_no_round_breaks_a_limit_idles_a_guarantee_or_splits_a_gang(case):
             placed[name] = a.placement
             rounds_left[name] -= 1
         previous = decision
+
+
+def test_decayed_usage_lowers_the_borrowing_weight_of_the_queue_that_used_most():
+    tree = parse_queues("usage_half_life_s = 3600\n[queue.a]\n[queue.b]\n")
+    layer = QueuedPolicy(lambda: create_policy("fifo"), tree)
+    assert layer._weights(0.0, {"a": 8}) is None  # no usage yet: the declared weights
+    weights = layer._weights(3600.0, {"b": 8})  # a held 8 GPUs for an hour
+    assert weights["a"] < weights["b"] == 1.0
+    # an hour later a's usage has halved and b has used twice that since: b now weighs less
+    later = layer._weights(7200.0, {})
+    assert weights["a"] < later["a"] < 1.0 and later["b"] < later["a"]
+    # idle GPUs are lent by those weights: b, which used less, gets more of them
+    cluster = Cluster.parse("2x4")
+    jobs = tuple(_view(_spec(f"{q}{i}", 1, q, 7200.0)) for q in "ab" for i in range(8))
+    layer = QueuedPolicy(lambda: create_policy("fifo"), tree)
+    layer._weights(0.0, {"a": 8})
+    layer.decide(Snapshot(3600.0, cluster, jobs, Decision()))
+    assert layer.last_shares.share["b"] > layer.last_shares.share["a"]

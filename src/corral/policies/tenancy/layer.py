@@ -86,6 +86,7 @@ class QueuedPolicy(Policy):
         self.elastic = is_elastic(probe)
         self._usage_gpu_s: dict[str, float] = {}
         self._usage_at: float | None = None
+        self._usage_then: dict[str, int] = {}  # GPUs each queue held at `_usage_at`
         #: The last round's shares and each queue's sub-cluster size (for tests and reports).
         self.last_shares: Shares | None = None
         self.last_carve: dict[str, int] = {}
@@ -122,12 +123,14 @@ class QueuedPolicy(Policy):
         half = self.queues.usage_half_life_s
         if half is None:
             return None
-        if self._usage_at is not None and now > self._usage_at:
+        if self._usage_at is not None and now > self._usage_at:  # what was held since then
             dt = now - self._usage_at
             decay = 0.5 ** (dt / half)
-            for q in set(self._usage_gpu_s) | set(usage):
-                self._usage_gpu_s[q] = self._usage_gpu_s.get(q, 0.0) * decay + usage.get(q, 0) * dt
+            held = self._usage_then
+            for q in set(self._usage_gpu_s) | set(held):
+                self._usage_gpu_s[q] = self._usage_gpu_s.get(q, 0.0) * decay + held.get(q, 0) * dt
         self._usage_at = now
+        self._usage_then = dict(usage)
         leaves = self.queues.leaves
         total_u = sum(self._usage_gpu_s.get(q, 0.0) for q in leaves)
         total_w = sum(self.queues[q].weight for q in leaves)

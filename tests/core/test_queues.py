@@ -163,3 +163,22 @@ def test_two_level_cohorts_lend_to_the_sibling_before_the_other_cohort():
     assert s.share["x"] == 8 and s.share["t"] == 8
     s = shares(tree, {"x": 16, "z": 1, "t": 4}, {}, 16)
     assert (s.share["x"], s.share["z"], s.share["t"]) == (11, 1, 4)
+
+
+def test_a_quota_guarantees_only_the_base_demand_growth_is_borrowed():
+    tree = parse_queues("[queue.a]\nquota = 6\n[queue.b]\n")
+    # a's jobs asked for 2 GPUs and could grow to 8: the quota covers the 2, the rest is shared
+    s = shares(tree, {"a": 8, "b": 8}, {}, 8, base={"a": 2, "b": 8})
+    assert (s.guaranteed["a"], s.share["a"], s.share["b"]) == (2, 5, 3)
+    s = shares(tree, {"a": 8, "b": 8}, {}, 8)
+    assert (s.guaranteed["a"], s.share["a"], s.share["b"]) == (6, 7, 1)
+
+
+def test_elastic_growth_goes_back_to_a_queue_below_its_fair_share_without_quota():
+    tree = parse_queues("[queue.a]\n[queue.b]\n")
+    # a's elastic jobs asked for 2 GPUs and grew into all 8; b's job asks for 2
+    s = shares(tree, {"a": 16, "b": 2}, {"a": 8}, 8, base={"a": 2, "b": 2})
+    assert (s.share["a"], s.share["b"]) == (6, 2) and s.reclaimed_from == ("a",)
+    # gang jobs (all they hold was asked for) are not preempted for a share beyond quota
+    s = shares(tree, {"a": 8, "b": 2}, {"a": 8}, 8)
+    assert (s.share["a"], s.share["b"]) == (8, 0)

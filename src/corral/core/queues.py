@@ -301,13 +301,14 @@ def _subtree_demand(tree: QueueTree, demand: Mapping[str, int]) -> dict[str, int
 
 
 def _split(tree: QueueTree, kids: tuple[str, ...], amount: int, cap: Mapping[str, int],
-           weights: Mapping[str, float]) -> dict[str, int]:
-    """`amount` GPUs among `kids`: each its quota up to `cap` (higher priority first when they
-    do not all fit), then the rest by weight (least given above quota per weight first)."""
+           weights: Mapping[str, float], base: Mapping[str, int]) -> dict[str, int]:
+    """`amount` GPUs among `kids`: each its quota up to its `base` demand (higher priority
+    first when they do not all fit), then the rest by weight up to `cap` (least given above
+    that per weight first)."""
     out = {k: 0 for k in kids}
     left = amount
     for k in sorted(kids, key=lambda k: (-tree[k].priority, k)):
-        g = min(tree.quota(k), cap[k], left)
+        g = min(tree.quota(k), base[k], cap[k], left)
         out[k] = g
         left -= g
     base = dict(out)
@@ -325,14 +326,15 @@ def _split(tree: QueueTree, kids: tuple[str, ...], amount: int, cap: Mapping[str
 
 
 def _allocate(tree: QueueTree, capacity: int, top_cap: Mapping[str, int],
-              cap: Mapping[str, int], weights: Mapping[str, float]) -> dict[str, int]:
+              cap: Mapping[str, int], weights: Mapping[str, float],
+              base: Mapping[str, int]) -> dict[str, int]:
     """Top-down: `capacity` among the top-level queues (each up to `top_cap`), then each
     queue's amount among its children (up to `cap`); every queue's amount, leaves and cohorts."""
     out: dict[str, int] = {}
 
     def down(parent: str | None, amount: int, caps: Mapping[str, int]) -> None:
         kids = tree.children(parent)
-        given = _split(tree, kids, amount, caps, weights)
+        given = _split(tree, kids, amount, caps, weights, base)
         for k, v in given.items():
             out[k] = v
             if tree.children(k):
@@ -342,23 +344,29 @@ def _allocate(tree: QueueTree, capacity: int, top_cap: Mapping[str, int],
 
 
 def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
-           capacity: int, weights: Mapping[str, float] | None = None) -> Shares:
+           capacity: int, weights: Mapping[str, float] | None = None,
+           base: Mapping[str, int] | None = None) -> Shares:
     """Each leaf queue's GPU share this round (module docstring).
 
     `demand`: GPUs each leaf's jobs could use now (waiting jobs' GPUs plus what running jobs
     hold, or could grow to under an elastic policy); `usage`: GPUs its running jobs hold;
-    `weights`: borrowing weights when not the declared ones (decayed-usage fair share).
+    `weights`: borrowing weights when not the declared ones (decayed-usage fair share);
+    `base`: the part of each leaf's demand its quota guarantees (default: all of it; an
+    elastic job's growth beyond what it asked for is only ever borrowed).
     A queue keeps what it holds unless a queue below its quota needs it back: then GPUs are
     taken from the leaves furthest above their fair share (per weight), lowest priority first,
-    never below that fair share. Free GPUs go to the leaves below their fair share, largest
+    never below that fair share. A queue below its fair share of what its jobs asked for
+    (`base`) takes GPUs no job asked for (elastic growth) from leaves above theirs. Free GPUs go to the leaves below their fair share, largest
     gap per weight first, then to any leaf with demand left, limits always respected.
     """
     weights = dict(weights or {})
     leaves = tree.leaves
     d = _subtree_demand(tree, demand)
-    fair = _allocate(tree, capacity, d, d, weights)
-    guaranteed = _allocate(tree, capacity, {k: min(tree.quota(k), d[k])
-                                            for k in tree.children(None)}, d, weights)
+    b = d if base is None else _subtree_demand(
+        tree, {q: min(int(base.get(q, 0)), int(demand.get(q, 0))) for q in leaves})
+    fair = _allocate(tree, capacity, d, d, weights, b)
+    guaranteed = _allocate(tree, capacity, {k: min(tree.quota(k), b[k])
+                                            for k in tree.children(None)}, b, weights, b)
     share = {q: min(max(0, int(usage.get(q, 0))), d[q]) for q in leaves}
     # a cohort's limit caps its subtree's holdings too: trim its lowest-priority leaves
     for name in (q.name for q in tree.queues if tree.children(q.name) and q.limit is not None):
@@ -371,38 +379,54 @@ def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
             share[q] -= cut
             over -= cut
 
-    def room(q: str) -> int:
+    def room(q: str, donor: str | None = None) -> int:
+        """GPUs leaf `q` can still take (from `donor`: its cohorts' holdings do not change)."""
         r = d[q] - share[q]
+        shared = () if donor is None else tree.ancestors(donor)
         for a in tree.ancestors(q):
             limit = tree[a].limit
-            if limit is not None:
+            if limit is not None and a not in shared:
                 r = min(r, limit - sum(share[x] for x in leaves if a in tree.ancestors(x)))
         return max(0, r)
 
+    def w(q: str) -> float:
+        return weights.get(q, tree[q].weight)
+
+    reclaimed: list[str] = []
     free = capacity - sum(share.values())
-    need = {q: max(0, guaranteed[q] - share[q]) for q in leaves}
-    for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):  # quota from idle GPUs
-        take = min(need[q], free, room(q))
-        share[q] += take
-        need[q] -= take
-        free -= take
-    reclaimed = []
-    if any(need.values()):  # reclaim: furthest above fair share per weight, lowest priority first
-        def w(q: str) -> float:
-            return weights.get(q, tree[q].weight)
-        donors = sorted((q for q in leaves if share[q] > fair[q]),
+
+    def serve(want: Mapping[str, int], floor: Mapping[str, int]) -> None:
+        """Give each leaf `want[q]` more: idle GPUs first, then GPUs of the leaves above their
+        `floor` (furthest above their fair share per weight, lowest priority first)."""
+        nonlocal free
+        need = {q: min(max(0, want[q]), d[q] - share[q]) for q in leaves}
+        for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):
+            take = min(need[q], free, room(q))
+            share[q] += take
+            need[q] -= take
+            free -= take
+        if not any(need.values()):
+            return
+        donors = sorted((q for q in leaves if share[q] > floor[q]),
                         key=lambda q: (tree[q].priority, -(share[q] - fair[q]) / w(q), q))
         for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):
             for donor in donors:
                 if need[q] <= 0:
                     break
-                take = min(need[q], share[donor] - fair[donor])
-                if take > 0:
+                take = min(need[q], share[donor] - floor[donor], room(q, donor))
+                if take > 0 and donor != q:
                     share[donor] -= take
                     share[q] += take
                     need[q] -= take
                     if donor not in reclaimed:
                         reclaimed.append(donor)
+
+    # reclaim to quota: from anyone above its fair share (a gang may be preempted)
+    serve({q: guaranteed[q] - share[q] for q in leaves}, fair)
+    # up to the fair share of what jobs asked for: only GPUs that no job asked for (elastic
+    # jobs' growth, given back by shrinking them in place) change hands
+    serve({q: min(fair[q], b[q]) - share[q] for q in leaves},
+          {q: max(fair[q], b[q]) for q in leaves})
     # borrowing: idle GPUs to the leaves below their fair share, then to any with demand left
     while free > 0:
         short = [q for q in leaves if share[q] < fair[q] and room(q) > 0]

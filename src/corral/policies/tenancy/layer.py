@@ -58,16 +58,21 @@ def is_elastic(policy: Policy) -> bool:
     return not _keeps_running(policy)
 
 
-def job_demand(view: JobView, total_gpus: int, elastic: bool) -> int:
-    """GPUs a job could use now: what it holds when running (under an elastic policy, up to
-    twice that, as Pollux explores, within `max_gpus`), its requested GPUs when waiting."""
+def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]:
+    """(GPUs a queue's quota guarantees the job, GPUs it could use now).
+
+    A gang job: what it holds when running, its requested GPUs when waiting, both. A job of an
+    elastic policy is guaranteed what it asked for (what it holds, when that is less) and
+    could use up to twice what it holds (as Pollux explores), within `max_gpus`: its growth is
+    only borrowed, never taken from another queue's quota."""
     spec = view.spec
+    asked = min(max(spec.gpus, spec.min_gpus), total_gpus)
     if view.is_running and view.assignment is not None:
         held = view.num_gpus
         if not elastic:
-            return held
-        return max(held, min(spec.max_gpus, max(2 * held, spec.gpus), total_gpus))
-    return min(max(spec.gpus, spec.min_gpus), total_gpus)
+            return held, held
+        return min(held, asked), max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
+    return asked, asked
 
 
 class QueuedPolicy(Policy):
@@ -150,9 +155,12 @@ class QueuedPolicy(Policy):
             by_queue.setdefault(q, []).append(view)
         usage = {q: sum(v.num_gpus for v in views if v.is_running)
                  for q, views in by_queue.items()}
-        demand = {q: sum(job_demand(v, total, self.elastic) for v in views)
-                  for q, views in by_queue.items()}
-        split = shares(tree, demand, usage, total, self._weights(now, usage))
+        base, demand = {}, {}
+        for q, views in by_queue.items():
+            pairs = [job_demand(v, total, self.elastic) for v in views]
+            base[q] = sum(b for b, _ in pairs)
+            demand[q] = sum(d for _, d in pairs)
+        split = shares(tree, demand, usage, total, self._weights(now, usage), base)
         self.last_shares = split
         kept, sub = self._carve(now, cluster, by_queue, split)
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}

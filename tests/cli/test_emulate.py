@@ -9,26 +9,23 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+import datafiles
 
 from corral.cli.emulate_cmd import submission_body
 from corral.core.jobs import JobSpec, LrRule
 from corral.report.files import JOBS_CSV_COLUMNS
 from corral.service.submission import Submission
 
-POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
 CLI = [sys.executable, "-m", "corral"]
 
 
-@pytest.mark.skipif(not (POLLUX / "profiles").is_dir(),
-                    reason=f"shared data not found at {POLLUX} (the Pollux profiles)")
 def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6(tmp_path) -> None:
+    profiles, workloads = datafiles.need("pollux-profiles"), datafiles.need("pollux-workloads")
     out = tmp_path / "out"
     done = subprocess.run(
-        [*CLI, "emulate", "--workload", str(POLLUX / "workloads" / "workload-6.csv"),
-         "--profiles", str(POLLUX / "profiles"), "--policy", "fifo", "--cluster", "16x4",
+        [*CLI, "emulate", "--workload", str(workloads / "workload-6.csv"),
+         "--profiles", str(profiles), "--policy", "fifo", "--cluster", "16x4",
          "--time-scale", "200", "--limit", "12", "--compare", "--timeout", "120",
          "--out", str(out)],
         capture_output=True, text=True, timeout=240,

@@ -92,7 +92,7 @@ def _replace(cluster: Cluster, types: tuple[str, ...], free: list[int], a: Assig
     held: dict[str, int] = {}
     for node, gpus in a.placement.slots:
         held[types[node]] = held.get(types[node], 0) + gpus
-    best: tuple[tuple[int, int, int], str, list[int]] | None = None
+    best: tuple[tuple[int, int, int], tuple[int, ...]] | None = None
     for rank, t in enumerate(cluster.gpu_types if wanted is None else (wanted,)):
         nodes = cluster.nodes_of_type(t)
         room = sum(free[n] for n in nodes)
@@ -100,13 +100,13 @@ def _replace(cluster: Cluster, types: tuple[str, ...], free: list[int], a: Assig
             continue
         key = (-held.get(t, 0), -room, rank)
         if best is None or key < best[0]:
-            best = (key, t, list(nodes))
+            best = (key, nodes)
     if best is None:
         return None
-    nodes = best[2]
-    packed = consolidated([free[n] for n in nodes], k)
+    chosen = best[1]
+    packed = consolidated([free[n] for n in chosen], k)
     assert packed is not None  # the type has k GPUs free
-    slots = tuple(sorted((nodes[i], gpus) for i, gpus in packed.slots))
+    slots = tuple((chosen[i], gpus) for i, gpus in packed.slots)  # node order kept
     for node, gpus in slots:
         free[node] -= gpus
     return Assignment(Placement(slots), a.batch)

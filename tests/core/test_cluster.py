@@ -127,3 +127,14 @@ def test_type_names() -> None:
     with pytest.raises(ValueError, match="node n: .*odd characters"):
         Node("n", 4, "V100")
     assert Node("n", 4) == Node("n", 4, "") != Node("n", 4, "k80")
+
+
+def test_type_tables_survive_pickling() -> None:
+    """Sweeps send the cluster to worker processes: the tables made in __post_init__ travel."""
+    import pickle
+
+    c = Cluster.parse(MIXED)
+    back = pickle.loads(pickle.dumps(c))
+    assert back == c and hash(back) == hash(c) and back.is_mixed
+    assert back.gpu_types == c.gpu_types and back.nodes_of_type("p100") == (6, 7, 8)
+    assert back.gpus_of_type("v100") == 16 and back.describe() == MIXED

@@ -50,7 +50,7 @@ def test_a_workload_job_reaches_the_service_as_the_same_spec() -> None:
     spec = JobSpec("ncf-7", 12.0, "ncf", gpus=2, batch_size=640, init_bsz=512, max_bsz=4096,
                    min_local_bsz=16, max_local_bsz=256, min_gpus=2, max_gpus=8, adaptive=False,
                    lr_rule=LrRule.SQRT, epochs=9, trace_duration_s=3600.0,
-                   one_gpu_split_bsz=512)
+                   one_gpu_split_bsz=512, gpu_type="v100")
     for f in dataclasses.fields(JobSpec):
         if f.default is not dataclasses.MISSING:
             assert getattr(spec, f.name) != f.default, f"set {f.name} in this test"

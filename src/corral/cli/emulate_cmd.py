@@ -58,8 +58,8 @@ class EmulationOptions:
 
 def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
     """The POST /jobs body of a workload's JobSpec: the same spec on the service's side
-    (every field that changes how the job trains: epochs, the one-GPU split, a trace's
-    duration, so that the emulated job is the simulated one)."""
+    (every field that changes how the job trains or where it may run: epochs, the one-GPU
+    split, a trace's duration, its GPU type, so that the emulated job is the simulated one)."""
     return {"command": ["emulated", spec.app], "name": spec.name, "app": spec.app,
             "gpus": spec.gpus, "min_gpus": spec.min_gpus,
             # a trace row may ask for more GPUs than its model's cap (the simulator runs it so
@@ -70,7 +70,7 @@ def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
             "min_local_bsz": spec.min_local_bsz, "max_local_bsz": spec.max_local_bsz,
             "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value, "epochs": spec.epochs,
             "one_gpu_split_bsz": spec.one_gpu_split_bsz,
-            "trace_duration_s": spec.trace_duration_s}
+            "trace_duration_s": spec.trace_duration_s, "gpu_type": spec.gpu_type}
 
 
 class EmulatedService:

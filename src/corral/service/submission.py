@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from corral.core.cluster import gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
@@ -57,6 +58,12 @@ def _env_key(key: str) -> str:
         raise ValueError(f"env key '{safe_text(key)}' is not a variable name "
                          "([A-Za-z_][A-Za-z0-9_]*)")
     return key
+
+
+def _gpu_type(name: str) -> str:
+    if problem := gpu_type_problem(name):
+        raise ValueError(problem)
+    return name
 
 
 def safe_text(text: str, limit: int = 80) -> str:
@@ -121,6 +128,9 @@ class Submission(BaseModel):
         | None = Field(None, description="the emulated executor: the job's run time in its "
                        "source trace on `gpus` GPUs at `batch_size`; its model's epochs are "
                        "scaled to take that long (JobSpec.trace_duration_s)")
+    gpu_type: Annotated[str, Field(max_length=32), AfterValidator(_gpu_type)] | None = Field(
+        None, description="the GPU type the job may run on (e.g. v100; JobSpec.gpu_type); "
+        "default: any")
     early_init: bool | None = Field(
         None, description="may its workers start (and initialise) on GPUs a job giving them up "
         "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
@@ -172,7 +182,7 @@ class Submission(BaseModel):
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
             lr_rule=self.lr_rule, epochs=self.epochs, trace_duration_s=self.trace_duration_s,
-            one_gpu_split_bsz=self.one_gpu_split_bsz)
+            one_gpu_split_bsz=self.one_gpu_split_bsz, gpu_type=self.gpu_type)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""

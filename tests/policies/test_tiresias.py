@@ -13,7 +13,7 @@ import pytest
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, LrRule, Snapshot
-from corral.core.policy import create_policy
+from corral.core.policy import Promises, create_policy
 from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
@@ -218,7 +218,7 @@ class _AskedEveryRound(TiresiasLas):
     time its last decision said it stands until, with the same jobs active (no arrival or
     completion), it decides the same again."""
 
-    keeps_running_when_none_waits = False  # asked even when every job runs
+    promises = Promises()  # asked even when every job runs
 
     def __init__(self, params: TiresiasParams) -> None:
         super().__init__(params)

@@ -198,7 +198,7 @@ def policies() -> None:
     for name in policy_names():
         cls = policy_class(name)
         params = ", ".join(f"{n}={d!r}" for n, _, d in param_fields(cls)) or "-"
-        kind = " [oracle]" if cls.oracle else ""
+        kind = " [oracle]" if cls.promises.oracle else ""
         table.add_row(name, (cls.summary or (cls.__doc__ or "").strip().splitlines()[0]) + kind, params)
     console.print(table)
 

@@ -222,7 +222,7 @@ class MetricHistory(Sequence[MetricRecord]):
 @dataclass(slots=True)
 class JobView:
     """What a policy sees of one job now. Read-only by convention; rebuilt for every snapshot
-    (the simulator shows a policy that `reads_only_placements` a job's earlier view again while
+    (the simulator shows a policy that reads only placements a job's earlier view again while
     its status and assignment are unchanged)."""
 
     spec: JobSpec

@@ -176,26 +176,26 @@ class Ask(enum.Enum):
 
 
 def should_decide(policy: Policy, at_round: bool, changed: bool, event: bool, now_s: float,
-                  none_waits: bool) -> Ask:
-    """What the policy does at `now_s`. It is asked (DECIDE) at a round (every interval)
-    unless nothing changed since it was last asked (`changed`: arrivals, completions, ...) and
-    its last decision still stands: it decides only when jobs change
-    (`decides_on_change_only`), or it said the same decision holds until later
-    (`Policy.stands_until`); and at an arrival or completion (`event`) when it
-    `reacts_to_events`. Where it would be asked while every active job holds GPUs
-    (`none_waits`) and it `keeps_running_when_none_waits`, its answer is known: every job
-    keeps what it runs (KEEP). A round it is not asked at is still a round (KEEP) unless it
-    decides only on change. The simulator's engine and the live control loop both ask this,
-    so a policy is called at the same moments."""
-    stands = policy.decides_on_change_only or now_s < policy.stands_until()
-    if (at_round and (changed or not stands)) or (policy.reacts_to_events and event):
-        return Ask.KEEP if none_waits and policy.keeps_running_when_none_waits else Ask.DECIDE
-    return Ask.KEEP if at_round and not policy.decides_on_change_only else Ask.NOTHING
+                  none_waits: bool, trust: bool = True) -> Ask:
+    """What the policy does at `now_s`, taking the shortcuts its `Promises` allow (none
+    without `trust`). It is asked (DECIDE) at a round (every interval) unless nothing changed
+    since it was last asked (`changed`: arrivals, completions, ...) and its last decision
+    still stands: it keeps its decision until a change, or it said the same decision holds
+    until later (`Policy.stands_until`); and at once when a change it reacts to happened
+    (`event`). Where it would be asked while every active job holds GPUs (`none_waits`) and
+    it keeps running jobs then, its answer is known (KEEP). A round it is not asked at is
+    still a round (KEEP) unless it decides only on change."""
+    promises = policy.promises
+    on_change_only = trust and promises.on_change_only
+    stands = on_change_only or (trust and now_s < policy.stands_until())
+    if (at_round and (changed or not stands)) or event:
+        return Ask.KEEP if trust and none_waits and promises.keeps_running else Ask.DECIDE
+    return Ask.KEEP if at_round and not on_change_only else Ask.NOTHING
 
 
 def completed_view(view: JobView) -> JobView:
     """The view kept of a finished job for a policy that learns from finished jobs
-    (`Policy.learns_from_completed`): all of it but its estimator, which no policy reads of a
+    (`Reads.COMPLETED`): all of it but its estimator, which no policy reads of a
     finished job and which a live job rebuilds from its last report (kept for as long as the
     service runs). The simulator's engine and the live control loop both keep this."""
     return dataclasses.replace(view, estimator=None)

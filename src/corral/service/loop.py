@@ -26,7 +26,7 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
 from corral.core.ledger import Ask, completed_view, should_decide
-from corral.core.policy import Policy
+from corral.core.policy import Changes, Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.resizes import PendingResize, measure_resize
@@ -53,7 +53,7 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
 
 def check_live_policy(policy: Policy) -> None:
     """CorralError unless `policy` can schedule live jobs (oracles need true remaining time)."""
-    if policy.oracle:
+    if policy.promises.oracle:
         raise CorralError(f"policy {policy.name} is an oracle (it needs each job's true "
                           "remaining time) and cannot schedule live jobs")
 
@@ -79,7 +79,7 @@ class ControlLoop:
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
         #: views of the jobs done so far, kept only for a policy that learns from them
-        #: (`Policy.learns_from_completed`; `completed_view`, as the engine keeps them)
+        #: (`Reads.COMPLETED`; `completed_view`, as the engine keeps them)
         self.completed: list[JobView] = []
         self.previous = Decision({})
         self.rounds = 0
@@ -212,7 +212,7 @@ class ControlLoop:
 
     def _completed(self, job: LiveJob) -> None:
         """`job` finished (DONE): kept as a view if the policy learns from finished jobs."""
-        if self.policy.learns_from_completed:
+        if self.policy.promises.learns_from_completed:
             self.completed.append(completed_view(job.view()))
 
     def _forget(self, job_id: str) -> None:
@@ -236,14 +236,15 @@ class ControlLoop:
             now = self.now_s()
             dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
             self._last_tick_s = now
-            event = self._take_cancels(now)
-            event |= self._sync_executor(now, dt)
+            left = self._take_cancels(now)
+            left |= self._sync_executor(now, dt)
             nodes = self._cluster_changed()
             self._nodes_changed |= nodes
-            event |= nodes
             arrived = self._take_submissions(now)
-            event |= arrived
-            self._changed |= event
+            self._changed |= left or nodes or arrived
+            reacts = self.policy.promises.reacts_to
+            event = ((left and Changes.COMPLETION in reacts) or (nodes and Changes.NODES in reacts)
+                     or (arrived and Changes.ARRIVAL in reacts))
             due = now >= self._next_round_s
             ask = should_decide(self.policy, due, self._changed, event, now, self._none_waits())
             if ask is Ask.DECIDE:

@@ -76,7 +76,7 @@ class SimJob(JobLedger):
                               self._metrics_shown(), oracle)
 
     def placement_view(self) -> JobView:
-        """`view()` for a policy that `reads_only_placements`: the view this method made last
+        """`view()` for a policy that reads only placements (`Reads.PLACEMENTS`): the view this method made last
         while the job's status and assignment are the same objects as then (its progress
         fields are then out of date), a fresh one otherwise."""
         shown = self._placement_view

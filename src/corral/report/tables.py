@@ -102,10 +102,13 @@ def fitted_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int 
     hidden = [c.header for i, c in enumerate(cols) if i not in shown]
     caption = f"{len(hidden)} more column(s) with {more}: {', '.join(hidden)}" if hidden else None
     table = Table(title=title, caption=caption, caption_justify="left")
+    # a table that fits keeps every column at its width; one that cannot (a narrow terminal,
+    # every column needed) is left to rich, which folds cells rather than cropping the table
+    fits = width is not None and table_width([widths[i] for i in shown]) <= width
     for i in shown:
         c = cols[i]
         table.add_column(c.header, justify=c.justify, style=c.style, no_wrap=not c.wrap,
-                         overflow="fold", min_width=widths[i])
+                         overflow="fold", min_width=widths[i] if fits else None)
     for r in rows:
         table.add_row(*(r[i] if markup else escape(r[i]) for i in shown))
     return table, hidden

@@ -90,11 +90,16 @@ err_console = Console(stderr=True)
 
 def print_table(table, wide: bool = False) -> None:
     """Print a table on stdout; `wide`: at the width its columns need, past the terminal's."""
-    if wide:
-        need = console.measure(table, options=console.options.update_width(10_000)).maximum
-        console.print(table, width=max(console.width, need), crop=False)
-    else:
+    if not wide:
         console.print(table)
+        return
+    width = console.width
+    try:  # rich prints no wider than its console: widen it for this table
+        console.width = max(width, console.measure(table, options=console.options.update_width(
+            10_000)).maximum)
+        console.print(table, crop=False)
+    finally:
+        console.width = width
 
 DEFAULT_POLICIES = ["fifo", "tiresias-las", "optimus-oracle", "pollux", "srtf"]
 
@@ -178,8 +183,6 @@ def simulate(
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Window, builtin_default, load_workloads
 
-    if jobs is not None and jobs < 1:
-        raise CorralError("--jobs must be >= 1")
     if resume and out is None:
         raise CorralError("--resume needs --out: the folder whose cells an earlier run kept")
     source = TruthSource.of(profiles, catalog)

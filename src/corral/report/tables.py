@@ -72,9 +72,9 @@ def table_width(widths: Sequence[int]) -> int:
 def _content_width(col: Col, cells: Iterable[str]) -> int:
     texts = [col.header, *cells]
     whole = max(cell_len(line) for t in texts for line in (t.splitlines() or [""]))
-    if col.wrap:  # room for a few words a line: the longest word, the header, 24 at least
+    if col.wrap:  # room for a few words a line: the longest word, the header, 16 at least
         word = max([cell_len(col.header)] + [cell_len(w) for t in texts for w in t.split()])
-        return min(whole, max(word, 24))
+        return min(whole, max(word, 16))
     return whole
 
 

@@ -65,6 +65,12 @@ def test_comparison_table_fits_many_workloads_and_a_stopped_run(width):
     assert "the emulation took longer" in words  # prose wraps between words, is not cut
 
 
+def test_comparison_table_leaves_a_column_of_dashes_last():
+    rows = [(p, "default", dict(SUMMARY, gap=None, lp_bound_avg_jct_s=None)) for p in POLICIES]
+    headers = [c.header for c in comparison_table(rows, width=120).columns]
+    assert "gap" not in headers and "LB ratio" in headers
+
+
 def test_comparison_table_without_width_has_every_column():
     table = comparison_table([("pollux", "w", SUMMARY)])
     assert [c.header for c in table.columns] == ["policy", "workload",

@@ -146,7 +146,7 @@ def comparison_table(rows: Iterable[tuple[str, str, Summary | Mapping[str, Any]]
     words (and its figures cover only the finished jobs); it is left out when none did.
 
     `width` (a terminal's columns): only the metrics that fit, in `METRIC_RANKS` order (avg JCT
-    always), the caption naming the others and `more`, the option that shows them; when every
+    always; a metric no row has comes last), the caption naming the others and `more`, the option that shows them; when every
     row has the same workload it is named in the title instead of a column.
     """
     rows = [(policy, workload, _as_dict(summary)) for policy, workload, summary in rows]
@@ -175,7 +175,10 @@ def _fitted_comparison(rows: list[tuple[str, str, Mapping[str, Any]]], title: st
     if one:
         title = f"{title}: {workloads[0]}" if title else f"workload {workloads[0]}"
     cols = [Col("policy", style="bold")] + ([] if one else [Col("workload")])
-    cols += [Col(header, rank=METRIC_RANKS.get(key, 99), justify="right")
+    # a metric no row has (the gap without --lp-bound) comes last: a column of dashes tells little
+    cols += [Col(header, rank=METRIC_RANKS.get(key, 99) if any(d.get(key) is not None
+                                                              for _, _, d in rows) else 100,
+                 justify="right")
              for header, key, _ in METRIC_COLUMNS]
     if stops:
         cols.append(Col("stopped early", style="yellow", wrap=True))

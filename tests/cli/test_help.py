@@ -16,7 +16,22 @@ from typer.testing import CliRunner
 from corral.cli.main import app
 from corral.cli.progress import Counter
 
-COMMANDS = sorted(typer.main.get_command(app).commands)
+ROOT = typer.main.get_command(app)
+COMMANDS = sorted(ROOT.commands)
+
+
+def command_paths(group, prefix=()) -> list[tuple[str, ...]]:
+    """Every command and group under `group`, as the words that name it (`("data", "fetch")`)."""
+    out = []
+    for name, command in sorted(group.commands.items()):
+        out.append((*prefix, name))
+        if getattr(command, "commands", None):
+            out += command_paths(command, (*prefix, name))
+    return out
+
+
+PATHS = command_paths(ROOT)
+GROUPS = [()] + [p for p in PATHS if getattr(ROOT.commands[p[0]], "commands", None) and len(p) == 1]
 # what typer shows for an option without a metavar: <int>, <float>, <bool>, <list[Path]>, ...
 PYTHON_TYPE = re.compile(r"<\s*(list\[[^\]]*\]|bool|int|float|str|path|file|directory|text"
                          r"|choice|datetime|uuid)\s*>", re.IGNORECASE)
@@ -35,10 +50,10 @@ def test_every_command_is_walked():
             "logs"} <= set(COMMANDS)
 
 
-@pytest.mark.parametrize("command", ["", *COMMANDS])
+@pytest.mark.parametrize("path", [(), *PATHS], ids=lambda p: " ".join(p) or "corral")
 @pytest.mark.parametrize("width", [80, 120])
-def test_help_has_no_python_types_and_cuts_nothing(command, width):
-    text = help_text(*([command] if command else []), width=width)
+def test_help_has_no_python_types_and_cuts_nothing(path, width):
+    text = help_text(*path, width=width)
     assert not PYTHON_TYPE.search(text), PYTHON_TYPE.search(text).group(0)
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= width
@@ -65,12 +80,14 @@ def test_jobs_default_is_what_it_means():
     assert "[default: 0]" not in jobs and "[default: (the CPU count)]" in jobs, jobs
 
 
-def test_command_summaries_are_one_short_line():
-    text = help_text()
+@pytest.mark.parametrize("group", GROUPS, ids=lambda p: " ".join(p) or "corral")
+def test_command_summaries_are_one_short_line(group):
+    text = help_text(*group)
     panel = text[text.index("Commands"):]
     rows = [ln for ln in panel.splitlines()[1:] if ln.startswith("│")]
-    assert len(rows) == len(COMMANDS), panel  # no summary wraps onto a second line
-    for name in COMMANDS:
+    names = [p[-1] for p in PATHS if p[:-1] == group]
+    assert len(rows) == len(names), panel  # no summary wraps onto a second line
+    for name in names:
         assert any(row.startswith(f"│ {name} ") for row in rows), name
 
 

@@ -67,8 +67,26 @@ class _Command(TyperCommand):
 
 
 class _Group(TyperGroup):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = _paragraphs(self.help)
+        _adopt(self)
+
     def get_params(self, ctx):
         return _plain_metavars(super().get_params(ctx), ctx)
+
+
+def _adopt(group: TyperGroup) -> None:
+    """A sub-app added with add_typer (`corral data`) is built with typer's own classes: its
+    commands get the same help as the others (the classes add behaviour only, no state)."""
+    for command in (group.commands or {}).values():
+        if type(command) is TyperCommand:
+            command.__class__ = _Command
+            command.help = _paragraphs(command.help)
+        elif type(command) is TyperGroup:
+            command.__class__ = _Group
+            command.help = _paragraphs(command.help)
+            _adopt(command)
 
 
 class _App(typer.Typer):

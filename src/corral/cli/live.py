@@ -188,6 +188,8 @@ def submit(
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
+    for change in job.get("adjusted") or []:
+        err_console.print(f"note: {escape(change)}", soft_wrap=True)
     console.print(job["id"])
 
 

@@ -3,7 +3,8 @@
 Every endpoint but /healthz and the schema needs `Authorization: Bearer <token>`; a missing or
 wrong token gets 401. Errors are one line in `detail`: a malformed body (422) names the field
 and what is wrong with it; an inconsistent job (400) says why; a body over MAX_BODY_BYTES gets
-413 before it is parsed. No request can make a 500 on purpose: what a body may hold is bounded
+413 before it is parsed. What the service changes of a submission (a max_gpus over the
+cluster's GPUs, capped) is listed in the answer's `adjusted` and recorded as "adjusted" events. No request can make a 500 on purpose: what a body may hold is bounded
 in corral.service.submission, and every message echoes client text only through `safe_text`.
 The API only reads the store and the executor's logs and writes submissions and cancel
 requests; the control loop does the rest. `/healthz` says whether the control loop and the
@@ -105,12 +106,16 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
-        checked = sub.checked(loop.cluster.total_gpus)
+        gpus = loop.cluster.total_gpus
+        checked = sub.checked(gpus)
         executor.check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
-        return LiveJob.from_doc(doc).summary()
+        adjusted = sub.adjustments(gpus)
+        for change in adjusted:
+            store.add_event(now, doc["id"], "adjusted", change)
+        return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}
 
     @app.get("/jobs", dependencies=[Depends(authorized)])
     def jobs() -> StreamingResponse:

@@ -162,6 +162,17 @@ class Submission(BaseModel):
                                        "max_batch_size": max_bsz, "min_local_bsz": lo,
                                        "max_local_bsz": hi, "init_batch_size": m0})
 
+    def adjustments(self, cluster_gpus: int) -> list[str]:
+        """What `checked(cluster_gpus)` changes of what the user asked for, one line each (the
+        API answers them as the submission's `adjusted` and records each as an "adjusted"
+        event): a max_gpus above the cluster's GPUs is capped to them. Defaults filled in where
+        the user said nothing are not changes."""
+        changes = []
+        if self.max_gpus is not None and self.max_gpus > cluster_gpus:
+            changes.append(f"max_gpus capped from {self.max_gpus} to {cluster_gpus} "
+                           f"(the cluster has {cluster_gpus} GPUs)")
+        return changes
+
     def display_name(self) -> str:
         """The given name, else the script's (`python train.py --epochs 8` -> train)."""
         if self.name:

@@ -1,11 +1,14 @@
 """The REST API of the live service (FastAPI; the OpenAPI schema is at /openapi.json).
 
 Every endpoint but /healthz and the schema needs `Authorization: Bearer <token>`; a missing or
-wrong token gets 401. Errors are one line in `detail`: a malformed body (422) names the field
-and what is wrong with it; an inconsistent job (400) says why; a body over MAX_BODY_BYTES gets
-413 before it is parsed. What the service changes of a submission (a max_gpus over the
-cluster's GPUs, capped) is listed in the answer's `adjusted` and recorded as "adjusted" events. No request can make a 500 on purpose: what a body may hold is bounded
-in corral.service.submission, and every message echoes client text only through `safe_text`.
+wrong token gets 401. Errors are one line in `detail`: a body that is not a valid submission
+(422: not JSON, not an object, a field missing, unknown, of the wrong type or out of bounds)
+names the field and what is wrong with it, as does a bad query parameter (422); a well-formed
+but inconsistent job (400) says why; a body over MAX_BODY_BYTES gets 413 before it is parsed.
+What the service changes of a submission (a max_gpus over the cluster's GPUs, capped) is listed
+in the answer's `adjusted` and recorded as "adjusted" events. No request can make a 500 on
+purpose: what a body may hold is bounded in corral.service.submission, and every message echoes
+client text only through `safe_text`.
 The API only reads the store and the executor's logs and writes submissions and cancel
 requests; the control loop does the rest. `/healthz` says whether the control loop and the
 executor still go round (corral.service.health). `/` is the web dashboard and `/docs` an API

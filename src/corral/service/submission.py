@@ -7,7 +7,8 @@ may grow it to 8x M0 (Pollux allows "up to 32x" but leaves the cap to the applic
 spec 2.3); the per-GPU batch may range from max(1, M0/8) to M0; `gpus` (the user's own
 configuration, used by non-adaptive policies) lies within [min_gpus, max_gpus].
 
-What is accepted at all (the bounds; a body outside them gets a one-line 422 naming the field,
+What is accepted at all (the bounds; a body outside them - or one that is not JSON at all - gets
+a one-line 422 naming the field,
 so nothing a client sends can reach the executor and fail there): every string is valid UTF-8
 (no lone surrogate) without NUL bytes, since neither can be passed to a process or encoded in a
 response; env keys are environment variable names (`[A-Za-z_][A-Za-z0-9_]*`); the command has at
@@ -78,6 +79,10 @@ def one_line_validation_error(errors: Sequence[Any], what: str = "submission") -
     text escaped, at most five problems)."""
     parts = []
     for err in errors[:5]:
+        if err.get("type") == "json_invalid":  # FastAPI: loc ("body", <offset>), "JSON decode error"
+            why = (err.get("ctx") or {}).get("error")
+            parts.append("body: not valid JSON" + (f" ({safe_text(str(why), 200)})" if why else ""))
+            continue
         loc = [safe_text(str(x), 40) for x in err.get("loc", ()) if x not in ("body",)]
         parts.append(f"{'.'.join(loc) or 'body'}: {safe_text(str(err.get('msg', 'invalid')), 200)}")
     more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""

@@ -24,7 +24,8 @@ decided and applied at one instant, as in the simulator, whatever its real time.
 
 All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
 service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
-queues again and resumes from its checkpoint when the policy next places it.
+queues again and resumes from its checkpoint when the policy next places it; a job that held
+GPUs is recorded as requeued by the restart, with a 0-GPU assignment (corral.service.records).
 
 Fault isolation: whatever the executor raises for one job (placing, stopping, cancelling or
 reclaiming it) fails that job with an "error" event; the loop goes on. `last_round` (monotonic
@@ -51,6 +52,7 @@ from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
+from corral.service.records import again_words, note_service_restart, take_shutdown
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
@@ -141,6 +143,7 @@ class ControlLoop:
         would have had the service never stopped (10,000 stored jobs take a second or two to
         read: 3,000 emulated seconds a second at `corral serve --time-scale 3000`)."""
         now = self.now_s()
+        shutdown_s = take_shutdown(self.store)  # None: the last service was killed
         active: list[LiveJob] = []
         for seq, doc in self._stored_jobs():
             self._seq = max(self._seq, seq)
@@ -174,8 +177,8 @@ class ControlLoop:
                 self.store.save_job(*job.record())
                 self._forget(job.id)
                 continue
-            if job.placement:
-                self.store.add_event(now, job.id, "requeued", "service restarted")
+            if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
+                note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()
             self.jobs[job.id] = job
             self.store.save_job(*job.record())
@@ -514,6 +517,7 @@ class ControlLoop:
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
         old_gpus = job.placement.num_gpus
+        requeued_after = job.requeued_after  # why it waited, if it ran before
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         if not changed and batch == old_batch:
@@ -522,11 +526,11 @@ class ControlLoop:
         batch_text = f"{batch.local_bsz}x{batch.accum_steps + 1}" if batch else None
         self.store.add_assignment(now, job.id, str(placement), placement.num_gpus, batch_text)
         if placement:
-            again = not was_placed and job.restarts > restarts  # resumed after preemption
+            again = not was_placed and job.restarts > restarts  # resumed after preemption/restart
             self.store.add_event(now, job.id, "resized" if was_placed else "started",
                                  f"{placement.num_gpus} GPU(s) {placement}"
                                  + (f", batch {batch_text}" if batch_text else "")
-                                 + (" (again, after preemption)" if again else ""))
+                                 + (again_words(requeued_after) if again else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(

@@ -41,6 +41,7 @@ from corral.service.endpoint import (
     write_address,
 )
 from corral.service.loop import ControlLoop, check_live_policy
+from corral.service.records import note_shutdown
 from corral.service.store import Store
 
 __all__ = ["ServeOptions", "serve"]
@@ -191,6 +192,11 @@ def _shutdown(loop: ControlLoop | None, executor: Any, timeout_s: float) -> None
     """Stop the executor (every job's workers asked to checkpoint and stop), logging what
     happens before and after."""
     log.info(shutdown_line(loop, timeout_s))
+    if loop is not None:
+        try:  # the jobs' GPUs are free from now: the next start records 0 GPUs from here
+            note_shutdown(loop.store, loop.now_s())
+        except Exception:  # noqa: BLE001 - the workers must be stopped all the same
+            log.exception("cannot record the shutdown's time")
     started = time.monotonic()
     try:
         executor.shutdown(timeout_s)

@@ -1,0 +1,72 @@
+"""The words the service records for what happened to a job, from one place: the dashboard,
+`corral describe`, `corral jobs --json` and /metrics name each thing the same way.
+
+A service restart: a job that held GPUs when the service stopped is recorded as requeued by a
+service restart (`note_service_restart`), with a 0-GPU assignment from when its workers stopped
+holding them - the shutdown, when the service was stopped (`note_shutdown` records its time),
+else the restart, since a service killed outright leaves its workers training until the next
+one reclaims them - and its next start says "again, after a service restart" (`again_words`),
+where a start after the policy took its GPUs away says "again, after preemption".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from corral.core.cluster import Placement
+
+if TYPE_CHECKING:
+    from corral.service.jobs import LiveJob
+    from corral.service.store import Store
+
+__all__ = ["AFTER_PREEMPTION", "AFTER_SERVICE_RESTART", "again_words", "note_shutdown",
+           "take_shutdown", "note_service_restart"]
+
+#: why a job that had run waits to be placed again (`LiveJob.requeued_after`)
+AFTER_PREEMPTION = "preemption"
+AFTER_SERVICE_RESTART = "a service restart"
+
+_SHUTDOWN_META = "shutdown_s"  # service time of the last orderly shutdown, until recovered
+
+
+def again_words(requeued_after: str) -> str:
+    """What a start of a job that ran before adds: ' (again, after preemption)'."""
+    return f" (again, after {requeued_after or AFTER_PREEMPTION})"
+
+
+def note_shutdown(store: Store, now_s: float) -> None:
+    """The service stops in order at `now_s` (service time): every job's workers are asked to
+    checkpoint and stop now, so their GPUs are free from here (read by `take_shutdown`)."""
+    store.set_meta(_SHUTDOWN_META, repr(float(now_s)))
+
+
+def take_shutdown(store: Store) -> float | None:
+    """The time of the orderly shutdown before this start, once (None after a kill)."""
+    value = store.meta(_SHUTDOWN_META)
+    if not value:
+        return None
+    store.set_meta(_SHUTDOWN_META, "")
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def note_service_restart(store: Store, job: LiveJob, now_s: float,
+                         shutdown_s: float | None) -> None:
+    """`job` held GPUs when the service stopped and is queued again at the restart (`now_s`):
+    a 0-GPU assignment from when its workers stopped holding them and a "requeued" event
+    saying why."""
+    held = f"{job.placement.num_gpus} GPU(s) ({job.placement})"
+    if shutdown_s is not None and shutdown_s <= now_s:
+        since = shutdown_s
+        how = (f"the service was stopped at {shutdown_s:.1f} s (its workers were asked to "
+               f"checkpoint and stop) and restarted at {now_s:.1f} s")
+    else:
+        since = now_s
+        how = (f"the service was killed and restarted at {now_s:.1f} s (its workers, left "
+               "running, were reclaimed: asked to checkpoint and stop)")
+    store.add_assignment(since, job.id, str(Placement()), 0, None)
+    store.add_event(now_s, job.id, "requeued",
+                    f"after a service restart: {how}; it held {held} and waits to be placed "
+                    "again (it resumes from its checkpoint)")

@@ -35,9 +35,8 @@ def replay(
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
-    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog
+    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog, replay_summary
     from corral.sim.analysis.measured_run import replay as run_replay
-    from corral.sim.analysis.measured_run import replay_summary
 
     _load_policy_modules(policy_module or [])
     run = MeasuredRun.from_record(read_run(resolve(data_dir)))

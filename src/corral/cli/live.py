@@ -329,7 +329,7 @@ def describe(
         events.add_row(f"{e['time_s']:.1f}", escape(e["kind"]), escape(e["detail"]))
     out(events)
     launches = Table(title="launches (first report of each)")
-    for col in ("launch", "time (s)", "workers", "batch", "resumed from step"):
+    for col in ("launch", "time (s)", "workers", "batch", "resumed from step", "how it started"):
         launches.add_column(col)
     seen: set = set()
     for t in telemetry:
@@ -338,7 +338,8 @@ def describe(
         seen.add(t["launch"])
         batch = f"{t['local_bsz']}x{(t['accum_steps'] or 0) + 1}" if t["local_bsz"] else "-"
         launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]), batch,
-                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]))
+                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]),
+                         t.get("launch_start") or "-")  # corral.service.records' words
     out(launches)
     assigned = Table(title="assignments")
     for col in ("time (s)", "placement", "GPUs", "batch"):

@@ -52,7 +52,7 @@ from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
-from corral.service.records import again_words, note_service_restart, take_shutdown
+from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
@@ -419,16 +419,10 @@ class ControlLoop:
         if launch is None or int(launch) <= job.noted_launch:
             return
         job.noted_launch = int(launch)
-        resumed = report.get("resumed")
         self._note_resize(now, job, report)
-        if resumed and resumed.get("in_place") is not None:
-            return  # resized in place: _note_resize said so
-        if resumed:
-            self.store.add_event(now, job.id, "resumed",
-                                 f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
-                                 f"{resumed.get('epoch')} (step {resumed.get('steps')})")
-        elif int(launch) > 0:
-            self.store.add_event(now, job.id, "fresh", "started fresh (no usable checkpoint)")
+        event = launch_event(report.get("resumed"), int(launch))  # none in place: see above
+        if event is not None:
+            self.store.add_event(now, job.id, *event)
 
     def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
         """The first report of a launch that follows a resize: how it was resized and how long
@@ -446,6 +440,7 @@ class ControlLoop:
                              f"{mechanism}: {record['from_gpus']} -> {record['to_gpus']} "
                              f"worker(s), launch {record['launch']} trained after a pause of "
                              f"{pause:.2f} s")
+        self.store.save_job(*job.record())  # its resizes as its event says, not a second later
 
     def _round(self, now: float, fill_in: bool = False) -> None:
         """Call the policy and apply its decision; a fill-in round applies only placements of

@@ -1,6 +1,12 @@
 """The words the service records for what happened to a job, from one place: the dashboard,
 `corral describe`, `corral jobs --json` and /metrics name each thing the same way.
 
+How a launch started and how a job was resized (`LaunchStart`): "fresh", "checkpoint-restart"
+(new workers restored a checkpoint: a resize by restart, a resume after preemption, a service
+restart or a crash) or "in-place" (resized in place, no checkpoint read). The telemetry stores
+it with every report (`launch_start`), so the dashboard and `corral describe` show the same
+word for a launch, and a resize's `mechanism` (its record, /metrics) is the same word again.
+
 A service restart: a job that held GPUs when the service stopped is recorded as requeued by a
 service restart (`note_service_restart`), with a 0-GPU assignment from when its workers stopped
 holding them - the shutdown, when the service was stopped (`note_shutdown` records its time),
@@ -11,7 +17,9 @@ where a start after the policy took its GPUs away says "again, after preemption"
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import enum
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import Placement
 
@@ -20,7 +28,50 @@ if TYPE_CHECKING:
     from corral.service.store import Store
 
 __all__ = ["AFTER_PREEMPTION", "AFTER_SERVICE_RESTART", "again_words", "note_shutdown",
-           "take_shutdown", "note_service_restart"]
+           "take_shutdown", "note_service_restart", "LaunchStart", "IN_PLACE",
+           "CHECKPOINT_RESTART", "RESIZE_MECHANISMS", "launch_start", "launch_event"]
+
+
+class LaunchStart(str, enum.Enum):
+    """How a launch (a worker set) of a job started, from its first report's `resumed`; a
+    resize's mechanism is named by the same words (`RESIZE_MECHANISMS`). Shown as they are in
+    the dashboard's and `corral describe`'s launches (the telemetry's `launch_start`), the
+    resizes of `corral jobs --json` (`mechanism`) and /metrics (`mechanism` label)."""
+
+    FRESH = "fresh"  # from the beginning: no checkpoint to resume from
+    CHECKPOINT_RESTART = "checkpoint-restart"  # new workers restored the job's checkpoint
+    IN_PLACE = "in-place"  # resized in place: the state came from the workers already running
+
+
+IN_PLACE = LaunchStart.IN_PLACE.value
+CHECKPOINT_RESTART = LaunchStart.CHECKPOINT_RESTART.value
+#: how a running job is resized: the words of `LiveJob.resizes[].mechanism` and /metrics
+RESIZE_MECHANISMS = (IN_PLACE, CHECKPOINT_RESTART)
+
+
+def launch_start(resumed: Mapping[str, Any] | None) -> LaunchStart:
+    """How the launch whose first report holds `resumed` started (corral.train writes it:
+    None for a fresh start, {"checkpoint", ...} after a restore, {"in_place", ...} after an
+    in-place resize)."""
+    if not isinstance(resumed, Mapping) or not resumed:
+        return LaunchStart.FRESH
+    if resumed.get("in_place") is not None:
+        return LaunchStart.IN_PLACE
+    return LaunchStart.CHECKPOINT_RESTART
+
+
+def launch_event(resumed: Mapping[str, Any] | None, launch: int) -> tuple[str, str] | None:
+    """The event (kind, detail) that records where launch `launch` started from: "resumed"
+    from a checkpoint, "fresh" for a later launch without one; None for the first fresh launch
+    and for an in-place resize (its "resize-pause" event records it)."""
+    start = launch_start(resumed)
+    if start is LaunchStart.IN_PLACE:
+        return None
+    if start is LaunchStart.CHECKPOINT_RESTART:
+        assert resumed is not None
+        return ("resumed", f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
+                           f"{resumed.get('epoch')} (step {resumed.get('steps')})")
+    return ("fresh", "started fresh (no usable checkpoint)") if launch > 0 else None
 
 #: why a job that had run waits to be placed again (`LiveJob.requeued_after`)
 AFTER_PREEMPTION = "preemption"

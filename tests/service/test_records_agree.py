@@ -30,8 +30,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DASHBOARD_JS = Path(corral.service.dashboard.__file__).parent / "static" / "dashboard.js"
 
 
-def _cli(monkeypatch, web_app, *args: str) -> str:
-    """`corral ARGS` against the app in-process; its output."""
+def _serve_cli(monkeypatch, web_app) -> None:
+    """The CLI's client calls `web_app` in-process."""
     def client(*_):
         c = Client.__new__(Client)
         c.url = "http://testserver"
@@ -39,6 +39,11 @@ def _cli(monkeypatch, web_app, *args: str) -> str:
         return c
 
     monkeypatch.setattr("corral.cli.live._client", client)
+
+
+def _cli(monkeypatch, web_app, *args: str) -> str:
+    """`corral ARGS` against the app in-process; its output."""
+    _serve_cli(monkeypatch, web_app)
     result = CliRunner().invoke(cli_app, list(args))
     assert result.exit_code == 0, result.output
     return result.output
@@ -133,3 +138,15 @@ def test_a_service_restart_reads_alike_in_the_dashboard_and_describe(
     described = " ".join(_cli(monkeypatch, web_app, "describe", a).split())
     assert "(again, after a service restart)" in described.replace("│ ", "").replace(" │", "")
     assert "preempt" not in described
+
+
+def test_corral_submit_says_what_the_service_changed(store, fake_executor, monkeypatch,
+                                                     tmp_path) -> None:
+    """`corral submit --max-gpus 1000` on 4 GPUs: the job id on stdout, the cap on stderr."""
+    loop = make_loop(store, fake_executor)
+    _serve_cli(monkeypatch, create_app(store, fake_executor, loop, TOKEN))
+    result = CliRunner().invoke(cli_app, ["submit", "--max-gpus", "1000", "--cwd", str(tmp_path),
+                                          "--", "python", "a.py"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "job-1"
+    assert result.stderr.strip() == "note: max_gpus capped from 1000 to 4 (the cluster has 4 GPUs)"

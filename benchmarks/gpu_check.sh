@@ -55,12 +55,12 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs it bounded, its log in LOG_DIR/
 # baselines and on a dataset already on the GPU (its input path left out), each launch then
 # profiled for 10 steps (the device's busy share of a step, the ops by device and host time)
 # with its chrome trace kept in LOG_DIR
-stage overhead_profile "${PROFILE_S:-200}" python3 benchmarks/bench_train_overhead.py \
+stage overhead_profile "${PROFILE_S:-200}" python3 benchmarks/live/bench_train_overhead.py \
   --device cuda --models resnet18 --precisions fp32 --baselines plain resident --device-data \
   --rounds 2 --steps 100 --profile 10 --trace "$LOG_DIR/traces"
 # the same at CIFAR-10's epoch length (196 steps, two epoch ends in the timed steps): the
 # per-step cost a user sees, epoch-end work amortised as in real training
-stage overhead_cifar "${CIFAR_S:-150}" python3 benchmarks/bench_train_overhead.py \
+stage overhead_cifar "${CIFAR_S:-150}" python3 benchmarks/live/bench_train_overhead.py \
   --device cuda --models resnet18 --precisions fp32 --baselines resident --epoch-steps 196 \
   --rounds 2 --steps 400
 stage gpu_tests "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider -rs \
@@ -68,12 +68,12 @@ stage gpu_tests "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider -
 PARALLEL=(); python3 -c "import xdist" 2>/dev/null && PARALLEL=(-n 8)
 stage train_tests "${TRAIN_TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider -rs \
   "${PARALLEL[@]}" --timeout 90 tests/train
-stage overhead "${BENCH_S:-150}" python3 benchmarks/bench_train_overhead.py --device cuda \
+stage overhead "${BENCH_S:-150}" python3 benchmarks/live/bench_train_overhead.py --device cuda \
   --models resnet50 --precisions fp32 --baselines plain resident --device-data \
   --rounds 1 --steps 100 --profile 10
 # ResNet-50 at the same 196-step epochs (12,544 images, 7.5 GB): the trainer's own cost
 # against the resident loop with epoch-end work amortised as in real training
-stage overhead_long "${LONG_S:-300}" python3 benchmarks/bench_train_overhead.py --device cuda \
+stage overhead_long "${LONG_S:-300}" python3 benchmarks/live/bench_train_overhead.py --device cuda \
   --models resnet50 --precisions fp32 --baselines resident --epoch-steps 196 \
   --rounds 2 --steps 300
 # the traces as one file (the device tool brings back at most 8 files)

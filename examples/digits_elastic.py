@@ -23,7 +23,7 @@ restore halves it), but a job should not rely on that.
 micro-batch also waits MS milliseconds per sample of the worker's batch, as a worker waits for
 its GPU. The waits leave the cores free, so the workers of a job scale as on GPUs and jobs do
 not slow each other down (CPU workers on a small machine do both); the benchmarks of live runs
-against the simulator use it (benchmarks/bench_mechanism_live.py).
+against the simulator use it (benchmarks/live/bench_mechanism_live.py).
 """
 
 from __future__ import annotations

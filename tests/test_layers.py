@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md hold: `lint-imports` checks the import-linter contracts in
+"""The layers of docs/design.md hold: `lint-imports` checks the import-linter contracts in
 pyproject.toml (one per row of the Layers table, and torch only in corral.train), so a test run
 shows a broken layer as CI does."""
 

@@ -1,4 +1,6 @@
-"""The README's "Adding a policy" example runs as written, in the simulator."""
+"""The documentation's code runs as written: the "Adding a policy" example of docs/policies.md
+in the simulator, and every `corral <command>` in the shell blocks of the README and of the
+docs pages is a command of the CLI."""
 
 from __future__ import annotations
 
@@ -13,18 +15,20 @@ from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def test_readme_policy_example_runs():
-    text = README.read_text()
+def test_policy_example_runs():
+    text = (DOCS / "policies.md").read_text()
     section = text.split("## Adding a policy", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     _REGISTRY.pop("mine", None)
-    module = types.ModuleType("readme_example")
+    module = types.ModuleType("docs_policy_example")
     sys.modules[module.__name__] = module  # dataclasses look their module up here
     try:
-        exec(compile(code, "README-example", "exec"), module.__dict__)
+        exec(compile(code, "docs/policies.md example", "exec"), module.__dict__)
         policy = create_policy("mine", {"share": "4"})
         truth = CatalogTruth()
         result = Simulator(truth, policy, Cluster.parse("16x4")).run(builtin_default(truth.limits()))
@@ -34,19 +38,30 @@ def test_readme_policy_example_runs():
         sys.modules.pop(module.__name__, None)
 
 
-def test_readme_commands_exist():
-    """Every `corral <command>` in the README's shell blocks is a subcommand of the CLI."""
-    import typer.main
-
-    from corral.cli.main import app
-
-    shell, lang = [], None  # lines of ``` and ```bash blocks; lang None: outside a block
-    for line in README.read_text().splitlines():
+def _named_commands(path: Path) -> set[str]:
+    """The `corral <command>` names in `path`'s ``` and ```bash blocks."""
+    shell, lang = [], None  # lang None: outside a block
+    for line in path.read_text().splitlines():
         if line.startswith("```"):
             lang = line[3:].strip() if lang is None else None
         elif lang in ("", "bash"):
             shell.append(line)
-    named = set(re.findall(r"(?<![\w./-])corral ([a-z][a-z-]*)", "\n".join(shell)))
+    return set(re.findall(r"(?<![\w./-])corral ([a-z][a-z-]*)", "\n".join(shell)))
+
+
+def test_documented_commands_exist():
+    """Every `corral <command>` in the shell blocks of the README and of docs/*.md is a
+    subcommand of the CLI; the README's quick start and docs/service.md name the main ones."""
+    import typer.main
+
+    from corral.cli.main import app
+
     known = set(typer.main.get_command(app).commands)
-    assert {"simulate", "serve", "submit", "replay"} <= named
-    assert named <= known, f"not corral commands: {sorted(named - known)}"
+    assert {"simulate", "serve", "submit", "replay"} <= _named_commands(README)
+    assert {"serve", "submit", "jobs", "logs", "describe", "cancel", "replay",
+            "emulate"} <= _named_commands(DOCS / "service.md")
+    assert {"simulate", "policies", "workloads", "calibrate", "autoscale",
+            "report"} <= _named_commands(DOCS / "commands.md")
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        unknown = _named_commands(path) - known
+        assert not unknown, f"{path.name}: not corral commands: {sorted(unknown)}"

@@ -1,21 +1,12 @@
-"""The public datasets corral's README, tests and benchmarks use: where they come from, and how to
-get them without the team's `../shared/data` checkout.
+"""The public datasets corral's README, tests and benchmarks use, and how to get them without the
+team's data checkout (`shared_data_dir`).
 
-The registry is `corral/data/datasets.json` (package data): for each dataset its source
-repository, the commit its files are pinned at, licence, citation, and every file's path, size and
-SHA-256 as published. `fetch(name)` downloads the files into the user's cache
-(`$XDG_CACHE_HOME/corral`, else `~/.cache/corral`) in the same layout as `../shared/data`
-(`pollux/profiles/bert/placements.csv`, ...), checking each one against the manifest; `locate(name)`
-finds a dataset in `../shared/data` or in that cache, for tests and benchmarks that need it.
-
-Downloads use raw file URLs at the pinned commit (`https://github.com/OWNER/REPO/raw/COMMIT/PATH`).
-`CORRAL_DATA_MIRROR` replaces them with a mirror laid out like `../shared/data`
-(`$CORRAL_DATA_MIRROR/pollux/profiles/bert/placements.csv`); `CORRAL_DATA_GITHUB` replaces
-`https://github.com` (both for mirrors and for tests on a loopback server). A file is written to a
-temporary file beside its destination, verified, and only then moved into place, so a failed or
-interrupted fetch leaves no partial file behind.
-
-Imports only the standard library and `corral.core`.
+The registry is `corral/data/datasets.json`: per dataset its source repository, pinned commit,
+licence, citation and every file's path, size and SHA-256. `fetch(name)` downloads the files at
+the pinned commit into the user's cache (`$XDG_CACHE_HOME/corral`, else `~/.cache/corral`) in the
+checkout's layout, each verified in a temporary file before it is moved into place; `locate(name)`
+finds a dataset in either. `CORRAL_DATA_MIRROR` and `CORRAL_DATA_GITHUB` redirect downloads (a
+mirror, a loopback test server). Imports only the standard library and `corral.core`.
 """
 
 from __future__ import annotations
@@ -137,7 +128,7 @@ def _complete(root: Path, ds: Dataset) -> bool:
 
 
 def locate(name: str, roots: list[Path] | None = None) -> Path | None:
-    """The dataset's file or folder (the one to pass to its `use` option) in `../shared/data` or in
+    """The dataset's file or folder (the one to pass to its `use` option) in the data checkout or in
     `corral data`'s cache, whichever holds all of its files first; None where neither does.
     Files are checked for presence only (`fetch` verifies checksums)."""
     ds = get(name)
@@ -165,7 +156,7 @@ def dataset_of(relpath: str | PurePosixPath) -> Dataset | None:
 
 
 def find(relpath: str | PurePosixPath) -> Path | None:
-    """A path of the data folder (`pollux/profiles`, `itp/195job.csv`) in `../shared/data` or in
+    """A path of the data folder (`pollux/profiles`, `itp/195job.csv`) in the data checkout or in
     the cache, whichever has it; None where neither does."""
     for root in (shared_data_dir(), cache_dir()):
         if (root / relpath).exists():

@@ -2,7 +2,7 @@
 every job finishes, its simulated workers having trained on through the downtime as real ones
 do, and each job's JCT grows by what being reclaimed and placed again costs (a checkpoint-
 restart), far less than the downtime (issue 13 item 6, the CI-sized check;
-benchmarks/bench_control_plane.py --kill runs it at scale).
+benchmarks/live/bench_control_plane.py --kill runs it at scale).
 
 Two runs of the same four jobs (cifar10 on 2 GPUs each, 100 epochs: about 2,700 emulated s)
 on a 2x4 cluster under fifo, so every job runs from its submission to its end without

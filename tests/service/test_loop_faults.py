@@ -249,7 +249,7 @@ def test_a_stored_job_an_older_version_accepted_is_repaired_on_restart(store) ->
     assert [LiveJob.from_doc(d).summary()["id"] for d in store.jobs()] == [good, bad]
 
 
-LIVE_POLICIES = [p for p in policy_names() if not policy_class(p).oracle]
+LIVE_POLICIES = [p for p in policy_names() if not policy_class(p).promises.oracle]
 
 
 @pytest.mark.parametrize("policy", LIVE_POLICIES)

@@ -5,7 +5,7 @@ reference_run.py).
 
 The stored run (`tests/sim/data/reference_summaries.json`, made by `reference_run.py`) covers
 all seven policies on all eight workloads; this test checks the cells that run in a few seconds
-each, and `python benchmarks/bench_scale.py --check-reference` checks every cell. Both compute
+each, and `python benchmarks/speed/bench_scale.py --check-reference` checks every cell. Both compute
 with numpy's AVX2 kernels, as the stored run did (see reference_run.py: optimus-oracle's
 decisions turn on numpy's last bits, which depend on the CPU).
 """
@@ -13,10 +13,10 @@ decisions turn on numpy's last bits, which depend on the CPU).
 from __future__ import annotations
 
 import pytest
-from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures_in_subprocess, load_reference
+from reference_run import REFERENCE_FILE, figures_in_subprocess, load_reference, missing_data
 
-pytestmark = pytest.mark.skipif(not SHARED_POLLUX.is_dir(),
-                                reason=f"shared data not found at {SHARED_POLLUX}")
+MISSING = missing_data()  # the skip reason names the `corral data fetch` command
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "data found")
 
 #: (policy, workload) cells checked in CI: every cheap policy on two workloads, Optimus (the
 #: oracle form, whose speed tables changed) on one, and Pollux (whose agents' fits, batch

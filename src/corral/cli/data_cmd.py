@@ -31,7 +31,7 @@ def _size(n: int) -> str:
 @user_errors
 def list_() -> None:
     """Each dataset: contents, source repository at its pinned commit, licence, size, paper, and
-    where it is found here (../shared/data or the cache), if anywhere."""
+    where it is found here (the data checkout or the cache), if anywhere."""
     from corral.datasets import cache_dir, datasets, locate, shared_data_dir
 
     out = []

@@ -1,23 +1,12 @@
-"""`corral emulate`: a workload through the real service, on simulated jobs (issue 13 item 4).
+"""`corral emulate`: a workload through the real service, on simulated jobs.
 
-For each policy, `run_emulation` starts a real `corral serve --executor emulated` process
-(127.0.0.1, a free port, a fresh data directory), submits every job of the workload through the
-REST API when the service's emulated clock reaches its submit time, waits until every job has
-ended (bounded), reads back what the service recorded and stops the service by its pid. The
-run becomes a `SimResult` (times in emulated seconds from the workload's start), so the same
-report writers give `summary.json` and `jobs.csv` in `corral simulate`'s schema and the same
-table is printed. `--compare` also runs `corral simulate` on the same workload and prints how
-far apart the two are (`agreement`).
-
-Time alignment: the service's clock starts when it does; the driver maps workload time 0 to the
-first multiple of the scheduling interval after the service answers, so that rounds fall at the
-same workload times as the simulator's (multiples of the interval). A job's JCT is its finish
-minus its submit time as the service recorded them. What is not aligned, by construction: a
-round happens at the first control-loop tick after its time, and a job's finish is seen at the
-first tick after the executor saw it (each a few emulated seconds at the default tick), and
-a submission's HTTP round trip passes N times faster on the emulated clock. A tick itself
-(SQLite, a policy's decide time, applying the decision) takes no emulated time: the emulated
-clock stands still during it (`EmulatedExecutor.one_instant`).
+For each policy, `run_emulation` starts `corral serve --executor emulated` (127.0.0.1, a free
+port, a fresh data directory), submits each job through the REST API when the emulated clock
+reaches its submit time, waits for all to end, reads back the record and stops the service.
+The run becomes a `SimResult` in `corral simulate`'s schema; `--compare` also simulates and
+prints `agreement`. Workload time 0 is the first interval multiple after the service answers,
+so rounds fall as the simulator's; rounds and finishes are still seen at the next tick, and an
+HTTP round trip passes N times faster on the emulated clock.
 """
 
 from __future__ import annotations
@@ -69,8 +58,8 @@ class EmulationOptions:
 
 def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
     """The POST /jobs body of a workload's JobSpec: the same spec on the service's side
-    (every field that changes how the job trains: epochs, the one-GPU split, a trace's
-    duration, so that the emulated job is the simulated one)."""
+    (every field that changes how the job trains or where it may run: epochs, the one-GPU
+    split, a trace's duration, its GPU type, so that the emulated job is the simulated one)."""
     return {"command": ["emulated", spec.app], "name": spec.name, "app": spec.app,
             "gpus": spec.gpus, "min_gpus": spec.min_gpus,
             # a trace row may ask for more GPUs than its model's cap (the simulator runs it so
@@ -81,7 +70,7 @@ def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
             "min_local_bsz": spec.min_local_bsz, "max_local_bsz": spec.max_local_bsz,
             "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value, "epochs": spec.epochs,
             "one_gpu_split_bsz": spec.one_gpu_split_bsz,
-            "trace_duration_s": spec.trace_duration_s}
+            "trace_duration_s": spec.trace_duration_s, "gpu_type": spec.gpu_type}
 
 
 class EmulatedService:

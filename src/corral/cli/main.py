@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 # One BLAS thread: the small fits and searches here gain nothing from threads, and on a busy
-# 2-core machine OpenBLAS threading slowed scipy's L-BFGS-B fits about 10x. Set before numpy loads.
+# machine OpenBLAS threading slows scipy's L-BFGS-B fits many times over. Set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import functools  # noqa: E402
@@ -198,7 +198,7 @@ def policies() -> None:
     for name in policy_names():
         cls = policy_class(name)
         params = ", ".join(f"{n}={d!r}" for n, _, d in param_fields(cls)) or "-"
-        kind = " [oracle]" if cls.oracle else ""
+        kind = " [oracle]" if cls.promises.oracle else ""
         table.add_row(name, (cls.summary or (cls.__doc__ or "").strip().splitlines()[0]) + kind, params)
     console.print(table)
 

@@ -22,8 +22,12 @@ from corral.core.jobs import (
 )
 from corral.core.ledger import Ask, JobLedger, should_decide
 from corral.core.policy import (
+                                Changes,
+                                Keeps,
                                 NoParams,
                                 Policy,
+                                Promises,
+                                Reads,
                                 create_policy,
                                 param_fields,
                                 policy_class,
@@ -32,9 +36,10 @@ from corral.core.policy import (
 )
 
 __all__ = [
-    "Ask", "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",
-    "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus", "JobView", "LrRule",
-    "NoParams", "Node", "OracleInfo", "Placement", "Policy", "Snapshot", "UnknownPolicyError",
+    "Ask", "Assignment", "BatchConfig", "Changes", "Cluster", "CorralError", "Decision", "DecisionError",
+    "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus", "JobView", "Keeps",
+    "LrRule", "NoParams", "Node", "OracleInfo", "Placement", "Policy", "Promises", "Reads",
+    "Snapshot", "UnknownPolicyError",
     "create_policy", "param_fields", "policy_class", "policy_names", "register_policy",
     "should_decide",
 ]

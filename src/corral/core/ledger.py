@@ -1,23 +1,12 @@
-"""A job's books, kept the same way for simulated and live jobs (`JobLedger`), and the one rule
-for when a policy is asked (`should_decide`).
+"""A job's books, alike for simulated and live jobs (`JobLedger`), and when to ask a policy
+(`should_decide`).
 
-The simulator's job (corral.sim.loop.job.SimJob) and the live service's (corral.service.jobs.LiveJob)
-are both ledgers: a placement decided by the policy goes through `place`, time through `hold`
-(GPU time on the current placement) or `wait` (queueing), the end through `end` and `release`,
-and the `JobView` a policy sees is built by `view` from these books plus what the job itself
-measured (epoch, steps, progress, batch, estimator, metrics). So the same sequence of
-assignments gives the same view in both worlds, and a policy cannot tell them apart.
-
-Counting rules (issue 12: "restarts are counted as the simulator counts them"):
-
-* `restarts`: every placement of a job that has run before - a resize, or a resume after a
-  preemption - plus every crash retry (`crash_retried`; the simulator has no crashes);
-* `preemptions`: placements taken away by the policy (a job that ends is released, not
-  preempted); `crash_retries`: restarts after worker failures;
-* `epochs_since_change` in the view: epochs completed since the last placement change.
-
-`SimJob` advances in the simulator's hot loop, so the books are slots of the job itself (a
-subclass), not an object beside it: reading `job.placement` costs what it did before.
+`SimJob` and `LiveJob` are both ledgers (`place`, `hold`, `wait`, `end`, `release`); `view`
+builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
+worlds apart. Counting: `restarts` = placements of a job that ran before (resize or resume) plus
+crash retries; `preemptions` = placements the policy took away (an ended job is released);
+`epochs_since_change` = epochs since the last placement change. The books are `SimJob`'s own
+slots (a subclass), so the simulator's hot loop reads them at no cost.
 """
 
 from __future__ import annotations
@@ -187,26 +176,26 @@ class Ask(enum.Enum):
 
 
 def should_decide(policy: Policy, at_round: bool, changed: bool, event: bool, now_s: float,
-                  none_waits: bool) -> Ask:
-    """What the policy does at `now_s`. It is asked (DECIDE) at a round (every interval)
-    unless nothing changed since it was last asked (`changed`: arrivals, completions, ...) and
-    its last decision still stands: it decides only when jobs change
-    (`decides_on_change_only`), or it said the same decision holds until later
-    (`Policy.stands_until`); and at an arrival or completion (`event`) when it
-    `reacts_to_events`. Where it would be asked while every active job holds GPUs
-    (`none_waits`) and it `keeps_running_when_none_waits`, its answer is known: every job
-    keeps what it runs (KEEP). A round it is not asked at is still a round (KEEP) unless it
-    decides only on change. The simulator's engine and the live control loop both ask this,
-    so a policy is called at the same moments."""
-    stands = policy.decides_on_change_only or now_s < policy.stands_until()
-    if (at_round and (changed or not stands)) or (policy.reacts_to_events and event):
-        return Ask.KEEP if none_waits and policy.keeps_running_when_none_waits else Ask.DECIDE
-    return Ask.KEEP if at_round and not policy.decides_on_change_only else Ask.NOTHING
+                  none_waits: bool, trust: bool = True) -> Ask:
+    """What the policy does at `now_s`, taking the shortcuts its `Promises` allow (none
+    without `trust`). It is asked (DECIDE) at a round (every interval) unless nothing changed
+    since it was last asked (`changed`: arrivals, completions, ...) and its last decision
+    still stands: it keeps its decision until a change, or it said the same decision holds
+    until later (`Policy.stands_until`); and at once when a change it reacts to happened
+    (`event`). Where it would be asked while every active job holds GPUs (`none_waits`) and
+    it keeps running jobs then, its answer is known (KEEP). A round it is not asked at is
+    still a round (KEEP) unless it decides only on change."""
+    promises = policy.promises
+    on_change_only = trust and promises.on_change_only
+    stands = on_change_only or (trust and now_s < policy.stands_until())
+    if (at_round and (changed or not stands)) or event:
+        return Ask.KEEP if trust and none_waits and promises.keeps_running else Ask.DECIDE
+    return Ask.KEEP if at_round and not on_change_only else Ask.NOTHING
 
 
 def completed_view(view: JobView) -> JobView:
     """The view kept of a finished job for a policy that learns from finished jobs
-    (`Policy.learns_from_completed`): all of it but its estimator, which no policy reads of a
+    (`Reads.COMPLETED`): all of it but its estimator, which no policy reads of a
     finished job and which a live job rebuilds from its last report (kept for as long as the
     service runs). The simulator's engine and the live control loop both keep this."""
     return dataclasses.replace(view, estimator=None)

@@ -1,19 +1,12 @@
 """The executor contract: how the service runs, resizes and stops a job's workers.
 
-An executor is declarative and asynchronous. The service says where each job should run now
-(`place`), that it should stop and stay resumable (`stop`, a preemption) or go away (`cancel`);
-the executor carries it out in the background and answers `status` queries. Resizing is the
-checkpoint-restart mechanism of Pollux (spec 1.4) and SideCar (spec 1.5): signal every worker
-(SIGTERM), wait until they have checkpointed and exited, start the new set of workers with the
-new world size and rendezvous variables. A worker that dies unexpectedly makes the executor
-restart the job from its last checkpoint, at most `max_retries` times before it marks the job
-failed, waiting longer before each retry (exponential back-off). A failure of the executor's own
-work on one job (its command cannot start, a signal or a clean-up raises) fails that job with
-an event and never stops the executor. Exit status 0 from every worker means the job finished; so does a corral.train job's
-report saying so for the launch that exited (whatever its exit statuses).
-
-Every executor (local processes, Ray) passes the same contract tests
-(tests/executors/contract.py). A job's workers get the environment in corral.protocol.env.
+Declarative and asynchronous: the service says where each job runs (`place`), to stop resumably
+(`stop`, a preemption) or go (`cancel`); the executor acts in the background and answers
+`status`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2, SideCar (SC'20)
+§III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new set. A crash
+restarts from the checkpoint with exponential back-off, at most `max_retries` times; an executor
+failure fails that job only. Done: every worker exits 0, or the job's report says so. Every
+executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
 """
 
 from __future__ import annotations

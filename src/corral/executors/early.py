@@ -1,30 +1,12 @@
-"""Early initialisation, executor side (SideCar §III-A, spec 1.3 and 1.6): a job whose new
-placement takes slots that running jobs (donors) are giving up - shrinking or stopped by the
-same round - starts its workers at once, while the donors keep training.
+"""Early initialisation, executor side (SideCar (SC'20) §III-A); protocol: corral.protocol.early.
 
-The sequence, the same on every executor that does it (`EarlyStartExecutor`, driven by the
-lifecycle's background thread; the executor supplies what a slot and a worker set are):
-
-1. *Plan* (`plan_slots`): a queued job that cannot start on the free slots alone, but can on
-   the free slots plus slots donors give up, takes the free ones and is promised the donors'
-   (SideCar's `reserved` state). On each node a donor gives up its highest ranks' slots there,
-   those an in-place shrink frees; a stopped donor gives up all of them.
-2. *Initialise*: its workers start with `CORRAL_EARLY_START` (corral.protocol.early) on the
-   slots it will run on; they build their model and wait at the start gate. The donors are
-   held: they keep training, their decision not yet carried out (`_keeps_training`).
-3. *Hand over*: once every worker reported ready the donors are let go and shrink or stop by
-   their own mechanism (in place or checkpoint-restart); once the promised slots are released
-   the job takes them, the gate opens and the waiting workers take their first step. It is
-   the job's next launch from then on.
-4. *Fall back*: a worker that exits while it initialises, or a job not ready within
-   `timeout_s`, calls the early start off (its workers are ended, its slots and promises
-   dropped, an `early-init-fallback` event says why); the donors give their slots up as
-   decided and the job starts normally once they are free. A changed decision (the job placed
-   elsewhere, a donor told to keep its slots), a stop or a cancel call it off too. Nothing is
-   lost: the donors never stopped, and the job had not taken a step.
-
-Only jobs known to wait at the gate start early (`allows_early_start`); `EarlyStart` is the
-executor's record of one early start under way (an executor adds its worker set to it).
+A job placed on slots that donors (shrunk or stopped by the same round) give up starts its
+workers at once while the donors train on. `EarlyStartExecutor`: *plan* (`plan_slots`: free
+slots taken, donors' promised; a donor gives up its highest ranks per node, a stopped one all),
+*initialise* (workers wait at the gate, donors held by `_keeps_training`), *hand over* (when all
+are ready the donors resize or stop; then the gate opens), *fall back* (a worker exit,
+`timeout_s`, a changed decision, stop or cancel; an `early-init-fallback` event, nothing lost).
+Only jobs with `allows_early_start`; `EarlyStart` records one under way.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
 
-It holds what does not depend on how workers run: the contract's bookkeeping (place, stop,
-cancel, status, shutdown), the background thread that advances every job, the decision taken
-when a worker set has exited (DONE, CANCELLED, FAILED after `max_retries` crashes, QUEUED or
-STOPPED), the environment shared by a launch's workers, and the per-job files under
-`<root>/jobs/<job id>/`. An executor subclass says how its worker sets start, are signalled and
-are released through the hooks at the end of the class (see corral.executors.local for the
-state machine).
-
-A round of decisions applied inside `applying()` holds the background thread off, and a stop
-given there waits for the next pass where the executor defers give-ups (`_defers_give_up`), so
-the pass sees the whole round: which queued job takes the slots that a running job gives up.
-The local and Ray executors then start that job early while the other trains on
-(`_plan_starts`, `_keeps_training`; corral.executors.early).
-
-Fault isolation: every step taken for one job (advancing it, starting it, signalling or
-releasing its workers) runs under `_guarded`, so an exception fails that job (FAILED, with a
-"start-failed" or "executor-error" event) and the background thread goes on with the others;
-`last_round` tells /healthz that it does. Crash retries wait `retry_backoff_s * 2**(n-1)`
-seconds before retry n (at most `MAX_BACKOFF_S`), so a job that crashes at once does not spin.
-The service's own secrets (SERVICE_ENV) are never passed on to workers.
+It holds what does not depend on how workers run: the contract's bookkeeping, the background
+thread, what follows a worker set's exit, launch environments and per-job files under
+`<root>/jobs/<job id>/`; subclasses supply the hooks at the end of the class (state machine:
+corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
+the round whole. Each per-job step runs under `_guarded`: an exception fails that job, not the
+thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
+secrets (SERVICE_ENV) never reach workers.
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
 """`LocalExecutor`: every job's workers are processes on this machine.
 
-One background thread drives each job through the contract's states (corral.executors.base):
-
     QUEUED --slots free--> RUNNING --all exit 0--> DONE
     RUNNING --new plan / stop--> STOPPING (SIGTERM; SIGKILL after stop_timeout_s)
-    STOPPING --all exited--> QUEUED (new plan: restart from the checkpoint) | STOPPED
-    RUNNING --a worker dies--> STOPPING (the others are killed after crash_grace_s)
-        --> QUEUED (restart from the last checkpoint) | FAILED (after max_retries crashes)
+    STOPPING --all exited--> QUEUED (restart from the checkpoint) | STOPPED
+    RUNNING --a worker dies--> STOPPING --> QUEUED | FAILED (after max_retries crashes)
 
-Worker r of a K-worker launch gets the torch.distributed env:// variables (MASTER_ADDR
-127.0.0.1, a fresh port), CORRAL_* variables (corral.protocol.env) and its devices: on GPUs,
-CUDA_VISIBLE_DEVICES lists the job's GPUs (LOCAL_RANK indexes them) and the backend is nccl;
-on CPU slots, no GPU, one BLAS thread and gloo. A new launch waits until the slots it needs
-are no longer held by a job that is still stopping. Per-job files live under
-`<data_dir>/jobs/<job id>/`: job.log (rank 0 and the executor's notes), worker-<r>.log,
-report.json, checkpoints/, workers.json and launch.tag (the pids and the tag of the latest
-launch, written as it starts, so that a service killed before it recorded them can still reclaim
-them).
-
-Resizes use the executor's mechanism (corral.executors.resize): `in-place` (the default) for a
-running corral.train job, whose staying workers keep their process while new ones join or the
-highest ranks leave; checkpoint-restart for every other job, and whenever an in-place resize
-fails. A worker set resized in place counts as a new launch.
-
-Early initialisation (corral.executors.early, SideCar; on unless `early_init=False`): a queued job
-whose slots are held by running jobs giving them up (shrunk or stopped by the same round, which
-the service applies inside `applying()`) starts its workers at once; they initialise while the
-donors train on, the donors give the slots up once the workers are ready, and the workers take
-their first step once the slots are free. Meanwhile the job stays QUEUED (it holds the free slots
-it will run on and is promised the donors'), and its pre-started workers are its own.
-
-Every launch is contained (corral.executors.procs): its workers lead sessions of their own and
-carry a launch tag that all their descendants inherit; releasing a launch, whatever ended it,
-kills every process still carrying its tag, torchrun's trainers included.
+Workers get env:// (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots (gloo); files
+under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Worker processes on this machine: start one contained, signal it, and end every process a
 launch started, also after the service that started it was killed.
 
-Containment has two parts:
-* a worker starts in its own session (`start_new_session=True`), so its pid is its process
-  group id and a signal to the group reaches what the command started in that group (a shell
-  wrapper's python);
-* every worker of a launch carries a unique launch tag in its environment (ENV_LAUNCH_TAG), which
-  every descendant inherits, also those that leave the group with a session of their own (as
-  torchrun's trainers do). `tagged_pids` finds them in /proc and `end_launch` kills them, so a
-  stop, cancel, crash or reclaim leaves nothing behind. The tag is recorded with the pids
-  (workers.json), so a later service reclaims by it.
-
-A pid recorded by an earlier service is trusted only if /proc shows that process carrying the
-job's CORRAL_JOB_ID (or the launch tag), so a reused pid is never signalled.
+Each worker leads its own session (its pid is its process group, so a group signal reaches a
+shell wrapper's python) and carries a launch tag (ENV_LAUNCH_TAG) every descendant inherits,
+even one that starts its own session (torchrun's trainers): `tagged_pids` finds them in /proc,
+`end_launch` kills them. The tag is recorded with the pids (workers.json) for a later service
+to reclaim by; a recorded pid is signalled only if /proc shows it carrying the job's
+CORRAL_JOB_ID or the tag, so a reused pid is never hit.
 """
 
 from __future__ import annotations

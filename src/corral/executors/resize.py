@@ -1,27 +1,12 @@
-"""Resize mechanisms, executor side: how a running job gets from its worker set to a new one.
+"""Resize mechanisms, executor side, named as the simulator names them (corral.sim.loop.mechanism).
 
-Two mechanisms, named as the simulator names them (corral.sim.loop.mechanism):
-
-* `checkpoint-restart` (any command): every worker is asked to checkpoint and exit (SIGTERM),
-  then a new worker set starts from the checkpoint. The shared lifecycle does this
-  (corral.executors.lifecycle).
-* `in-place` (ONES §3.3.1; jobs that use corral.train): the workers that stay keep their
-  process, model and device. New workers start and build their model while the old ones keep
-  training; once every new worker is ready the executor writes the resize request and sends
-  SIGUSR1 to the old ones, which re-form the process group with them at a step boundary (the
-  trainer side is corral.protocol.inplace). Any failure on the way (a new worker that exits or
-  never becomes ready, the old workers giving up the regroup, a timeout) falls back to
-  checkpoint-restart, with an event that says why; the old workers checkpoint the state they
-  hold, so nothing beyond the last step is lost.
-
-Not a resize of the job itself but of who holds its slots: early initialisation
-(corral.executors.early) starts a job's workers on slots a shrinking or preempted job still
-trains on, and lets that job give them up, by its own mechanism, once they are ready.
-
-A job is resized in place only when its rank-0 process is the corral.train trainer itself (its
-report of the current launch names that pid, so SIGUSR1 reaches the trainer and its signal
-handler is in place) and the executor's mechanism is `in-place`; everything else is
-checkpoint-restart. `InPlaceResize` is the executor's record of one resize under way.
+* `checkpoint-restart` (any command): every worker checkpoints and exits on SIGTERM, then a new
+  set starts from the checkpoint (corral.executors.lifecycle).
+* `in-place` (ONES §3.3.1; protocol: corral.protocol.inplace): only when rank 0 is the
+  corral.train trainer itself (its report names that pid, so SIGUSR1 reaches its handler). A
+  failure falls back to checkpoint-restart with an event; nothing past the last step is lost.
+`InPlaceResize` records one resize under way. Early initialisation (corral.executors.early)
+moves who holds slots, not the job's size.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Which devices of this machine a job's workers get: GPU ids, or numbered CPU slots.
 
-GPUs come from CUDA_VISIBLE_DEVICES when it is set, else from `nvidia-smi`; without GPUs the
-machine offers a configured number of CPU slots (one worker process each, one BLAS thread).
-A job keeps the slots it held when it is restarted on no more of them (fewer moves on resize).
-
-A slot has at most one holder, and may be *promised* to one other job: the job that starts early
-on it (corral.executors.early) while its holder, the donor, still trains. The promise is
-SideCar's `reserved` GPU state (spec 1.1): once the holder releases the slot no job but the one
-it was promised to can acquire it.
+GPUs come from CUDA_VISIBLE_DEVICES, else `nvidia-smi`; without GPUs the machine offers a
+configured number of CPU slots (one worker, one BLAS thread each). A job restarted on no more
+slots keeps those it held (fewer moves). A slot has at most one holder and may be *promised* to
+one other job, the one starting early on it (corral.executors.early): SideCar (SC'20)
+§III-B-1's `reserved` state; once released, only that job can acquire it.
 """
 
 from __future__ import annotations

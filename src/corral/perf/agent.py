@@ -1,20 +1,12 @@
 """The job-side batch choice of the Pollux agent: which (per-GPU batch, accumulation steps) a
 job trains with on the GPUs it holds.
 
-After a (re)start a job adopts the goodput-optimal configuration for its allocation (Eq. 13);
-within a run it switches only when the model predicts a clear gain (hysteresis), so small model
-updates do not make it flap. Before any model exists it splits M0 evenly over its GPUs.
-Source: Qiao et al., Pollux (OSDI'21) Sec. 4.1 and 4.3; the restart/hysteresis/no-model rules
-are the artifact's, per ../shared/specs/pollux.md section 1.2 ("Decides").
-
-`BatchController` adds restraint for real jobs (corral.train): a batch that flips every epoch
-(seen live: total 32 -> 192 -> 32 -> 126 ...) keeps the learning rate and the noise estimate
-from settling and drove a job to chance accuracy. So a change needs a clear predicted gain
-(`HOLD_HYSTERESIS`, also after a restart on another number of GPUs: the total batch carries
-over, split over the new GPUs, unless the optimum beats it clearly), a configuration is held at
-least `min_hold_steps` optimizer steps, and after a divergence the job returns to its initial
-batch and holds it. Its state is checkpointed with the job. (The simulator's jobs follow
-`choose_batch` alone, as the Pollux reference simulator does.)
+After a (re)start a job adopts the goodput-optimal configuration (Eq. 13); within a run it
+switches only on a clear predicted gain (hysteresis); without a model it splits M0 evenly
+(Pollux (OSDI'21) §4.1, §4.3, and its artifact). `BatchController` adds restraint for real jobs
+(corral.train), since a batch that flips each epoch keeps LR and noise estimates from settling:
+clear gain needed also after a restart (`HOLD_HYSTERESIS`), at least `min_hold_steps` per
+configuration, the initial batch after a divergence. Simulated jobs use `choose_batch` alone.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from corral.perf.goodput import GoodputFunction
 __all__ = ["choose_batch", "initial_batch", "split_total", "BatchController",
            "DEFAULT_HYSTERESIS", "HOLD_HYSTERESIS", "DEFAULT_MIN_HOLD_STEPS"]
 
-#: Predicted goodput ratio new/current a running job needs before it changes batch (spec 1.2).
+#: Goodput ratio new/current a running job needs before it changes batch (Pollux artifact).
 DEFAULT_HYSTERESIS = 1.05
 
 

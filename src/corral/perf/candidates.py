@@ -1,17 +1,11 @@
 """The batch candidates of Eq. 13 and their throughput, remembered per throughput model.
 
-`GoodputFunction.optimize` picks, for each allocation (N, K), the best of 50 candidate batch
-configurations (spec 2.5). Which candidates there are, and how fast each runs (Eq. 7-11),
-depends on the job's throughput model and batch limits only; the gradient statistics, which
-change every epoch of a running job, enter through the efficiency alone (Eq. 6). A job refits
-its throughput model when it runs a new configuration, rarely compared with how often its
-statistics change, and jobs of one application share fitted models (`fit_throughput`'s memo).
-So the candidate rows are computed once per (model, limits, N, K) and kept here
-(`CandidateCache`, bounded, least recently used model first); an optimisation then only
-computes the efficiency of each candidate and picks the best. The numbers are those the whole
-computation gives: the same operations on the same operands, split in two.
-
-Source of the candidate procedure: ../shared/specs/pollux.md section 2.5.
+`GoodputFunction.optimize` picks, per allocation (N, K), the best of 50 candidate batches
+(Pollux (OSDI'21) Eq. 13, §4.3). Candidates and their speed (Eq. 7-11) depend only on the
+throughput model and batch limits, which change rarely; gradient statistics, which change each
+epoch, enter through efficiency alone (Eq. 6). So candidate rows are kept per (model, limits,
+N, K) in `CandidateCache` (bounded, LRU), and an optimisation computes only efficiencies; the
+numbers are exactly those of the whole computation.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from corral.perf.throughput import ThroughputParams, iteration_time
 
 __all__ = ["Candidates", "candidate_rows", "CandidateCache", "NUM_BATCH_CANDIDATES"]
 
-#: Total batch sizes tried per allocation (spec 2.5).
+#: Total batch sizes tried per allocation (the Pollux artifact's).
 NUM_BATCH_CANDIDATES = 50
 # Relative slack when rounding up divisions of float candidates, so that e.g. a total batch of
 # 4096*(1+1e-16) over 4 GPUs is 1024 per GPU, not 1025 (or one more accumulation step).
@@ -72,7 +66,7 @@ class Candidates:
 def candidate_rows(params: ThroughputParams, init_bsz: Any, max_bsz: Any, min_local: Any,
                    max_local: Any, accumulation: Any, nodes: np.ndarray,
                    gpus: np.ndarray) -> Candidates:
-    """Spec 2.5 candidates per row of flat float (nodes, gpus) and their throughput; the limits
+    """Eq. 13 candidates per row of flat float (nodes, gpus) and their throughput; the limits
     are scalars or (n, 1) columns (one job per row), as are the fields of params.
 
     A row whose batch is fixed (max_bsz <= init_bsz) has one candidate, repeated when rows of

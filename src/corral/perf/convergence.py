@@ -1,29 +1,12 @@
 """Optimus's online convergence fit: predict how many epochs a job still needs.
 
-Optimus (Peng et al., EuroSys'18, §3.1, §4.1, §7; spec ../shared/specs/optimus.md §2.1)
-fits the loss curve seen so far with the SGD O(1/k) form
-
-    l(k) = 1 / (β0·k + β1) + β2        (Eq. 1, β0, β1 >= 0)
-
-after removing outliers (a point outside [min of its next 5 points, max of its previous 5] is
-replaced by the mean of its two neighbours) and normalising by the first value. A job has
-converged once the per-epoch decrease falls below the owner's threshold δ; the fitted curve
-gives the epoch where that happens. Before that, a looser δ' (3x δ) is predicted first (§4.1).
-After a learning-rate drop, fitting restarts on the points after the drop (§7).
-
-Decided where the paper is silent:
-* Signal: the validation metric after each epoch (what `JobView.metrics` carries), oriented so
-  that it decreases (accuracy-like metrics are negated: the curve is then `β2 - 1/(β0 k + β1)`
-  in metric units, β2 free). k counts epochs.
-* Fit: least squares of Eq. 1 in its own units (the spec's option (a), not a linearisation),
-  β0, β1 >= 0, β2 free, by variable projection on a refined grid (`fit_loss_curve`); needs
-  3 points.
-* δ is relative: the fitted decrease over one epoch divided by the fitted span l(1) - β2 of the
-  current segment, so one δ means the same on losses, accuracies and WERs of any scale. The job
-  stops after the first epoch whose own decrease is below δ (closed form, no scan).
-* A learning-rate drop is an improvement of one epoch at least `jump_factor` (5) times the
-  median epoch-to-epoch change of the current segment, at least 5 points into it, confirmed by
-  the next two points staying better than anything before the jump.
+Optimus (EuroSys'18) §3.1, §4.1, §7: fit `l(k) = 1 / (β0·k + β1) + β2` (Eq. 1, β0, β1 >= 0) to
+the outlier-cleaned curve; a job has converged once the per-epoch decrease falls below its
+owner's δ, predicted first for a looser δ' = 3δ (§4.1); after a learning-rate drop the fit
+restarts (§7). Decided here: the signal is the per-epoch validation metric oriented to
+decrease, k counts epochs; least squares in the metric's own units by variable projection
+(`fit_loss_curve`, 3 points needed); δ is relative to the fitted span l(1) - β2, so one δ fits
+any metric's scale; a drop is a gain >= `jump_factor` x the median change, kept 2 more points.
 """
 
 from __future__ import annotations
@@ -249,7 +232,7 @@ def delta_at_epochs(metric: ArrayLike, epochs: int | None = None) -> float:
     (default: its length): the geometric mean of the last two epochs' relative decreases.
 
     Used to state a job owner's threshold for jobs that in truth stop after a fixed number of
-    epochs (benchmarks/optimus_convergence.py).
+    epochs (benchmarks/fidelity/optimus_convergence.py).
     """
     y = oriented_loss(metric)
     n = y.size if epochs is None else int(epochs)

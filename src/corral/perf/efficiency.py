@@ -1,12 +1,9 @@
 """Statistical efficiency of a batch size from gradient statistics (Pollux Eq. 5-6, AdaScale gain).
 
-A larger batch makes more progress per step but less per example; this module turns a job's
-gradient statistics into that trade-off: the gain r(S) (progress of one step at S = M/M0 times
-the initial batch, in M0-steps) and efficiency r(S)/S (progress per example relative to M0).
-
-Source: Qiao et al., Pollux (OSDI'21), Eq. 5-6; the r(S) form and the no-statistics convention
-(sqr=0, var=1 -> efficiency 1) are those of ../shared/specs/pollux.md sections 2.3 and 1.6.
-r(S) = (var + sqr) / (var/S + sqr) is algebraically Eq. 6 with phi = M0 * var / sqr.
+A larger batch makes more progress per step but less per example: the gain r(S) (progress of
+one step at S = M/M0, in M0-steps) and efficiency r(S)/S. Pollux (OSDI'21) §3.1, Eq. 5-6:
+r(S) = (var + sqr) / (var/S + sqr), Eq. 6 with phi = M0 * var / sqr. Without statistics
+(sqr=0, var=1) efficiency is 1, as for non-adaptive jobs (§4.2).
 """
 
 from __future__ import annotations

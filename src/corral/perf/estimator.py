@@ -1,12 +1,10 @@
 """What a job has learned about itself from what it ran: step-time profile, fitted throughput
 model, latest gradient statistics, and the goodput function they make.
 
-The simulator and a real training library feed a `JobEstimator` the same way (one
-`observe_step` per measured configuration, `observe_grad` with gradient statistics), so the
-scheduler and the job-side batch choice see identical models in both worlds. The throughput
-model is fitted lazily and cached until the profile changes materially (a new (N, K, m)
-configuration, or a mean moving by more than 1%): a large simulation must not fit models nobody
-reads. Fitting follows Pollux's agent (spec ../shared/specs/pollux.md 1.2, 1.2.1-1.2.2).
+The simulator and a training library feed a `JobEstimator` alike (`observe_step` per measured
+configuration, `observe_grad`), so scheduler and job see identical models in both worlds. The
+throughput model is fitted lazily and kept until the profile changes materially (a new (N, K,
+m), or a mean moving > 1%). Fitting follows PolluxAgent (Pollux (OSDI'21) §4.1).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ __all__ = ["JobEstimator", "STALE_REL_CHANGE", "floored_grad_stats"]
 #: A configuration's mean step or sync time moving by more than this fraction of its step
 #: time (since the last fit) makes the fitted model stale.
 STALE_REL_CHANGE = 0.01
-# Floors of reported gradient statistics (spec 2.3: sqr >= 0, var >= 1e-6).
+# Floors of reported gradient statistics (as the Pollux artifact: sqr >= 0, var >= 1e-6).
 _MIN_SQR = 0.0
 _MIN_VAR = 1e-6
 
@@ -36,7 +34,7 @@ _Key = tuple[int, int, int]  # (num_nodes, num_gpus, local_bsz)
 
 @lru_cache(maxsize=65536)
 def floored_grad_stats(sqr: float, var: float) -> GradStats:
-    """Reported gradient statistics as an estimator keeps them (floored, spec 2.3). One
+    """Reported gradient statistics as an estimator keeps them (floored, as Pollux's artifact). One
     shared, immutable object per distinct pair: a simulated job reports the same statistics
     of its model at each epoch boundary, millions of times over a production trace."""
     return GradStats(max(float(sqr), _MIN_SQR), max(float(var), _MIN_VAR))
@@ -112,7 +110,7 @@ class JobEstimator:
             self._stale = True
 
     def observe_grad(self, sqr: float, var: float) -> None:
-        """Latest gradient statistics (|g|^2 and variance at batch M0), floored as in spec 2.3.
+        """Latest gradient statistics (|g|^2 and variance at batch M0), floored (Pollux artifact).
         Statistics equal to the latest ones (as GradStats compares them) change nothing."""
         self._grad_read = None  # newer than any deferred reading
         self._take_grad(sqr, var)
@@ -189,7 +187,7 @@ class JobEstimator:
     def goodput_fn(self) -> GoodputFunction | None:
         """Goodput function from the fitted model and latest statistics; None before data.
 
-        A non-adaptive job keeps its batch at M0 and gets efficiency 1 (spec 1.6); an adaptive
+        A non-adaptive job keeps its batch at M0 and gets efficiency 1 (Pollux §4.2); an adaptive
         job without gradient statistics yet is also assumed to have efficiency 1.
         """
         params = self.throughput_params()

@@ -1,19 +1,11 @@
 """Gittins index of a job from a distribution of job service (GPU-time), for 2D-Gittins.
 
-Tiresias (Gu et al., NSDI'19, §3.2.2, Pseudocode 1) ranks a job that has attained service `a`
-(GPU-seconds) by
-
-    G(a, Δ) = P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]
-
-where S is a job's total service drawn from the history distribution D: the chance to finish
-within the next quantum Δ per unit of service the quantum is expected to use. Higher = run first.
-
-Decided where the paper is silent (spec ../shared/specs/tiresias.md §6.2 item 2-3):
-* the empirical form uses `s - a` in the expectation (the reference simulator used raw `s`,
-  which deviates from the formula);
-* a job beyond the largest sample (no survivors) gets index 0, as in the reference simulator;
-* `quantum=None` takes the supremum over Δ > 0 of Pseudocode 1; it is reached at a sample
-  point (P steps up only there while E grows continuously), so only those are tried.
+Tiresias (NSDI'19) §3.2.2, Pseudocode 1: a job with attained service `a` (GPU-s) ranks by
+`G(a, Δ) = P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]`, S drawn from the history
+distribution: the chance to finish within quantum Δ per unit of service used; higher runs
+first. Decided here: `s - a` in the expectation (the reference simulator's raw `s` deviates
+from the formula); a job past the largest sample gets 0; `quantum=None` takes the supremum
+over Δ, reached at a sample point, so only those are tried.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Goodput = throughput x statistical efficiency, its best batch per allocation, and speedups.
 
-A job's goodput function (Pollux Eq. 4) is what both sides of co-adaptation use: the job picks
-the best (per-GPU batch m, accumulation steps s) for the GPUs it holds (Eq. 13) and the
-scheduler compares allocations by the best goodput each allows, relative to a base allocation
-(SPEEDUP, Eq. 15).
-
-Source: Qiao et al., Pollux (OSDI'21), Eq. 4, 7, 13, 15; the candidate procedure (50
-geometric total batch sizes, fewest accumulation steps, single-GPU s >= 1 rule, simulator cap on
-m) is ../shared/specs/pollux.md section 2.5.
+Both sides of co-adaptation use a job's goodput function (Pollux (OSDI'21) Eq. 4): the job
+picks the best (per-GPU batch m, accumulation steps s) for its GPUs (Eq. 13, §4.3) and the
+scheduler compares allocations by the best goodput each allows (SPEEDUP, Eq. 15). Candidates
+(`corral.perf.candidates`): 50 geometric total batches, fewest accumulation steps, s >= 1 on a
+single GPU, the Pollux simulator's cap on m.
 """
 
 from __future__ import annotations
@@ -102,7 +99,7 @@ class GoodputFunction:
         return out[()] if out.ndim == 0 else out
 
     def optimize(self, num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[Any, Any, Any]:
-        """Best (goodput, local_bsz, accum_steps) for each allocation (Eq. 13, spec 2.5).
+        """Best (goodput, local_bsz, accum_steps) for each allocation (Pollux Eq. 13, §4.3).
 
         Scalars in give python (float, int, int); arrays (broadcast together) give arrays of
         their shape. An allocation with 0 GPUs, or one no allowed batch fits (e.g. more GPUs
@@ -125,7 +122,7 @@ class GoodputFunction:
         return best.reshape(shape), local_bsz.reshape(shape), accum.reshape(shape)
 
     def _candidates(self, nodes: np.ndarray, gpus: np.ndarray) -> Candidates:
-        """Spec 2.5 candidate rows of flat float (nodes, gpus) under this job's model."""
+        """Eq. 13 candidate rows of flat float (nodes, gpus) under this job's model."""
         return candidate_rows(self.params, self.init_bsz, self.max_bsz, self.min_local_bsz,
                               self.max_local_bsz, self.accumulation, nodes, gpus)
 

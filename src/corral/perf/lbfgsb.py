@@ -1,16 +1,9 @@
 """Bounded L-BFGS-B minimisation with scipy's own solver and without its per-call wrapper.
 
-Every throughput fit (`corral.perf.throughput`) is L-BFGS-B over a handful of parameters whose
-objective evaluates in ~0.1 ms; `scipy.optimize.minimize` spends about as long again per
-evaluation in its Python wrapper (`ScalarFunction`, `MemoizeJac`: copies, equality checks,
-counters). A simulated day of a large cluster makes ~10,000 fits, so `minimize_lbfgsb` drives
-scipy's compiled L-BFGS-B step (`scipy.optimize._lbfgsb.setulb`) with the loop of scipy's
-`_minimize_lbfgsb` and the objective called directly: the solver sees the same points, values
-and gradients in the same order, so the result is the same to the last bit.
-
-`setulb` is scipy's private API (its C form since scipy 1.15). It is used only after a
-self-check on first use (three bounded problems solved both ways, compared bit for bit); where
-it is missing or disagrees, `scipy.optimize.minimize` runs instead (same result, slower).
+Throughput fits evaluate in ~0.1 ms and `scipy.optimize.minimize`'s wrapper costs as much
+again per call, so `minimize_lbfgsb` drives scipy's compiled step (`scipy.optimize._lbfgsb.
+setulb`) with the loop of `_minimize_lbfgsb`: same points, same result to the last bit.
+`setulb` is private API: it is used only after a first-use self-check, else `minimize` runs.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """ONES's training-progress predictor: Gaussian-process regression on completed jobs' training
-logs, giving a Beta distribution over a running job's progress (Bian et al. SC'21 §3.2.1,
-Eq. 6-7, footnote 1; spec ../shared/specs/ones.md §3.3).
+logs, giving a Beta distribution over a running job's progress (ONES (SC'21) §3.2.1, Eq. 6-7).
 
-A job's progress p (fraction of its total work done) is `Beta(alpha, beta)`, where alpha and
-beta "approximate the number of processed epochs and epochs to process". The expected remaining
-work of a job that has done s units is then `s (1 - p) / p` (Eq. 7).
-
-Decided where the paper is silent (spec §3.3 [D]):
-* alpha is known exactly online: the epochs processed (fractional), floored at 1. Only beta
-  (epochs still to process) is regressed: one GPR, trained on every epoch of every completed
-  job, target = its total epochs minus the epochs done at that point. Both are thresholded at
-  1 so the Beta is unimodal.
-* Features (the paper's x = (E, l0, s, r, a)): log epoch size E, epochs processed s/E, the latest
-  validation metric a, and the first-epoch metric a1 in place of the initial loss l0 (training
-  loss is not reported in corral; the metric's change from a1 plays the role of the loss
-  improvement ratio r, which a GP can form from a and a1). A job without a metric yet uses 0.
-* Kernel: squared-exponential with one length-scale per feature plus white noise, on
-  standardised features and targets; hyperparameters maximise the log marginal likelihood
-  (L-BFGS-B, analytic gradient, warm-started from the previous fit). Retrained whenever a job
-  completes, on at most `max_points` points drawn uniformly from all completed jobs' epochs;
-  the hyperparameters are re-optimised at each of the first 32 completions and then every 8th
-  (`reoptimize_every`), in between the GP is re-conditioned on the new data only.
-* Cold start (no completed job yet): beta = alpha, i.e. a job is expected to run as long again
-  as it has run (progress centred on one half).
+Progress p ~ `Beta(alpha, beta)`, alpha ~ epochs processed, beta ~ epochs to process; remaining
+work `s (1 - p) / p` (Eq. 7). Decided here: alpha is known online (epochs done, floored at 1);
+only beta is regressed, by one GPR on every epoch of every completed job, features log epoch
+size, epochs done, latest and first-epoch metric (no training loss is reported). ARD
+squared-exponential kernel plus noise, hyperparameters by marginal likelihood (L-BFGS-B),
+re-optimised per `reoptimize_every`; at most `max_points` points. Cold start: beta = alpha.
 """
 
 from __future__ import annotations

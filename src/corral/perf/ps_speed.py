@@ -1,18 +1,12 @@
 """Optimus's resource-speed model for parameter-server training, and its NNLS fit.
 
-Optimus (Peng et al., EuroSys'18, §3.2, Eq. 3-4; spec ../shared/specs/optimus.md §2.2) models
-the training speed (steps per second) of a job with p parameter servers and w workers as
+Optimus (EuroSys'18) §3.2: steps per second with p PSes and w workers, θ >= 0,
 
     synchronous:   f(p, w) = (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p)^-1      (Eq. 4, global batch M)
     asynchronous:  f(p, w) = w·(θ0 + θ1·w/p + θ2·w + θ3·p)^-1             (Eq. 3)
 
-with θ >= 0 (compute per sample, fixed compute, PS transfer+update, per-worker and per-PS
-overheads). The paper fits θ with a non-negative least-squares solver.
-
-Decided where the paper is silent (spec §2.2.4 item 6): the fit is exact NNLS (scipy `nnls`)
-on the reciprocal forms, which are linear in θ (1/f for sync, w/f for async); duplicate (p, w)
-points are averaged first. This is Optimus's own PS form; jobs that synchronise by all-reduce
-use the shared model in `corral.perf.throughput` instead.
+Decided here: exact NNLS (scipy `nnls`) on the reciprocal forms, linear in θ, duplicates
+averaged. All-reduce jobs use `corral.perf.throughput` instead.
 """
 
 from __future__ import annotations

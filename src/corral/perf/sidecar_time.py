@@ -1,20 +1,11 @@
-"""SideCar's time predictions (Wang et al. SC'20 §III-C-1, spec sidecar.md §2.1).
+"""SideCar's time predictions (SC'20 §III-C-1).
 
-A new job on N GPUs completes in `start + T_train(N)`; a running job reshaped to N' GPUs has
-`resize overhead + T_train(N')` left, and `T_train(N)` alone when it keeps its GPUs. The overheads
-come from a named profile in `corral.perf.overheads` (the paper's profiled initialisation,
-checkpoint and termination times). The final checkpoint and termination every job pays are
-left out: they shift every option equally.
-
-`T_train(N) = remaining iterations x t_iter(N)`. SideCar's jobs state their epoch count, so the
-remaining iterations are known exactly (§II-A: training time is "highly predictable"), and the
-offline profile gives the iteration time at the requested GPU count. corral passes both as
-`JobView.oracle` (`remaining_s_user`: seconds left alone at the user's GPU count and batch), so
-the policies using this model are oracle policies in corral's sense. Other GPU counts scale that
-time by the ratio of iteration times from the application's pooled throughput model
-(`AppSpeedProfiles`); before any job of the application has run, by the paper's motivating
-ResNet figures (§I: 4 GPUs train 2.4x as fast as one), i.e. speed ~ N^0.63. The global batch
-stays the user's (SideCar repartitions it, §VI-E), with accumulation where it does not fit.
+A new job on N GPUs completes in `start + T_train(N)`; a reshaped one has `resize overhead +
+T_train(N')` left (overheads: `corral.perf.overheads`; the final checkpoint every option pays is
+left out). `T_train(N) = remaining iterations x t_iter(N)`: SideCar's jobs state their epochs,
+so corral reads `JobView.oracle.remaining_s_user` (oracle policies) and scales other GPU counts
+by the application's pooled throughput model (`AppSpeedProfiles`), or, before any ran, by
+speed ~ N^0.63 (§I: 4 GPUs 2.4x one). The global batch stays the user's (§VI-E).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Pollux throughput model: seconds per iteration as a function of (N nodes, K GPUs, m, s).
 
-Every adaptive decision (batch choice, speedup, allocation search) needs the step time of
-configurations a job has not run yet; this module predicts it (Eq. 8-11) and learns its seven
-parameters (Eq. 12) from measured step times (RMSLE + L-BFGS-B with the exploration priors).
-
-Source: Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for Goodput-Optimized Deep
-Learning", OSDI'21, Eq. 8-12 and Sec. 4.1; the fitting objective, initial values, bounds and
-prior pinning follow ../shared/specs/pollux.md sections 1.2.1, 1.2.2 and 2.4.
+Batch choice, speedups and the allocation search need step times of configurations a job has
+not run; this module predicts them (Pollux (OSDI'21) §3.2, Eq. 8-11) and fits the seven
+parameters (Eq. 12, §4.1) to measured step times: RMSLE + L-BFGS-B, with prior-driven
+exploration pinning unobserved regimes.
 """
 
 from __future__ import annotations
@@ -33,9 +30,9 @@ __all__ = [
 PARAM_LOWER_BOUND = 1e-8
 #: Allowed range of the compute/communication overlap exponent gamma (Pollux Sec. 4.1).
 GAMMA_BOUNDS = (1.0, 10.0)
-# Initial point of the fit (spec 1.2.1): alpha 0.1 s, beta 0.01 s, gamma 1.001.
+# Initial point (Pollux artifact's `fit_perf_params`): alpha 0.1 s, beta 0.01 s, gamma 1.001.
 _INITIAL = (0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001)
-# Regulariser weights (spec 1.2.1): pull gamma toward 1 and keep beta/alpha small for sync.
+# Regulariser weights (Pollux artifact): pull gamma toward 1 and keep beta/alpha small for sync.
 _GAMMA_REG = 1e-3
 _RATIO_REG = 1e-2
 _RMSE_FLOOR = 1e-12  # keeps the sqrt differentiable at a perfect fit
@@ -102,7 +99,7 @@ def _scalar_or_array(x: np.ndarray) -> Any:
 def _sync_regime(num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masks of the two sync branches of Eq. 9 and the retrogression count max(K-2, 0).
 
-    The spec's artifact clamps (K-2) at a tiny positive value; the clamp only matters for
+    The Pollux artifact clamps (K-2) at a tiny positive value; the clamp only matters for
     K < 2, where Eq. 9 is 0 anyway, so clamping at 0 gives the same model. The node count
     enters only here, as N <= 1 or N > 1 (`DISTINCT_NODE_COUNTS`).
     """
@@ -195,17 +192,12 @@ def _aggregate(nodes: np.ndarray, gpus: np.ndarray, bsz: np.ndarray, step: np.nd
 
 
 def _loss_and_grad(theta: list[float], rows: list[_Point]) -> tuple[float, list[float]]:
-    """Spec 1.2.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient.
+    """Pollux §4.1 objective: RMSLE(T_grad) + RMSLE(T_iter) + regularisers, and its gradient.
 
-    L-BFGS-B calls this a few hundred times per fit on a handful of points, where numpy's
-    per-call overhead was the whole cost (~60 calls of ~1 us). So it runs on Python floats,
-    with the floating-point operations of the array formulas (in the comments) in the same
-    order: + - * / and sqrt are correctly rounded either way, sums follow numpy's pairwise
-    order (`numpy_sum`), and the logarithms and exponentials, whose last bits depend on
-    numpy's SIMD kernels, are numpy's, in one call each. Fits are therefore unchanged to the
-    last bit (tests/perf/test_throughput_objective.py checks it against the array form).
-    Where a point does not sync (one GPU), the array form computed a value and np.where
-    dropped it; here it is the value np.where kept.
+    Called hundreds of times per fit on a handful of points, so it runs on Python floats, with the
+    array formulas' operations (in the comments) in the same order: sums follow numpy's pairwise
+    order (`numpy_sum`), logs and exps are numpy's. Results match the array form to the last bit
+    (tests/perf/test_throughput_objective.py).
     """
     ag, bg, al, bl, an, bn, gamma = theta
     n = len(rows)
@@ -289,17 +281,11 @@ def fit_throughput(num_nodes: ArrayLike, num_gpus: ArrayLike, local_bsz: ArrayLi
                    initial: ThroughputParams | None = None) -> ThroughputParams:
     """Fit theta_sys to measured steps (one row per measurement; duplicates are averaged).
 
-    `step_time_s` is the time of an optimizer step without accumulation and `sync_time_s` the
-    part of it spent synchronising; compute time is their difference. With `prior_driven`
-    the parameters of regimes never observed are pinned to "free" (perfect scaling, spec
-    1.2.2); without it all seven are fitted (calibration from a full measured table).
-    `initial` warm-starts the fit from an earlier one (a refit after one more configuration
-    needs far fewer iterations); parameters it has at the lower bound (pinned then) start
-    from the spec's initial values instead.
-
-    The fit is a pure function of its inputs, so results are remembered by their exact bytes
-    (`_fit_memo`): jobs of one application that ran the same configurations have identical
-    profiles, and a whole cluster of them refits in the same rounds.
+    `step_time_s` is an optimizer step without accumulation, `sync_time_s` its synchronisation
+    part. With `prior_driven`, regimes never observed are pinned to perfect scaling (Pollux §4.1);
+    without it all seven are fitted. `initial` warm-starts the fit (parameters at the lower bound
+    start from the defaults). Results are memoised by their inputs' bytes (`_fit_memo`), so jobs
+    with identical profiles share a fit.
     """
     cols = (np.asarray(c, dtype=float).ravel()
             for c in (num_nodes, num_gpus, local_bsz, step_time_s, sync_time_s))
@@ -342,14 +328,14 @@ def _fit(prof: _Profile, prior_driven: bool, initial: ThroughputParams | None
         free[pinned] = False
         if np.unique(prof.local_bsz).size == 1:
             # One batch size cannot separate the constant from the per-sample cost: assume
-            # an even split (spec 1.2.1).
+            # an even split (as the Pollux artifact).
             theta[_AG] = prof.grad_mean_s / 2.0
             free[_AG] = False
 
     # L-BFGS-B over log(alpha), log(beta) and gamma: the same bounded problem (alpha, beta >=
     # 1e-8, gamma in [1, 10]) but far better conditioned, since the parameters span orders of
     # magnitude (seconds vs seconds per sample); it then reaches the same optimum from the
-    # spec's starting point as from others, in fewer iterations.
+    # artifact's starting point as from others, in fewer iterations.
     free_idx = np.flatnonzero(free)
     is_log = free_idx < _GAMMA
 

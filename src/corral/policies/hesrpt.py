@@ -1,28 +1,11 @@
 """`hesrpt`: heSRPT, the optimal allocation of GPUs among jobs with speedup k^p (an oracle).
 
-Berg, Vesilo and Harchol-Balter, "heSRPT: Parallel Scheduling to Minimize Mean Slowdown"
-(Performance 2020; the flow-time result first as "Optimal scheduling of parallelizable jobs",
-2019): for jobs that are all present at time 0, whose speedup on k servers is s(k) = k^p
-(0 < p < 1), and servers that divide arbitrarily, the schedule minimising total flow time
-gives the i-th largest of the m remaining jobs the fraction
-
-    theta_i = (i/m)^(1/(1-p)) - ((i-1)/m)^(1/(1-p))          (i = 1 largest .. m smallest)
-
-of the servers. The smallest job gets the most; jobs finish in SRPT order; the fractions change
-only when a job finishes. With sizes x_1 >= ... >= x_M (work at one server) on N servers the
-optimal total flow time is (Theorem 5 of the paper)
-
-    T* = sum_k x_k (k^(1/(1-p)) - (k-1)^(1/(1-p)))^(1-p) / s(N).
-
-Here: the policy is an oracle: it ranks jobs by their true remaining work, read from
-`JobView.oracle` (seconds left alone at the user's GPUs and batch, `remaining_s_user`) and
-turned into one-GPU work with the same speedup, `x = remaining_s_user * gpus^p`. `p` is a
-parameter (default 0.5; it is not fitted: the jobs' true speedups are not of this form, which
-is the point of comparing). Where the paper is silent: GPUs are whole, so each job gets the
-largest-remainder rounding of theta_i x the cluster, at most `JobSpec.max_gpus`, with what it
-cannot use handed to the next smaller job; jobs of 0 GPUs wait; GPUs are packed where they fit
-and spread otherwise; adaptive jobs choose their batch, others run the user's batch. New
-arrivals are ranked with the rest (the paper's optimality holds for a batch of jobs).
+heSRPT (Berg, Vesilo, Harchol-Balter, Performance'20): jobs present at time 0 with speedup
+k^p (0 < p < 1) on divisible servers; the i-th largest of m jobs gets the share
+`theta_i = (i/m)^(1/(1-p)) - ((i-1)/m)^(1/(1-p))`, so jobs finish in SRPT order (Theorem 5
+gives the optimal flow time). Work is `remaining_s_user * gpus^p` from `JobView.oracle`; `p`
+is a parameter (0.5), not a fit. Decided here: whole GPUs by largest-remainder rounding of
+theta_i x cluster, capped at `max_gpus` (the rest to the next smaller job); arrivals re-ranked.
 """
 
 from __future__ import annotations
@@ -32,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import anywhere, consolidated, free_gpus, take
 
 
@@ -74,8 +57,7 @@ def whole_shares(fractions: Sequence[float], total: int, caps: Sequence[int]) ->
 class HeSrpt(Policy):
     name = "hesrpt"
     summary = "heSRPT (Berg et al.): optimal GPU shares for speedup k^p by remaining work"
-    oracle = True
-    decides_on_change_only = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE, keeps=Keeps.DECISION_UNTIL_CHANGE)
 
     @dataclass
     class Params:

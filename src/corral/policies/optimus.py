@@ -1,46 +1,12 @@
 """`optimus` and `optimus-oracle`: Optimus's marginal-gain GPU allocation at the user's batch.
 
-Optimus (Peng et al., EuroSys'18, §3-4, Algorithm 1; spec ../shared/specs/optimus.md §2)
-minimises the sum of remaining completion times t_j = Q_j x step_time_j(K_j): every active job
-first gets one GPU (starvation avoidance), then GPUs go one at a time to the job whose
-remaining time drops most from one more GPU, Q_j x (step(K) - step(K+1)) (Eq. 9; the dominant
-resource of a GPU worker is its GPU), until GPUs run out or no gain is positive. Placement puts
-each job on the fewest nodes that hold it, split evenly (Theorem 1), smallest jobs first onto
-the nodes with the most free GPUs. Jobs keep the user's total batch size ("TunedJobs"), with
-gradient accumulation when the per-GPU share does not fit.
-
-* `optimus`: Q_j (remaining steps) comes from the online convergence fit of the job's
-  validation-metric history (`corral.perf.convergence`): epochs to the looser δ' first, then to
-  δ, times 1.05 until δ' is reached (§4.1), times the steps per epoch seen so far.
-* `optimus-oracle`: Q_j is the true remaining steps from `JobView.oracle` (the Pollux paper's
-  "Optimus+Oracle").
-
-Speed model: `optimus-oracle` reads the true step time at the user's batch on K packed GPUs
-(`speed_model=oracle`, `JobView.oracle.step_s_user`), as the Pollux artifact's Optimus+Oracle
-did (its optimus.py asks the application's measured throughput, not a fit), and has no
-exploration cap: it knows every GPU count's speed. Otherwise the jobs here synchronise by
-all-reduce, so the step time comes from the job's own fitted Pollux throughput model
-(`speed_model=allreduce`, the default of `optimus`; `JobView.estimator`,
-`corral.perf.throughput`), at the packed placement of K GPUs. `speed_model=ps` uses Optimus's
-parameter-server form instead (Eq. 4 with one PS per worker, NNLS-fitted in
-`corral.perf.ps_speed`) once a job has run at 3 GPU counts.
-
-Decided where the paper is silent:
-* No pre-run (fitted speed models): the paper profiles each job on ~5 (p, w) configurations
-  before it starts; a simulated job observes only what it runs. A job that has never run gets its one GPU and no
-  more; afterwards it may grow to at most `explore_factor` x the most GPUs it has run on, so a
-  model extrapolated from small runs cannot grab the cluster (Pollux's exploration rule).
-* GPUs per job are capped at user batch / smallest per-GPU batch (the Pollux artifact's cap).
-* Starvation avoidance in submission order: when there are more jobs than GPUs, the latest
-  jobs wait. Ties in gain go to the earlier job.
-* Each job's convergence threshold δ (relative, `corral.perf.convergence`) is its owner's
-  input. The simulated jobs in truth stop after a fixed number of epochs, so the default δ of
-  each Pollux application is the one at which the fit of its whole validation curve stops there
-  (median over the validated batch sizes, printed by benchmarks/optimus_convergence.py);
-  `delta_by_app` overrides it, `delta` is used for applications not listed.
-* Steps per epoch: the job's own history; before its first epoch, that of another job of the
-  same application scaled by batch size; otherwise the steps run so far.
-* Decisions every engine round (60 s, the Pollux artifact's interval; the paper used 20 min).
+Optimus (EuroSys'18) §4.1, Eq. 9, Algorithm 1: each active job gets one GPU, then GPUs go one
+at a time to the job whose remaining time Q_j x step_time_j(K) falls most, while gains are
+positive; placement on the fewest nodes, split evenly (Theorem 1). Q_j: `optimus` fits the
+validation curve (`corral.perf.convergence`); `optimus-oracle` reads the true remaining steps
+(the Pollux paper's Optimus+Oracle). Step time: the oracle's, else the job's fitted all-reduce
+model (`speed_model=allreduce`) or Optimus's PS model (`ps`, Eq. 4). Decided here: no pre-run
+profiling, so growth is capped at `explore_factor` x the most GPUs run on; δ per `USER_DELTA`.
 """
 
 from __future__ import annotations
@@ -56,7 +22,7 @@ import numpy as np
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.perf.convergence import ConvergencePrediction, predict_total_epochs
 from corral.perf.ps_speed import fit_ps_speed
 from corral.perf.throughput import ThroughputParams, iteration_time
@@ -64,7 +30,7 @@ from corral.policies.placement import gang_allocate
 
 #: Relative convergence threshold δ per Pollux application: the δ at which the fit of the
 #: whole validation curve stops at the application's epoch count (median over the validated
-#: batch sizes of ../shared/data/pollux/profiles, from benchmarks/optimus_convergence.py).
+#: batch sizes of the Pollux artifact's profiles, from benchmarks/fidelity/optimus_convergence.py).
 #: bert trains 2 epochs, too few to fit; it always uses the fallback.
 USER_DELTA: dict[str, float] = {
     "cifar10": 4.6e-4, "deepspeech2": 6.1e-4, "imagenet": 1.3e-3, "ncf": 1.2e-2,
@@ -276,10 +242,9 @@ class ModelStepTimes:
     """Step times at the user's batch on 1..K packed GPUs from a fitted throughput model,
     shared by jobs with equal inputs (read-only tables, index 0 unused = inf).
 
-    A table depends only on the model, the node size, K and the user's batch fields, and
-    fits are remembered by their inputs (`perf.throughput`), so the jobs of one application
-    that ran the same configurations get the same model: at 4,000 jobs most of an optimus
-    round was recomputing the same few tables (issue 18). Bounded, least recently used out."""
+    A table depends only on the model, the node size, K and the user's batch fields, and fits are
+    remembered by their inputs (`perf.throughput`), so jobs of one application usually share one.
+    Bounded, least recently used out."""
 
     def __init__(self, capacity: int = 8192) -> None:
         self.capacity = capacity
@@ -313,7 +278,7 @@ class OptimusOracle(Policy):
     name = "optimus-oracle"
     summary = "Optimus marginal-gain GPU allocation, true remaining steps, user's batch"
     Params = OptimusOracleParams
-    oracle = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE)
 
     def __init__(self, params: OptimusOracleParams | None = None) -> None:
         super().__init__(params)
@@ -405,8 +370,8 @@ class Optimus(OptimusOracle):
     name = "optimus"
     summary = "Optimus: online convergence fit + marginal-gain GPU allocation, user's batch"
     Params = OptimusParams
-    oracle = False
-    learns_from_completed = True  # steps per epoch borrowed from a finished job of the model
+    #: no oracle; steps per epoch borrowed from a finished job of the model
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED)
 
     def __init__(self, params: OptimusParams | None = None) -> None:
         super().__init__(params)

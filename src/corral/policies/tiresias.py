@@ -1,63 +1,30 @@
 """`tiresias-las` and `tiresias-gittins`: Tiresias's Discretized 2D-LAS and 2D-Gittins.
 
-Tiresias (Gu et al., NSDI'19, §3.2-3.3, Pseudocode 1-2; spec ../shared/specs/tiresias.md
-§2) schedules gang jobs on the GPUs their users asked for, without knowing durations. A job's
-attained service is GPUs x time run (GPU-seconds). K priority queues (default 2) split it at
-demotion thresholds; a job drops to the next queue when its service crosses the threshold.
-Every round the queues are walked from the highest, and each job that fits in the GPUs still
-free runs (a job that does not fit is skipped, so smaller ones behind it can start). Running
-jobs that were not chosen are preempted (checkpoint-restart). Inside a queue, 2D-LAS runs jobs
-FIFO by the time they first started; 2D-Gittins orders them by their Gittins index from a
-GPU-time distribution (a file, or learned from the jobs completed so far), FIFO in the last
-queue. PromoteKnob against starvation: a waiting job that has waited at least
-`promote_knob` x its run time since it last ran is moved back to the first queue with its run
-time and service reset (infinite = off, the paper's testbed setting).
-
-Placement (§3.3): a job whose model is skewed (a dominating tensor: largest-tensor share of the
-model above PACKLIMIT) is consolidated on as few nodes as possible; any other job takes free
-GPUs wherever they are, filling the most fragmented nodes first.
-
-Decided where the paper is silent (spec §2.4-2.6, §6.2):
-* Decisions happen at round boundaries (every engine interval, 60 s by default), as in the
-  Pollux artifact's baseline; demotion and promotion therefore act on the next round.
-* Attained service and run time count restart pauses (the GPUs are held), as the artifact did.
-* FIFO key: the first start time (a promoted job: its promotion time); never-started jobs come
-  after started ones, by submission. `fifo_key=arrival` orders by submission instead, as the
-  Pollux artifact's Tiresias did.
-* Waiting time δ counts from the job's last round running or its last promotion; promotion
-  applies only to jobs that have run, and under 2D-LAS only below the first queue (as the
-  reference code). Under 2D-Gittins a job can starve inside Q1 as well (past the largest
-  sample its index is 0), so there the knob also resets a waiting Q1 job's service, giving it
-  a fresh job's index.
-* Gittins quantum of queue i is the service left to its threshold (Q_i^hi - a), so the index
-  is the chance to finish before demotion per GPU-second spent trying; a job past the largest
-  sample gets index 0. Before any job has completed (online learning), Gittins falls back to
-  LAS order, as Pseudocode 1 does without a distribution.
-* Skew: the simulator has no traffic profiler and no linear-classifier update of PACKLIMIT.
-  The skew of a model is its largest tensor's share of the model (spec §2.6 option (b)), from
-  the Tiresias simulator's model tensor lists (spec Appendix A table); models not listed
-  (all-reduce jobs have no PS skew) count as unskewed. PACKLIMIT defaults to 0.5, which splits
-  VGG/AlexNet (0.61-0.77) from ResNet/Inception (<= 0.14) as the paper's Fig. 3 does.
-  `placement=consolidate` consolidates every job, as the Pollux artifact's Tiresias did.
-* Jobs run at the user's batch size with gradient accumulation when a GPU cannot hold it.
+Tiresias (NSDI'19) §3.2-3.3, Pseudocode 1-2: gang jobs at their users' GPU counts, durations
+unknown. Attained service (GPU-s) demotes a job through K queues (default 2); each round walks
+the queues from the top, runs every job that fits and preempts the rest. In a queue, 2D-LAS is
+FIFO by first start (`fifo_key`), 2D-Gittins by Gittins index (FIFO in the last queue);
+`promote_knob` (off by default) resets a job that waited long enough. Placement (§3.3): skewed
+models (`MODEL_SKEW` > PACKLIMIT) consolidate, others fill the most fragmented nodes. Decided
+here: decisions per round; service counts restart pauses; Gittins is LAS until a job completes.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import operator
 from dataclasses import dataclass
 
 from corral.core.cluster import Placement
 from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
 
-#: Largest tensor / model size of the Tiresias simulator's models (`models.py` tensor lists,
-#: derived in ../shared/specs/tiresias.md Appendix A); GoogLeNet falls back to Inception-v3
-#: there too.
+#: Largest tensor / model size of the Tiresias reference simulator's models (its `models.py`
+#: tensor lists); GoogLeNet falls back to Inception-v3 there too.
 MODEL_SKEW: dict[str, float] = {
     "vgg19": 0.72, "vgg16": 0.74, "vgg11": 0.77, "alexnet": 0.61,
     "resnet152": 0.06, "resnet101": 0.08, "resnet50": 0.11,
@@ -165,7 +132,7 @@ class TiresiasLas(Policy):
     ranks_within_queue = False
     #: Admission by the user's GPU count, and a running admitted job stays where it is: when
     #: none waits, all are admitted again as they run (queues and promotion only order them).
-    keeps_running_when_none_waits = True
+    promises = Promises(keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def __init__(self, params: TiresiasParams | None = None) -> None:
         super().__init__(params)
@@ -237,20 +204,13 @@ class TiresiasLas(Policy):
         return self._stands_until
 
     def _standing(self, now_s: float, keyed: list, out: dict[str, Assignment]) -> float:
-        """Until when this decision stands (`Policy.stands_until`) under 2D-LAS without
-        promotion: until a running job's service may cross its queue's bound (service grows by
-        its GPUs each second, pauses included). -inf (asked every round) with promotion
-        (waiting moves jobs up) and under Gittins (the index moves with service).
+        """Until when this decision stands (`Policy.stands_until`) under 2D-LAS without promotion:
+        until a running job's service may cross its queue's bound; -inf (every round) with promotion
+        or under Gittins, whose inputs move continuously.
 
-        Without an event, the order of the jobs is the decision's only input that moves:
-        through service crossing a bound, and through a job's first start, which makes its FIFO
-        key its start time. That second move changes nothing: the jobs that started now move,
-        in their own order, ahead of the never-started jobs of their queue only, and every one
-        of them was admitted; moving admitted jobs earlier in a greedy admission by GPU count
-        admits the same jobs (each job after them finds no more room than before, and each of
-        them found room before), and every admitted job runs (the placers fail only when fewer
-        GPUs are free than it needs), so each keeps its placement. tests/policies/
-        test_tiresias.py asks the policy at every round and checks that it answers so."""
+        A job's first start also moves its FIFO key, but only ahead of never-started jobs of its
+        queue, all of them admitted: a greedy admission by GPU count then admits the same jobs on
+        the same placements (tests/policies/test_tiresias.py checks this at every round)."""
         if self.ranks_within_queue or self.params.promotion:
             return -math.inf
         bounds = self._thresholds
@@ -289,7 +249,8 @@ class TiresiasGittins(TiresiasLas):
     summary = "Tiresias discretized 2D-Gittins: Gittins index from a GPU-time distribution"
     Params = TiresiasGittinsParams
     ranks_within_queue = True
-    learns_from_completed = True  # the GPU-time distribution, when none is given
+    #: the GPU-time distribution is learned from finished jobs when none is given
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED, keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def __init__(self, params: TiresiasGittinsParams | None = None) -> None:
         super().__init__(params)
@@ -297,7 +258,8 @@ class TiresiasGittins(TiresiasLas):
         self._fixed = load_service_distribution(path) if path else None
         self._dist: ServiceDistribution | None = self._fixed
         self._learned_from = 0
-        self.learns_from_completed = self._fixed is None
+        if self._fixed is not None:
+            self.promises = dataclasses.replace(self.promises, reads=Reads.VIEWS)
 
     def _prepare(self, snapshot: Snapshot) -> None:
         if self._fixed is None and len(snapshot.completed) != self._learned_from:

@@ -1,26 +1,12 @@
-"""The early-initialisation protocol (SideCar §III-A, spec 1.3 and 1.6): a job placed on slots
-that a running job is giving up starts its workers while that job (the donor) keeps training;
-they initialise and wait at a start gate; the donor gives its slots up only once every one of
-them is ready, and the gate opens once the slots are free. Torch-free: executors and plain
-scripts import it.
+"""The early-initialisation protocol (SideCar (SC'20) §III-A, §III-B-3). Torch-free.
 
-1. The executor starts each worker of launch g with its ordinary environment (the rendezvous
-   of the launch, CUDA_VISIBLE_DEVICES of the slots it will run on) plus `CORRAL_EARLY_START=g`.
-2. The worker starts, imports, loads its data and builds its model - on the device it was
-   given, which the donor is still using - then calls `wait_for_start()`: it writes the same
-   ready marker in-place joiners write (`ready-g<g>-r<rank>` in `CORRAL_CONTROL_DIR`,
-   corral.protocol.inplace) and waits until the gate file `start-g<g>` exists. Only then does
-   it join the process group and take its first step.
-3. When every rank is ready the executor lets the donor shrink or stop (by its own
-   mechanism); once the slots are free it writes the gate file. SIGTERM or SIGKILL while a
-   worker waits means the early start was called off: it exits (nothing to checkpoint).
-
-`wait_for_start()` returns at once for a worker started without `CORRAL_EARLY_START` (a normal
-start), so a script can call it unconditionally. corral.train's trainer calls it; a plain
-script allows early initialisation by calling it after its set-up and before
-`init_process_group` and its first step, and by being submitted with `early_init: true`
-(`corral submit --early-init`): the executor never pre-starts a job it does not know to wait at
-the gate, since such a job would train on GPUs the donor still uses.
+A job placed on slots a running job (the donor) is giving up starts its workers while the
+donor keeps training. Each worker, started with `CORRAL_EARLY_START=g`, sets up on its given
+device, writes the ready marker `ready-g<g>-r<rank>` in `CORRAL_CONTROL_DIR` (as in-place
+joiners do) and waits for the gate file `start-g<g>`. Once every rank is ready the executor
+lets the donor give its slots up, then writes the gate; SIGTERM/SIGKILL while waiting calls the
+early start off. `wait_for_start()` returns at once without `CORRAL_EARLY_START`. Only jobs
+submitted with `early_init: true` are pre-started: any other would train on the donor's GPUs.
 """
 
 from __future__ import annotations

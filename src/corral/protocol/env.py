@@ -1,16 +1,12 @@
 """The executor-to-job contract: environment variables a worker is started with.
 
-An executor starts every worker of a job with the standard `torch.distributed` rendezvous
-variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so any
-`init_process_group("env://")` script works unchanged, plus:
-
-* `CORRAL_JOB_ID`, `CORRAL_CHECKPOINT_DIR`, `CORRAL_BACKEND` (gloo or nccl) - also for plain
-  scripts that only checkpoint on SIGTERM (the non-intrusive path, SideCar spec 1.5);
-* `CORRAL_JOB_CONFIG`: JSON of `JobConfig`, read by `corral.train` - the submitted batch limits
-  (Pollux's `initBatchSize`, `maxBatchSize`, `localBszBounds`, spec 1.2 "Reports"), the batch a
-  policy fixed (if any), and where to report and checkpoint.
-
-Torch-free: the executors and the service import it.
+Every worker gets the `torch.distributed` rendezvous variables (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so any `init_process_group("env://")` script runs
+unchanged, plus `CORRAL_JOB_ID`, `CORRAL_CHECKPOINT_DIR` and `CORRAL_BACKEND` (enough for a
+plain script that checkpoints on SIGTERM, SideCar (SC'20) §III-B-4) and `CORRAL_JOB_CONFIG`, the
+JSON `JobConfig` `corral.train` reads: batch limits (Pollux (OSDI'21) §4.1 `initBatchSize`,
+`maxBatchSize`, `localBszBounds`), any batch a policy fixed, report and checkpoint paths.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ ENV_JOB_ID = "CORRAL_JOB_ID"
 ENV_CHECKPOINT_DIR = "CORRAL_CHECKPOINT_DIR"
 ENV_BACKEND = "CORRAL_BACKEND"
 #: Exit status of a worker that checkpointed and stopped because it was asked to (128 + SIGTERM,
-#: as AdaptDL's workers, spec 1.4 step 5). Exit status 0 always means "finished".
+#: as AdaptDL's workers; Pollux (OSDI'21) §4.2). Exit status 0 always means "finished".
 STOP_EXIT_CODE = 143
 
 
@@ -48,7 +44,7 @@ class JobConfig:
     num_nodes: int = 1
     checkpoint_dir: str | None = None
     report_path: str | None = None
-    report_interval_s: float = 30.0  # Pollux agents report every 30 s (spec 1.2)
+    report_interval_s: float = 30.0  # as PolluxAgent, Pollux (OSDI'21) §4.1
     checkpoint_interval_s: float = 600.0
     launch: int = 0  # how many times this job was started before (0 = first start)
 

@@ -1,22 +1,12 @@
-"""The in-place resize protocol between an executor and a `corral.train` job (ONES §3.3.1):
-the workers that stay keep their process, model, optimizer and device; no checkpoint file is on
-the path. Torch-free: executors import it.
+"""The in-place resize protocol between an executor and a `corral.train` job (ONES §3.3.1).
 
-1. The executor starts each *new* worker with the new rendezvous (RANK, WORLD_SIZE,
-   MASTER_ADDR, MASTER_PORT of generation g) and `CORRAL_JOIN_GENERATION=g`. It builds its model
-   and data as any worker does, writes `ready-g<g>-r<rank>` into `CORRAL_CONTROL_DIR` and waits
-   for the group (the old workers keep training meanwhile).
-2. When every new worker is ready, the executor writes `resize-g<g>.json` (a `ResizeRequest`:
-   the new world size and rendezvous, each old rank's new rank or null to leave, the batch the
-   policy fixed if any) and sends SIGUSR1 to the old workers.
-3. The old workers agree on the request at a step boundary (the flag rides the gradient
-   buckets, as the stop flag does), leave the old process group together, and each either
-   exits with `LEAVE_EXIT_CODE` (no new rank) or joins generation g. New rank 0, a worker that
-   stayed, broadcasts the whole training state (model, optimizer, LR and noise state, data
-   position); training continues at the new size with the batch chosen for it.
-4. A failure on the way (a new worker that never joins, one that dies, a timeout) makes old
-   rank 0 write a checkpoint from the state it still holds and every old worker exit with
-   STOP_EXIT_CODE: the executor falls back to checkpoint-restart and nothing is lost.
+Staying workers keep process, model, optimizer and device; no checkpoint on the path. Torch-free.
+1. New workers start with generation g's rendezvous and `CORRAL_JOIN_GENERATION=g`, set up,
+   write `ready-g<g>-r<rank>` into `CORRAL_CONTROL_DIR` and wait (old workers keep training).
+2. All ready: the executor writes `resize-g<g>.json` (`ResizeRequest`) and sends SIGUSR1.
+3. Old workers agree at a step boundary, leave the old group, exit `LEAVE_EXIT_CODE` or join g;
+   new rank 0 (an old worker) broadcasts the training state.
+4. Failure: old rank 0 checkpoints, old workers exit `STOP_EXIT_CODE` (checkpoint-restart).
 """
 
 from __future__ import annotations

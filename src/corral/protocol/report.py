@@ -1,23 +1,12 @@
-"""The job's report to the scheduler: progress plus its fitted models (Pollux spec 1.2 "Reports").
+"""The job's report to the scheduler: progress plus fitted models (Pollux (OSDI'21) §4.1).
 
 Rank 0 of a `corral.train` job rewrites one JSON file atomically every report interval, after
-the first step of every launch, at epoch ends and when it stops or finishes; the executor reads
-it (SideCar's periodic monitoring report, spec 1.4). Keys:
-
-    time            wall-clock time of the report (s since the Unix epoch)
-    state           "running", "stopped" (checkpointed on request) or "finished"
-    launch          the launch number the executor gave (0 = first start)
-    world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz
-    steps, epoch, progress (scale-invariant iterations), samples (stream position)
-    loss            mean training loss over the last report interval
-    lr_scale        the learning-rate factor of the last step
-    metrics         [[steps, epoch, value], ...] validation metrics recorded by the job
-    estimator       JobEstimator.to_dict() (throughput profile, gradient statistics, fit)
-    resumed         {"steps", "epoch", "loss", "checkpoint"} of the checkpoint this launch
-                    started from, or null
-    first_step_time wall-clock time the first step of this launch ended
-
-Torch-free.
+each launch's first step, at epoch ends and on stop/finish; the executor reads it (SideCar
+(SC'20) §III-B-4's monitoring report). Keys: time (Unix s), state (running|stopped|finished),
+launch, world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz, steps, epoch,
+progress (scale-invariant iterations), samples, loss (mean over the interval), lr_scale,
+metrics [[steps, epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (the checkpoint
+this launch started from, or null), first_step_time. Torch-free.
 """
 
 from __future__ import annotations
@@ -49,9 +38,8 @@ class Reporter:
     def write(self, doc: dict[str, Any]) -> None:
         """Replace the report atomically but not durably: it is written on the training
         thread every few seconds, and the next one replaces it anyway, so a machine crash
-        may lose the last one (the checkpoints are what a restart resumes from). The two
-        fsyncs cost 0.3 ms a report on this project's ext4 disk (1.8 against 1.5 ms), and
-        can cost tens of ms on a slow or shared one."""
+        may lose the last one (the checkpoints are what a restart resumes from), while two
+        fsyncs a report can cost tens of ms on a slow or shared disk."""
         if self.path is None:
             return
         self._last = time.monotonic()

@@ -1,69 +1,9 @@
-"""Write a comparison's results to a folder: summary.json, jobs.csv and PNG plots.
+"""Write a comparison's results to a folder: summary.json, jobs.csv, the two timelines, plots.
 
-`write_outputs(out_dir, results, summaries)` writes:
-
-* `summary.json` -- the metrics of every run and their mean per policy::
-
-      {
-        "schema": 1,
-        "policies": {
-          "<policy>": {
-            "mean":      {<summary fields>},        # field-wise mean over the workloads
-            "workloads": {"<workload>": {<summary fields>}, ...}
-          },
-          ...
-        }
-      }
-
-  `<summary fields>` are, in this order (times in seconds; see `corral.sim.analysis.metrics` for the
-  exact definitions):
-
-  ========================  ================================================================
-  avg_jct_s                 mean job completion time (finish - submit) of finished jobs
-  p50_jct_s, p99_jct_s      JCT percentiles (linear interpolation, numpy's default)
-  makespan_s                last finish - first submission
-  avg_queue_s               mean first_start_s - submit_s of finished jobs
-  ftf_p50, ftf_p99,         finish-time fairness rho = jct / fair_share_jct, percentiles and
-  ftf_max                   maximum over finished jobs that have a fair-share JCT
-  restarts_per_job          mean restarts of finished jobs
-  gpu_util                  mean fraction of cluster GPUs allocated, first submit to last finish
-  lower_bound_avg_jct_s     mean isolated JCT (each job alone on the whole cluster)
-  lower_bound_ratio         avg_jct_s / lower_bound_avg_jct_s
-  lp_bound_avg_jct_s        the workload's LP relaxation bound on the average JCT of any
-                            schedule (corral.sim.analysis.lp_bound), at least lower_bound_avg_jct_s;
-                            null when not computed
-  gap                       avg_jct_s / lp_bound_avg_jct_s (null unless every job finished)
-  finished, unfinished      job counts (unfinished jobs are left out of every per-job statistic)
-  wall_s                    wall-clock seconds the simulation took
-  stopped                   null when every job finished; else why the run stopped early, in
-                            words (the horizon, its basis, and how many jobs were unfinished);
-                            in "mean", how many workloads stopped early
-  ========================  ================================================================
-
-  A value that cannot be computed (no finished jobs, no fair-share JCTs, ...) is `null`. In
-  "mean" each field is the mean over the workloads where it is not null (`null` if none), and
-  the counts are means too. A workload name repeated within one policy gets a `#2`, `#3`, ...
-  suffix (the same key is used in jobs.csv).
-
-* `jobs.csv` -- one row per job and policy, columns `JOBS_CSV_COLUMNS`: policy, workload, name,
-  app, submit_s, first_start_s, finish_s, jct_s, restarts, attained_gpu_s, requested_gpus,
-  isolated_jct_s, ftf. Missing values (an unfinished job's finish) are empty cells.
-
-* `gpu_timeline.csv` -- the GPUs in use over time of every run, a step function: columns
-  `GPU_TIMELINE_COLUMNS` (policy, workload, time_s, gpus, cluster_gpus); `gpus` holds from
-  `time_s` to the next row of the same run.
-
-* `allocations.csv` -- which job held how many GPUs when, changes only: columns
-  `ALLOCATIONS_CSV_COLUMNS` (policy, workload, job, time_s, gpus); a job holds its last value
-  until its finish in jobs.csv. Empty (header only) for results that did not record them
-  (`corral.sim.analysis.allocations`).
-
-* `jct_cdf.png` (JCT CDF per policy over all workloads), `gpu_usage.png` (GPUs in use over
-  time per policy, first workload) and `report.html` (every table and plot in one
-  self-contained page, `corral.report.html`), unless `plots=False`.
-
-`corral.report.readback.read_outputs` reads these files back, so `corral report DIR` rebuilds
-report.html from them alone.
+`write_outputs(out_dir, results, summaries)` writes them; the format of each file and the meaning
+of every field are documented once, in docs/traces.md ("Output files"), with the definitions
+computed in `corral.sim.analysis.metrics`. `corral.report.readback.read_outputs` reads the files
+back, so `corral report DIR` rebuilds report.html from them alone.
 """
 
 from __future__ import annotations

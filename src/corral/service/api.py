@@ -1,18 +1,12 @@
 """The REST API of the live service (FastAPI; the OpenAPI schema is at /openapi.json).
 
-Every endpoint but /healthz and the schema needs `Authorization: Bearer <token>`; a missing or
-wrong token gets 401. Errors are one line in `detail`: a body that is not a valid submission
-(422: not JSON, not an object, a field missing, unknown, of the wrong type or out of bounds)
-names the field and what is wrong with it, as does a bad query parameter (422); a well-formed
-but inconsistent job (400) says why; a body over MAX_BODY_BYTES gets 413 before it is parsed.
-What the service changes of a submission (a max_gpus over the cluster's GPUs, capped) is listed
-in the answer's `adjusted` and recorded as "adjusted" events. No request can make a 500 on
-purpose: what a body may hold is bounded in corral.service.submission, and every message echoes
-client text only through `safe_text`.
-The API only reads the store and the executor's logs and writes submissions and cancel
-requests; the control loop does the rest. `/healthz` says whether the control loop and the
-executor still go round (corral.service.health). `/` is the web dashboard and `/docs` an API
-page, both from files inside the package (corral.service.dashboard).
+All endpoints but /healthz and the schema need `Authorization: Bearer <token>` (else 401).
+Errors are one line in `detail` (422: not a valid submission - not JSON included - or query,
+naming the field; 400 says why; 413 over MAX_BODY_BYTES); no request can cause a 500 on purpose:
+bodies are bounded (corral.service.submission) and client text is echoed only through
+`safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
+The API reads the store and logs and writes only submissions and cancels; the control loop does
+the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
 """
 
 from __future__ import annotations
@@ -123,8 +117,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     @app.get("/jobs", dependencies=[Depends(authorized)])
     def jobs() -> StreamingResponse:
         # the summaries the control loop stored, sent as they are, a page at a time: making
-        # them from the documents took 3.2 s with 10,000 jobs, and the list's temporaries
-        # raised the service's RSS by 170 MiB
+        # them from the documents is slow and memory-hungry with thousands of jobs
         return StreamingResponse(_job_list(store), media_type="application/json")
 
     @app.get("/jobs/{job_id}", dependencies=[Depends(authorized)])

@@ -1,13 +1,10 @@
 """The web dashboard and the API page, served from files inside the package (no CDN).
 
-`GET /` is the dashboard (static/index.html with dashboard.js and .css): the cluster as nodes
-x GPUs with the job on each GPU, the job table, a page per job and the scheduler's recent
-rounds, refreshed by polling the API every second. The page asks for the token once, keeps it
-in the browser's sessionStorage and sends it as the bearer header, so every API call stays
-authenticated; the static files themselves hold nothing secret and are served without it.
-`GET /docs` is an API page that renders /openapi.json with a local script, replacing FastAPI's
-Swagger UI, which loads its scripts from a CDN and is blank offline (/redoc is off for the same
-reason).
+`GET /` is the dashboard (static/index.html, dashboard.js, .css): nodes x GPUs with their jobs,
+the job table, job pages and recent rounds, polling the API each second. It asks for the token
+once, keeps it in sessionStorage and sends it as the bearer header; the static files hold
+nothing secret. `GET /docs` renders /openapi.json with a local script instead of Swagger UI,
+which loads from a CDN (/redoc is off for the same reason).
 """
 
 from __future__ import annotations

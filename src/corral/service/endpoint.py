@@ -1,15 +1,11 @@
 """Where a service lives and how clients find it: the data directory, its lock, its token, its
 address.
 
-The data directory (`--data-dir`, else $CORRAL_HOME, else ~/.corral; mode 0700, its files 0600)
-holds state.db, jobs/ (logs, reports, checkpoints), `token` (made on first start unless --token
-or $CORRAL_TOKEN gives one), `service.lock` and `service.json` ({"url", "pid"}) while a service
-runs. Clients use --url/$CORRAL_URL and --token/$CORRAL_TOKEN when given, else these files.
-
-One service per data directory: `ServiceLock` takes an exclusive `flock` on `service.lock` and
-holds it for the service's whole life (the kernel drops it when the process dies, kill -9
-included). A second service on the same directory fails at once with one line naming the running
-one (its pid from /proc/locks, its URL from service.json), before it has changed anything.
+The data directory (`--data-dir`, $CORRAL_HOME or ~/.corral; mode 0700, files 0600) holds
+state.db, jobs/, `token`, `service.lock` and, while running, `service.json` ({"url", "pid"}).
+Clients use --url/--token or $CORRAL_URL/$CORRAL_TOKEN, else these files. `ServiceLock` holds
+an exclusive `flock` on `service.lock` for the service's life (dropped by the kernel on any
+death), so a second service fails at once, naming the running one, before changing anything.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """One job as the live service tracks it, and the `JobView` a policy sees of it.
 
-A live job keeps its books in the same `JobLedger` a simulated job does (corral.core.ledger),
-so the same assignments give the same `JobView` and a policy cannot tell the two worlds apart:
-time held and waited is accounted by the service's clock; steps, epoch, progress, batch and
-metrics come from the job's latest report; the estimator is rebuilt from the report's
-`JobEstimator.to_dict()` (an empty one, as a simulated job starts with, until the job reports -
-a non-intrusive job never does).
-
-`restarts` counts as the simulator counts them (the ledger's rule): every placement of a job
-that has run before - a resize, a resume after preemption - plus every crash retry (the
-simulator has no crashes). `preemptions` and `crash_retries` count those two causes apart, and
-`launches` the worker sets the executor started.
-Time is GPU time (`attained_gpu_s`, `run_time_s`) only while the job's workers hold their slots:
-a placed job still waiting for a stopping job to free them is queueing, so a policy that ranks by
-attained service (Tiresias) does not charge it for another job's stop.
-
-A report is written by the job, so it is checked (`checked_report`) before the service uses it:
-one with a wrong type anywhere is ignored, as if the job had not reported.
+A live job's books are the simulated job's `JobLedger` (corral.core.ledger, which also holds the
+counting rules): time by the service's clock; steps, epoch, progress, batch and metrics from the
+latest report; the estimator rebuilt from the report (empty until the job reports, and a
+non-intrusive job never does). `launches` counts worker sets started. GPU time accrues only
+while the workers hold their slots, so a policy ranking by attained service (Tiresias) does not
+charge a job for another's stop. Reports are checked (`checked_report`): one with a wrong type
+anywhere is ignored.
 """
 
 from __future__ import annotations

@@ -1,35 +1,13 @@
 """The live control loop: the simulator's scheduling round, on a real clock and real workers.
 
-Every tick (a fraction of a second) the loop takes in new submissions and cancel requests,
-reads each job's executor state and latest report, and accounts the time that passed. At every
-scheduling interval - and, for policies that ask for it, right after a job arrives or finishes -
-it builds the same `Snapshot` the simulator builds (live and simulated jobs keep their books in
-the same `JobLedger`, corral.core.ledger), calls the same policy object, checks the `Decision` against the cluster and hands
-every changed assignment to the executor (start, resize = checkpoint-restart, or preempt).
-Policies that promise to change their decision only on arrivals and completions are called only
-then, and policies that keep running jobs are not called while no job waits: the loop and the
-simulator's engine ask the same `should_decide`. Oracle policies cannot run live (no true remaining time).
-
-Between rounds, a job that arrives while GPUs are idle does not wait for the next interval:
-the policy is asked at once (a fill-in round) and only its placements of waiting jobs on idle
-GPUs are carried out; running jobs keep theirs until the next real round, so a fill-in round
-never restarts anything.
-`fill_in=False` (`corral serve --no-fill-in`) turns fill-in rounds off, so that the policy is
-asked exactly when the simulator asks it (`corral emulate` compares the two).
-
-The loop's time is the executor's clock (`Executor.clock`): wall-clock time, or the emulated
-executor's clock running N times faster, so that job times come out in emulated seconds. Each
-tick runs inside `Executor.one_instant()`, in which the emulated clock stands still: a round is
-decided and applied at one instant, as in the simulator, whatever its real time.
-
-All state goes to the Store, so `recover()` after a restart finds every job: workers an earlier
-service left running are reclaimed (asked to checkpoint, then stopped) and every unfinished job
-queues again and resumes from its checkpoint when the policy next places it; a job that held
-GPUs is recorded as requeued by the restart, with a 0-GPU assignment (corral.service.records).
-
-Fault isolation: whatever the executor raises for one job (placing, stopping, cancelling or
-reclaiming it) fails that job with an "error" event; the loop goes on. `last_round` (monotonic
-time of the last finished tick) tells /healthz the loop is alive.
+Each tick takes in submissions and cancels, reads executor states and reports, and accounts
+time. At each interval (and on arrivals and completions if the policy asks) it builds the
+simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
+checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
+fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
+Time is `Executor.clock`, each tick inside `Executor.one_instant()`. `recover()` rebuilds every
+job from the Store (a restart recorded as one: corral.service.records); an executor error fails
+that one job. No oracle policies.
 """
 
 from __future__ import annotations
@@ -49,7 +27,7 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
 from corral.core.ledger import Ask, completed_view, should_decide
-from corral.core.policy import Policy
+from corral.core.policy import Changes, Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
@@ -77,7 +55,7 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
 
 def check_live_policy(policy: Policy) -> None:
     """CorralError unless `policy` can schedule live jobs (oracles need true remaining time)."""
-    if policy.oracle:
+    if policy.promises.oracle:
         raise CorralError(f"policy {policy.name} is an oracle (it needs each job's true "
                           "remaining time) and cannot schedule live jobs")
 
@@ -103,7 +81,7 @@ class ControlLoop:
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
         #: views of the jobs done so far, kept only for a policy that learns from them
-        #: (`Policy.learns_from_completed`; `completed_view`, as the engine keeps them)
+        #: (`Reads.COMPLETED`; `completed_view`, as the engine keeps them)
         self.completed: list[JobView] = []
         self.previous = Decision({})
         self.rounds = 0
@@ -237,7 +215,7 @@ class ControlLoop:
 
     def _completed(self, job: LiveJob) -> None:
         """`job` finished (DONE): kept as a view if the policy learns from finished jobs."""
-        if self.policy.learns_from_completed:
+        if self.policy.promises.learns_from_completed:
             self.completed.append(completed_view(job.view()))
 
     def _forget(self, job_id: str) -> None:
@@ -261,14 +239,15 @@ class ControlLoop:
             now = self.now_s()
             dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
             self._last_tick_s = now
-            event = self._take_cancels(now)
-            event |= self._sync_executor(now, dt)
+            left = self._take_cancels(now)
+            left |= self._sync_executor(now, dt)
             nodes = self._cluster_changed()
             self._nodes_changed |= nodes
-            event |= nodes
             arrived = self._take_submissions(now)
-            event |= arrived
-            self._changed |= event
+            self._changed |= left or nodes or arrived
+            reacts = self.policy.promises.reacts_to
+            event = ((left and Changes.COMPLETION in reacts) or (nodes and Changes.NODES in reacts)
+                     or (arrived and Changes.ARRIVAL in reacts))
             due = now >= self._next_round_s
             ask = should_decide(self.policy, due, self._changed, event, now, self._none_waits())
             if ask is Ask.DECIDE:

@@ -1,18 +1,12 @@
-"""The words the service records for what happened to a job, from one place: the dashboard,
-`corral describe`, `corral jobs --json` and /metrics name each thing the same way.
+"""The words the service records for what happened to a job, from one place, so that the
+dashboard, `corral describe`, `corral jobs --json` and /metrics name each thing alike.
 
-How a launch started and how a job was resized (`LaunchStart`): "fresh", "checkpoint-restart"
-(new workers restored a checkpoint: a resize by restart, a resume after preemption, a service
-restart or a crash) or "in-place" (resized in place, no checkpoint read). The telemetry stores
-it with every report (`launch_start`), so the dashboard and `corral describe` show the same
-word for a launch, and a resize's `mechanism` (its record, /metrics) is the same word again.
-
-A service restart: a job that held GPUs when the service stopped is recorded as requeued by a
-service restart (`note_service_restart`), with a 0-GPU assignment from when its workers stopped
-holding them - the shutdown, when the service was stopped (`note_shutdown` records its time),
-else the restart, since a service killed outright leaves its workers training until the next
-one reclaims them - and its next start says "again, after a service restart" (`again_words`),
-where a start after the policy took its GPUs away says "again, after preemption".
+`LaunchStart`: how a launch started, and a resize's mechanism - "fresh", "checkpoint-restart"
+(new workers restored a checkpoint) or "in-place" (no checkpoint read). A service restart: a job
+that held GPUs gets a "requeued" event saying so and a 0-GPU assignment from when its workers
+stopped holding them (the orderly shutdown, `note_shutdown`; else the restart, since a killed
+service's workers train on until reclaimed); its next start says "again, after a service
+restart" (`again_words`), where one after the policy's preemption says "again, after preemption".
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """What each resize of a running job cost, matched to the decision it carried out.
 
-The loop notes every resize it decides (`PendingResize`) and measures it at the first report
-of a new worker set (`measure_resize`): how it was resized and how long training paused. In
-place, the trainer measured its pause (from agreeing on the resize to training at the new size;
-the old workers trained while the new ones started); by checkpoint-restart training stopped at
-the decision, so the pause runs from the decision to the new launch's first step.
-
-A decision can come while the previous one is still being carried out (a short job arrives
-right after a long one was grown): the new worker set of the first then reports after the
-second was decided, and a second new worker set follows. Each report is matched to the latest
-decision for its worker count (earlier ones were overtaken and never carried out on their own);
-the decisions after it stay pending, and their time counts from no earlier than the first step
-of the worker set that carried out the matched one (until then the executor was busy with it).
+The loop notes every resize it decides (`PendingResize`) and measures it at the new worker
+set's first report (`measure_resize`): in place, the pause the trainer measured; by
+checkpoint-restart, decision to first step. A decision may come while an earlier one is being
+carried out: each report matches the latest decision for its worker count (earlier ones were
+overtaken), later ones stay pending and count from no earlier than that set's first step.
 """
 
 from __future__ import annotations

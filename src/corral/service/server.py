@@ -1,17 +1,11 @@
 """`corral serve`: the store, the executor, the control loop and the API in one process.
 
-The control loop runs in a background thread; uvicorn serves the API in the main thread and
-handles SIGINT/SIGTERM. On shutdown every job's workers are asked to checkpoint and stop, so the
-next `corral serve` on the same data directory resumes them; the service logs (on stderr) how
-many jobs were active and whose workers it asked to stop, then how long that took. A service killed outright (kill -9)
-leaves its workers running; the next one reclaims them (corral.service.loop.ControlLoop.recover).
-
-Start-up takes the data directory's lock first (corral.service.endpoint.ServiceLock: one
-service per directory), then everything that can fail for a reason the user can fix - the
-policy, the port, the executor - and only then writes: the token, the modes (directory 0700,
-files 0600; the process's umask becomes 077, which its workers inherit), the database. So a
-start that fails leaves the data directory as it found it (a first start may leave the empty
-directory and its lock file).
+The loop runs in a background thread, uvicorn in the main one (handling SIGINT/SIGTERM). On
+shutdown every job checkpoints and stops, so the next `corral serve` on the directory resumes
+them (the service logs what it stops, on stderr); after kill -9 the next one reclaims the
+workers (`ControlLoop.recover`). Start-up takes the directory's `ServiceLock`, then checks
+everything the user can fix (policy, port, executor), and only then writes (token, modes
+0700/0600 with umask 077, database): a failed start leaves the directory as it was.
 """
 
 from __future__ import annotations

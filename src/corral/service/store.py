@@ -1,10 +1,9 @@
 """The service's durable state, in SQLite: jobs, their assignments, events and telemetry.
 
-Every change the control loop makes is written before the next round, so a service that is
-killed and started again finds every job (SideCar keeps the same tables in its in-memory
-database, spec 1.1; here they survive a crash). The API writes submissions and cancel requests
-here and the control loop picks them up, so the two never share Python objects. One connection,
-guarded by a lock, in WAL mode.
+Every change the loop makes is written before the next round, so a restarted service finds
+every job (SideCar (SC'20) §III-B-1 keeps these tables in memory; here they survive a crash).
+The API writes submissions and cancels here and the loop picks them up, so the two share no
+Python objects. One connection, guarded by a lock, in WAL mode.
 """
 
 from __future__ import annotations

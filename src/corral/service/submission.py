@@ -1,19 +1,12 @@
 """A job submission: what `corral submit` sends, how it is checked, and the JobSpec and
 JobConfig made from it.
 
-Defaults where the user says nothing (decided here; the papers' jobs state all of these):
-the initial batch M0 is `batch_size`; a non-adaptive job keeps it (max = M0), an adaptive job
-may grow it to 8x M0 (Pollux allows "up to 32x" but leaves the cap to the application,
-spec 2.3); the per-GPU batch may range from max(1, M0/8) to M0; `gpus` (the user's own
-configuration, used by non-adaptive policies) lies within [min_gpus, max_gpus].
-
-What is accepted at all (the bounds; a body outside them - or one that is not JSON at all - gets
-a one-line 422 naming the field,
-so nothing a client sends can reach the executor and fail there): every string is valid UTF-8
-(no lone surrogate) without NUL bytes, since neither can be passed to a process or encoded in a
-response; env keys are environment variable names (`[A-Za-z_][A-Za-z0-9_]*`); the command has at
-most MAX_ARGS arguments of at most MAX_STRING characters; GPU counts are at most MAX_GPUS and
-batch sizes at most MAX_BATCH. The API also refuses bodies over MAX_BODY_BYTES (413).
+Defaults (decided here): M0 = `batch_size`; a non-adaptive job keeps it, an adaptive one may
+grow to 8x M0 (Pollux (OSDI'21) §3.1 leaves the cap to the application); per-GPU batch from
+max(1, M0/8) to M0; `gpus` within [min_gpus, max_gpus]. Bounds (outside them, or not JSON at
+all, a one-line 422 names the field, so nothing can fail later in the executor): valid UTF-8
+without NUL, env keys `[A-Za-z_][A-Za-z0-9_]*`, MAX_ARGS, MAX_STRING, MAX_GPUS, MAX_BATCH;
+bodies over MAX_BODY_BYTES get 413. What `checked` changes is said (`adjustments`).
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from corral.core.cluster import gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
@@ -64,6 +58,12 @@ def _env_key(key: str) -> str:
         raise ValueError(f"env key '{safe_text(key)}' is not a variable name "
                          "([A-Za-z_][A-Za-z0-9_]*)")
     return key
+
+
+def _gpu_type(name: str) -> str:
+    if problem := gpu_type_problem(name):
+        raise ValueError(problem)
+    return name
 
 
 def safe_text(text: str, limit: int = 80) -> str:
@@ -132,6 +132,9 @@ class Submission(BaseModel):
         | None = Field(None, description="the emulated executor: the job's run time in its "
                        "source trace on `gpus` GPUs at `batch_size`; its model's epochs are "
                        "scaled to take that long (JobSpec.trace_duration_s)")
+    gpu_type: Annotated[str, Field(max_length=32), AfterValidator(_gpu_type)] | None = Field(
+        None, description="the GPU type the job may run on (e.g. v100; JobSpec.gpu_type); "
+        "default: any")
     early_init: bool | None = Field(
         None, description="may its workers start (and initialise) on GPUs a job giving them up "
         "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
@@ -194,7 +197,7 @@ class Submission(BaseModel):
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
             lr_rule=self.lr_rule, epochs=self.epochs, trace_duration_s=self.trace_duration_s,
-            one_gpu_split_bsz=self.one_gpu_split_bsz)
+            one_gpu_split_bsz=self.one_gpu_split_bsz, gpu_type=self.gpu_type)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""

@@ -1,22 +1,12 @@
 """Atomic checkpoints with a fallback: a crash at any moment leaves a loadable checkpoint.
 
-Each save writes `ckpt-<seq>.pt` through `corral.protocol.files.atomic_write` (temporary file,
-fsync, rename, fsync of the directory) and then deletes all but the newest `keep` (default 2)
-checkpoints, so the previous one survives until the next save has completed. Loading tries the
-newest first; a checkpoint that fails to load (truncated or corrupted on disk after it was
-written) is renamed `*.corrupt` and the previous one is used (Pollux's jobs checkpoint to
-CephFS, spec 1.4; a torn or damaged file there must not lose the job).
-
-One checkpoint can be marked good (`mark_good`, a file `good` naming it): the state a divergence
-goes back to (corral.train.recovery). The rotation keeps it, so it can be older than `keep`.
-
-`save_async` writes on a background thread: the trainer's routine checkpoints (every epoch end)
-cost it only the copy to host memory (corral.train.host_copy), not the serialisation, write and
-fsyncs (150-270 ms for ResNet-18's 89 MB state on this project's 2-core CI machine, 6-10 % of
-a 196-step CIFAR epoch on an H100). One write is in flight at most: the next save waits for it.
-Everything else (a synchronous save, `mark_good`'s turn, any load or listing) comes after the
-writes already queued, so the files always read as if every save had been synchronous; a
-failed background write raises at the next save or `flush()`.
+Each save writes `ckpt-<seq>.pt` atomically (`corral.protocol.files`) and keeps the newest
+`keep` (2); a checkpoint that fails to load is renamed `*.corrupt` and the previous one used.
+`mark_good` names the state a divergence returns to (corral.train.recovery); rotation keeps it.
+`save_async` writes on a background thread, so a routine checkpoint costs the trainer only the
+host copy (corral.train.host_copy); at most one write is in flight, everything else queues
+behind it, so the files read as if every save were synchronous; a failed background write
+raises at the next save or `flush()`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Micro-batches from the shared sample stream, on the training device, fetched ahead of use.
 
-The trainer names the dataset indices of the micro-batch it needs now and of the one after it
-(corral.train.stream fixes both). On a GPU a background thread gathers the next micro-batch,
-pins it and starts its copy to the device on a side stream while the current step computes;
-the training stream waits for that copy only when it uses the batch. A prefetched batch whose
-indices turn out not to be the ones needed (the batch size changed) is dropped and the right
-one gathered at once. On the CPU the gather is done in place (there is no copy to overlap).
-
-`TensorDataset`s are indexed in one operation; any other dataset goes through `collate_fn`
-(default: torch's default_collate) over its items.
+The trainer names the indices of the micro-batch it needs now and the next (corral.train.
+stream). On a GPU a background thread gathers, pins and copies the next one on a side stream
+while the current step computes; a prefetch whose indices turn out wrong (batch changed) is
+dropped. On the CPU the gather is in place. `TensorDataset`s are indexed in one operation;
+others go through `collate_fn` (default: default_collate).
 """
 
 from __future__ import annotations

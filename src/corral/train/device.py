@@ -1,18 +1,10 @@
 """Which device a worker trains on, and which torch.distributed backend it uses.
 
-* Under an executor (`CORRAL_BACKEND` set): with `nccl`, the GPU that LOCAL_RANK names among
-  the GPUs CUDA_VISIBLE_DEVICES lists (the local executor lists all of a job's GPUs on a node;
-  Ray lists the one it assigned, so index 0); with `gloo`, the CPU.
-* Standalone (no `CORRAL_BACKEND`): cuda:LOCAL_RANK when CUDA is present (nccl for several
-  workers), else the CPU (gloo). More workers on a node (LOCAL_WORLD_SIZE) than GPUs, with
-  every GPU visible to every worker (no CUDA_VISIBLE_DEVICES), is a clear error: they would
-  share GPUs, which nccl refuses deep inside its first collective ("duplicate GPU"; seen on an
-  H100 with two torchrun-style workers). Where CUDA_VISIBLE_DEVICES is set, each worker may
-  see its own GPU as cuda:0, so LOCAL_RANK wraps round the GPUs it sees.
-* `requested` (the trainer's `device=` argument) overrides both: "cpu" trains on the CPU with
-  gloo even where GPUs exist; "cuda" or "cuda:N" asks for a GPU and fails clearly without one.
-
-The device comes from here only; every tensor the trainer makes is put on `Placement.device`.
+Under an executor (`CORRAL_BACKEND`): `nccl` uses the GPU LOCAL_RANK names among those in
+CUDA_VISIBLE_DEVICES, `gloo` the CPU. Standalone: cuda:LOCAL_RANK if CUDA is present (wrapping
+round the GPUs seen), else the CPU; more workers on a node than GPUs with all GPUs visible is a
+clear error (nccl would fail deep inside with "duplicate GPU"). `requested` (the trainer's
+`device=`) overrides both. Every tensor the trainer makes goes on `Placement.device`.
 """
 
 from __future__ import annotations

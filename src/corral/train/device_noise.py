@@ -2,16 +2,11 @@
 brought up to date only when someone reads it.
 
 A step hands over its squared norms (`record`: device scalars, nothing computed); `ema` folds
-every step recorded since the last read into the bias-corrected EMA in a handful of vector
-operations, whatever their number. The trainer reads it once per host-view period (four steps)
-and for reports, checkpoints and batch decisions, so the per-step cost of the estimate is a list
-append instead of a dozen small device operations (each a few microseconds of dispatch on the
-CPU, a kernel launch on a GPU).
-
-The fold is the step-by-step recursion in closed form: a step whose estimate is not finite (an
-fp16 step with inf/NaN gradients) leaves the EMA alone, as if it had not happened; the others,
-in order, each multiply the EMA by theta = smoothing ** scale and add (1 - theta) times their
-estimate. Steps are folded in runs of equal (count, scale); a run ends where either changes.
+every step since the last read into the bias-corrected EMA in a few vector operations, so the
+per-step cost is a list append, not a dozen small device operations. The fold is the per-step
+recursion in closed form: a non-finite estimate (an fp16 step with inf/NaN gradients) is
+skipped; each other step multiplies the EMA by theta = smoothing ** scale and adds (1 - theta)
+times its estimate, folded in runs of equal (count, scale).
 """
 
 from __future__ import annotations

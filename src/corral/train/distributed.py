@@ -1,25 +1,12 @@
 """Process-group setup, the DistributedDataParallel wrapper, and the few collectives the
 trainer needs outside DDP, over torch.distributed.
 
-The rendezvous is the executor's `env://` variables (corral.protocol.env.WorkerEnv), on a store
-that listens on 127.0.0.1 only when the workers meet on this machine; the backend
-and device come from corral.train.device (nccl on GPUs, gloo on the CPU). A one-worker job
-creates no process group and trains the module as it is. The timeout is short (default 120 s)
-so that a worker whose peer died does not hang for torch's default 30 minutes: the executor
-restarts the job from its checkpoint instead.
-
-DDP is built with `gradient_as_bucket_view` (no gradient copies) and without buffer broadcasts
-(batch-norm statistics stay per worker, rank 0's are checkpointed, as before DDP), and with the
-trainer's communication hook, which carries the gradient-noise statistics and the stop and
-divergence flags in the gradient buckets (corral.train.grad_stats).
-
-Two things keep an in-place regroup short (its workers meet at a moment nobody can predict):
-a worker other than rank 0 waits for the rendezvous store to listen before it connects, polling
-every few milliseconds (a TCPStore client that finds nothing listening backs off for up to about
-a second between attempts: a store up 1.00 s after its client started was reached at 2.04 s);
-and the training state goes out as one byte buffer plus a small pickled skeleton
-(`broadcast_state`), not pickled whole (ResNet-18 with SGD momentum: about 90 MB through pickle
-and `broadcast_object_list`).
+Rendezvous: the executor's `env://` variables (corral.protocol.env); backend and device from
+corral.train.device. A one-worker job has no process group. A short timeout (120 s) lets the
+executor restart a job whose peer died instead of hanging 30 minutes. DDP uses
+`gradient_as_bucket_view`, no buffer broadcasts, and the grad_stats hook. An in-place regroup
+stays short: non-zero ranks poll for the store before connecting (TCPStore's client backs off
+up to ~1 s), and state goes as one byte buffer plus a pickled skeleton (`broadcast_state`).
 """
 
 from __future__ import annotations

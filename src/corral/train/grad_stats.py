@@ -1,31 +1,12 @@
 """Gradient-noise statistics measured on the training device, with no host synchronisation.
 
-What is sampled is corral.train.noise's: the gradients of all micro-batches of all workers,
-c = K (s+1) samples per step, or (one worker, no accumulation) this step's and the previous
-step's gradient. Where the squared norms come from:
-
-* Several workers: `comm_hook`, a DistributedDataParallel communication hook, takes each
-  gradient bucket as backward produces it and computes the squared norm of this worker's local
-  sample(s) in it. DDP reduces buckets strictly in index order, so when the last bucket comes,
-  every local norm of the step is known: that bucket is sent packed with `EXTRA_SLOTS` more
-  elements (the sum of the local squared norms, the stop, divergence and in-place resize flags)
-  *in the same all-reduce* as its gradients; the others are reduced in place, as DDP's own hook
-  does (packing every bucket cost a copy of the whole gradient per step). After backward the
-  averaged gradient's squared norm is taken bucket by bucket. So the statistics ride DDP's
-  overlapped, bucketed communication and add no collective.
-* One worker: the same norms from the parameters' gradients after backward.
-* Accumulation (s >= 1): each micro-batch's gradient is the difference of the accumulated
-  gradient after and before it.
-* Adam/AdamW (after warm-up): norms of the preconditioned gradient g / (sqrt(v_hat) + eps), as
-  Pollux measures them (spec 2.3).
-* fp16 with a GradScaler: norms are divided by the loss scale squared (unscaled statistics);
-  a step whose norms are not finite (a skipped step) does not update the estimate.
-
-A step's norms go to corral.train.device_noise, which folds them into the smoothed estimate on
-the device when it is read (a synchronisation reserved for reports, checkpoints and batch
-decisions; the per-step learning-rate gain reads it through corral.train.host_view instead).
-Kernels are foreach kernels over the parameter list or one kernel per flat bucket buffer (a
-few launches, not one per tensor).
+The samples are corral.train.noise's. Several workers: `comm_hook`, a DDP communication hook,
+takes each local squared norm as its bucket arrives; DDP reduces buckets in index order, so the
+last bucket carries `EXTRA_SLOTS` more elements (summed local norms; stop, divergence and resize
+flags) in the same all-reduce, adding no collective. One worker: norms after backward.
+Accumulation: micro-batch gradients are differences of the accumulated one. Adam/AdamW: norms of
+the preconditioned gradient (Pollux §3.1); fp16: unscaled, non-finite steps skipped. Norms go
+to corral.train.device_noise; foreach or per-bucket kernels, never one per tensor.
 """
 
 from __future__ import annotations

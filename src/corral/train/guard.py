@@ -1,25 +1,12 @@
 """Divergence detection on the training device: a loss that is not finite, has exploded, or has
 climbed back to where training started.
 
-The trainer hands it the mean loss of every host-view period (a few steps). Each such loss
-updates, on the device, a running mean of about the last 10 of them
-(bias-corrected, as Adam's moments), the lowest that mean has been, and the mean of the first
-`warmup` (where the job started). The divergence flag (corral.train.grad_stats.DIVERGED)
-is set by a non-finite loss, or, after the warm-up, when the running mean exceeds both
-`factor` x its lowest value and half the starting level: an explosion, or a model that has lost
-what it learned (the collapse to chance accuracy seen live). A noisy micro-batch late in
-training does not trip it (0.02 -> 0.4 for one batch moves the mean by little), nor does the
-loss bump of a batch-size change.
-
-The flag travels with the gradients (several workers agree on it) and reaches the host through
-the lagged host view; the trainer then restores the last good state and returns to the initial
-batch. No host synchronisation per step. `factor=None` checks finiteness only.
-
-`healthy()`, read at epoch ends, says whether the state is one worth going back to: the running
-mean within sqrt(`factor`) x its lowest (half way, in ratio, to the divergence threshold). A
-rate beyond the stable one makes a model slide for epochs before the threshold trips (on an
-H100: loss 0.08 -> 0.8 over 12 epochs, accuracy 0.97 -> 0.81); the last epoch end is by then
-far down that slide, the last healthy one is not.
+Each host-view period's mean loss updates, on the device, a bias-corrected running mean (~10
+periods), its lowest value and the mean of the first `warmup`. DIVERGED (corral.train.
+grad_stats) is set by a non-finite loss, or after warm-up when the running mean exceeds both
+`factor` x its lowest and half the starting level (`factor=None`: finiteness only).
+`healthy()`, at epoch ends: the mean within sqrt(`factor`) x its lowest, a state worth going
+back to (a too-high rate slides for epochs before the threshold trips).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A copy of training state in host memory, taken without holding up the GPU or the host.
 
-`to_cpu` copies tensor by tensor into pageable memory: each copy is a synchronous transfer, so
-the host waits for the GPU to drain and then for every tensor in turn (on an H100, a ResNet-18
-state's ~300 tensors took ~29 ms, 3 GB/s; at every epoch end that was most of the trainer's
-+18 % on ResNet-18 32x32 with 8-step epochs, first GPU run 2026-11-27).
-
-`HostCopy` queues the copies instead. Where the GPU has room for a second copy of the state,
-the tensors are gathered into one flat buffer per dtype on the training stream (a few
-device-to-device launches: a clone and a copy per tensor were 75 of corral's 111 extra kernel
-launches a step at 8-step epochs, second GPU run) and each buffer goes to pinned host memory on a
-side stream while training goes on; without the room, a pinned copy per tensor is queued on the
-training stream itself (no extra GPU memory; the GPU spends the transfer time, the host still
-does not wait). `result()` waits for the copies (only the reader of the copy does). On the CPU
+`to_cpu` copies tensor by tensor into pageable memory, each a synchronous transfer the host
+waits for. `HostCopy` queues the copies instead: with GPU room for a second copy, the tensors
+are gathered into one flat buffer per dtype on the training stream (few launches) and copied to
+pinned memory on a side stream while training goes on; without the room, a pinned copy per
+tensor is queued on the training stream. `result()` waits (only the reader does). On the CPU
 it is `to_cpu`.
 """
 

@@ -1,13 +1,10 @@
 """A host copy of a few device scalars that never makes the host wait for the device.
 
-Every `period` steps the view (1) takes the values it copied `period` steps ago, waiting for
-that copy only in the rare case the device is still that far behind, and (2) starts a new
-non-blocking copy into pinned memory. So the host reads figures between `period` and
-`2 * period` steps old, and the CPU keeps queueing work ahead of the GPU (a `float()` on a CUDA
-tensor every step would stop it at each step). The schedule depends on the step count alone,
-so every worker of a job, on any device, sees the same values at the same step: decisions taken
-on them (the learning-rate gain, an agreed stop, a divergence) stay deterministic and agreed.
-On the CPU the same schedule runs with plain copies.
+Every `period` steps the view takes the values it copied `period` steps ago (waiting only if
+the device is that far behind) and starts a new non-blocking copy into pinned memory: the host
+reads figures `period` to `2 * period` steps old and keeps queueing ahead of the GPU. The
+schedule depends on the step count alone, so every worker sees the same values at the same
+step and decisions on them stay agreed. On the CPU the same schedule uses plain copies.
 """
 
 from __future__ import annotations

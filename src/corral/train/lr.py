@@ -1,14 +1,12 @@
 """Learning-rate scaling rules: `SCALE_LR(M0, M) -> lambda`, applied as lr = lambda * lr0 at
-every optimizer step (Pollux Sec. 3 / spec 2.6).
+every optimizer step (Pollux (OSDI'21) §3, §2.2).
 
-* `adascale`: lambda = r(S) = (var + sqr) / (var/S + sqr), S = M/M0, from the job's gradient
-  statistics (AdaScale's gain; spec 2.6 [A]). Before any statistics exist it is S (the NO_STATS
-  convention of corral.perf.efficiency: perfect scaling).
-* `sqrt`: lambda = sqrt(S) (used for Adam/AdamW in Pollux's evaluation).
-* `linear`: lambda = S.
+* `adascale`: lambda = r(S) = (var + sqr) / (var/S + sqr), S = M/M0 (AdaScale's gain); S before
+  any statistics exist (corral.perf.efficiency's NO_STATS: perfect scaling).
+* `sqrt`: lambda = sqrt(S) (Adam/AdamW in Pollux's evaluation). `linear`: lambda = S.
 
 A rule is any callable `(init_bsz, total_bsz, stats) -> float`; `lr_scaler()` accepts a name or
-such a callable, so jobs can plug in their own (e.g. LEGW). Torch-free.
+such a callable (e.g. LEGW). Torch-free.
 """
 
 from __future__ import annotations
@@ -70,22 +68,12 @@ class LrScaling:
     """The learning-rate factor of each step: the job's rule, bounded and rate-limited, and
     backed off after a divergence.
 
-    A jump of the factor (a batch grown 6x at a resize, a gain computed from a noisy early
-    estimate) applied at once to a momentum optimizer can throw a converged model off; so the
-    factor stays within [1/max_scale, max_scale] and rises by at most `max_rise` per step
-    (falls at once: the safe direction). Without gradient statistics (the first steps after a
-    start, a restart or a regroup) the AdaScale factor does not rise: its no-statistics value
-    is perfect scaling, the most optimistic guess.
-
-    After a divergence the trainer restores the last good state; restoring the same weights,
-    data order and learning rate replays the same blow-up, step for step. So `back_off`
-    multiplies every later step's learning rate by `backoff` (0.5; cumulatively, down to 1/16 of
-    the job's rate) and restarts the ramp from 1: the run goes on below the rate it has seen
-    fail. The rule's factor is not capped further (AdaScale's gain stays the ratio of the
-    rates at two batch sizes, which the goodput model and the progress count assume).
-    `scale` is the rule's bounded, ramped factor (what AdaScale progress counts); `factor` =
-    scale x backoff is what the optimizer step uses. Checkpointed, so a restart continues the
-    ramp and keeps the back-off.
+    A sudden jump of the factor can throw a momentum optimizer off, so it stays within
+    [1/max_scale, max_scale] and rises by at most `max_rise` per step (falls at once); without
+    statistics the AdaScale factor does not rise. Restoring after a divergence would replay the
+    same blow-up, so `back_off` multiplies later rates by `backoff` (down to 1/16) and restarts the
+    ramp. `scale` is the rule's bounded, ramped factor (what AdaScale progress counts); `factor` =
+    scale x backoff is what the optimizer uses. Checkpointed.
     """
 
     def __init__(self, rule: str | LrRule | LrScaler, max_scale: float = DEFAULT_MAX_LR_SCALE,

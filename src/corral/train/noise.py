@@ -1,21 +1,12 @@
-"""Gradient noise scale estimation (Pollux Sec. 3.1, Eq. 5; McCandlish et al. App. A.1).
+"""Gradient noise scale estimation (Pollux (OSDI'21) §3.1, Eq. 5; McCandlish et al. App. A.1).
 
-From c independent gradient samples of equal batch size, whose combined batch is S = M/M0 times
-the initial batch:
-
+From c gradient samples of equal batch, combined batch S = M/M0 times the initial batch:
     local_sqr = mean_k |P g_k|^2,  total_sqr = |P mean_k g_k|^2
     |g|^2  ~ (c * total_sqr - local_sqr) / (c - 1)
     var    ~ (local_sqr - total_sqr) * S / (c - 1)          (the variance at batch M0)
 
-Samples are the micro-batch gradients of all workers, c = K (s+1) (the K replicas' local
-gradients without accumulation). Only on one worker without accumulation (c = 1) the
-differenced estimator (Wang & Yu) uses the previous step's gradient as a second sample (c = 2,
-S = twice the step's scale); it is biased because the weights moved in between - with a large
-learning rate it reads consecutive gradients as pure noise - which is why one-worker jobs above
-M0 accumulate (s >= 1, corral.perf.goodput, spec 2.5) and measure across micro-batches instead.
-Both quantities are smoothed by a bias-corrected EMA with factor 0.999^S (spec 2.3 [A]) and
-floored (sqr >= 0, var >= 1e-6) by the estimator. Torch-free: the trainer computes the norms
-(corral.train.grad_stats keeps the same EMA on the training device).
+Samples: all micro-batch gradients (c = K (s+1)), or, for one worker without accumulation, also
+the previous step's (biased). EMA factor 0.999^S (Pollux artifact); floored. Torch-free.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Mixed precision: torch.autocast around the forward pass, a GradScaler for fp16.
 
-* "bf16": forward under `torch.autocast(dtype=bfloat16)`; gradients need no scaling.
-* "fp16": forward under `torch.autocast(dtype=float16)`; the loss is scaled by a
-  `torch.amp.GradScaler` before backward and the gradients unscaled before clipping and the
-  optimizer step; a step with inf/NaN gradients is skipped by the scaler (the trainer counts no
-  progress for it: corral.train.grad_stats leaves the estimate alone on non-finite norms).
-* "fp32" (default): neither.
-
-The scaler's state (scale, growth tracker) is checkpointed with the trainer.
+"bf16": autocast to bfloat16, no scaling. "fp16": autocast to float16 and a
+`torch.amp.GradScaler` (loss scaled before backward, gradients unscaled before clipping; a
+step with inf/NaN gradients is skipped and counts no progress). "fp32" (default): neither.
+The scaler's state is checkpointed with the trainer.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ simulator feeds it (`observe_step` per (N, K, m), `observe_grad` with gradient s
 
 A step with s accumulation micro-steps takes W = (s+1)*T_grad + T_sync (Pollux Eq. 11 with
 gamma = 1); the estimator's profile is keyed by the step time *without* accumulation, so the
-equivalent T_iter(s=0) = (W - sync)/(s+1) + sync is recorded (AdaptDL derives the same
-T_grad from its accumulation steps, spec 1.2 [A]). The first step after a (re)start, a batch
-change or an epoch boundary is not profiled (AdaptDL skips the first batch of every pass).
+equivalent T_iter(s=0) = (W - sync)/(s+1) + sync is recorded (AdaptDL, Pollux's artifact,
+derives T_grad so). The first step after a (re)start, a batch change or an epoch boundary is
+not profiled (AdaptDL skips the first batch of every pass).
 Torch-free.
 """
 

@@ -1,6 +1,6 @@
 """Where a job is: optimizer steps, epochs, scale-invariant progress and stream position.
 
-`progress` counts scale-invariant iterations (AdaScale's sum of gains, Pollux spec 2.6): an
+`progress` counts scale-invariant iterations (AdaScale's sum of gains, Pollux §3): an
 epoch ends when it reaches `|X| / M0` more, whatever batch sizes the job trained with.
 `samples` is the position in the shared sample stream (corral.train.stream). Torch-free.
 """

@@ -1,13 +1,10 @@
 """Where a diverged job goes back to, and when to give up.
 
-The last good state is the state at the last epoch end the divergence guard called healthy
-(corral.train.guard: the loss near its lowest): the checkpoint saved then, marked good in the
-store (corral.train.checkpoint), or, for a script run without a checkpoint directory, an
-in-memory copy taken then. Going back only to the last epoch end would restore a model already
-far down a slow slide (seen on an H100). Without a healthy mark (an older store), the newest
-checkpoint that loads. Restores are counted until an epoch finishes; more than `max_in_a_row`
-in a row fail the job with `TrainingDiverged` rather than loop forever on a learning rate that
-cannot work.
+The last good state is that of the last epoch end the divergence guard called healthy
+(corral.train.guard): the checkpoint marked good (corral.train.checkpoint) or, without a
+checkpoint directory, an in-memory copy; the last epoch end may already be far down a slow
+slide. Without a mark, the newest checkpoint that loads. More than `max_in_a_row` restores
+without a finished epoch fail the job with `TrainingDiverged`.
 """
 
 from __future__ import annotations

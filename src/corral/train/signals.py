@@ -1,7 +1,7 @@
 """The stop request: SIGTERM sets a flag; training acts on it at the next step boundary.
 
-Executors resize or preempt a job by sending SIGTERM to every worker (Pollux spec 1.4 step 2;
-SideCar spec 1.5 step 1). The handler only records the request; the workers agree on it at the
+Executors resize or preempt a job by sending SIGTERM to every worker (Pollux (OSDI'21) §4.2;
+SideCar (SC'20) §III-B-4). The handler only records the request; the workers agree on it at the
 next optimizer step (the flag travels in the gradient all-reduce) and checkpoint there.
 Torch-free.
 """

@@ -1,15 +1,9 @@
 """What a `corral.train` checkpoint holds, and how it is put back.
 
-    model, optimizer        the module's and the optimizer's state_dict()
-    extra                   {name: state_dict()} of the objects passed as `extra_state`
-    trainer                 the counters of corral.train.progress (steps, epoch, progress,
-                            samples, metrics, loss, finished) and, by part: noise (the device
-                            EMA, in GradNoise's format), estimator (JobEstimator.to_dict()),
-                            lr, batch_control, guard, precision, events
-    rng                     torch's CPU random state
-
-Parts missing from an older checkpoint keep their fresh state. The estimator is kept only when
-its batch limits match the job's (a resubmission with other limits starts a new one).
+`model`, `optimizer` (state_dicts); `extra` ({name: state_dict()} of `extra_state`); `trainer`
+(corral.train.progress's counters and, by part, noise, estimator, lr, batch_control, guard,
+precision, events); `rng` (torch's CPU random state). Parts missing from an older checkpoint
+keep their fresh state; the estimator is kept only if its batch limits match the job's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""Where a job is in its data, independent of how many workers read it and how big their batches
-are: the data is one endless stream of shuffled passes, and a job's position is how many samples
-of that stream it has consumed.
+"""Where a job is in its data, independent of how many workers read it and how big their
+batches are: one endless stream of shuffled passes, and a position in it.
 
-Pass p of the stream is a permutation of the dataset seeded by (seed, p), so the stream is fixed
-by the seed alone. A step of total batch M starting at position `pos` consumes stream positions
-`[pos, pos + M)`; worker r's micro-batch j of a step with K workers and per-worker batch m is
-`[pos + (j*K + r)*m, ... + m)`. Restarting at the same `pos` with a different K, m or number of
-accumulation steps therefore continues with exactly the samples that would have come next
-(AdaptDL keeps an epoch-local index instead; a stream position makes a resume in the middle of
-a pass, with a different batch size, exact). A step may span two passes. Torch-free.
+Pass p is a permutation of the dataset seeded by (seed, p). A step of total batch M at `pos`
+consumes `[pos, pos + M)`; worker r's micro-batch j (K workers, per-worker batch m) is
+`[pos + (j*K + r)*m, ... + m)`. So a restart at `pos` with any K, m or accumulation continues
+with exactly the next samples, also mid-pass (AdaptDL's epoch-local index cannot). A step may
+span two passes. Torch-free.
 """
 
 from __future__ import annotations

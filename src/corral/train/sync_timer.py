@@ -1,7 +1,7 @@
 """How long gradient synchronisation adds to a step: from the moment the first gradient bucket
 is ready (DDP's communication hook starts its all-reduce) to the end of backward, when every
 bucket has been reduced. That is the communication time Pollux's throughput model calls
-T_sync (spec 1.2.1), overlapped with the rest of backward.
+T_sync (Pollux (OSDI'21) §3.2), overlapped with the rest of backward.
 
 On the CPU (gloo) the host clock measures it: backward returns only when the reductions are
 done. On a GPU the host only queues the work, so two CUDA events on the training stream take

@@ -1,33 +1,12 @@
-"""`ElasticTrainer`: the in-job half of co-adaptive scheduling (Pollux's PolluxAgent, spec 1.2).
+"""`ElasticTrainer`: the in-job half of co-adaptive scheduling (PolluxAgent, Pollux (OSDI'21) §4.1).
 
-One object wraps a job's model, optimizer and dataset, and composes parts with one job each:
-
-* corral.train.device / distributed: the worker's device (the GPU LOCAL_RANK names, else the
-  CPU) and process group; several workers train through DistributedDataParallel, whose
-  bucketed all-reduce overlaps backward;
-* corral.train.grad_stats: gradient-noise statistics carried in DDP's own buckets by a
-  communication hook, smoothed on the device; corral.train.host_view brings the few figures
-  the host needs per step (the LR gain, the stop and divergence flags) back without stalling;
-* corral.train.data: micro-batches from the shared sample stream (corral.train.stream), so a
-  resume with another world size or batch continues with exactly the next samples, fetched one
-  micro-batch ahead into pinned memory on GPUs;
-* corral.train.lr.LrScaling: the LR rule's factor, bounded and rate-limited;
-* corral.perf.agent: the agent's goodput-optimal batch, changed only for a clear gain
-  and held for a minimum number of steps;
-* corral.train.losses: micro-batch losses summed on the device, read only by reports;
-* corral.train.guard: a non-finite or exploding loss restores the last good checkpoint and
-  returns to the initial batch, recorded as an event the service shows;
-* corral.train.precision: autocast (bf16, fp16) and the fp16 GradScaler; gradient clipping;
-* corral.train.profiler / report / checkpoint: step times into the `JobEstimator` the simulator
-  also feeds, the report file the executor reads, atomic checkpoints (at epoch ends,
-  periodically, and on SIGTERM, then exit status 143; spec 1.4 steps 3-5).
-
-The steady-state step reads nothing back from the device: losses, statistics and flags stay
-there until a report, a checkpoint or a batch decision needs them.
-
-Decided where the papers are silent: rank 0 alone measures, fits and decides the batch, and
-broadcasts the decision; batch-norm buffers are not synchronised (rank 0's are checkpointed);
-the Adam moment reset on batch change is not done.
+It wraps a job's model, optimizer and dataset and composes parts with one job each: device
+and process group (corral.train.device, .distributed), noise statistics in DDP's buckets
+(.grad_stats, .host_view), micro-batches (.data, .stream), the LR factor (.lr), the batch
+choice (corral.perf.agent), divergence recovery (.guard, .recovery), precision (.precision),
+profiling, reports and checkpoints (.profiler, corral.protocol.report, .checkpoint; exit 143 on
+SIGTERM). The steady-state step reads nothing back from the device. Decided here: rank 0 alone
+decides the batch; batch-norm buffers are not synchronised; Adam moments are not reset.
 """
 
 from __future__ import annotations
@@ -92,7 +71,7 @@ __all__ = ["ElasticTrainer", "TrainingDiverged"]
 
 #: Seconds the workers of an in-place resize wait for each other before falling back.
 _REGROUP_TIMEOUT_S = float(os.environ.get("CORRAL_REGROUP_TIMEOUT_S", "30"))
-_MIN_VAR = 1e-6  # floors of reported statistics, as JobEstimator.observe_grad (spec 2.3)
+_MIN_VAR = 1e-6  # floors of reported statistics, as JobEstimator.observe_grad
 
 
 def _progress_field(name: str, doc: str) -> property:
@@ -105,13 +84,11 @@ def _log(msg: str) -> None:
 
 def _drop_data_parallel(trainer: ElasticTrainer) -> None:
     """Let go of the trainer's DDP wrapper while the interpreter is whole: its reducer holds
-    gloo work objects whose destruction during interpreter finalisation (no GIL to take) aborts
-    the process now and then (SIGABRT, "terminate called without an active exception": seen in
-    the 2-worker Adam test, in about one full test run in three).
+    gloo work objects whose destruction during interpreter finalisation (no GIL to take) can
+    abort the process (SIGABRT, "terminate called without an active exception").
 
-    The wrapper usually goes with its last reference; a full garbage collection runs only when
-    something still holds it (it takes 0.3 to 0.7 s with torch loaded on the 2-core machine:
-    most of an in-place regroup's pause, when it ran every time)."""
+    The wrapper usually goes with its last reference; a full garbage collection, slow with torch
+    loaded (much of an in-place regroup's pause), runs only when something still holds it."""
     if trainer.model is trainer.module:
         return
     wrapper = weakref.ref(trainer.model)
@@ -131,9 +108,7 @@ def _drop_data_parallel_of(ref: weakref.ReferenceType[ElasticTrainer]) -> None:
 
 
 class ElasticTrainer:
-    """Data-parallel, resizable training of one model; see the module docstring.
-
-    The loop::
+    """Data-parallel, resizable training of one model; see the module docstring. The loop::
 
         trainer = ElasticTrainer(model, optimizer, train_set, batch_size=32, max_batch_size=256)
         for epoch in trainer.epochs(10):
@@ -143,15 +118,11 @@ class ElasticTrainer:
                 trainer.backward(loss)
             trainer.record_metric(evaluate(model, trainer.device))
 
-    Train through `trainer.model` (the DDP wrapper when there are several workers; the module
-    itself otherwise); evaluate with the module. `batch_size`, `max_batch_size`,
-    `local_bsz_bounds` and `lr_rule` apply when the script runs on its own; under an executor
-    the submitted job's values win (the scheduler plans with them). `extra_state` holds further
-    objects with `state_dict()`/`load_state_dict()` (an LR scheduler) to checkpoint.
-    `precision` is "fp32", "bf16" or "fp16"; `clip_grad_norm` clips the averaged gradient;
-    `max_lr_scale` bounds the LR factor; `divergence_factor` is how far above its running mean
-    a loss counts as exploded (None: only non-finite losses); `device` overrides the choice
-    of corral.train.device ("cpu", "cuda", "cuda:1").
+    Train through `trainer.model` (DDP when several workers), evaluate with the module. Under an
+    executor the submitted batch limits and `lr_rule` win. `extra_state`: more objects to
+    checkpoint; `precision`: "fp32", "bf16" or "fp16"; `clip_grad_norm` clips the averaged
+    gradient; `max_lr_scale` bounds the LR factor; `divergence_factor`: how far above its running
+    mean a loss counts as exploded (None: non-finite only); `device` overrides corral.train.device.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -325,8 +296,8 @@ class ElasticTrainer:
         last = self._micro == self.batch.accum_steps
         if self._micro == 0:
             # the last step's gradients are let go of here, after the forward pass, as the plain
-            # loop does: freed before the forward, their memory went to activations and the
-            # backward faulted in fresh pages (+0.3 ms a step at width 128 on the CPU)
+            # loop does: freed before the forward, their memory would go to activations and the
+            # backward would fault in fresh pages
             self.optimizer.zero_grad()
             self.sampler.begin_step(self.batch.accum_steps + 1, self.precision.grad_scale())
         if last and self.model is not self.module and self._forwards == 0:
@@ -464,7 +435,7 @@ class ElasticTrainer:
 
     # ----------------------------------------------------------------------- batch choice
     def _choose_batch(self, restart: bool) -> BatchConfig:
-        """Rank 0's choice for this allocation, the same on every rank (spec 1.2 "Decides")."""
+        """Rank 0's choice for this allocation, the same on every rank."""
         cfg = self.config
         k = self.world_size
         if cfg.batch is not None:

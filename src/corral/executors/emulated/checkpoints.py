@@ -1,16 +1,9 @@
 """`CheckpointFile`: every emulated job's latest checkpoint, in one SQLite file.
 
-The emulated executor's jobs checkpoint their training as real jobs do (corral.executors.
-emulated), but on a clock up to thousands of times real time: a file per job and checkpoint
-would be thousands of writes a real second on a large emulated cluster. So periodic
-checkpoints are collected in memory and written together, one transaction at most once a real
-second (`EmulatedExecutor` calls `save` from its background thread); a job's row holds its
-latest training state as JSON, with the launch it was running then. The checkpoints that
-start or end a launch are written at once, with the service's round that made them (see the
-executor), so what each job is running is always on disk.
-
-Rows carry a sequence number (`seq`, the order the executor took them in): a save never
-replaces a job's row with an older checkpoint, whichever of two writers gets there first.
+On a clock thousands of times real time a file per checkpoint would be thousands of writes a
+second, so periodic checkpoints are batched (one transaction at most once a real second);
+those that start or end a launch are written at once. A row holds the job's latest training
+state as JSON and its launch; its `seq` keeps a save from replacing a row with an older one.
 """
 
 from __future__ import annotations

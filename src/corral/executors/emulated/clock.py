@@ -1,13 +1,9 @@
 """`EmulatedClock`: seconds on a clock that runs N times real time, continued across restarts.
 
-The emulated executor's jobs, and the service that keeps its time by the executor's clock
-(`Executor.clock`), live on this clock. A service restarted on the same data directory must
-find the clock where the wall clock says it is: its stored job times (submissions, starts,
-rounds) are on it, and going back would undo them. So the clock's anchor - an emulated time,
-the wall-clock time it was read at and the time scale - is kept in the data directory
-(`CLOCK_FILE`), and a new clock on that directory starts where the old one would be now: the
-downtime passes on the emulated clock as any real time does (D real seconds are N x D emulated
-seconds), as a real cluster's clock runs on while its scheduler is down.
+The emulated executor's jobs and the service (through `Executor.clock`) keep time on it. Stored
+job times are on this clock, so a restarted service must find it where it would be now: the
+anchor (emulated time, wall-clock time read, scale) is kept in `CLOCK_FILE` in the data
+directory, and downtime passes as N times real time, as a real cluster's clock runs on.
 """
 
 from __future__ import annotations

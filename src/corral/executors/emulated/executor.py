@@ -1,64 +1,12 @@
 """`EmulatedExecutor`: every job's workers are a simulated job, on a clock N times real time.
 
-What-if runs of the real control plane (issue 13): `corral serve --executor emulated` runs the
-real service - API, store, control loop, policy - over jobs that are the simulator's own
-(`corral.sim.loop.job.SimJob` on the ground truth of measured profiles or the catalog), so that
-`corral emulate` can compare the service with `corral simulate` on the same workload.
-
-* **Time.** `EmulatedClock` (corral.executors.emulated.clock): emulated seconds run N times
-  real time, as epoch-like seconds (`clock()`), and continue across a restart of the service on
-  the same data directory (downtime passes on it as real time does); the service keeps its
-  time by the executor's clock (`Executor.clock`), so its job times, rounds and report times
-  are emulated seconds too.
-* **Jobs.** A job's model is its spec's `app` (the submission's `app` field, checked by
-  `check_app`); its command is never run. It trains on the truth the engine gives it
-  (`job_app`: with the submission's `epochs`, `one_gpu_split_bsz` and a trace job's
-  `trace_duration_s`, the simulated job's spec). A background thread advances every placed job
-  to the clock with `SimJob.advance`, exactly as the engine does between events, and the job
-  finishes when its truth says so (DONE).
-* **Reports.** Each job makes the report a `corral.train` job writes (corral.protocol.report:
-  steps, epoch, progress, batch, world size, launch, the estimator document of what it has
-  observed, `first_step_time`, state running / stopped / finished) when a launch takes its
-  first step, at every epoch end, every `report_interval_s` emulated seconds, and when it stops
-  or finishes; `report` returns it. Only the last report of a launch (stopped, finished) is
-  also written to `<data_dir>/jobs/<id>/report.json`: at a high time scale, a file per running
-  report would be thousands of writes a real second that nothing reads.
-* **Resizes** follow the simulator's mechanism (`corral.sim.loop.mechanism`, default
-  checkpoint-restart with a 30 s pause): a placement change applies at once, and the job holds
-  its new GPUs without progress for the mechanism's pause (`GpuHandover` keeps the GPUs still
-  being released, as in the engine); a preemption gives its GPUs back at once. Each placement
-  change is a new launch (`resumed` names the step it resumed from). A batch-only change takes
-  effect at once, without a pause, as in the engine.
-* **Checkpoints.** As a real job does, each job checkpoints its training (`SimJob.
-  training_state`: epoch, progress, steps, metrics, its estimator) every `checkpoint_interval_s`
-  emulated seconds of a launch (`corral serve --checkpoint-interval`) and whenever a launch
-  starts or ends (placement, resize, preemption, the service's shutdown, the job's end), into
-  `<data_dir>/emulated-checkpoints.db` (corral.executors.emulated.checkpoints), each with the
-  launch it was running (`_launch_doc`: spec, placement, batch, pause left, launch number). The
-  periodic ones are written together at most once a real second; those of a launch that
-  starts or ends when the service's round (or call) that made it ends, so what every job runs
-  is on disk whenever the service dies. A job placed on an executor that has not seen it
-  resumes from its checkpoint.
-* **A service killed outright** (SIGKILL) leaves its simulated workers running, as the local
-  executor's real workers outlive it: they train on through the downtime. The next service on
-  the data directory reclaims them (`reclaim`): each job is rebuilt from its last checkpoint
-  on the launch recorded with it and advanced to now with `SimJob.advance` (the clock ran on),
-  exactly as far as the uninterrupted job would be, then checkpointed and stopped - or, had
-  its truth made it finish meanwhile, reported finished at the emulated time it finished (the
-  service records that time). So a kill costs a running job what it costs a real one: the
-  restart pause and the wait for the restarted service's first round, not its training.
-
-* **One instant per tick.** The clock stands still while the service's control loop takes
-  one look at its jobs and acts on it (`one_instant`: statuses, reports, a round's decision and
-  its placements), as the engine decides and applies at one instant; it catches up after, so no
-  time is lost. Without it a round's real time passed N times faster: at 100x pollux's ~50 ms
-  decisions started every placement change ~5 emulated s late.
-
-Where this differs from the engine, by construction: a decision is applied job by job as the
-service hands it over (the engine applies one decision at one instant; for mechanisms with a
-release time the order can matter); a round happens at the service's first tick after its time,
-and what happens between ticks (an HTTP submission) carries the service's real-time latency
-times N. Interference slowdown is not modelled.
+`corral serve --executor emulated` runs the real service over the simulator's jobs (`SimJob`
+on the ground truth), so `corral emulate` can compare it with `corral simulate`. A job's model
+is its spec's `app`; its command never runs. A thread advances placed jobs with `SimJob.advance`
+as the engine does; reports as corral.protocol.report, resizes as corral.sim.loop.mechanism,
+checkpoints in corral.executors.emulated.checkpoints. After a SIGKILL the jobs train on and
+`reclaim` advances them to now; the clock stands still while the service acts (`one_instant`).
+Unlike the engine: decisions apply job by job, rounds fall on ticks, no interference.
 """
 
 from __future__ import annotations

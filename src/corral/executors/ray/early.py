@@ -1,31 +1,12 @@
-"""Early initialisation on Ray (SideCar; the sequence is corral.executors.early): what a slot
-is to the Ray executor's own books, and the record of one early start under way.
+"""Early initialisation on Ray (sequence: corral.executors.early): what a slot is to the Ray
+executor's own books, and the record of one early start under way.
 
-Ray cannot reserve a slot that another job's placement group still holds, so the incoming job
-does not wait for Ray to hand it out. The executor's own books decide where its workers go:
-on each node, the slots no job of this executor holds (the node's units of the slot resource
-minus the workers, reservations and early starts of its jobs) and the slots its donors give up
-there (`leaving_ranks`: the highest ranks on each node that loses workers, as an in-place
-shrink frees them; every rank of a stopped donor).
-
-* A *free* slot is reserved at once: a placement group of its own, pinned to its node, as for
-  any launch; its worker's actor holds the slot in it.
-* A *donated* slot is the donor worker's own placement group (one per worker). The incoming
-  worker's actor goes into that same bundle asking for no resource - Ray places it on that
-  node, beside the donor's worker, and the donor's worker still holds the slot - and runs the
-  job on the GPUs the donor's actor was given (asked of it: `WorkerActor.devices`). When the
-  donor gives the slot up (its leaver's actor ends in an in-place shrink; its worker set is
-  released in a checkpoint-restart or a stop) the executor keeps that placement group instead
-  of removing it, and it passes to the incoming job, which removes it when its own worker
-  there ends. The slot is never free in Ray in between: no other job can take it, and the
-  GPU the incoming worker initialised on is the one it trains on.
-
-The hand-over is complete once each donor no longer holds a donated placement group in its
-worker set and the donor's worker there has exited (its `wait` answered). Only donors whose
-every worker has a placement group of its own give slots up early (a job packed wherever it
-fit, in one group, does not: one bundle of a group cannot pass on alone).
-
-Ray is imported by the caller only: this module handles plain data and the executor's records.
+Ray cannot reserve a slot another job's placement group holds, so the executor's books place
+the workers: on *free* slots, a pinned placement group of their own; on a *donated* slot, the
+donor worker's own group, asking no resource and using the donor actor's GPUs
+(`WorkerActor.devices`). When the donor leaves, that group passes to the incoming job instead of
+being removed, so the slot is never free in Ray. Only donors whose every worker has its own
+group give slots up early. Plain data; the caller imports Ray.
 """
 
 from __future__ import annotations

@@ -1,49 +1,12 @@
-"""`RayExecutor`: every job's workers are Ray actors, placed with a placement group.
+"""`RayExecutor`: every job's workers are Ray actors, placed with placement groups.
 
-The same contract as the local executor (corral.executors.base), on a Ray cluster of many
-machines (also on Kubernetes through KubeRay, docs/ray.md):
-
-* **Cluster**: connects to `address` (or $RAY_ADDRESS), or starts a single-node Ray here. The
-  cluster a policy sees is Ray's node table: alive nodes offering the slot resource (`GPU`, or
-  `CPU`, or a custom resource name), in a stable order, refreshed every `nodes_poll_s` - nodes
-  that join or leave appear or vanish (corral.executors.ray.nodes).
-* **Placement**: a policy's per-node placement becomes one placement group per worker, pinned
-  to its node (so that a worker's slot can be given back alone when the job shrinks in place).
-  A launch waits (QUEUED) until Ray has reserved them all, e.g. while a stopping job still
-  holds the slots.
-* **Workers**: one actor per worker in its bundle (corral.executors.ray.launch builds the
-  set, corral.executors.ray.worker is the actor); it runs the job's command on its node with
-  the torch.distributed env:// variables - MASTER_ADDR and MASTER_PORT come from rank 0's
-  actor (its node's IP and a free port there) - and CORRAL_* variables; on GPUs,
-  CUDA_VISIBLE_DEVICES is what Ray assigned and the backend is nccl.
-* **Resize**: in place (the default `mechanism`, for corral.train jobs whose every node gains
-  or loses workers, not both: corral.executors.ray.resize) - the new workers start in placement
-  groups of their own while the old ones train, then all regroup; the workers that stay keep
-  their actor and process. Otherwise, and when an in-place resize fails, checkpoint-restart.
-* **Early initialisation** (SideCar; on unless `early_init=False`; the sequence is
-  corral.executors.early, the slots corral.executors.ray.early): a queued job placed on slots
-  that running jobs give up in the same round starts its workers at once - on free slots in
-  placement groups of its own, on a donor's slot in the donor worker's own placement group,
-  reserving nothing there - while the donors train on; they give the slots up once its
-  workers are ready, their placement groups pass to the job, and its workers take their first
-  step. The executor's own books, not Ray's free resources, say which slots those are.
-* **Checkpoint-restart, preemption, crashes**: the local executor's protocol: SIGTERM every
-  worker (through its actor), wait until all have exited (SIGKILL after the timeout), remove
-  the placement groups, start the new worker set. A worker that exits non-zero or whose actor
-  dies restarts the job from its last checkpoint, at most `max_retries` times.
-* **Lost nodes**: a removed node's actors die, which is a crash for its jobs; their restart
-  goes to the placement they had if its nodes are all still there, otherwise the same number
-  of workers (fewer if the cluster is now smaller) packed wherever they fit, until the policy
-  places the job again on the cluster it now sees.
-* **Storage**: checkpoints, the report, the logs and workers.json of a job live under
-  `<storage>/jobs/<job id>/` (`storage` defaults to the data directory). Every node and the
-  service must see this path (a shared file system on a real cluster).
-
-Decided here (Ray is silent or the choice is ours): actors are owned by the service's Ray
-driver (not detached), so a service that dies takes its workers with it (Ray's fate sharing;
-ray_guard.py kills the processes) and the restarted service resumes every job from its last
-checkpoint; a lost node counts as a crash towards `max_retries`; an out-of-date placement
-(naming a node that has gone) is packed as above rather than refused.
+The contract (corral.executors.base) on a Ray cluster, also under KubeRay (docs/ray.md). The
+cluster is Ray's node table (ray.nodes); each worker is an actor (ray.worker) in a placement
+group of its own, pinned to its node, so one slot can be given back alone (ray.launch). Resizes
+in place where possible (ray.resize); early initialisation unless `early_init=False`
+(ray.early). Job files live under `<storage>/jobs/<job id>/`, seen by every node. Decided here:
+actors are owned by the service's driver, so workers die with it and resume from checkpoints; a
+lost node is a crash towards `max_retries`, restarted on its placement or packed where it fits.
 """
 
 from __future__ import annotations

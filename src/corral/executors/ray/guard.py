@@ -2,22 +2,11 @@
 
     python ray_guard.py COMMAND...
 
-Started by corral.executors.ray.worker as the leader of a new session; the command runs as its
-child in the same process group, so a signal the actor sends to the group reaches both. The
-guard ignores SIGTERM itself (the command decides what to do with it) and waits. If its parent
-- the actor's process - disappears (its node was removed, the actor was killed, the Ray
-driver that owned it died), the guard SIGKILLs the group: a worker never outlives its actor
-and never writes a checkpoint after its job has been restarted elsewhere. The guard exits as
-its command did (same status, or killed by the same signal), so the actor sees what a direct
-child would have given.
-
-A Ray worker that exits (an actor ended with ray.kill) kills its direct children, this guard
-among them, and can do so before the guard acts (Ray's kill_child_processes_on_worker_exit).
-So the command also dies with the guard (Linux: PR_SET_PDEATHSIG, set before it execs), and
-the executor ends the whole group through the actor before it kills an actor itself
-(WorkerSet.release): processes the command started are in the group, not the guard's children.
-
-Run by path with no corral import (it must start fast on every launch).
+A session leader with the command as its child in the same group. It ignores SIGTERM (the
+command decides) and SIGKILLs the group if its parent, the actor, disappears, so a worker never
+writes a checkpoint after its job restarted elsewhere; it exits as the command did. The command
+also has PR_SET_PDEATHSIG, since Ray may kill the guard first. Run by path with no corral
+import, to start fast.
 """
 
 import ctypes

@@ -1,23 +1,12 @@
 """One worker set of a job on Ray: from a target placement to running worker actors, and back.
 
-A `WorkerSet` goes through phases, each waiting on a Ray future that the executor's background
-loop polls without blocking:
-
-    "pg"    the placement groups are being reserved: one per worker, pinned to its node
-            (ray_nodes.bundles_for), so a worker's slot can be given back on its own when the
-            job shrinks in place; or, for a job packed wherever it fits, one group of one-slot
-            bundles (ray_nodes.packed_bundles)
-    "addr"  one actor per worker is starting in its bundle; rank 0 is asked for its node's IP
-            and a free port there (the torch.distributed rendezvous)
-    "start" every worker's command is being started (ray_worker.WorkerActor.start)
-    "run"   the commands run; `collect()` picks up exit statuses as they come
-
-Ranks go node by node (ray_nodes.ranks_by_node), so LOCAL_RANK and LOCAL_WORLD_SIZE describe
-the node a worker is on. Each worker reserves one unit of the slot resource: a GPU (Ray sets
-CUDA_VISIBLE_DEVICES), a CPU, or one of a custom resource. `connect()`
-(corral.ray_connect, re-exported) attaches this process to Ray. Decided here: a worker
-whose actor died (node lost, actor killed) gets the exit status LOST, which no process can
-have.
+A `WorkerSet` goes through phases, each a Ray future the background loop polls: "pg" (placement
+groups reserved, one per worker pinned to its node, or one packed group), "addr" (actors start;
+rank 0 gives its IP and a free port for the rendezvous), "start" (commands start), "run"
+(`collect()` picks up exit statuses). Ranks go node by node (ray_nodes.ranks_by_node), so
+LOCAL_RANK describes the node. Each worker reserves one unit of the slot resource. A worker
+whose actor died gets exit status LOST, which no process can have. `connect()` is
+corral.ray_connect's, re-exported.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The cluster a policy sees on Ray, and how a policy's placement becomes a placement group.
 
-`NodeTable` turns Ray's node table (`ray.nodes()`) into corral's `Cluster`: the alive nodes
-that offer the slot resource (GPU, CPU or a custom resource), each with as many slots as it has
-units of it. Node indices must mean the same machine from one scheduling round to the next, so
-nodes keep the order in which they were first seen (the head node first, then by address and
-id); a node that leaves is dropped and the nodes after it move up by one, a node that joins is
-appended. Ray's own order (by node id) would move nodes around as others join.
-
-`bundles_for` is the placement group for a placement: one bundle per node holding that node's
-workers, each pinned to its node with the `ray.io/node-id` label selector; strategy STRICT_PACK
-for one node, STRICT_SPREAD for several. A job whose node has gone restarts "wherever it fits":
-one-slot bundles with strategy PACK (Ray puts them on as few nodes as it can). Pure functions
-of plain data; no Ray import.
+`NodeTable` turns `ray.nodes()` into corral's `Cluster`: alive nodes offering the slot
+resource, one slot per unit. Indices must name the same machine from round to round, so nodes
+keep first-seen order (head first), leavers drop out and joiners append (Ray's id order would
+shuffle). `bundles_for`: one bundle per node, pinned by the `ray.io/node-id` label,
+STRICT_PACK on one node, STRICT_SPREAD on several; a job whose node has gone restarts on
+one-slot bundles with PACK. Pure functions of plain data; no Ray import.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""In-place resize on Ray (ONES §3.3.1; the protocol is corral.protocol.inplace): what the
-Ray executor plans and keeps while a job's worker set changes size without stopping.
+"""In-place resize on Ray (ONES §3.3.1; protocol: corral.protocol.inplace).
 
-A resize is done in place when every node of the job either gains workers or loses them (not
-both), and rank 0's node keeps it: the workers that stay keep their actor, process, model and
-device. Growing, the new workers get placement groups of their own, pinned to their nodes,
-start, build their model and report ready while the old ones train on; shrinking, the highest
-ranks of each node that loses workers leave, and their placement groups are given back once
-they have gone. Anything else (a move to other nodes, a job packed wherever it fit) is a
-checkpoint-restart. `plan_in_place` decides; `RayResize` is the executor's record of one resize
-under way; `merged` builds the job's worker set once the new process group trains;
-`PidLookup` is the executor's question to rank 0's actor for its command's pid (a resize is in
-place only when that pid is the corral.train trainer), asked without waiting for the answer.
-
-Ray is imported by the caller only: this module handles plain data and the executor's
-`WorkerSet` records.
+In place only when every node of the job gains or loses workers (not both) and rank 0's node
+keeps it; anything else is checkpoint-restart. Growing, new workers get pinned placement
+groups of their own and get ready while the old train; shrinking, each losing node's highest
+ranks leave and their groups are given back. `plan_in_place` decides, `RayResize` records one
+resize under way, `merged` builds the new worker set, `PidLookup` asks rank 0's actor (without
+waiting) whether its pid is the trainer. Plain data; the caller imports Ray.
 """
 
 from __future__ import annotations

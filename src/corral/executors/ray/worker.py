@@ -1,21 +1,12 @@
 """The Ray actor behind one worker of a job (corral.executors.ray.executor).
 
-One actor per worker, placed in its job's placement-group bundle. It runs the job's command as a
-local process on its node (through ray_guard.py, so the process dies with the actor), with the
-environment the executor computed plus the devices Ray gave the actor, and answers the
-executor: `address()` (this node's IP and a free port, asked of rank 0 for the rendezvous),
-`start()`, `wait()` (blocks until the process exits; returns its status), `signal()`,
-`devices()` (the GPUs Ray gave it: a job that starts early in its bundle runs there).
-
-The actor is threaded (`max_concurrency` > 1) so that `signal()` reaches it while `wait()`
-blocks. A `signal()` that arrives before `start()` means the launch was called off: `start()`
-then starts nothing and `wait()` answers the stop status at once.
-
-A Ray worker process is a child of its node's raylet. If the raylet dies (the node is killed
-or declared dead), Ray's driver sees the actor die at once, but the worker process may linger
-for a while; a watchdog thread then SIGKILLs the worker and exits, so that a job restarted
-elsewhere never races a stale copy of itself writing checkpoints (ray_guard.py covers the
-actor process itself dying). Torch-free; imports ray only inside methods.
+One actor per worker, in its job's placement-group bundle, runs the job's command on its node
+through ray_guard.py with the executor's environment plus Ray's devices, and answers
+`address()`, `start()`, `wait()`, `signal()` and `devices()`. It is threaded so `signal()`
+reaches it while `wait()` blocks; a `signal()` before `start()` calls the launch off. If the
+raylet dies the worker process may linger: a watchdog SIGKILLs it and exits, so a job restarted
+elsewhere never races a stale copy writing checkpoints. Torch-free; imports ray only inside
+methods.
 """
 
 from __future__ import annotations

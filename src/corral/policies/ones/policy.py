@@ -1,48 +1,12 @@
-"""`ones`: ONES, online evolutionary batch-size orchestration (Bian, Li, Wang, You, SC'21;
-spec ../shared/specs/ones.md). The seed text lost its formulas; the spec rebuilds them.
+"""`ones`: ONES, online evolutionary batch-size orchestration (Bian et al., SC'21).
 
-ONES schedules each job's *batch size*: a job keeps a fixed per-GPU batch b, so its GPU count n
-sets its global batch B = n b (learning rate scaled linearly from the one tuned for b, §3.3.2).
-Every round it evolves a population of schedules (`ones_search`: one gene per GPU; refresh,
-uniform crossover, uniform mutation, reorder) towards the smallest SRUF utilisation
-`sum_j n_j T_j(B_j)` (Eq. 3-5), where `T_j = remaining epochs x seconds per epoch`, the
-remaining epochs `s (1 - p) / p` (Eq. 7) with p drawn from the job's predicted Beta progress
-distribution (`corral.perf.progress`: GPR on completed jobs), scored by sampling (Algorithm 1).
-Batch-size limits L (§3.3.2) cap each job at floor(L / b) GPUs: L starts at one GPU's batch,
-doubles after each epoch, and for a preempted job is its batch before preemption, halved each
-time a new schedule leaves it waiting. The best schedule is deployed with the batch sizes in
-the assignments.
-
-Decided where the paper is silent (spec §3, §8):
-* b = the job's M0 (`init_bsz`, the batch its learning rate was tuned for), clamped to its
-  per-GPU range; fixed-batch jobs keep their batch and only change GPUs (no limit ramp).
-  Linear learning-rate scaling is the job's side of the contract (lr = lr0 x B / b); in the
-  simulator the ground truth charges the statistical cost of a batch size (the measured
-  gradient-noise gain) whatever rule the job uses, which ONES's model ignores (it assumes an
-  epoch does the same work at any batch size, §3.3.2).
-* Work is measured in epochs: s = epochs processed (the job's scale-invariant progress over the
-  application's mean epoch width, learned from completed or running jobs), seconds per epoch =
-  E x step time / B, with E = epoch width x M0 samples (ONES's assumption: the samples an epoch
-  needs do not depend on the batch size) and the step time from the job's fitted throughput
-  model (refitted at most every `refit_s`); a job that never ran has done nothing, so its
-  remaining work, and thus its time, is 0 whatever its speed (Eq. 7).
-* Deployment ("deploy only after every running job has finished an epoch since the last
-  change"): by default per job -- a running job's GPUs are frozen until it has finished an
-  epoch since its last change, the others may move (`deploy=all`: the literal global rule;
-  while it blocks, only idle GPUs are given out).
-* Search sizes: population = the cluster's GPUs (paper), crossover pairs and mutants = half of
-  it, mutation rate 0.1, `iterations` rounds of evolution per scheduling round (5).
-* Start warm-up: one epoch at one GPU's batch. Limits never exceed the job's `max_bsz`.
-  The Convoy scale-down rule lost its formula; it is off by default (`convoy=true` turns it
-  on): at each epoch end while other jobs wait for GPUs, L <- max(b, L x min(1, lambda / t)),
-  t the job's run time, lambda the mean inter-arrival time seen so far (the spec's recommended
-  form). On the shared workloads, whose ImageNet jobs run for hours against arrivals minutes
-  apart, it pins every long job to one GPU whenever anyone waits; applied even with nobody
-  waiting it leaves the cluster idle once arrivals stop.
-* Rescaling cost is the mechanism's (`--mechanism in-place`: ~1 s).
-* When deploying, a job whose GPU count is unchanged keeps its current placement.
-* "Each time it is rejected": each round whose deployed schedule changes some job's GPUs and
-  still leaves it waiting (not every scheduling round: an unchanged schedule rejects no one).
+A job keeps a per-GPU batch b (its M0), so its GPU count n sets its batch B = n b (linear LR
+scaling, §3.3.2). Each round `ones_search` evolves schedules towards the least SRUF utilisation
+`sum_j n_j T_j(B_j)` (Eq. 3-5), T_j = remaining epochs `s (1 - p) / p` (Eq. 7, p from
+`corral.perf.progress`) x seconds per epoch. Limit L (§3.3.2) caps a job at floor(L / b) GPUs:
+one GPU's batch, doubled per epoch; after preemption its old batch, halved per changed schedule
+that leaves it waiting. Decided here: work in epochs of the application's mean width; a job's
+GPUs frozen until it ends an epoch (`deploy=all`: global rule); Convoy off (`convoy`).
 """
 
 from __future__ import annotations
@@ -54,7 +18,7 @@ import numpy as np
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, BatchConfig, Decision, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Changes, Policy, Promises, Reads, register_policy
 from corral.perf.progress import EpochLog, JobLog, ProgressPredictor
 from corral.perf.throughput import iteration_time
 from corral.policies.ones.search import IDLE, Round, Search
@@ -102,8 +66,9 @@ class Ones(Policy):
     summary = ("ONES: evolutionary search over per-GPU schedules, batch size grows with GPUs, "
                "SRUF with GPR progress")
     Params = OnesParams
-    reacts_to_events = True
-    learns_from_completed = True  # epoch widths and the progress predictor's history
+    #: finished jobs: epoch widths and the progress predictor's history
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED,
+                        reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES)
 
     def __init__(self, params: OnesParams | None = None) -> None:
         super().__init__(params)

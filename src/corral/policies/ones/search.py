@@ -1,28 +1,12 @@
-"""ONES's online evolutionary search over schedules (Bian et al. SC'21 §3.2.2, Figs. 1, 5, 7-10;
-spec ../shared/specs/ones.md §3.4-3.5).
+"""ONES's online evolutionary search over schedules (ONES (SC'21) §3.2.2, Eq. 8, Algorithm 1).
 
-A schedule is a genome with one gene per GPU (GPUs in node order): the job on that GPU, or -1
-for an idle GPU. A job's GPU count is how many genes it has; its per-GPU batch is fixed, so its
-global batch follows. Every candidate is kept *valid* (no job above its GPU cap, frozen GPUs
-untouched) and *work-conserving* (no idle GPU while some job could take one): SRUF's objective
-sums only over running jobs, so an emptier schedule would otherwise always win.
-
-Operators (all act only on GPUs that are not frozen):
-* refresh -- drop jobs that left, enforce the frozen GPUs and every cap (excess GPUs of a job
-  are its last ones), give each new job one GPU (idle ones first, then taken from the jobs
-  holding the most GPUs), then fill idle GPUs;
-* fill -- repeatedly give an idle GPU to the job with the largest sampled utilization gain per
-  GPU, `1/T(n+1) - 1/T(n)` with `1/T(0) = 0` (spec §3.5 [D]); one Beta draw per fill;
-* uniform crossover -- `pairs` random parent pairs, each GPU's gene swapped with probability
-  1/2; children are repaired by refresh and reordered;
-* uniform mutation -- `mutants` random candidates, every job in each preempted with
-  probability `rate`; its GPUs are refilled with *other* jobs (with the preempted ones only
-  when no other job can take them), then reordered;
-* reorder -- each job's GPUs packed together, jobs in order of first appearance.
-
-Selection keeps the best `population` of the deduplicated pool (population + children +
-mutants) under one shared draw of every job's progress (common random numbers, Algorithm 1);
-the best of them is the schedule to deploy.
+A genome has one gene per GPU (node order): the job on it, or -1 if idle; per-GPU batches are
+fixed, so gene counts set global batches. Candidates stay *valid* (caps, frozen GPUs) and
+*work-conserving* (SRUF sums only running jobs, so an emptier schedule would always win).
+Operators on unfrozen GPUs: refresh (drop leavers, enforce caps, one GPU per new job, fill),
+fill (idle GPU to the largest sampled `1/T(n+1) - 1/T(n)`), uniform crossover, uniform mutation
+(preempted jobs' GPUs to *other* jobs first), reorder. Selection keeps the best `population`
+of the deduplicated pool under one shared draw of progress (common random numbers).
 """
 
 from __future__ import annotations

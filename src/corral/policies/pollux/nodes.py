@@ -1,24 +1,11 @@
-"""Which nodes a pollux round's search spans (issue 18: datacenter-sized clusters).
+"""Which nodes a pollux round's search spans, so its cost follows the jobs, not the cluster.
 
-The genetic search's populations are (individuals x nodes x GPUs per node) slots, so a
-generation costs time in proportion to the nodes it spans, whatever the number of jobs: on a
-512-node cluster, 3 active jobs cost as much per generation as 200. Empty nodes of one size are
-interchangeable, though, and a job's speedup depends only on its own GPU and node counts. So on
-a cluster of more than `SEARCH_ALL_NODES_UP_TO` nodes a round searches:
-
-* every node a job holds GPUs on now (the current allocation must stay reachable),
-* every node an individual of the warm start uses (so no seed loses GPUs), and
-* for each node size, its lowest-numbered other nodes until the spanned GPUs of that size cover
-  the sum of the jobs' caps plus one largest node (room for every job at its cap on nodes of
-  any one size; interference avoidance puts distributed jobs on nodes of their own).
-
-What it leaves out are allocations that spread the jobs thinner over empty nodes than that
-room allows, which the fitness does not favour (a job's speedup falls as it spans more nodes).
-
-[D] The artifact searches all nodes. Its figures, and this project's stored ones, come from
-16-node clusters, which are searched whole here as before, draw for draw. On a larger cluster
-the search draws from fewer nodes, so its random choices, and so its schedules, differ from a
-search over all of them.
+A generation costs time in proportion to the nodes it spans, and empty nodes of one size are
+interchangeable. On more than `SEARCH_ALL_NODES_UP_TO` nodes a round searches the nodes jobs
+hold now, those its warm start uses, and per node size the lowest-numbered others until they
+cover the jobs' summed caps plus one largest node. Left out are only allocations that spread
+jobs thinner over empty nodes, which the fitness does not favour. The Pollux artifact searches
+all nodes; smaller clusters are searched whole, draw for draw.
 """
 
 from __future__ import annotations

@@ -1,53 +1,12 @@
 """`pollux`: goodput-optimised co-adaptive scheduling (Qiao et al., OSDI'21, §4.2 PolluxSched).
 
-Every round the scheduler takes each active job's goodput function (fitted by the job's own
-agent from what it ran, `JobView.estimator`), turns it into SPEEDUP_j(N, K) = best goodput on K
-GPUs over N nodes / best goodput on a fair share (Eq. 15), and searches allocation matrices for
-the one maximising FITNESS_p = power mean of the speedups (Eq. 14), a job whose allocation
-changes having its speedup multiplied by REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ) (age T_j,
-re-allocations R_j, restart delay δ). The search (`pollux_search`) is the artifact's genetic
-algorithm with interference avoidance (at most one distributed job per node), node-capacity
-repair and the exploration cap (at most twice the most GPUs a job has run on), warm-started
-from the previous round's final population. Jobs choose their own batch size for the GPUs
-they get (the agent, `corral.perf.agent.choose_batch`), so assignments carry no batch.
-Spec: ../shared/specs/pollux.md §1.3-1.5, §2.7-2.10.
-
-Decided where the paper is silent [D] (artifact behaviour reproduced unless said otherwise):
-* Fair share a_f: ceil(G/J) GPUs on ceil(nodes/G) nodes (= 1 node with one GPU per replica),
-  as the artifact, even when no node is that large. If a job admits no batch on that share its
-  reference is its best goodput on fewer GPUs. Speedups are scaled by nodes/G so that one
-  node's worth of GPUs at perfect scaling is 1 (the artifact's dominant-share scaling).
-* A job with no fitted model yet scales linearly: SPEEDUP = K / K_f.
-* The penalty applies to every job whose allocation would change, starting a pending job
-  included (R = 0), with the factor floored at 0. p = 0 is the geometric mean; the power mean
-  adds 1e-3 to every speedup, so a job left without GPUs weighs heavily when p < 0.
-* Exploration cap: max(2 x most GPUs the job has observed (profiled) configurations on, 1),
-  never below what it holds now (so the cap alone never shrinks a job that has not yet run
-  on its new GPUs) nor below its min_gpus (else it could never start), and at most the job's
-  max_gpus, max batch / min per-GPU batch (the user's batch for a fixed-batch job) and the
-  cluster size. At most 16 nodes per job.
-* A job that has held GPUs for `silent_after_s` (default 120 s) of run time without a single
-  observed step reports nothing (a plain script run by `corral serve`: no goodput model will
-  ever come): it is given its requested GPU count (`JobSpec.gpus`, `corral submit --gpus`) as
-  both its cap and its preferred size, instead of staying on the one GPU exploration starts it
-  on. A simulated job observes its first step when its restart pause ends, so this never
-  applies in simulation while the restart delay is below `silent_after_s`.
-* Job priority in capacity conflicts: ascending attained GPU-seconds, then submission time.
-* The current allocation is always in the initial population, next to last round's final
-  population (re-indexed to the current jobs; dropped if the cluster's nodes changed).
-* On a cluster of more than 64 nodes a round searches only the nodes jobs hold, the nodes its
-  warm start uses, and enough empty ones for every job to reach its cap (`pollux_nodes`): the
-  search's cost grows with the jobs, not the datacenter. Smaller clusters are searched whole,
-  as the artifact does.
-* `patience` (default 5) stops the search once the best fitness has not improved for that
-  many generations; 0 runs all `generations`, as the artifact. The 5 holds for searches 60 s
-  apart (`patience_period_s`, the artifact's interval), where each round goes on from the last
-  one's population; a search longer after the previous one gets proportionally more patience
-  (`search_patience`), 40 generations at an 8-minute interval. With 5 there the search stopped
-  after a median 6 generations, 1.2 a simulated minute against 6 at 60 s, and churned where
-  the artifact's 100 generations a round do not (workload-8: 4.2 restarts per job, 2.4 with
-  100 generations): mean average JCT over the eight workloads 14.8 % above the artifact's at
-  8 minutes, 2.1 % now (issue 15; `benchmarks/fidelity_settings.py --only pollux-8m`).
+Each round turns every job's fitted goodput into SPEEDUP_j (Eq. 15, `pollux_speedup`) and
+searches (`pollux_search`) for the allocation maximising FITNESS_p (Eq. 14), a changed job's
+speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from last round; jobs
+pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
+share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twice the most GPUs
+observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
+clusters searched in part (`pollux_nodes`); patience grows with time (`search_patience`).
 """
 
 from __future__ import annotations

@@ -1,55 +1,12 @@
-"""PolluxSched's population-based search over allocation matrices (Pollux OSDI'21 §4.2-4.3).
+"""PolluxSched's population-based search over allocation matrices (Pollux (OSDI'21) §4.2-4.3).
 
-The search maximises FITNESS_p (Eq. 14): the power mean over all J active jobs of each job's
-speedup (Eq. 15), a job whose allocation differs from its current one having its speedup
-multiplied by its re-allocation factor. It is a genetic algorithm with the artifact's
-operators (spec ../shared/specs/pollux.md §2.9): binary-tournament selection, single-point
-crossover over the job dimension, mutation (reset a job's row to its current allocation; zero
-some of its per-node entries; grow entries on nodes with free GPUs), repair (interference
-avoidance, per-job GPU cap, at most 16 nodes per job, node capacity with jobs earlier in the
-priority order winning conflicts, minimum GPUs), duplicate elimination, and survival of the
-best `population` of parents and offspring. The artifact runs pymoo's NSGA-II (population
-100, 100 generations) with a second objective, cluster utility, used only by its disabled
-cluster autoscaler; it applies the solution with the best FITNESS, so with one objective its
-rank-and-crowding survival is exactly "keep the fittest", which is what this does.
-
-Encoding [D]. An individual is the allocation matrix A (J x nodes) stored node-major as GPU
-slots: for node n a row of `C` = max GPUs per node entries, holding the job index of each
-allocated GPU sorted by job index, then FREE (= J) for idle GPUs, then BLOCK (= J + 1) for
-positions beyond the node's size. This is a one-to-one encoding of every allocation matrix that
-respects node capacity, of size nodes x C instead of J x nodes, so one generation costs time in
-proportion to the cluster, not to jobs x nodes (1,000 jobs on 256 nodes stay cheap). Because
-each node's slots are sorted by job index (= priority), merging new GPUs into a node and
-keeping its first `C` slots *is* the artifact's node-capacity repair.
-
-Storage (speed only, issue 18). The search keeps a population slot-major, shape (C, P, nodes),
-in int16 while job indices fit: slot c of every node of every individual is one contiguous
-array, so sorting and merging a node's few slots are sorting networks over those arrays
-(`slot_columns`) instead of many tiny sorts, and a job's GPUs on a node are one run of equal
-slots. Results (`SearchResult.population`, `remap_population`) keep the node-major (P, nodes, C)
-shape. Every operator drew the same random numbers in the same order as the node-major code
-before it and computed the same integers and the same floating-point values, so searches gave
-the same results to the last bit; the growth mutation changed after that, on purpose (issue 15,
-growth in place, below).
-
-Decided where the artifact is not directly transferable to this encoding [D]:
-* Growth mutation: the artifact lets every job pick every node with free GPUs with probability
-  1/|free nodes|, and each node of its own with free GPUs with probability 1/|its nodes with
-  free GPUs| (so a job on one such node nearly always asks to grow there), then resolves the
-  many conflicting requests by job order. Here a node with free GPUs receives, per offspring,
-  the requests of the first two jobs in priority order to pick it under the first probability
-  (drawn as geometric gaps; later ones could only get GPUs left by these) and of each job
-  already on it under the second. Each request sets the job's GPUs there to a uniform count
-  between its current one and the node size, as in the artifact; capacity goes to the jobs
-  first in priority order. A job growing in place lengthens its run of slots on the node
-  (`extend_runs`, on the growing nodes only) instead of merging a block per request. (Until
-  issue 15 a node took one random job already on it, w.p. its share of 2C slots: growth in
-  place was rare, jobs spread over more nodes than the artifact's, which costs little but
-  makes distributed jobs meet: at 50 % interference slowdown without avoidance, pollux's
-  average JCT was 17 % above the artifact's.)
-* Per-job caps pick the GPUs to keep in a random node order, as the artifact's shuffle.
-* The search stops early once the best fitness has not improved for `patience` generations
-  (0 = always run all generations).
+Maximises FITNESS_p (Eq. 14) with the artifact's genetic operators: tournament selection,
+single-point crossover over jobs, mutation (reset, zero or grow a job's entries), repair
+(interference avoidance, caps, 16 nodes per job, capacity by priority), deduplication, survival
+of the fittest (the artifact's NSGA-II with one objective). Encoding: node n holds `C` slots,
+each GPU's job index sorted (= priority), then FREE (J), then BLOCK (J + 1), stored slot-major
+(C, P, nodes) for `slot_columns`: cost follows the cluster. Decided here: a free node takes
+growth requests from the first two jobs drawn and its own jobs; `patience` stops early.
 """
 
 from __future__ import annotations
@@ -84,7 +41,7 @@ SPEEDUP_EPS = 1e-3
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """GA knobs; defaults are the artifact's (pymoo NSGA-II, spec §2.9)."""
+    """GA knobs; defaults are the Pollux artifact's (pymoo NSGA-II, Pollux (OSDI'21) §4.3)."""
 
     population: int = 100
     generations: int = 100

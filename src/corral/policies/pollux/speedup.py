@@ -1,14 +1,10 @@
-"""SPEEDUP_j(N, K) tables for the Pollux search (Pollux OSDI'21 Eq. 15, spec §2.7).
+"""SPEEDUP_j(N, K) tables for the Pollux search (Pollux (OSDI'21) §4.2, Eq. 15).
 
-SPEEDUP_j(N, K) = best goodput of job j on K GPUs over N nodes / its best goodput on the fair
-share a_f, each "best" being the Eq. 13 batch optimum (`corral.perf.goodput`). The search
-looks speedups up millions of times, so each round fills a dense (N, K) table per job. Best
-goodputs are memoised per job while its goodput function object stays the same (the job's
-estimator rebuilds it only when its model or gradient statistics change), and all jobs' missing
-entries are computed in one vectorised `optimize_many` call, each K once for all N >= 2 (the
-throughput model tells node counts apart only as one or several: `DISTINCT_NODE_COUNTS`). A
-job's finished table is kept until its goodput function, its grid or the fair share changes,
-so a round in which most jobs kept their models divides no table again.
+SPEEDUP_j(N, K) = best goodput of job j on K GPUs over N nodes / best goodput on the fair share,
+each "best" the Eq. 13 batch optimum (`corral.perf.goodput`). The search reads it millions of
+times, so each round fills a dense (N, K) table per job: best goodputs are memoised per goodput
+function object, missing entries come from one vectorised `optimize_many` call (one per K for
+all N >= 2: `DISTINCT_NODE_COUNTS`), and a table is kept until its inputs change.
 """
 
 from __future__ import annotations

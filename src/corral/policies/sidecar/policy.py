@@ -1,40 +1,12 @@
-"""`sidecar`: the Adaptive GPU Scheduler of Wang et al., "An Efficient and Non-Intrusive GPU
-Scheduling Framework for Deep Learning Training Systems" (SC'20), §III-C; spec
-../shared/specs/sidecar.md §2.
+"""`sidecar`: the Adaptive GPU Scheduler of the non-intrusive SideCar framework (SC'20), §III-C.
 
-Every decision minimises the predicted makespan over a small search space:
-
-* **Algorithm 1** (incoming-job scheduling, reshaping down): for each allowed GPU count N of a
-  job without GPUs, either N idle GPUs, or all idle GPUs plus N - idle taken from *one* running
-  donor that stays at an allowed count; the option with the lowest predicted makespan wins.
-  With no feasible option the job stays pending.
-* **Algorithm 2** (running-job scheduling, reshaping up): idle GPUs go to the one running job
-  and the number of them that give the lowest predicted makespan.
-
-Time predictions: `corral.perf.sidecar_time` (remaining iterations x iteration time, plus the
-profiled start / reshape overheads of the `overheads` profile, `sidecar` by default). The
-remaining iterations come from `JobView.oracle`: SideCar assumes jobs state their epoch count.
-
-Decided where the paper is silent (spec §2, §6):
-* Predicted makespan = the latest predicted completion over running and just-started jobs
-  (pending jobs ignored). Ties (frequent: one long job often sets the makespan) are broken by
-  the sum of predicted completions, a proxy for average JCT; then the first option found in
-  the paper's order (GPU counts ascending, donors in submission order).
-* Pending jobs are retried with Algorithm 1 in submission order at every decision, before
-  Algorithm 2; `sidecar` is called on every arrival and completion.
-* Algorithm 2 runs repeatedly while idle GPUs remain, and only reshapes when the prediction
-  strictly improves on leaving things as they are (`guard`); without the guard any feasible
-  option would be taken, even one whose overhead outweighs its gain.
-* A job is reshaped at most once per decision (an incoming job's count, chosen by Algorithm 1,
-  is not grown again by Algorithm 2 in the same decision).
-* Allowed GPU counts (`gpu_counts`): powers of two up to the larger of the job's request and a
-  node, plus the request itself, within the job's min/max (the paper's examples are {1,2,4}
-  and {1,2,4,8}); or an explicit list such as "1,2,4".
-* Placement: a donor gives up GPUs on the nodes with the most free GPUs first, so the hole it
-  leaves is where the incoming job fits; a growing job takes GPUs on its own nodes first
-  (SideCar reshapes in place there) and elsewhere otherwise, which the prediction charges as a
-  Kubernetes restart (`cross_host_s`).
-* The global batch stays the user's (SideCar repartitions it over the GPUs, §VI-E).
+Each decision minimises the predicted makespan: Algorithm 1 (reshaping down) gives a job
+without GPUs an allowed count from idle GPUs plus at most one running donor's; Algorithm 2
+(reshaping up) gives idle GPUs to the one job and count that help most. Predictions:
+`corral.perf.sidecar_time` (`overheads` profile, remaining iterations from `JobView.oracle`).
+Decided here: ties by summed completions; Algorithm 1 before 2 on each arrival and completion;
+2 only on strict gain (`guard`); one reshape per job per decision; counts `gpu_counts`; donors
+give GPUs on their freest nodes; off-node growth costs `cross_host_s`; the user's batch stays.
 """
 
 from __future__ import annotations
@@ -43,7 +15,7 @@ from dataclasses import dataclass, field
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Changes, Keeps, Policy, Promises, Reads, register_policy
 from corral.perf.overheads import OVERHEADS, overheads_named
 from corral.perf.sidecar_time import SidecarTimeModel
 from corral.policies.placement import consolidated, free_gpus, take
@@ -166,9 +138,9 @@ class Sidecar(Policy):
     summary = ("SideCar's adaptive GPU scheduler: reshape down for incoming jobs, up into idle "
                "GPUs, min predicted makespan")
     Params = SidecarParams
-    oracle = True
-    reacts_to_events = True
-    decides_on_change_only = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE,
+                        reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES,
+                        keeps=Keeps.DECISION_UNTIL_CHANGE)
 
     def __init__(self, params: SidecarParams | None = None) -> None:
         super().__init__(params)

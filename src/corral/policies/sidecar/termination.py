@@ -1,27 +1,20 @@
-"""`sidecar-termination`: the termination-based baseline of the SideCar paper (Wang et al.
-SC'20 §V; spec ../shared/specs/sidecar.md §4, "Approaches compared" 2).
+"""`sidecar-termination`: the termination-based baseline of the SideCar paper (SC'20 §V).
 
-"It adopts the scheduling algorithm proposed in Optimus": it only reshapes up. An incoming job
-gets one GPU (its smallest allowed count) while any GPU is idle, and waits otherwise; idle GPUs
-are then added to running jobs one step at a time, each step a termination and restart of the
-job in Kubernetes, "gradually searching for the optimal number of GPUs". Run it on the
-`termination` mechanism to get the paper's costs.
-
-Decided where the paper is silent (spec §6 item 9): each step goes to the running job whose
-predicted completion (SideCar's time model, `corral.perf.sidecar_time`) falls most when it moves
-to its next allowed GPU count, net of the profiled reshape overhead (`overheads`, `termination`
-by default); only steps with a positive gain are taken; a job takes at most one step per
-decision, and none while it may still be restarting from its previous step (within `grow_s` of
-its last change), so the search is gradual, as in the paper's Fig. 10. Pending jobs start in
-submission order.
+Optimus's scheme, reshaping up only: an incoming job gets its smallest allowed count while a
+GPU is idle; idle GPUs then go to running jobs one step at a time, each a termination and
+restart (run it on the `termination` mechanism for the paper's costs). Decided here: each step
+goes to the job whose predicted completion (`corral.perf.sidecar_time`) falls most net of the
+reshape overhead, gains only, one step per job per decision and none within `grow_s` of its
+last change (gradual, as Fig. 10); pending jobs start in submission order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from corral.core.jobs import Decision, Snapshot
-from corral.core.policy import register_policy
+from corral.core.policy import Keeps, register_policy
 from corral.policies.placement import consolidated
 from corral.policies.sidecar.policy import Sidecar, check_params, grow_placement
 
@@ -40,7 +33,8 @@ class SidecarTermination(Sidecar):
     name = "sidecar-termination"
     summary = "SideCar paper's termination baseline: one GPU per new job, then Optimus-style +1 steps up"
     Params = TerminationParams
-    decides_on_change_only = False  # keeps stepping jobs up at every round
+    #: keeps stepping jobs up at every round: no decision stands until a change
+    promises = dataclasses.replace(Sidecar.promises, keeps=Keeps.NOTHING)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         model = self.model(snapshot)

@@ -1,26 +1,12 @@
-"""Cloud auto-scaling of one training job (Pollux OSDI'21 §5.4.1, spec §2.11): a simulation mode
-in which the job rents whole nodes and the number of nodes changes over time.
+"""Cloud auto-scaling of one training job (Pollux (OSDI'21) §5.4.1): the job rents whole nodes
+and their number changes over time.
 
-Every `interval_s` an autoscaler looks at the job's own fitted models and picks how many nodes
-the job should run on; a change costs the checkpoint-restart pause, and the job pays for every
-node-second it holds (pauses included). Two autoscalers:
-
-* `GoodputAutoscaler` (Pollux): scale up whenever the predicted goodput per GPU exceeds
-  U = 2/3 of the ideal (the job's goodput on one GPU, i.e. perfect scaling), to the node count
-  whose predicted goodput is about L = 1/2 of the ideal. Early in training the statistical
-  efficiency of large batches is low, so the job stays small; as its gradient noise grows it
-  scales out. The job's agent picks its batch size for whatever it holds.
-* `ThroughputAutoscaler` (Or et al., MLSys'20, as compared in the paper): the job keeps a fixed
-  per-GPU batch, so its total batch grows with the workers, and the autoscaler scales out while
-  the *throughput* scaling efficiency stays at or above a threshold (1/2, the same L): it grows
-  quickly to many nodes and a large batch and stays there.
-
-Decided where the paper is silent [D]: both autoscalers scale at most to twice the GPUs the
-job has run on so far (Pollux's exploration cap; for Or et al. this is their doubling until
-the measured efficiency drops), and both scale down to the target when the model shows the
-current size below L (the paper only describes scaling up; without it a job scaled out on
-optimistic priors would stay there). Nodes are `gpus_per_node`-GPU machines, the job always
-uses all GPUs of the nodes it rents, and a job starts on `start_nodes` node(s).
+Every `interval_s` an autoscaler picks the node count from the job's fitted models; a change
+costs the checkpoint-restart pause and every node-second is paid. `GoodputAutoscaler`
+(Pollux): scale while predicted goodput per GPU stays above L = 1/2 of the ideal.
+`ThroughputAutoscaler` (Or et al., MLSys'20): fixed per-GPU batch, scale while throughput
+efficiency stays >= L. Decided here: both grow to at most twice the GPUs run on, both scale
+down to target, all GPUs of rented nodes are used, start on `start_nodes`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The LP bound of a workload: each job's work and best rate per GPU count, from the truth.
 
-A simulated job's speed depends on its epoch, its GPUs and its batch configuration. For the
-bound (`corral.sim.analysis.lp_bound`) each job becomes one amount of work and one rate bound:
-
-* epoch e's reference cost `ref_e` is its least GPU-seconds over GPU counts k at the best batch
-  (`min_k k t_e(k)`, where `t_e(k)` is the epoch's time alone on k packed GPUs at its best total
-  batch, `corral.sim.truth.replay.best_epoch_secs`); the job's work is `W = sum_e ref_e`;
-* its rate on k GPUs is at most `S(k) = max_e ref_e / t_e(k)`: in any epoch, a second on k GPUs
-  does at most that much reference work, so whatever the order and speed of its epochs, the job
-  has done all its work when it finishes. The bound takes the concave hull of S over k = 1 ..
-  the job's GPU limit (`min(cluster GPUs, JobSpec.max_gpus)`; policies honour it).
-
-What this assumes, as the current bound (`best_isolated_jct`) does: a job runs fastest on
-packed GPUs, and its best batch is found on a grid of total batch sizes (`RATE_POINTS`
-geometric steps from M0 to its largest batch, plus the 12 of the current bound). Time outside
-steps (epoch overhead, restart pauses) is left out, which only lowers the bound. Each job's
-`alone_s` is the current bound (alone on the whole cluster), so the LP bound is never below it.
+Epoch e's reference cost is its least GPU-seconds over GPU counts k at the best batch,
+`ref_e = min_k k t_e(k)` (`corral.sim.truth.replay.best_epoch_secs`); the job's work is `W =
+sum_e ref_e` and its rate on k GPUs at most `S(k) = max_e ref_e / t_e(k)`, taken as a concave
+hull up to its GPU limit. Assumed, as `best_isolated_jct`: packed GPUs are fastest, and the
+best batch is on a grid (`RATE_POINTS`). Time outside steps is left out (only lowers the
+bound); `alone_s` is the isolated bound, so the LP is never below it.
 """
 
 from __future__ import annotations

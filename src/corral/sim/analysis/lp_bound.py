@@ -1,36 +1,12 @@
 """A relaxation lower bound on the average JCT of any schedule: a time-indexed linear program.
 
-Jobs are abstract here (`BoundJob`): a release time, an amount of work, and an upper bound on
-the rate at which the job can do that work as a concave piecewise-linear function of the GPUs
-it holds (`BoundJob.pieces`). `corral.sim.analysis.bound_jobs` builds them from a workload and the
-ground truth. The LP (solved with scipy's HiGHS) is:
-
-* **Time slots.** `[t_0, t_1), ..., [t_{T-1}, H)` cover the trace from its first release to a
-  horizon H, on a uniform grid of `slots` steps plus every release time (so a job is released
-  at a slot boundary). Work after H goes to one overflow variable per job, with no capacity
-  limit, counted as done at time H: every schedule, however long, maps into the LP.
-* **Variables.** `x_jt` the GPUs job j holds on average in slot t, `y_jt` the fraction of its
-  work done in slot t (only slots after its release: no work before arrival), `z_j` the
-  fraction done after H, and its completion time `C_j`.
-* **Capacity.** `sum_j x_jt <= N` in every slot; `x_jt <= K_j`, the job's GPU limit.
-* **Rate.** `W_j y_jt <= len_t (a_l x_jt + b_l)` for every linear piece l of the job's rate
-  bound h_j. A job whose GPU count varies inside a slot does no more work than at the slot's
-  average count, because h_j is concave (Jensen); this is why h_j is the concave hull of the
-  job's best speed per GPU count (Goemans et al. 2002; Hall et al. 1997 index such LPs by time).
-* **Completion (mean busy time).** `C_j >= M_j + p_j / 2` with
-  `M_j = sum_t t_start(t) y_jt + H z_j`, where p_j = W_j / h_j(K_j) is the job's shortest
-  possible processing time. Why valid: let w(t) >= 0 be the rate (in fractions of the job per
-  second) at which a real schedule does job j's work, with integral 1. Its mean busy time
-  `integral t w(t) dt` is at least `M_j` (work done in a slot is done no earlier than the slot's
-  start). Since w(t) <= 1/p_j, the mean of w is largest when the work is packed at the highest
-  rate right before C_j, which gives C_j - p_j/2; so C_j >= mean busy time + p_j/2 >= M_j + p_j/2.
-* **Alone.** `C_j >= r_j + alone_j`, a per-job bound given with the job (the simulator passes
-  the current bound: the job alone on the whole cluster at its best configuration), so the LP
-  bound is never below the current one.
-
-The objective, the mean of C_j, is then at most the average JCT + mean release of any schedule
-the rates allow, so `mean(C_j - r_j)` bounds the average JCT from below. The LP's value is
-reduced by 1e-6 of its largest completion time to absorb the solver's tolerance.
+Jobs are `BoundJob`s (release r_j, work W_j, concave piecewise-linear rate bound h_j; see
+`corral.sim.analysis.bound_jobs`); slots run to a horizon H (later work counts as done at H).
+Variables: GPUs `x_jt`, work fractions `y_jt` (after release) and `z_j` (after H), `C_j`.
+Constraints: `sum_j x_jt <= N`, `x_jt <= K_j`; `W_j y_jt <= len_t (a_l x_jt + b_l)` per piece
+(valid by concavity); mean busy time `C_j >= M_j + p_j / 2`, `M_j = sum_t t_start(t) y_jt + H
+z_j`, `p_j = W_j / h_j(K_j)` (Goemans et al. 2002); `C_j >= r_j + alone_j`. `mean(C_j - r_j)`,
+less 1e-6 of max C_j (solver tolerance), bounds the average JCT. Solved with scipy's HiGHS.
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """Sim-to-real: replay a finished live run in the simulator, from what its jobs measured.
 
-A live run's record (read from the service's store by `corral.service.run_record`) holds
-everything the simulator needs to run the same jobs again:
-
-* the workload: each job's spec and submission time, and the epochs it trained;
-* the ground truth, as a catalog document (`corral.sim.truth.catalog`) with one entry per job:
-  the throughput model fitted to the step times its application's jobs measured (pooled over
-  them, with the same fit the jobs' own estimators use), the gradient noise scale over training
-  fitted to the statistics they reported, the progress of one epoch, and the time per epoch
-  the job spent outside training steps (validation, checkpoints, and at the end exiting): the
-  wall time between a launch's reports that the fitted step times do not explain, plus the
-  time from the last report to the job's exit, over its epochs - each job its own, since the
-  exit is paid once per job (a mean over an application's jobs charged a long job the exit of
-  every short one, once per epoch: +20 % on its JCT in a run with eight short jobs);
-* the mechanism, with the pauses the run measured (`measured_mechanism`): starting a job's
-  workers (a first start, a resume after preemption) costs the mean time the run's starts took
-  from the service's decision to their first training step (process start, rendezvous,
-  restore); a resize costs what the run's resizes of that mechanism cost, growing and shrinking
-  apart (`resize_cost_s`; an in-place grow also counts the time the job trained on at its old
-  size, by the progress rates its reports measured before and after it). A run resized in
-  place ran with `--mechanism in-place`, so the resizes it had to do by restart count towards
-  that mechanism's cost too. A run resized in place replays in place by default; it can be
-  replayed under checkpoint-restart too (its resizes then cost what its restarts cost, or a
-  start when it had none): the two mechanisms compared on one's own jobs;
-* the policy with its parameters, the interval and the cluster, as the service recorded them.
-
-`replay()` runs it and sets each job's simulated JCT beside its real one; `corral replay` prints
-them. The same catalog can be replayed under another policy: a what-if on one's own jobs.
-
-Decided here: the noise scale is fitted over training progress only, not batch size (the
-gradient noise scale is a property of the gradient, and a short run sees few batch sizes), as a
-quadratic when there are at least six reports, else its mean. Step times of a launch are
-predicted as if its workers shared one node (reports do not say how a launch was spread).
+A run's record (`corral.service.run_record`) gives workload, policy, interval, cluster, and a
+truth as a catalog document: per job, the throughput model fitted to its application's pooled
+step times, a noise scale over training progress (quadratic from 6 reports, else the mean),
+epoch progress and its own per-epoch time outside steps. The mechanism takes the run's measured
+start and resize pauses (`measured_mechanism`, `resize_cost_s`); an in-place run may also replay
+under checkpoint-restart. `replay()` sets each job's simulated JCT beside its real one. Decided
+here: a launch's step times are predicted as if its workers shared one node.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """Summary statistics of one simulation run (`SimResult`) and their mean over workloads.
 
-Definitions (all times in seconds from workload start):
-
-* **Population.** Per-job statistics (JCT, queueing delay, finish-time fairness, restarts and
-  the lower bound) are taken over *finished* jobs only; a job with `finish_s is None` is left
-  out of them and counted in `unfinished`.
-* **JCT** = `finish_s - submit_s`. `avg_jct_s` is its mean, `p50_jct_s` / `p99_jct_s` its
-  percentiles (see `percentile`).
-* **Makespan** = last finish - first submission (first submission over all jobs).
-* **Queue** = `first_start_s - submit_s`, the wait before a job first gets GPUs.
-* **Finish-time fairness** (Pollux §5.3.1) `rho = jct_s / fair_share_jct_s`, over finished jobs
-  that have a `fair_share_jct_s > 0`; `rho < 1` is better than fair.
-* **Restarts per job** = mean of `restarts`.
-* **GPU utilisation** = time-average of allocated GPUs / cluster GPUs over
-  `[first submission, last finish]`, integrating the `gpu_timeline` step function (0 before its
-  first entry). None when there is no timeline or the interval is empty.
-* **Stopped** = the run's note when it ended before every job finished (the horizon,
-  `corral.sim.loop.horizon`), else None: a run's figures then cover only the jobs that finished.
-* **Lower bound** = mean `isolated_jct_s` (each job alone on the whole cluster); None unless every
-  finished job has one. `lower_bound_ratio = avg_jct_s / lower_bound_avg_jct_s` (>= 1 when the
-  bound is a true bound).
-* **LP bound** = the workload's LP relaxation bound on the average JCT of any schedule
-  (`corral.sim.analysis.lp_bound`, set on the result by the sweep), raised to the lower bound above
-  when that is higher (the LP includes it, so only a solver's last digits can differ); None
-  when not computed. `gap = avg_jct_s / lp_bound_avg_jct_s`, None unless every job finished
-  (the average of the finished jobs alone is not comparable to a bound over all of them).
-
-Any statistic without data (no finished jobs, no fair-share JCTs, ...) is None, never NaN.
+Times in seconds. Per-job statistics cover *finished* jobs (the rest count in `unfinished`):
+JCT = finish - submit (mean, p50, p99); queue = first start - submit; finish-time fairness
+rho = JCT / fair-share JCT (Pollux (OSDI'21) §5.3.1); restarts. Makespan = last finish - first
+submission; GPU utilisation = time-average of `gpu_timeline` over that span. `lower_bound_ratio`
+= avg JCT / mean `isolated_jct_s`; `gap` = avg JCT / LP bound (`corral.sim.analysis.lp_bound`,
+raised to the lower bound; None unless every job finished). `stopped`: the horizon's note.
+Any statistic without data is None, never NaN.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Finished cells of a sweep kept on disk, so that a sweep stopped part-way can resume.
 
-A whole production trace under a slow policy takes hours per cell; a matrix of them stopped by a
-crash, a Ctrl-C or a lost machine should not lose the cells that finished. `run_matrix` stores
-each cell's `SimResult` here as soon as it finishes (one JSON file per cell, replaced
-atomically) and, on a resumed run, takes the cells it finds instead of running them again.
-
-A cell is found only under the key of everything its result depends on (`cell_key`): the
-policy and its settings, every job of the workload, the cluster, the engine's settings, the
-ground truth's files and corral's own files. Any change to one of them is another key, so a
-kept result is never mixed with a different simulation; JSON keeps floats exactly, so a taken
-cell is the result a new run would give.
+`run_matrix` stores each cell's `SimResult` as it finishes (one JSON file per cell, written
+atomically) and a resumed run takes them instead of rerunning. A cell is found only under the
+key of everything its result depends on (`cell_key`: policy and settings, workload, cluster,
+engine settings, truth files, corral's own files), so a kept result never mixes with another
+simulation; JSON keeps floats exactly.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Where a sweep's simulations run: in this process, in worker processes, or as Ray tasks.
 
-A runner takes independent tasks (a picklable function and its arguments) and yields each
-task's index and outcome as it finishes, in whatever order they finish; the caller puts them
-back in order. Every task is one whole simulation, seconds to minutes long, so the cost of
-shipping its inputs (a workload, a policy name) is small beside it.
-
-* `SerialRunner` -- one after another in this process (`--jobs 1`, or a single cell).
-* `ProcessRunner` -- `concurrent.futures` worker processes (`--jobs N`), started with `spawn`
-  so no thread or lock of the parent (a progress bar's refresh thread) is copied into them.
-* `RayRunner` -- Ray tasks on the cluster at `address` (`--ray-address`; `auto` for the one
-  this machine belongs to), one CPU each; each distinct argument object is put in Ray's object
-  store once, so a trace shared by many cells travels once. Ray is imported only here.
-
-Task functions must not raise (the sweep wraps them, `corral.sim.batch.sweep.run_cell`), so one
-failing simulation never loses the others.
+A runner takes independent tasks (a picklable function and arguments) and yields (index,
+outcome) as each finishes. `SerialRunner` (`--jobs 1`); `ProcessRunner` (`--jobs N`, `spawn`,
+so no parent thread or lock is copied); `RayRunner` (`--ray-address`, one CPU per task, each
+distinct argument put in the object store once; Ray imported only here). Task functions must
+not raise (`corral.sim.batch.sweep.run_cell` wraps them), so one failure loses no others.
 """
 
 from __future__ import annotations

@@ -148,17 +148,11 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
                reuse: bool = False) -> MatrixResult:
     """Each policy (a fresh instance per workload) on each workload, through `runner`.
 
-    The results do not depend on the runner: every cell is the same deterministic simulation
-    wherever it runs. `on_cell_done(done, total, policy, workload, ok)` is called as each cell
-    finishes, in the order they finish; when the cells run in this process (a single cell
-    always does), `on_job_progress(policy, workload, fraction of its jobs finished)` too.
-    `bound=True` also computes each workload's LP bound (`bound_cell`, as tasks of the same
-    runner, started first) and sets it on the workload's results; `MatrixResult.notes` says
-    where it could not be computed. With a `store`, every cell that finishes is kept there at
-    once; with `reuse`, cells kept there by an earlier run of the same inputs and code are
-    taken (reported done first) and only the others run. Once every cell has a result, the
-    store keeps only this matrix's cells (`CellStore.prune`, said in the notes); after a
-    failure it keeps all, so the run can resume.
+    Results do not depend on the runner. `on_cell_done(done, total, policy, workload, ok)` is called
+    as cells finish; `on_job_progress` too when cells run in this process. `bound=True` also
+    computes each workload's LP bound (`bound_cell`, started first). With a `store` every finished
+    cell is kept at once; with `reuse`, kept cells of the same inputs and code are taken. After a
+    full matrix the store is pruned to it (`CellStore.prune`); after a failure it keeps all.
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
     keys: list[str] = []

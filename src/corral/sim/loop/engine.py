@@ -1,14 +1,11 @@
 """The simulation engine: a clock, arrivals, scheduling rounds, and applying decisions.
 
-The policy is called every `interval_s` (rounds at multiples of the interval, as in the
-reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and, for policies
-that ask for it, also at each arrival and completion. Between those points every running job
-advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
-second. Policies that promise to change their decision only when jobs arrive or finish let the
-engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
-changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
-kept as the decisions go. A run ends when every job has finished, or at the horizon
-(`corral.sim.loop.horizon`), and then says so (`SimResult.stopped`).
+The policy is called every `interval_s` (at multiples of it, as the reference simulator) and,
+if it asks, at each arrival and completion; rounds a policy promises not to change are skipped.
+In between, running jobs advance analytically (`SimJob.advance`), so a round costs time per job,
+not per simulated second. Applying a decision touches only jobs whose assignment changes.
+A run ends when every job has finished or at the horizon (`corral.sim.loop.horizon`), and says
+so (`SimResult.stopped`).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
 from corral.core.ledger import Ask, completed_view, should_decide
-from corral.core.policy import Policy
+from corral.core.policy import Changes, Policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
@@ -57,6 +54,9 @@ class Simulator:
         self.policy = policy
         self.cluster = cluster
         self.config = config or EngineConfig()
+        #: the shortcuts taken: the policy's promises, or none of them (`trust_promises`)
+        self.promises = (policy.promises if self.config.trust_promises
+                         else policy.promises.without_shortcuts())
 
     # -- public -------------------------------------------------------------------------------
     def run(self, workload: Workload, on_progress: ProgressHook | None = None) -> SimResult:
@@ -78,8 +78,12 @@ class Simulator:
         timeline: list[tuple[float, int]] = [(0.0, 0)]
         previous = Decision({})
         policy = self.policy
-        skip_idle = policy.decides_on_change_only
-        predict = skip_idle or policy.reacts_to_events
+        trust = cfg.trust_promises
+        promises = self.promises
+        skip_idle = promises.on_change_only
+        on_arrival = Changes.ARRIVAL in promises.reacts_to
+        on_completion = Changes.COMPLETION in promises.reacts_to
+        predict = skip_idle or on_completion
         finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
         predicted: dict[int, float] = {}  # the live prediction per job; older heap entries are stale
         next_arrival = 0
@@ -102,8 +106,10 @@ class Simulator:
             # when is the next point anything can happen?
             t_arrival = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
             stop = next_round
-            if policy.reacts_to_events:
-                stop = min(stop, t_arrival, finish_heap[0][0] if finish_heap else math.inf)
+            if on_arrival and t_arrival < stop:
+                stop = t_arrival
+            if on_completion and finish_heap and finish_heap[0][0] < stop:
+                stop = finish_heap[0][0]
             stop = max(stop, now)
             if stop > max_time:
                 break
@@ -114,7 +120,8 @@ class Simulator:
                 if job.finish_s is not None:
                     finished.append(job)
             now = stop
-            event = bool(finished)
+            left = bool(finished)
+            arrived = False
             for job in finished:  # exactly the active jobs that finished: out, in place
                 active.remove(job)
             for job in finished:
@@ -123,7 +130,7 @@ class Simulator:
                 self._hold(job.placement, -1)
                 job.release()
                 done.append(job)
-                if policy.learns_from_completed:
+                if promises.learns_from_completed:
                     done_views.append(completed_view(job.view()))
                 job.shed_training()
                 predicted.pop(id(job), None)
@@ -136,10 +143,11 @@ class Simulator:
                 active.append(job)
                 job.active_at_arrival = len(active)
                 self._waiting += 1
-                event = True
-            changed = changed or event
+                arrived = True
+            changed = changed or left or arrived
+            event = (left and on_completion) or (arrived and on_arrival)
             at_round = now >= next_round
-            ask = should_decide(policy, at_round, changed, event, now, self._waiting == 0)
+            ask = should_decide(policy, at_round, changed, event, now, self._waiting == 0, trust)
             if ask is Ask.DECIDE and active:
                 decision = policy.decide(self._snapshot(now, active, done_views, previous))
                 self._validate(decision, active)
@@ -199,9 +207,9 @@ class Simulator:
 
     def _snapshot(self, now: float, active: list[SimJob], done_views: list,
                   previous: Decision) -> Snapshot:
-        if self.policy.oracle:
+        if self.promises.oracle:
             views = tuple([j.view(self._oracle(j)) for j in active])
-        elif self.policy.reads_only_placements:
+        elif self.promises.placements_only:
             views = tuple([j.placement_view() for j in active])
         else:
             views = tuple([j.view() for j in active])

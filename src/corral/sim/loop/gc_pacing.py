@@ -1,13 +1,9 @@
 """Fewer passes of Python's cyclic garbage collector while a simulation runs.
 
-A simulation allocates millions of small containers that die young or live to the end (a view
-per active job per round, a metric record per epoch), and makes next to no reference cycles.
-With the default pacing (a young-generation pass every 700 net allocations, older generations
-every 10 of those) the collector walked the growing heap of jobs again and again: 9 % of the
-whole Philly trace under fifo (measured with `gc.callbacks`). Pacing the young generation at
-`YOUNG_THRESHOLD` allocations keeps the collector on (cyclic garbage is still freed, at most
-that many objects late) and costs about what switching it off does. The results cannot change:
-collection frees only unreachable objects.
+A simulation allocates millions of short- or whole-run-lived containers and next to no cycles,
+so the default pacing walks the growing heap of jobs again and again. Pacing the young
+generation at `YOUNG_THRESHOLD` allocations keeps the collector on (cycles are freed, at most
+that many objects late) at about the cost of switching it off; results cannot change.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """How long a simulation may run: until every job finishes, with a guard fitted to the trace.
 
-A simulation runs until its last job finishes. The guard only stops a run that cannot end
-(a policy that never places some job, a job that never progresses). It is stated relative to
-the trace, not as a fixed time: the last submission plus `GUARD_FACTOR` x (the trace's span +
-its serial work), where the serial work is the time every job would take run one after another,
-each alone on the GPUs it asked for at the user's batch size, with one restart pause each. Any
-schedule that keeps at least one job running whenever one is waiting ends well inside it, so on
-a real trace (the whole Philly trace: 106 days of submissions, years of serial work) the guard
-never binds; a run stopped there says so (`SimResult.stopped`).
-
-The serial work is computed once per distinct (application, GPUs, batch, epochs) of the trace,
-through the replay's cached per-configuration epoch times.
+The guard only stops a run that cannot end (a job never placed, or never progressing): the last
+submission plus `GUARD_FACTOR` x (the trace's span + its serial work, every job alone one after
+another on its GPUs at the user's batch, one restart each). Any schedule that keeps a job
+running while one waits ends well inside it; a run stopped there says so
+(`SimResult.stopped`). Serial work is computed once per distinct job configuration.
 """
 
 from __future__ import annotations

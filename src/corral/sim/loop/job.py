@@ -1,18 +1,10 @@
 """One simulated job: trains on its ground truth between scheduling events, analytically.
 
-Progress follows the reference simulator's replay (`shared/data/pollux/README.md`): during
-epoch e at total batch M, the job makes `gain(M, e) / T_step` scale-invariant iterations per
-second, where `T_step = step + s * (step - sync)`; it moves to epoch e+1 when its progress reaches
-that epoch's boundary, and completes after its last epoch. There are no small time steps: the job
-jumps from epoch boundary to epoch boundary.
-
-The job observes only what it runs (step/sync time of its configuration, gradient statistics at
-its batch size and epoch) and feeds them to a `JobEstimator`, the same class a real job feeds.
-An adaptive job re-chooses its batch configuration with the agent rule after every placement
-change and at every epoch boundary (unless the policy fixed the batch).
-
-Its books (placement, time held and waited, restarts, the `JobView` it shows) are a
-`JobLedger`, the same the live service keeps (corral.core.ledger).
+As the Pollux artifact's simulator: in epoch e at total batch M the job makes `gain(M, e) /
+T_step` scale-invariant iterations per second (`T_step = step + s * (step - sync)`), jumping
+from epoch boundary to boundary. It observes only what it runs and feeds a `JobEstimator`, as a
+real job does; an adaptive job re-chooses its batch after every placement change and epoch
+(unless the policy fixed it). Its books are a `JobLedger` (corral.core.ledger).
 """
 
 from __future__ import annotations
@@ -84,7 +76,7 @@ class SimJob(JobLedger):
                               self._metrics_shown(), oracle)
 
     def placement_view(self) -> JobView:
-        """`view()` for a policy that `reads_only_placements`: the view this method made last
+        """`view()` for a policy that reads only placements (`Reads.PLACEMENTS`): the view this method made last
         while the job's status and assignment are the same objects as then (its progress
         fields are then out of date), a fresh one otherwise."""
         shown = self._placement_view
@@ -234,19 +226,11 @@ class SimJob(JobLedger):
         """Train (or wait) from the job's clock up to `to_s`: pause, train and cross epochs;
         records completion exactly.
 
-        At an epoch boundary the job records its validation metric, pauses for the epoch's
-        overhead (validation, checkpoint: outside the steps) and, if it is adaptive and chooses
-        its own batch, re-chooses it. A job crosses an epoch at most of its advances over a
-        production trace (and its finish prediction crosses all the rest), so the loop keeps
-        its clock, progress, steps, epoch and pause in locals and writes them back where
-        something else reads them: the same arithmetic in the same order as step by step.
-
-        The gradient statistics are measured at the end (`_observe_grad`) only when the
-        (batch, epoch) they depend on may have changed since the last advance: the job crossed
-        an epoch here, or its configuration changed since (every such change drops `_rate`,
-        which only an advance sets again and which an advance ends by measuring). Otherwise
-        the measurement would find its key unchanged and do nothing (tests/sim/test_job_caches.py
-        checks the key after every advance of a simulation).
+        At an epoch boundary the job records its metric, pauses for the epoch's overhead and, if
+        adaptive, re-chooses its batch. The loop keeps its state in locals, with the same arithmetic
+        in the same order as step by step. Gradient statistics are measured at the end only when
+        their (batch, epoch) key may have changed (an epoch crossed, or `_rate` dropped by a
+        configuration change); tests/sim/test_job_caches.py checks the key.
         """
         start = t = self.clock_s
         if to_s <= start or self.finish_s is not None:

@@ -1,31 +1,12 @@
 """How a running job is resized, and what that costs: a property of the execution mechanism.
 
-The engine asks the mechanism how long a job pauses (no progress, GPUs held) when its placement
-changes, so policies can be compared on equal mechanisms or each on its own. Mechanisms by name
-(`mechanism_named`, CLI `corral simulate --mechanism NAME`):
-
-* `checkpoint-restart` -- the Pollux testbed's: a fixed pause (30 s) for every placement change,
-  the first start included, as in the reference simulator.
-* `sidecar` -- SideCar (Wang et al. SC'20): a process-level restart inside the job's container,
-  27 s to shrink, 37 s to grow, 110 s to start a job whose initialisation overlaps the donor's
-  training (early initialisation); growing onto another host is a Kubernetes restart.
-* `termination` -- Kubernetes termination-based reshaping, the paper's baseline and the default
-  scheduler's job start: a shrunk job pauses 117 s, a grown one 242 s; GPUs a job gives up are
-  unusable for 64 s after it finishes (94 s after a resize: checkpoint + termination) and a job
-  placed on them starts only after that (110 s later: 204 s, the paper's reshape-down time). Resized jobs resume from their checkpoint.
-* `termination-epoch` -- the same costs, but a resized or preempted job restarts from its last
-  completed epoch (a job that does not checkpoint on the termination signal).
-* `in-place` -- ONES's elastic scaling (SC'21 §3.3.1): about 1 s per rescale, 20 s to start.
-
-All numbers and their derivations live in `corral.perf.overheads`. The waiting for GPUs that
-another job is still releasing is bookkept per run by `GpuHandover`.
-
-Decided where the papers are silent: a job placed on GPUs that are still being released waits
-for the latest of them; without early initialisation it then starts (release + start),
-with it the two overlap (max). SideCar's coordinator lets a donor keep training on the GPUs it
-gives up until the incoming job is initialised; the engine applies a decision at one instant,
-so here the donor shrinks when the decision is made (it loses a little more progress than on the
-real system).
+The engine asks how long a job pauses (no progress, GPUs held) when its placement changes.
+By name (`mechanism_named`, `--mechanism`): `checkpoint-restart` (Pollux's testbed, 30 s per
+change, first start included), `sidecar` (SideCar (SC'20)), `termination` (Kubernetes, the
+SideCar paper's baseline), `termination-epoch` (resuming from the last epoch), `in-place`
+(ONES (SC'21) §3.3.1). Numbers: `corral.perf.overheads`; GPUs being released: `GpuHandover`.
+Decided here: a job waits for the last of its releasing GPUs (release + start, or their max
+with early initialisation); a donor shrinks at the decision, not when the incoming job is ready.
 """
 
 from __future__ import annotations

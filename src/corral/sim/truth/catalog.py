@@ -82,12 +82,10 @@ class CatalogApp(AppTruth):
     def epoch_gains(self, total_bsz: float, epochs: int) -> tuple[float, ...]:
         """`gain(total_bsz, e)` for e < `epochs`, bit for bit, at a fraction of the cost.
 
-        The polynomial features of every epoch are built in one array operation (the scalar
-        path built them one epoch at a time, 150 us each: 91 % of a 2,000-job simulation's
-        time went there); each row's dot product is still taken one at a
-        time (a matrix product sums in another order and differs in the last bit); the
-        exponential and the gain's arithmetic are element-wise, so every figure is the same
-        to the last bit as `gain` gives it (tests/sim/test_truth.py checks).
+        The polynomial features of every epoch are built in one array operation (per epoch
+        they dominated a large simulation); each row's dot product is still taken one at a
+        time (a matrix product sums in another order), and the rest is element-wise, so every
+        figure is `gain`'s to the last bit (tests/sim/test_truth.py checks).
         """
         count = len(self._boundaries)
         frac = (np.arange(epochs, dtype=float) + 0.5) / count

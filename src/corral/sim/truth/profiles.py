@@ -1,17 +1,11 @@
 """Ground truth from measured profiles in the Pollux format (`--profiles DIR`).
 
-Replays a job the way the reference (Pollux artifact) simulator did, as described in
-`shared/data/pollux/README.md`: step times of a listed placement are interpolated linearly over
-the per-GPU batch size; an unlisted placement is interpolated linearly over (nodes, GPUs, per-GPU
-batch) from the per-configuration means of `placements.csv` plus `scalability.csv` (nodes capped
-at 16). Gradient statistics are interpolated linearly between the two nearest validated batch
-sizes at the current epoch; epoch boundaries are the minimum over batch sizes of each epoch's
-progress.
-
-Decided where the reference was silent: queries outside the measured range are clamped to it
-(per-GPU batch to the measured range of that placement, GPUs to the largest measured count);
-a configuration outside the convex hull of the measurements falls back to the nearest measured
-point.
+Replays a job as the Pollux artifact's simulator did: step times of a listed placement are
+interpolated linearly over the per-GPU batch; an unlisted one over (nodes, GPUs, per-GPU
+batch) from `placements.csv` plus `scalability.csv` (nodes capped at 16). Gradient statistics
+are interpolated between the two nearest validated batch sizes; epoch boundaries are the
+minimum over batch sizes. Decided here: queries outside the measured range are clamped to it,
+and a configuration outside the measurements' convex hull takes the nearest measured point.
 """
 
 from __future__ import annotations
@@ -29,8 +23,8 @@ from corral.core.errors import InputError
 from corral.core.jobs import LrRule
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 
-#: Per-model facts the profile files do not carry (Pollux paper Table 1 and the artifact's
-#: simulator settings, `shared/specs/pollux.md` §5.3 and §1.6): optimizer LR rule, and the
+#: Per-model facts the profile files do not carry (Pollux (OSDI'21) Table 1, §4.2, and the
+#: artifact's simulator settings): optimizer LR rule, and the
 #: per-GPU cap / fixed batch the reference simulator applied.
 APP_FACTS: dict[str, dict] = {
     "bert": {"lr_rule": LrRule.SQRT},

@@ -1,13 +1,9 @@
 """Duration-based jobs: a model's truth with its epochs scaled to the work a trace says a job did.
 
-Most public traces (Philly, Helios, Alibaba PAI, ITP) give a job's submit time, GPUs and run
-time, not how much it trained. A `JobSpec` with `trace_duration_s` is such a job: its model
-(a catalog or profile application) keeps its step times on every placement and batch (its
-scaling), its gradient noise over the course of training (its statistical behaviour: the same
-epochs, each at the same fraction of training) and its time outside steps per epoch; only the
-progress each epoch takes is multiplied by one factor, chosen so that the job, alone on its
-requested GPUs (packed) at the user's batch, takes `trace_duration_s` (steps plus the epochs'
-overheads). A job shorter than its epochs' overheads alone gets a tiny factor.
+A `JobSpec` with `trace_duration_s` keeps its model's step times, gradient noise over training
+and per-epoch overheads; only each epoch's progress is multiplied by one factor, chosen so the
+job alone on its requested GPUs (packed) at the user's batch takes `trace_duration_s`. A job
+shorter than its epochs' overheads alone gets a tiny factor.
 """
 
 from __future__ import annotations

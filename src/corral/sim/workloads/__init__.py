@@ -67,15 +67,11 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
                   model_map: Mapping[str, str] | None = None) -> Workload:
     """Load one workload file, choosing the format from its header columns.
 
-    Pollux (`name,time,application,num_replicas,batch_size`), Tiresias
-    (`job_id,num_gpu,submit_time,...,duration`), Philly (`timestamp,duration,num_gpus,gpu_time`),
-    ITP/ElasticFlow (`job_id,submission_time,...,num_gpu,duration`) or the generic
-    duration-based one (`job_id,submit_time,num_gpus,duration[,model,batch_size]`,
-    `corral.sim.workloads.columns`); `columns` ({role: column}) reads any CSV the generic way.
-    `model_map` ({trace model: catalog model}) applies to ITP and generic files.
-    `window` picks the stretch of the trace (`corral.sim.workloads.window`; default: the whole
-    file, the busiest 8 hours of a Philly trace). `seed` drives the size-class mapping of
-    Tiresias, Philly and duration-based files.
+    Pollux (`name,time,application,...`), Tiresias (`job_id,num_gpu,submit_time,...`), Philly
+    (`timestamp,duration,num_gpus,gpu_time`), ITP/ElasticFlow (`job_id,submission_time,...`) or the
+    generic duration-based one (`corral.sim.workloads.columns`); `columns` ({role: column}) reads
+    any CSV the generic way. `model_map` applies to ITP and generic files; `window` picks the
+    stretch (`corral.sim.workloads.window`); `seed` drives the size-class mapping.
     """
     path = Path(path)
     if columns:

@@ -1,15 +1,10 @@
 """The built-in default workload that `corral simulate` runs with no arguments.
 
-40 synthetic jobs arriving at 60 per hour (about 40 minutes of arrivals), seed 0, sized for a
-16x4 (64-GPU) cluster: the Pollux artifact's mix without its long yolov3 and imagenet jobs
-(cifar10 .40, ncf .30, deepspeech2 .15, bert .15), so every policy simulates it in seconds. Jobs
-use the applications' tuned GPU counts (at most 16) and batch sizes.
-
-The rate is what makes the default tell the story: at 20 per hour the jobs filled about half of
-the GPUs, every policy ran most jobs at once, and fifo and tiresias-las had the same average
-JCT, p99 and makespan. At 60 per hour jobs contend for the GPUs, so the policies differ as in
-the papers: pollux's average JCT is about 1.7x shorter than fifo's on the built-in catalog, and
-tiresias-las's is between the two (tests/sim/test_workloads.py checks both).
+40 synthetic jobs at 60 per hour, seed 0, for a 16x4 cluster: the Pollux artifact's mix
+without its long yolov3 and imagenet jobs (cifar10 .40, ncf .30, deepspeech2 .15, bert .15),
+so every policy simulates it in seconds, at the applications' tuned GPUs (at most 16) and
+batches. The rate makes jobs contend for GPUs, so the policies differ as in the papers
+(tests/sim/test_workloads.py: fifo's average JCT >= 1.5x pollux's; tiresias-las's differs).
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """Any trace with submit time, GPUs and duration: duration-based jobs from named CSV columns.
 
-Most public traces (Philly, Helios, Alibaba PAI, Microsoft ITP) say when a job was submitted,
-how many GPUs it had and how long it ran, and seldom what it trained. Each row becomes a
-duration-based job (`JobSpec.trace_duration_s`, `corral.sim.truth.scaled`): a catalog model
-whose epochs are scaled so that the job takes the trace's duration on its GPUs, keeping the
-model's scaling and statistical behaviour.
-
-Columns are named by role (`COLUMN_ROLES`): `submit` (seconds; shifted so the first submission
-is at 0), `gpus`, `duration` (seconds on those GPUs) are required; `name` (default: row
-number), `model` and `batch` are optional. A file with the documented header
-`job_id,submit_time,num_gpus,duration[,model,batch_size]` needs no mapping; any other is read
-with `--columns submit=COL,gpus=COL,duration=COL[,name=COL,model=COL]`.
-
-The model: a `model_map` entry for the trace's name, else the name itself when the catalog has
-it, else (and for files without a model column) an application of the job's GPU-time class,
-as for Philly (`map_size_classes`: < 1 GPU-hour cifar10 or ncf, 1-10 deepspeech2 or bert,
-10-100 yolov3, >= 100 imagenet; seeded). The job keeps the trace's GPUs (capped at what the
-model can use) with the model's tuned batch size for them (`tuned_config`): a trace's batch
-size belongs to its own model, not the catalog's, so the `batch` column is reported, not used.
-
-`load_itp` reads the Microsoft ITP traces published with ElasticFlow
-(`job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration`, or
-the raw `job_id,submission_time,duration,num_gpu`) with `ITP_MODEL_MAP`: the ImageNet CNNs
-(resnet50, inception3, vgg16) -> imagenet, bert -> bert, deepspeech2 -> deepspeech2, and
-gpt2 -> bert (the catalog's only transformer language model). `num_iteration` and `deadline`
-are not used.
+Each row becomes a duration-based job (`JobSpec.trace_duration_s`, `corral.sim.truth.scaled`).
+Columns by role (`COLUMN_ROLES`): `submit` (s, shifted to start at 0), `gpus`, `duration`
+required; `name`, `model`, `batch` optional. The header `job_id,submit_time,num_gpus,duration
+[,model,batch_size]` needs no mapping; others use `--columns submit=COL,...`. The model: a
+`model_map` entry, the trace's name if in the catalog, else a seeded pick of its GPU-time class
+(`map_size_classes`). GPUs are kept (capped), the batch is `tuned_config`'s (a trace's batch
+belongs to its own model). `load_itp` reads ElasticFlow's ITP traces with `ITP_MODEL_MAP`.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class Workload:
 
 # --- tuned user configuration -------------------------------------------------------------------
 
-#: GPU counts of the well-tuned configurations in the Pollux artifact's workloads (spec §5.4:
+#: GPU counts of the well-tuned configurations in the Pollux artifact's workloads (OSDI'21 §5.1:
 #: counts reaching 50-80 % of ideal scaling). Used to draw GPU counts for generated jobs.
 TUNED_GPUS: dict[str, tuple[int, ...]] = {
     "bert": (6, 8, 12, 16),
@@ -81,15 +81,11 @@ def default_gpu_choices(limits: AppLimits) -> tuple[int, ...]:
 def tuned_config(limits: AppLimits, gpus: int) -> tuple[int, int]:
     """A well-tuned user configuration `(gpus, total batch size)` for a job asking for `gpus`.
 
-    Rule: GPUs are capped at `max_sensible_gpus`; a fixed-batch application (ncf) runs at its
-    `fixed_bsz`; otherwise the batch is M0 (`init_bsz`) times the power of two at or above
-    2 x gpus, clamped to `[init_bsz, max_bsz]` -- about two M0 batches per GPU, using gradient
-    accumulation where that exceeds `max_local_bsz`. It reproduces the tuned pairs of the Pollux
-    workloads (spec §5.4) for cifar10 (6|8 -> 2048, 12|16 -> 4096), deepspeech2 (6|8 -> 320,
-    12 -> 640), yolov3 (4 -> 64), bert (12|16 -> 384) and ncf (1 -> 32768), about 95 % of their
-    jobs; it gives smaller batches than the reference for bert on 6-8 GPUs (192, not 384) and
-    larger ones for imagenet (12800, not 3200-6400), whose tuning reflects statistical
-    efficiency that the limits alone do not describe.
+    GPUs capped at `max_sensible_gpus`; a fixed-batch application (ncf) runs at `fixed_bsz`;
+    otherwise M0 times the power of two at or above 2 x gpus, clamped to `[init_bsz, max_bsz]`
+    (about two M0 batches per GPU, accumulating past `max_local_bsz`). This reproduces about 95 %
+    of the tuned pairs of the Pollux artifact's workloads (OSDI'21 §5.1); it is smaller for bert on
+    6-8 GPUs and larger for imagenet, whose tuning reflects statistical efficiency.
     """
     if gpus < 1:
         raise ValueError(f"{limits.app}: gpus must be >= 1, got {gpus}")
@@ -127,7 +123,7 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
 
 # --- size classes -------------------------------------------------------------------------------
 
-#: GPU-hour class bounds and the applications of each class (Pollux §5.2, README of the data):
+#: GPU-hour class bounds and the applications of each class (the Pollux workloads, OSDI'21 §5.1):
 #: < 1 GPU-h: cifar10 or ncf; 1-10: deepspeech2 or bert; 10-100: yolov3; >= 100: imagenet.
 SIZE_CLASS_BOUNDS_GPU_H: tuple[float, ...] = (1.0, 10.0, 100.0)
 SIZE_CLASS_APPS: tuple[tuple[str, ...], ...] = (

@@ -1,16 +1,11 @@
 """Build a workload from a window of the Philly-derived trace (`timestamp,duration,num_gpus,gpu_time,cluster`).
 
-As the Pollux workloads were built (spec §5.2, data README): jobs shorter than 60 s or with
-1000 GPU-hours or more are dropped, the jobs submitted in `[start, start + hours)` are kept, and
-each job's GPU-time (`gpu_time`, GPU-seconds) picks an application of the same size class:
-< 1 GPU-hour -> cifar10 or ncf; 1-10 -> deepspeech2 or bert; 10-100 -> yolov3; >= 100 -> imagenet,
-uniformly within a class with a seeded RNG (one draw per window job, in submit order). The job
-keeps the trace's GPU count (capped at what the application can use) with the application's tuned
-batch size for it (`tuned_config`). Submit times are seconds from the window start.
-
-The window is one contiguous span of the trace. (The artifact's generator instead pooled the same
-hours of day over all days; `start=None` here picks the contiguous window with the most jobs.)
-Parsing is vectorized (csv + numpy): the whole 82k-row file loads in a fraction of a second.
+As the Pollux workloads were built (OSDI'21 §5.1): jobs under 60 s or of 1000 GPU-hours or
+more are dropped, jobs submitted in the window kept, each mapped by its GPU-time to an
+application of its size class (`map_size_classes`, seeded, in submit order), keeping its GPU
+count (capped) with `tuned_config`'s batch; submit times count from the window start. The
+window is contiguous (the artifact pooled the same hours over all days); `start=None` picks the
+busiest.
 """
 
 from __future__ import annotations

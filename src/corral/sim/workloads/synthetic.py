@@ -1,11 +1,9 @@
 """Generate a synthetic workload: Poisson arrivals, applications drawn from a mix.
 
-Inter-arrival gaps are exponential with mean `3600 / rate_per_hour` s (the first job arrives at
-0). Each job's application is drawn from `mix` (default: the job mix of the Pollux artifact's
-eight workloads, spec §7 item 16: cifar10 .39, ncf .39, deepspeech2 .09, bert .07, yolov3 .05,
-imagenet .02), its GPU count uniformly from the application's tuned choices (`gpus_choices`,
-default `default_gpu_choices`: the artifact's tuned counts, spec §5.4), and its batch size from
-`tuned_config`. Everything is drawn from one `numpy.random.default_rng(seed)`.
+Inter-arrival gaps are exponential with mean `3600 / rate_per_hour` s (the first job at 0).
+Each job's application is drawn from `mix` (default `POLLUX_MIX`), its GPU count uniformly
+from `gpus_choices` (default `default_gpu_choices`, the artifact's tuned counts) and its batch
+from `tuned_config`; all from one `numpy.random.default_rng(seed)`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.common import Workload, default_gpu_choices, make_job, tuned_config
 
-#: Job mix of the Pollux artifact's workloads (spec §7 item 16).
+#: Job mix of the Pollux artifact's eight workloads.
 POLLUX_MIX: dict[str, float] = {
     "cifar10": 0.39, "ncf": 0.39, "deepspeech2": 0.09, "bert": 0.07, "yolov3": 0.05,
     "imagenet": 0.02,

@@ -1,13 +1,9 @@
 """Load a Tiresias-simulator trace: `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`.
 
-Tiresias' model names (vgg16, resnet50, ...) are not applications of the catalog, so each job is
-mapped to one by its GPU-time `duration x num_gpu` with the size classes the Pollux workloads
-used for Philly: < 1 GPU-hour -> cifar10 or ncf; 1-10 -> deepspeech2 or bert; 10-100 -> yolov3;
->= 100 -> imagenet. Within a class the application is drawn uniformly with a seeded RNG (one draw
-per row, in file order, so the mapping depends only on the file and `seed`). The job keeps the
-trace's `num_gpu` (capped at what the application can use) and gets the application's tuned
-batch size for that GPU count (`tuned_config`). `iterations`, `model_name` and `interval` are
-not used. Jobs are named `<app>-<job_id>`.
+Tiresias' model names are not catalog applications, so each job gets one of the GPU-time size
+class of `duration x num_gpu` (`map_size_classes`, seeded, one draw per row in file order),
+keeps its `num_gpu` (capped) and gets `tuned_config`'s batch. `iterations`, `model_name` and
+`interval` are not used. Jobs are named `<app>-<job_id>`.
 """
 
 from __future__ import annotations

@@ -103,13 +103,12 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
-        gpus = loop.cluster.total_gpus
-        checked = sub.checked(gpus)
+        checked = sub.checked(loop.cluster.total_gpus)
         executor.check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
-        adjusted = sub.adjustments(gpus)
+        adjusted = sub.adjustments(loop.cluster.total_gpus)
         for change in adjusted:
             store.add_event(now, doc["id"], "adjusted", change)
         return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}

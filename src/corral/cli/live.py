@@ -201,6 +201,8 @@ def submit(
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
+    for change in job.get("adjusted") or []:
+        err_console.print(f"note: {escape(change)}", soft_wrap=True)
     console.print(job["id"])
 
 
@@ -366,9 +368,9 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         events.add_row(f"{e['time_s']:.1f}", escape(e["kind"]), escape(e["detail"]))
     out(events)
     launches = Table(title="launches (first report of each)")
-    for col in ("launch", "time (s)", "workers", "batch", "resumed\nfrom step"):
-        launches.add_column(col, justify="left" if col == "batch" else "right", no_wrap=True,
-                            overflow="fold")
+    for col in ("launch", "time (s)", "workers", "batch", "resumed\nfrom step", "how it\nstarted"):
+        launches.add_column(col, justify="left" if col in ("batch", "how it\nstarted") else "right",
+                            no_wrap=True, overflow="fold")
     seen: set = set()
     for t in telemetry:
         if t["launch"] is None or t["launch"] in seen:
@@ -376,7 +378,8 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         seen.add(t["launch"])
         batch = f"{t['local_bsz']}x{(t['accum_steps'] or 0) + 1}" if t["local_bsz"] else "-"
         launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]), batch,
-                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]))
+                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]),
+                         t.get("launch_start") or "-")  # corral.service.records' words
     out(launches)
     assigned = Table(title="assignments")
     assigned.add_column("time (s)", justify="right", no_wrap=True, overflow="fold")

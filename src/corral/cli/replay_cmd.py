@@ -1,5 +1,6 @@
 """`corral replay`: a finished live run replayed in the simulator from what its jobs measured;
-prints each job's real and simulated JCT, and can write the measured catalog for `simulate`.
+prints each job's real and simulated JCT, then the median and worst error and the jobs left
+out (and why), and can write the measured catalog for `simulate`.
 
 Registered on the main `corral` app when this module is imported. Thin: parses arguments and
 joins `corral.service.run_record` (reads the run) and `corral.sim.analysis.measured_run` (replays it).
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from corral.cli.live import _DATA_DIR_HELP, _load_policy_modules
@@ -48,7 +50,7 @@ def replay(
     from corral.core.policy import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
-    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog
+    from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog, replay_summary
     from corral.sim.analysis.measured_run import replay as run_replay
 
     _load_policy_modules(policy_module or [])
@@ -57,6 +59,8 @@ def replay(
     rows, mech = run_replay(run, chosen, mechanism)
     o = mech.overheads
     console.print(replay_table(rows, run.policy, policy or run.policy, o))
+    for line in replay_summary(rows, run.left_out):
+        console.print(escape(line), soft_wrap=True)
     if catalog_out is not None:
         catalog_out.write_text(json.dumps(measured_catalog(run), indent=1) + "\n")
         console.print(f"wrote {catalog_out}")

@@ -1,11 +1,12 @@
 """The REST API of the live service (FastAPI; the OpenAPI schema is at /openapi.json).
 
 All endpoints but /healthz and the schema need `Authorization: Bearer <token>` (else 401).
-Errors are one line in `detail` (422 names the field, 400 says why, 413 over MAX_BODY_BYTES);
-no request can cause a 500 on purpose: bodies are bounded (corral.service.submission) and
-client text is echoed only through `safe_text`. The API reads the store and logs and writes
-only submissions and cancels; the control loop does the rest. `/healthz`: corral.service.health;
-`/` and `/docs`: corral.service.dashboard.
+Errors are one line in `detail` (422: not a valid submission - not JSON included - or query,
+naming the field; 400 says why; 413 over MAX_BODY_BYTES); no request can cause a 500 on purpose:
+bodies are bounded (corral.service.submission) and client text is echoed only through
+`safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
+The API reads the store and logs and writes only submissions and cancels; the control loop does
+the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
 """
 
 from __future__ import annotations
@@ -107,7 +108,10 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
-        return LiveJob.from_doc(doc).summary()
+        adjusted = sub.adjustments(loop.cluster.total_gpus)
+        for change in adjusted:
+            store.add_event(now, doc["id"], "adjusted", change)
+        return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}
 
     @app.get("/jobs", dependencies=[Depends(authorized)])
     def jobs() -> StreamingResponse:

@@ -6,7 +6,8 @@ simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `shoul
 checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
 fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
 Time is `Executor.clock`, each tick inside `Executor.one_instant()`. `recover()` rebuilds every
-job from the Store; an executor error fails that one job. No oracle policies.
+job from the Store (a restart recorded as one: corral.service.records); an executor error fails
+that one job. No oracle policies.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from corral.core.ledger import Ask, completed_view, should_decide
 from corral.core.policy import Changes, Policy
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
+from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
@@ -119,6 +121,7 @@ class ControlLoop:
         would have had the service never stopped (10,000 stored jobs take a second or two to
         read: 3,000 emulated seconds a second at `corral serve --time-scale 3000`)."""
         now = self.now_s()
+        shutdown_s = take_shutdown(self.store)  # None: the last service was killed
         active: list[LiveJob] = []
         for seq, doc in self._stored_jobs():
             self._seq = max(self._seq, seq)
@@ -152,8 +155,8 @@ class ControlLoop:
                 self.store.save_job(*job.record())
                 self._forget(job.id)
                 continue
-            if job.placement:
-                self.store.add_event(now, job.id, "requeued", "service restarted")
+            if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
+                note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()
             self.jobs[job.id] = job
             self.store.save_job(*job.record())
@@ -395,16 +398,10 @@ class ControlLoop:
         if launch is None or int(launch) <= job.noted_launch:
             return
         job.noted_launch = int(launch)
-        resumed = report.get("resumed")
         self._note_resize(now, job, report)
-        if resumed and resumed.get("in_place") is not None:
-            return  # resized in place: _note_resize said so
-        if resumed:
-            self.store.add_event(now, job.id, "resumed",
-                                 f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
-                                 f"{resumed.get('epoch')} (step {resumed.get('steps')})")
-        elif int(launch) > 0:
-            self.store.add_event(now, job.id, "fresh", "started fresh (no usable checkpoint)")
+        event = launch_event(report.get("resumed"), int(launch))  # none in place: see above
+        if event is not None:
+            self.store.add_event(now, job.id, *event)
 
     def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
         """The first report of a launch that follows a resize: how it was resized and how long
@@ -422,6 +419,7 @@ class ControlLoop:
                              f"{mechanism}: {record['from_gpus']} -> {record['to_gpus']} "
                              f"worker(s), launch {record['launch']} trained after a pause of "
                              f"{pause:.2f} s")
+        self.store.save_job(*job.record())  # its resizes as its event says, not a second later
 
     def _round(self, now: float, fill_in: bool = False) -> None:
         """Call the policy and apply its decision; a fill-in round applies only placements of
@@ -493,6 +491,7 @@ class ControlLoop:
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
         old_gpus = job.placement.num_gpus
+        requeued_after = job.requeued_after  # why it waited, if it ran before
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         if not changed and batch == old_batch:
@@ -501,11 +500,11 @@ class ControlLoop:
         batch_text = f"{batch.local_bsz}x{batch.accum_steps + 1}" if batch else None
         self.store.add_assignment(now, job.id, str(placement), placement.num_gpus, batch_text)
         if placement:
-            again = not was_placed and job.restarts > restarts  # resumed after preemption
+            again = not was_placed and job.restarts > restarts  # resumed after preemption/restart
             self.store.add_event(now, job.id, "resized" if was_placed else "started",
                                  f"{placement.num_gpus} GPU(s) {placement}"
                                  + (f", batch {batch_text}" if batch_text else "")
-                                 + (" (again, after preemption)" if again else ""))
+                                 + (again_words(requeued_after) if again else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(

@@ -17,7 +17,7 @@ round happens at the first control-loop tick after its time, and a job's finish 
 first tick after the executor saw it (each a few emulated seconds at the default tick), and
 a submission's HTTP round trip passes N times faster on the emulated clock. A tick itself
 (SQLite, a policy's decide time, applying the decision) takes no emulated time: the emulated
-clock stands still during it (`EmulatedExecutor.one_instant`).
+clock stands still during it (`EmulatedClock.instant`).
 """
 
 from __future__ import annotations

@@ -67,7 +67,9 @@ class Rounds:
         self._index = math.ceil(first_s / interval_s)  # the next round is the index-th
         self.next_round_s = self._index * interval_s
         self.changed = True  # jobs came or went since the policy was last asked
-        self.count = 0  # rounds held: the policy asked, or its last decision kept
+        #: rounds held: the policy asked, or its last decision kept (the live loop adds its
+        #: fill-in rounds)
+        self.count = 0
         self._reacts = self.promises.reacts_to
         self._on_change_only = self.promises.on_change_only
         self._keeps_running = self.promises.keeps_running

@@ -294,6 +294,7 @@ class ControlLoop:
         return changes | Changes.NODES if nodes else changes
 
     def take_arrivals(self, now_s: float) -> bool:
+        """The jobs submitted by `now_s` (`_take_submissions`); noted for a fill-in round."""
         self._arrived = self._take_submissions(now_s)
         return self._arrived
 
@@ -303,11 +304,13 @@ class ControlLoop:
         return not self._nodes_changed and all(job.placement for job in self.jobs.values())
 
     def decide(self, now_s: float) -> bool:
+        """A round (`_round`) when jobs are active; False as well when the policy failed."""
         held = bool(self.jobs) and self._round(now_s)
         self._nodes_changed = False
         return held
 
     def keep(self, now_s: float, changed: bool) -> bool:
+        """The executor runs the last decision on: nothing to do but count the round."""
         return bool(self.jobs)
 
     def _cluster_changed(self) -> bool:

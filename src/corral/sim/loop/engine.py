@@ -2,11 +2,11 @@
 
 The policy is called every `interval_s` (rounds at multiples of the interval, as in the
 reference simulator, so a job submitted at t=107 s is first seen at t=120 s) and, for policies
-that ask for it, also at each arrival and completion: the round itself (its order, its rule for
-asking the policy, its schedule) is `corral.core.rounds.Rounds`, the live loop's too. Between those points every running job
-advances analytically (`SimJob.advance`), so a round costs time per job, not per simulated
-second. Policies that promise to change their decision only when jobs arrive or finish let the
-engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
+that ask for it, also at each arrival and completion; the round itself (its order, its rule for
+asking the policy, its schedule) is `corral.core.rounds.Rounds`, as in the live loop. Between
+those points every running job advances analytically (`SimJob.advance`), so a round costs
+time per job, not per simulated second. Policies that promise to change their decision only
+when jobs arrive or finish let the engine skip the rounds in between. Applying a decision touches only the jobs whose assignment
 changes, and the GPU handover only the nodes they leave or join; the GPUs held per node are
 kept as the decisions go. A run ends when every job has finished, or at the horizon
 (`corral.sim.loop.horizon`), and then says so (`SimResult.stopped`).
@@ -67,7 +67,12 @@ class Simulator:
         """Simulate `workload` to its end (or the horizon); `on_progress` gets the fraction of
         jobs finished whenever some finish."""
         with fewer_collections():
-            return self._run(workload, on_progress)
+            try:
+                return self._run(workload, on_progress)
+            finally:  # the run's jobs go with it, not with the simulator
+                self._arrivals, self._active, self._done = [], [], []
+                self._done_views, self._finished, self._finish_heap = [], [], []
+                self._predicted = {}
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()

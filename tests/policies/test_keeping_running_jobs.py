@@ -1,7 +1,7 @@
 """`Keeps.RUNNING_WHEN_NONE_WAITS`: a gang scheduler that admits jobs by their fixed GPU
 count and never moves an admitted running job gives every job what it runs whenever no job
 waits, so the engine and the live loop keep its last decision without asking
-(`corral.core.ledger.should_decide`). Here the policy is asked anyway and must answer so, and a
+(`corral.core.rounds.Rounds.should_decide`). Here the policy is asked anyway and must answer so, and a
 run that does not ask keeps every job's books, the rounds and the GPU timeline exactly."""
 
 from __future__ import annotations

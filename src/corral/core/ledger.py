@@ -1,5 +1,4 @@
-"""A job's books, alike for simulated and live jobs (`JobLedger`), and when to ask a policy
-(`should_decide`).
+"""A job's books, kept the same way for simulated and live jobs (`JobLedger`).
 
 `SimJob` and `LiveJob` are both ledgers (`place`, `hold`, `wait`, `end`, `release`); `view`
 builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
@@ -12,7 +11,6 @@ slots (a subclass), so the simulator's hot loop reads them at no cost.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Placement
@@ -31,10 +29,9 @@ if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from collections.abc import Sequence
 
     from corral.core.jobs import MetricRecord
-    from corral.core.policy import Policy
     from corral.perf.estimator import JobEstimator
 
-__all__ = ["Ask", "JobLedger", "should_decide", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
+__all__ = ["JobLedger", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
@@ -165,32 +162,6 @@ class JobLedger:
             if name in doc:
                 setattr(self, name, doc[name])
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
-
-
-class Ask(enum.Enum):
-    """What a moment does with the policy (`should_decide`)."""
-
-    DECIDE = "decide"  # call `decide` and apply what it returns
-    KEEP = "keep"  # a round in which the last decision stays in force without asking
-    NOTHING = "nothing"  # not a round for this policy
-
-
-def should_decide(policy: Policy, at_round: bool, changed: bool, event: bool, now_s: float,
-                  none_waits: bool, trust: bool = True) -> Ask:
-    """What the policy does at `now_s`, taking the shortcuts its `Promises` allow (none
-    without `trust`). It is asked (DECIDE) at a round (every interval) unless nothing changed
-    since it was last asked (`changed`: arrivals, completions, ...) and its last decision
-    still stands: it keeps its decision until a change, or it said the same decision holds
-    until later (`Policy.stands_until`); and at once when a change it reacts to happened
-    (`event`). Where it would be asked while every active job holds GPUs (`none_waits`) and
-    it keeps running jobs then, its answer is known (KEEP). A round it is not asked at is
-    still a round (KEEP) unless it decides only on change."""
-    promises = policy.promises
-    on_change_only = trust and promises.on_change_only
-    stands = on_change_only or (trust and now_s < policy.stands_until())
-    if (at_round and (changed or not stands)) or event:
-        return Ask.KEEP if trust and none_waits and promises.keeps_running else Ask.DECIDE
-    return Ask.KEEP if at_round and not on_change_only else Ask.NOTHING
 
 
 def completed_view(view: JobView) -> JobView:

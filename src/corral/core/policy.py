@@ -130,7 +130,7 @@ class Policy(ABC):
         """After `decide`: the time before which `decide` would return the same decision again
         as long as no job arrives, leaves or otherwise changes (what sets the engine's and the
         live loop's "changed"). They skip asking at rounds before it and keep the decision in
-        force (`should_decide`). A pure speed promise, like `Keeps.DECISION_UNTIL_CHANGE`; the
+        force (`Rounds.should_decide`). A pure speed promise, like `Keeps.DECISION_UNTIL_CHANGE`; the
         default promises nothing (-inf: asked every round)."""
         return -math.inf
 

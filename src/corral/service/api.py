@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import corral
 from corral.core.errors import CorralError
+from corral.executors.backend import any_app
 from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
 from corral.service.health import Health
@@ -49,9 +50,11 @@ _MAX_RANK = 1 << 16
 
 
 def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
-               stall_after_s: float = 30.0) -> FastAPI:
+               stall_after_s: float = 30.0,
+               check_app: Callable[[str | None], None] = any_app) -> FastAPI:
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
-    not finished a round for `stall_after_s` seconds."""
+    not finished a round for `stall_after_s` seconds. Each submission's model passes
+    `check_app` (the executor's: `Backend.check_app`)."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.",
                   docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead
@@ -104,7 +107,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
         checked = sub.checked(loop.cluster.total_gpus)
-        executor.check_app(checked.app)  # the emulated executor needs a model it knows
+        check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())

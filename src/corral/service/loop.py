@@ -5,7 +5,8 @@ time. At each interval (and on arrivals and completions if the policy asks) it b
 simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
 checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
 fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
-Time is `Executor.clock`, each tick inside `Executor.one_instant()`. `recover()` rebuilds every
+The round itself is `corral.core.rounds.Rounds` (this loop its `World`), as in the simulator.
+Time is the `corral.core.clock.Clock` it is given, each tick inside `clock.instant()`. `recover()` rebuilds every
 job from the Store (a restart recorded as one: corral.service.records); an executor error fails
 that one job. No oracle policies.
 """
@@ -18,16 +19,18 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
 
+from corral.core.clock import WALL_CLOCK, Clock
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
-from corral.core.ledger import Ask, completed_view, should_decide
+from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
+from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
@@ -64,17 +67,16 @@ class ControlLoop:
     """Schedules the store's jobs on an executor with one policy."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
-                 tick_s: float = 0.2, clock: Callable[[], float] = time.time,
+                 tick_s: float = 0.2, clock: Clock = WALL_CLOCK,
                  fill_in: bool = True) -> None:
         check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
         self.store = store
         self.executor = executor
-        self.policy = policy
         self.interval_s = interval_s
         self.tick_s = tick_s
-        self.clock = clock  # the executor's clock (`Executor.clock`): emulated time runs faster
+        self.clock = clock  # wall-clock time, or the emulated executor's (`Backend.clock`)
         self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
         self.origin = store.origin()
         self.cluster = executor.cluster()
@@ -84,7 +86,7 @@ class ControlLoop:
         #: (`Reads.COMPLETED`; `completed_view`, as the engine keeps them)
         self.completed: list[JobView] = []
         self.previous = Decision({})
-        self.rounds = 0
+        self._rounds = Rounds(policy, interval_s)  # the schedule, the rule, the count
         self.decide_s_total = 0.0
         #: The last RECENT_ROUNDS rounds: {"time_s", "decide_s", "round_s" (deciding and
         #: handing the decision to the executor, real seconds), "jobs", "fill_in"} (dashboard).
@@ -101,8 +103,7 @@ class ControlLoop:
         self.gpus_running = 0  # slots whose workers run now (the executor's view)
         self.last_round: float | None = time.monotonic()
         self._seq = 0
-        self._next_round_s = 0.0
-        self._changed = True
+        self._arrived = False  # jobs arrived at this tick (a fill-in round may follow)
         self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
         self._last_save_s = 0.0
@@ -235,42 +236,63 @@ class ControlLoop:
             stop.wait(self.tick_s)
 
     def tick(self) -> None:
-        with self.lock, self.executor.one_instant():
+        """One look at the jobs, at one instant of the clock: a step of the round
+        (`Rounds.step`, this loop as its `World`), then a fill-in round if one is due."""
+        with self.lock, self.clock.instant():
             now = self.now_s()
-            dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
-            self._last_tick_s = now
-            left = self._take_cancels(now)
-            left |= self._sync_executor(now, dt)
-            nodes = self._cluster_changed()
-            self._nodes_changed |= nodes
-            arrived = self._take_submissions(now)
-            self._changed |= left or nodes or arrived
-            reacts = self.policy.promises.reacts_to
-            event = ((left and Changes.COMPLETION in reacts) or (nodes and Changes.NODES in reacts)
-                     or (arrived and Changes.ARRIVAL in reacts))
-            due = now >= self._next_round_s
-            ask = should_decide(self.policy, due, self._changed, event, now, self._none_waits())
-            if ask is Ask.DECIDE:
-                if self.jobs:
-                    self._round(now)
-                self._nodes_changed = False
-            elif ask is Ask.KEEP and self.jobs:
-                self.rounds += 1  # the last decision stands, or its answer is known (every job keeps)
-            if ask is not Ask.NOTHING:
-                self._changed = False
-            if due:
-                self._next_round_s = (now // self.interval_s + 1) * self.interval_s
-            elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
-                self._round(now, fill_in=True)
+            self._arrived = False
+            due = self._rounds.step(now, self)
+            if (not due and self.fill_in and self._arrived and self._idle_gpus()
+                    and any(not j.placement for j in self.jobs.values())):
+                if self._round(now, fill_in=True):
+                    self._rounds.count += 1
             if time.monotonic() - self._last_save_s >= _SAVE_EVERY_S:
                 self.store.save_jobs(job.record() for job in self.jobs.values())
                 self._last_save_s = time.monotonic()
             self.last_round = time.monotonic()
 
-    def _none_waits(self) -> bool:
-        """Every job holds GPUs, on the nodes the policy last saw (`should_decide`: a policy
-        that keeps running jobs then need not be asked; it is when nodes joined or left)."""
+    @property
+    def policy(self) -> Policy:
+        """The policy the rounds ask (fixed for the loop's life: `Rounds` reads its promises)."""
+        return self._rounds.policy
+
+    @property
+    def rounds(self) -> int:
+        """Rounds held: the policy asked (fill-in rounds too), or its last decision kept."""
+        return self._rounds.count
+
+    # -- the world a round sees (`corral.core.rounds.World`) ----------------------------------
+    def take_finished(self, now_s: float) -> Changes:
+        """Cancel requests, then the executor's states and reports, and the time since the
+        last tick into the jobs: COMPLETION when a job left, NODES when nodes came or went."""
+        dt = 0.0 if self._last_tick_s is None else now_s - self._last_tick_s
+        self._last_tick_s = now_s
+        left = self._take_cancels(now_s)
+        left |= self._sync_executor(now_s, dt)
+        nodes = self._cluster_changed()
+        self._nodes_changed |= nodes
+        changes = Changes.COMPLETION if left else Changes.NONE
+        return changes | Changes.NODES if nodes else changes
+
+    def take_arrivals(self, now_s: float) -> bool:
+        """The jobs submitted by `now_s` (`_take_submissions`); noted for a fill-in round."""
+        self._arrived = self._take_submissions(now_s)
+        return self._arrived
+
+    def none_waits(self) -> bool:
+        """Every job holds GPUs, on the nodes the policy last saw (a policy that keeps running
+        jobs then need not be asked; it is when nodes joined or left)."""
         return not self._nodes_changed and all(job.placement for job in self.jobs.values())
+
+    def decide(self, now_s: float) -> bool:
+        """A round (`_round`) when jobs are active; False as well when the policy failed."""
+        held = bool(self.jobs) and self._round(now_s)
+        self._nodes_changed = False
+        return held
+
+    def keep(self, now_s: float, changed: bool) -> bool:
+        """The executor runs the last decision on: nothing to do but count the round."""
+        return bool(self.jobs)
 
     def _cluster_changed(self) -> bool:
         """True when nodes joined or left since the last look (Ray): the policy re-decides
@@ -421,9 +443,9 @@ class ControlLoop:
                              f"{pause:.2f} s")
         self.store.save_job(*job.record())  # its resizes as its event says, not a second later
 
-    def _round(self, now: float, fill_in: bool = False) -> None:
+    def _round(self, now: float, fill_in: bool = False) -> bool:
         """Call the policy and apply its decision; a fill-in round applies only placements of
-        waiting jobs on idle GPUs (see the module docstring)."""
+        waiting jobs on idle GPUs (see the module docstring). False when the policy failed."""
         views = tuple(job.view() for job in self.jobs.values())
         snapshot = Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=self.previous,
                             completed=tuple(self.completed))
@@ -434,11 +456,10 @@ class ControlLoop:
         except Exception as exc:  # noqa: BLE001 - keep the previous assignments
             self.store.add_event(now, None, "policy-error", f"{type(exc).__name__}: {exc}")
             log.exception("policy %s failed; keeping the previous assignments", self.policy.name)
-            return
+            return False
         finally:
             took = time.perf_counter() - started
             self.decide_s_total += took
-        self.rounds += 1
         record = {"time_s": now, "decide_s": took, "round_s": took, "jobs": len(views),
                   "fill_in": fill_in}
         self.recent_rounds.append(record)
@@ -464,6 +485,7 @@ class ControlLoop:
         if not fill_in:
             self.previous = decision
         record["round_s"] = time.perf_counter() - started
+        return True
 
     def _fill_in(self, decision: Decision) -> Decision:
         """Of `decision`, the current placements of running jobs and the placements of waiting

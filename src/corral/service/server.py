@@ -25,7 +25,7 @@ from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
-from corral.executors import create_executor
+from corral.executors import create_backend
 from corral.service.endpoint import (
     ServiceLock,
     clear_address,
@@ -112,7 +112,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
     directory = opts.data_dir
     sock = _bind(opts.host, opts.port)
     try:
-        executor = create_executor(opts.executor, directory, **opts.executor_options)
+        backend = create_backend(opts.executor, directory, **opts.executor_options)
+        executor = backend.executor
     except BaseException:
         sock.close()
         raise
@@ -125,8 +126,9 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
         store_token(directory, token)
         store = Store(directory / "state.db")
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
-                           tick_s=opts.tick_s, clock=executor.clock, fill_in=opts.fill_in)
-        app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s)
+                           tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in)
+        app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,
+                         check_app=backend.check_app)
         loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

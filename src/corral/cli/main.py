@@ -216,6 +216,13 @@ def simulate(
     mapping = _column_options(columns, model_map)
     workloads = (load_workloads(workload, apps, seed=seed, window=span, **mapping) if workload
                  else [builtin_default(apps, seed=seed)])
+    own = {w.truth for w in workloads if w.truth is not None}
+    if own:  # a Gavel trace brings its truth (its throughput table)
+        if len(own) > 1 or any(w.truth is None for w in workloads) or profiles or catalog:
+            raise CorralError("a Gavel .trace runs on its own throughput table: give no --profiles or "
+                              "--catalog, and no workloads of other formats (or tables) beside it")
+        source = own.pop()
+        truth = source.load()
     for w in workloads:
         check_feasible(w, shape, truth)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),

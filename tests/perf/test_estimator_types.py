@@ -218,3 +218,40 @@ def test_a_job_on_one_named_type_reads_as_it_did_unnamed():
     doc = named.to_dict()
     assert doc["configs"] == unnamed.to_dict()["configs"]  # readers of "configs" still see it
     assert JobEstimator.from_dict(doc).profile() == unnamed.profile()
+
+
+def test_a_simulated_job_observes_its_steps_as_its_placements_type():
+    from corral.core import Cluster
+    from corral.core.cluster import Placement
+    from corral.core.jobs import Assignment
+    from corral.sim.loop.job import SimJob
+    from corral.sim.truth.catalog import CatalogTruth
+    from corral.sim.workloads import synthetic
+
+    truth = CatalogTruth()
+    spec = synthetic(truth.limits(), num_jobs=1, rate_per_hour=1, seed=0).jobs[0]
+    cluster = Cluster.parse("v100:2x4,k80:2x4")
+    job = SimJob(spec, truth.app(spec.app))
+    job.clock_s = 0.0
+    first = Assignment(Placement.of(_place(cluster, "v100", 2)), None)
+    job.assign(0.0, first, 0.0, cluster.placement_type(first.placement))
+    job.advance(600.0)
+    assert job.gpu_type == "v100" and job.estimator.gpu_types() == ("v100",)
+    second = Assignment(Placement.of(_place(cluster, "k80", 4)), None)
+    job.assign(600.0, second, 0.0, cluster.placement_type(second.placement))
+    job.advance(1200.0)
+    assert job.estimator.gpu_types() == ("v100", "k80") and job.estimator.gpu_type == "k80"
+    assert job.estimator.max_gpus("v100") == 2 and job.estimator.max_gpus("k80") == 4
+    # a placement across types is observed as no type's
+    spans = Assignment(Placement.of(_place(cluster, "v100", 4) + _place(cluster, "k80", 4)),
+                       None)
+    assert cluster.placement_type(spans.placement) is None
+    before = {t: job.estimator.profile(t) for t in ("v100", "k80")}
+    job.assign(1200.0, spans, 0.0, None)
+    job.advance(1800.0)
+    assert {t: job.estimator.profile(t) for t in ("v100", "k80")} == before
+
+
+def _place(cluster, gpu_type: str, gpus: int) -> list[tuple[int, int]]:
+    """`gpus` GPUs on the first node of `gpu_type`."""
+    return [(cluster.nodes_of_type(gpu_type)[0], gpus)]

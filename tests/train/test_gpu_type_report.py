@@ -65,6 +65,16 @@ def test_the_executors_type_wins_and_the_cpu_has_none() -> None:
     assert gpu_type_of(cpu, {ENV_GPU_TYPE: "v100"}) == "v100"
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU: the type is read from the device's name")
+def test_on_a_gpu_the_executors_type_wins_even_the_unnamed_one() -> None:
+    gpu = torch.device("cuda", 0)
+    assert gpu_type_of(gpu, {}) == gpu_type_name(torch.cuda.get_device_name(gpu))
+    assert gpu_type_of(gpu, {ENV_GPU_TYPE: "v100"}) == "v100"
+    assert gpu_type_of(gpu, {ENV_GPU_TYPE: ""}) == ""  # a cluster without types
+
+
 # ------------------------------------------------------------------- the trainer (in-process)
 
 @pytest.fixture(autouse=True)

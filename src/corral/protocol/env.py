@@ -26,8 +26,9 @@ ENV_CONFIG = "CORRAL_JOB_CONFIG"
 ENV_JOB_ID = "CORRAL_JOB_ID"
 ENV_CHECKPOINT_DIR = "CORRAL_CHECKPOINT_DIR"
 ENV_BACKEND = "CORRAL_BACKEND"
-#: The GPU type of the worker's slot, set by the executor from the cluster's node type
-#: (absent or "": the job names its type from its device, corral.protocol.report.gpu_type_name).
+#: The GPU type of the worker's slot, set by the executor from the cluster's node type ("" on
+#: a cluster without types); absent (standalone), the job names its type from its device
+#: (corral.protocol.report.gpu_type_name), "" on the CPU.
 ENV_GPU_TYPE = "CORRAL_GPU_TYPE"
 #: Exit status of a worker that checkpointed and stopped because it was asked to (128 + SIGTERM,
 #: as AdaptDL's workers; Pollux (OSDI'21) §4.2). Exit status 0 always means "finished".

@@ -255,3 +255,11 @@ def test_a_simulated_job_observes_its_steps_as_its_placements_type():
 def _place(cluster, gpu_type: str, gpus: int) -> list[tuple[int, int]]:
     """`gpus` GPUs on the first node of `gpu_type`."""
     return [(cluster.nodes_of_type(gpu_type)[0], gpus)]
+
+
+def test_a_type_must_be_a_name():
+    est = make()
+    observe(est, FAST, "v100", configs=[(1, 1, 32)])
+    with pytest.raises(TypeError):
+        est.observe_step(1, 1, 32, 0.1, 0.0, gpu_type=None)
+    assert est.gpu_type == "v100" and est.gpu_types() == ("v100",)

@@ -177,8 +177,9 @@ class JobEstimator:
             raise ValueError(f"bad configuration N={num_nodes} K={num_gpus} m={local_bsz}")
         if not (step_time_s > 0 and np.isfinite(step_time_s)) or not sync_time_s >= 0:
             raise ValueError(f"bad step/sync time {step_time_s}/{sync_time_s}")
+        model = self._model_for(gpu_type)
         self._type = gpu_type
-        self._add(self._model_for(gpu_type), (int(num_nodes), int(num_gpus), int(local_bsz)),
+        self._add(model, (int(num_nodes), int(num_gpus), int(local_bsz)),
                   float(step_time_s), float(sync_time_s), int(count))
 
     @staticmethod

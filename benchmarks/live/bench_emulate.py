@@ -35,7 +35,7 @@ clock, rounds taking no emulated time):
   (avg -1.62 %, p90 18.4 %);
 * a tick's real time (views, pollux's ~50 ms decide, applying) passed 100x faster, so each
   round's placements took effect seconds late; the emulated clock now stands still during a
-  tick (EmulatedExecutor.one_instant): 2.68 %, then 2.63 % above.
+  tick (EmulatedClock.instant): 2.68 %, then 2.63 % above.
 What is left is the policies' own sensitivity: --sensitivity 2 (the simulator against itself,
 arrivals U(0, 2) s late; seeds 1, 2, 3): pollux avg +0.81 / -1.41 / -1.84 %, per-job median
 3.42 / 2.30 / 2.79 %, p90 27.3 / 19.1 / 15.1 %; tiresias-las avg -5.73 / -5.15 / -5.73 %, median

@@ -39,9 +39,7 @@ def timed_rounds(policy: str, mechanism: str, jobs: int, rounds: int, spread_s: 
     specs = [dataclasses.replace(s, submit_time_s=spread_s * i / jobs)
              for i, s in enumerate(source.jobs[:jobs])]
     timed = TimedRounds(create_policy(policy))
-    timed.reacts_to_events = timed.inner.reacts_to_events
-    timed.oracle = timed.inner.oracle
-    timed.decides_on_change_only = timed.inner.decides_on_change_only
+    timed.promises = timed.inner.promises
     config = EngineConfig(mechanism=mechanism_named(mechanism), max_time_s=60.0 * rounds + spread_s)
     Simulator(truth, timed, Cluster.parse("16x4"), config).run(
         Workload("bench", specs, "workload-1, arrivals compressed"))

@@ -46,9 +46,7 @@ class TimedRounds(Policy):
     def __init__(self, inner: Policy) -> None:
         super().__init__(inner.params)
         self.inner = inner
-        self.reacts_to_events = inner.reacts_to_events
-        self.decides_on_change_only = inner.decides_on_change_only
-        self.oracle = inner.oracle
+        self.promises = inner.promises
         self.round_s: list[float] = []
         self.fit_s: list[float] = []
         self.generations: list[int] = []

@@ -252,7 +252,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   waits. Counted with a wrapper on the whole trace: 21,496 of fifo's 46,976 decisions and
   28,512 of tiresias-las's 53,992 were made with every active job running, where a gang
   scheduler admitting by fixed GPU count that never moves an admitted job can only answer
-  "every job keeps what it runs". `Policy.keeps_running_when_none_waits` (fifo, srtf, both
+  "every job keeps what it runs". `Keeps.RUNNING_WHEN_NONE_WAITS` (fifo, srtf, both
   Tiresias) says so; `should_decide` returns KEEP there (a round, not asked; the engine
   re-judges interference at a change as a decision would), in the engine and the live loop
   (which asks when nodes joined or left). tests/policies/test_keeping_running_jobs.py asks
@@ -280,7 +280,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   - The epoch loop runs in `advance` itself, on locals (the same operations in the same order).
   - `JobView.metrics` is a `MetricHistory` over the job's append-only list, not a tuple copy
     per view once it grew (the copies grew with the history).
-  - `Policy.reads_only_placements` (fifo): a job's earlier view is shown again while its status
+  - `Reads.PLACEMENTS` (fifo): a job's earlier view is shown again while its status
     and assignment are unchanged (`SimJob.placement_view`); every decision is checked against
     fresh views in tests/policies/test_placement_views.py. This one was 17 % of the run.
   - A finished job sheds its metric history and estimator (`SimJob.shed_training`): peak RSS

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datafiles
 from typer.testing import CliRunner
 
 from corral.cli.main import app
 
 runner = CliRunner()
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
 
 
 def invoke(*args: str):
@@ -96,12 +96,9 @@ def test_workloads_describes_file(tmp_path):
 
 
 def test_calibrate_writes_catalog(tmp_path):
-    if not (SHARED / "profiles").is_dir():
-        import pytest
-
-        pytest.skip(f"shared profiles not found at {SHARED}")
+    profiles = datafiles.need("pollux-profiles")
     out = tmp_path / "cat.json"
-    result = invoke("calibrate", str(SHARED / "profiles"), "-o", str(out))
+    result = invoke("calibrate", str(profiles), "-o", str(out))
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert set(doc["models"]) >= {"cifar10", "imagenet"} and "Pollux" in doc["source"]
@@ -123,11 +120,7 @@ def test_submit_refuses_what_the_service_would_in_one_line(tmp_path):
 
 
 def test_window_and_worker_processes(tmp_path):
-    trace = SHARED.parent / "tiresias" / "60_job.csv"
-    if not trace.is_file():
-        import pytest
-
-        pytest.skip(f"{trace} not found")
+    trace = datafiles.need("tiresias") / "60_job.csv"
     result = invoke("simulate", "-w", str(trace), "--window", "600:1", "-p", "fifo,srtf",
                     "--jobs", "2", "--cluster", "8x4", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output

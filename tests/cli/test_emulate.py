@@ -9,26 +9,23 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+import datafiles
 
 from corral.cli.emulate_cmd import submission_body
 from corral.core.jobs import JobSpec, LrRule
 from corral.report.files import JOBS_CSV_COLUMNS
 from corral.service.submission import Submission
 
-POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
 CLI = [sys.executable, "-m", "corral"]
 
 
-@pytest.mark.skipif(not (POLLUX / "profiles").is_dir(),
-                    reason=f"shared data not found at {POLLUX} (the Pollux profiles)")
 def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6(tmp_path) -> None:
+    profiles, workloads = datafiles.need("pollux-profiles"), datafiles.need("pollux-workloads")
     out = tmp_path / "out"
     done = subprocess.run(
-        [*CLI, "emulate", "--workload", str(POLLUX / "workloads" / "workload-6.csv"),
-         "--profiles", str(POLLUX / "profiles"), "--policy", "fifo", "--cluster", "16x4",
+        [*CLI, "emulate", "--workload", str(workloads / "workload-6.csv"),
+         "--profiles", str(profiles), "--policy", "fifo", "--cluster", "16x4",
          "--time-scale", "200", "--limit", "12", "--compare", "--timeout", "120",
          "--out", str(out)],
         capture_output=True, text=True, timeout=240,
@@ -53,7 +50,7 @@ def test_a_workload_job_reaches_the_service_as_the_same_spec() -> None:
     spec = JobSpec("ncf-7", 12.0, "ncf", gpus=2, batch_size=640, init_bsz=512, max_bsz=4096,
                    min_local_bsz=16, max_local_bsz=256, min_gpus=2, max_gpus=8, adaptive=False,
                    lr_rule=LrRule.SQRT, epochs=9, trace_duration_s=3600.0,
-                   one_gpu_split_bsz=512)
+                   one_gpu_split_bsz=512, gpu_type="v100")
     for f in dataclasses.fields(JobSpec):
         if f.default is not dataclasses.MISSING:
             assert getattr(spec, f.name) != f.default, f"set {f.name} in this test"

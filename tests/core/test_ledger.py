@@ -14,9 +14,7 @@ import pytest
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobStatus, JobView
-from corral.core.ledger import Ask, JobLedger, should_decide
-from corral.core.policy import policy_class, policy_names
-from corral.policies.fifo import Fifo
+from corral.core.ledger import JobLedger
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.submission import Submission
 from corral.sim.loop.job import SimJob
@@ -121,37 +119,3 @@ def test_a_crash_retry_is_a_restart_and_a_requeue_is_not_a_preemption() -> None:
     assert live.view().status is JobStatus.PENDING
     live.assign(5.0, Placement.of([(0, 1)]), None)  # resumes: a restart, as in the simulator
     assert live.restarts == 3 and live.first_start_s == 0.0
-
-
-@pytest.mark.parametrize("name", ["fifo", "tiresias-las", "pollux", "optimus", "ones"])
-def test_should_decide_follows_the_policy_flags(name: str) -> None:
-    policy = policy_class(name)()
-    for at_round, changed, event, none_waits in itertools.product((False, True), repeat=4):
-        asked = (at_round and (changed or not policy.decides_on_change_only)) or (
-            policy.reacts_to_events and event)
-        if asked:
-            want = Ask.KEEP if none_waits and policy.keeps_running_when_none_waits else Ask.DECIDE
-        else:
-            want = Ask.KEEP if at_round and not policy.decides_on_change_only else Ask.NOTHING
-        got = should_decide(policy, at_round, changed, event, 0.0, none_waits)
-        assert got is want, (at_round, changed, event, none_waits)
-
-
-def test_only_gang_schedulers_that_keep_running_jobs_promise_to_keep_them() -> None:
-    keepers = {n for n in policy_names() if policy_class(n).keeps_running_when_none_waits}
-    assert keepers == {"fifo", "srtf", "tiresias-las", "tiresias-gittins"}
-
-
-def test_a_standing_decision_skips_rounds_until_its_time_unless_something_changed() -> None:
-    class Standing(Fifo):
-        decides_on_change_only = False
-        keeps_running_when_none_waits = False
-
-        def stands_until(self) -> float:
-            return 100.0
-
-    policy = Standing()
-    assert should_decide(policy, True, False, False, 99.0, False) is Ask.KEEP
-    assert should_decide(policy, True, False, False, 100.0, False) is Ask.DECIDE
-    assert should_decide(policy, True, True, False, 50.0, False) is Ask.DECIDE  # a change
-    assert should_decide(policy, False, False, False, 150.0, False) is Ask.NOTHING  # no round

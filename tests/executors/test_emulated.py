@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from corral.core.clock import WALL_CLOCK
 from corral.core.cluster import Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig
-from corral.executors import create_executor
+from corral.executors import create_backend, create_executor
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.emulated.executor import EmulatedClock, EmulatedExecutor
 from corral.protocol.report import REPORT_FILE, read_report
@@ -60,7 +61,7 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
     assert report["world_size"] == 4 and report["launch"] == 0 and report["batch"]
     assert report["estimator"]  # the JobEstimator document of what it observed
     # times are on the emulated clock: the first step ended 30 emulated seconds after the start
-    assert report["first_step_time"] - executor.clock_.start == pytest.approx(
+    assert report["first_step_time"] - executor.clock.start == pytest.approx(
         sim.first_start_s + 30.0)
 
 
@@ -145,11 +146,11 @@ def test_a_placement_that_does_not_fit_is_refused(executor) -> None:
 
 
 def test_apps_are_checked_against_the_truth(executor) -> None:
-    executor.check_app("cifar10")
+    executor.known_apps("cifar10")
     with pytest.raises(InputError, match="needs the job's model"):
-        executor.check_app(None)
+        executor.known_apps(None)
     with pytest.raises(InputError, match="unknown app 'nope'.*known: .*cifar10"):
-        executor.check_app("nope")
+        executor.known_apps("nope")
     spec = dataclasses.replace(_spec(executor, "b"), app="nope")
     executor.place(_launch(spec), WorkerPlan(Placement.of({0: 1})))
     st = executor.status("b")
@@ -208,7 +209,7 @@ def test_a_decision_takes_no_emulated_time(tmp_path: Path) -> None:
         store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 0.0)).record())
         loop.tick()
         [round_] = loop.recent_rounds
-        started = ex._jobs["job-1"].sim.first_start_s + ex.clock_.start - loop.origin
+        started = ex._jobs["job-1"].sim.first_start_s + ex.clock.start - loop.origin
         assert started == pytest.approx(round_["time_s"], abs=1e-6)
     finally:
         ex.shutdown()
@@ -305,7 +306,7 @@ def test_workers_trained_on_through_a_kill_and_a_reclaim_stops_them_where_they_g
         second.reclaim("a", ())
         report = second.report("a")
         assert report["state"] == "stopped" and second.status("a").state is ExecState.STOPPED
-        at_s = report["time"] - first.clock_.start  # when it was stopped, on first's time base
+        at_s = report["time"] - first.clock.start  # when it was stopped, on first's time base
         # it trained through the downtime (0.2 real s and the new executor's start)
         assert at_s >= first._jobs["a"].sim.clock_s + 0.2 * 400
         twin = _twin_at(first, spec, placement, at_s, batch)
@@ -336,7 +337,7 @@ def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(t
     _die(first)  # at once: its only checkpoint is the launch's start
     finish_s = _twin_at(first, spec, placement, 1e9).finish_s
     deadline = time.monotonic() + 30
-    while first.clock() - first.clock_.start < finish_s + 50:  # the truth has it done by now
+    while first.clock() - first.clock.start < finish_s + 50:  # the truth has it done by now
         assert time.monotonic() < deadline
         time.sleep(0.01)
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000, checkpoint_interval_s=60)
@@ -344,7 +345,7 @@ def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(t
         second.reclaim("a", ())
         report = second.report("a")
         assert report["state"] == "finished" and second.status("a").state is ExecState.DONE
-        assert report["time"] - first.clock_.start == pytest.approx(finish_s, abs=1e-6)
+        assert report["time"] - first.clock.start == pytest.approx(finish_s, abs=1e-6)
         assert report["epoch"] == 5 and second._held == [0, 0]
     finally:
         second.shutdown()
@@ -377,6 +378,26 @@ def test_create_executor_knows_it(tmp_path: Path) -> None:
         ex.shutdown()
 
 
+def test_its_backend_brings_its_clock_and_its_check_of_submissions(tmp_path: Path) -> None:
+    backend = create_backend("emulated", tmp_path, cluster="1x2", time_scale=10)
+    ex = backend.executor
+    try:
+        assert isinstance(ex, EmulatedExecutor) and backend.clock is ex.clock
+        assert backend.check_app is ex.known_apps
+        with backend.clock.instant():  # one tick: the clock stands still, the jobs wait
+            at = backend.clock()
+            time.sleep(0.02)
+            assert backend.clock() == at and ex._lock._is_owned()  # type: ignore[attr-defined]
+        assert backend.clock() > at
+    finally:
+        ex.shutdown()
+    local = create_backend("local", tmp_path / "local", slots=1)
+    try:
+        assert local.clock is WALL_CLOCK and local.check_app("anything") is None
+    finally:
+        local.executor.shutdown()
+
+
 def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
     with warnings.catch_warnings():
@@ -388,10 +409,11 @@ def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) ->
     from corral.service.loop import ControlLoop
     from corral.service.store import Store
 
-    ex = EmulatedExecutor(tmp_path, cluster="1x4", time_scale=100)
+    backend = create_backend("emulated", tmp_path, cluster="1x4", time_scale=100)
+    ex = backend.executor
     store = Store(tmp_path / "state.db")
-    loop = ControlLoop(store, ex, create_policy("fifo"), interval_s=60, clock=ex.clock)
-    client = TestClient(create_app(store, ex, loop, "t"))
+    loop = ControlLoop(store, ex, create_policy("fifo"), interval_s=60, clock=backend.clock)
+    client = TestClient(create_app(store, ex, loop, "t", check_app=backend.check_app))
     auth = {"Authorization": "Bearer t"}
     try:
         r = client.post("/jobs", json={"command": ["x"]}, headers=auth)

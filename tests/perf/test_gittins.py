@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import datafiles
 import pytest
 
 from corral.core.errors import InputError
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def test_index_on_a_hand_computed_distribution() -> None:
@@ -53,9 +52,7 @@ def test_load_csv(tmp_path: Path) -> None:
 
 
 def test_tiresias_yarn_samples_load() -> None:
-    path = SHARED / "tiresias" / "yarn-gput10000.csv"
-    if not path.exists():
-        pytest.skip(f"shared data not found at {path}")
+    path = datafiles.need("tiresias") / "yarn-gput10000.csv"
     d = load_service_distribution(path)
     assert len(d) > 9000
     # Short jobs are likely to finish soon: index falls as attained service grows.

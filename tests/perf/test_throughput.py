@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import math
-from pathlib import Path
 
+import datafiles
 import numpy as np
 import pytest
 
@@ -19,7 +19,6 @@ from corral.perf.throughput import (
     sync_time,
 )
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pollux"
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
 # alpha_grad, beta_grad, alpha_local, beta_local, alpha_node, beta_node, gamma
@@ -240,9 +239,7 @@ def test_bad_input_is_rejected_every_time():
 
 def load_placements(model: str):
     """(N, K, m, step, sync) rows of a measured Pollux profile (placement = GPUs per node)."""
-    path = DATA / "profiles" / model / "placements.csv"
-    if not path.exists():
-        pytest.skip(f"measured Pollux profiles not found at {path} (shared data not checked out)")
+    path = datafiles.need("pollux-profiles") / model / "placements.csv"
     with path.open() as f:
         rows = list(csv.DictReader(f))
     nodes = np.array([len(r["placement"]) for r in rows], dtype=float)

@@ -1,5 +1,5 @@
 """Finished jobs are kept for the policies that learn from them, and only for those
-(`Policy.learns_from_completed`): a policy that reads `Snapshot.completed` without saying so
+(`Reads.COMPLETED`): a policy that reads `Snapshot.completed` without saying so
 would see no finished job, in the simulator and live alike."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class _Tripwire(tuple):
     """An empty tuple that fails the test when read."""
 
     def _read(self, *args: object) -> None:
-        raise AssertionError("read Snapshot.completed without learns_from_completed")
+        raise AssertionError("read Snapshot.completed without Reads.COMPLETED")
 
     __len__ = __iter__ = __getitem__ = __bool__ = __contains__ = _read  # type: ignore[assignment]
 
@@ -32,14 +32,11 @@ class _Watch(Policy):
 
     def __init__(self, inner: Policy) -> None:
         super().__init__()
-        self.inner, self.oracle = inner, inner.oracle
-        self.reacts_to_events = inner.reacts_to_events
-        self.decides_on_change_only = inner.decides_on_change_only
-        self.learns_from_completed = inner.learns_from_completed
+        self.inner, self.promises = inner, inner.promises
         self.most_completed = 0
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        if self.learns_from_completed:
+        if self.promises.learns_from_completed:
             self.most_completed = max(self.most_completed, len(snapshot.completed))
             assert all(v.estimator is None for v in snapshot.completed)
         else:
@@ -59,12 +56,13 @@ def test_only_policies_that_say_so_read_the_finished_jobs(name: str) -> None:
     policy = _Watch(create_policy(name))
     result = Simulator(truth, policy, Cluster.parse("4x4")).run(workload)
     assert all(j.finish_s is not None for j in result.jobs)
-    if policy.learns_from_completed:
+    if policy.promises.learns_from_completed:
         assert policy.most_completed > 0  # the engine kept the finished jobs' views
 
 
 def test_tiresias_gittins_learns_only_without_a_given_distribution(tmp_path) -> None:
     path = tmp_path / "gpu_time.csv"
     path.write_text("100\n1000\n10000\n")
-    assert create_policy("tiresias-gittins").learns_from_completed
-    assert not create_policy("tiresias-gittins", {"distribution": str(path)}).learns_from_completed
+    assert create_policy("tiresias-gittins").promises.learns_from_completed
+    given = create_policy("tiresias-gittins", {"distribution": str(path)})
+    assert not given.promises.learns_from_completed

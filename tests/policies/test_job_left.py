@@ -30,9 +30,7 @@ class _Recorder(Policy):
 
     def __init__(self, inner: Policy) -> None:
         super().__init__()
-        self.inner, self.oracle = inner, inner.oracle
-        self.reacts_to_events = inner.reacts_to_events
-        self.decides_on_change_only = inner.decides_on_change_only
+        self.inner, self.promises = inner, inner.promises
         self.seen: set[str] = set()
         self.left: list[str] = []
         self.peak = 0  # the most per-job entries the inner policy held after a round

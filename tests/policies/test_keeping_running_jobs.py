@@ -1,16 +1,18 @@
-"""`Policy.keeps_running_when_none_waits`: a gang scheduler that admits jobs by their fixed GPU
+"""`Keeps.RUNNING_WHEN_NONE_WAITS`: a gang scheduler that admits jobs by their fixed GPU
 count and never moves an admitted running job gives every job what it runs whenever no job
 waits, so the engine and the live loop keep its last decision without asking
-(`corral.core.ledger.should_decide`). Here the policy is asked anyway and must answer so, and a
+(`corral.core.rounds.Rounds.should_decide`). Here the policy is asked anyway and must answer so, and a
 run that does not ask keeps every job's books, the rounds and the GPU timeline exactly."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import STATUS_RUNNING, Decision, Snapshot
-from corral.core.policy import create_policy, policy_class
+from corral.core.policy import Keeps, create_policy, policy_class, policy_names
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
@@ -23,7 +25,8 @@ def _asked_anyway(name: str, params: dict):
     base = policy_class(name)
 
     class AskedAnyway(base):  # type: ignore[misc, valid-type]
-        keeps_running_when_none_waits = False
+        promises = dataclasses.replace(
+            base.promises, keeps=base.promises.keeps & ~Keeps.RUNNING_WHEN_NONE_WAITS)
 
         def __init__(self, p) -> None:
             super().__init__(p)
@@ -42,10 +45,14 @@ def _asked_anyway(name: str, params: dict):
     return AskedAnyway(create_policy(name, params).params)
 
 
-@pytest.mark.parametrize("name,params,interference", [
-    ("fifo", {}, 0.0), ("fifo", {"backfill": "true"}, 0.0), ("srtf", {}, 0.0),
-    ("tiresias-las", {}, 0.0), ("tiresias-las", {"queues": "3", "threshold_gpu_h": "0.25"}, 0.0),
-    ("tiresias-las", {"promote_knob": "2"}, 0.3), ("tiresias-gittins", {}, 0.0)])
+#: Every policy that promises it, as registered, and settings that change how it keeps jobs.
+KEEPERS = [n for n in policy_names() if policy_class(n).promises.keeps_running]
+
+
+@pytest.mark.parametrize("name,params,interference", [(n, {}, 0.0) for n in KEEPERS] + [
+    ("fifo", {"backfill": "true"}, 0.0),
+    ("tiresias-las", {"queues": "3", "threshold_gpu_h": "0.25"}, 0.0),
+    ("tiresias-las", {"promote_knob": "2"}, 0.3)])
 def test_a_kept_decision_is_the_one_the_policy_would_make(name: str, params: dict,
                                                           interference: float) -> None:
     truth = CatalogTruth()
@@ -54,7 +61,7 @@ def test_a_kept_decision_is_the_one_the_policy_would_make(name: str, params: dic
     config = EngineConfig(interference_slowdown=interference)
     asked = _asked_anyway(name, params)
     keeping = create_policy(name, params)
-    assert keeping.keeps_running_when_none_waits
+    assert keeping.promises.keeps_running
     calls: list[float] = []
     decide = keeping.decide
     keeping.decide = lambda s: calls.append(s.time_s) or decide(s)  # type: ignore[method-assign]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.core import Cluster, JobSpec, Policy, create_policy
+from corral.core import Changes, Cluster, JobSpec, Policy, Promises, Reads, create_policy
 from corral.core.jobs import LrRule
 from corral.policies.ones.search import IDLE, Round, Search
 from corral.sim.loop.config import EngineConfig
@@ -132,7 +132,8 @@ class Watched(Policy):
     """Runs ONES and checks every decision against its batch-size limits and deploy rule."""
 
     name = "watched-ones"
-    reacts_to_events = True
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED,
+                        reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES)
 
     def __init__(self, inner: Policy) -> None:
         super().__init__()

@@ -1,15 +1,17 @@
-"""`Policy.reads_only_placements`: a policy that decides from each job's spec, status and
+"""`Reads.PLACEMENTS`: a policy that decides from each job's spec, status and
 assignment alone may be shown a job's earlier view again while those are unchanged
 (`SimJob.placement_view`). Every policy that says so must decide exactly as with fresh views,
 at every round; a policy that reads progress behind that promise is caught."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import create_policy, policy_class, policy_names
+from corral.core.policy import Reads, create_policy, policy_class, policy_names
 from corral.policies.fifo import Fifo
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
@@ -17,14 +19,17 @@ from corral.sim.loop.job import SimJob
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import synthetic
 
-PROMISING = [n for n in policy_names() if policy_class(n).reads_only_placements]
+PROMISING = [n for n in policy_names() if policy_class(n).promises.placements_only]
 
 
 def _run(base: type, params: dict, reuse: bool) -> tuple[list, object, int, int]:
     """Every decision of a 160-job run of `base` (with views reused or always fresh), the
     result, and how many views and distinct view objects the policy was shown."""
+    reads = base.promises.reads & ~(Reads.PLACEMENTS | Reads.VIEWS)
+
     class Run(base):  # type: ignore[misc, valid-type]
-        reads_only_placements = reuse
+        promises = dataclasses.replace(
+            base.promises, reads=reads | (Reads.PLACEMENTS if reuse else Reads.VIEWS))
 
     policy = Run(create_policy(base.name, params).params) if params else Run()
     decisions: list = []
@@ -56,7 +61,7 @@ def test_fifo_promises_it() -> None:
 
 
 @pytest.mark.parametrize("name,params", [(n, {}) for n in PROMISING] + [("fifo", {"backfill": "true"})])
-def test_a_policy_that_reads_only_placements_decides_as_with_fresh_views(name: str,
+def test_a_policy_reading_only_placements_decides_as_with_fresh_views(name: str,
                                                                         params: dict) -> None:
     assert _same_as_fresh(policy_class(name), params)
 

@@ -54,9 +54,13 @@ def _run(truth, inner: str, jobs: list[JobSpec], queues: str = HALVES, cluster: 
 def test_the_layer_is_asked_every_round_with_full_views():
     layer = QueuedPolicy(lambda: create_policy("fifo"), parse_queues(HALVES))
     assert layer.name == "fifo" and not is_elastic(layer.inner("a"))
-    for flag in ("decides_on_change_only", "keeps_running_when_none_waits",
-                 "reads_only_placements"):
-        assert not getattr(layer, flag, False)
+    from corral.core.policy import Keeps, Reads
+
+    # the most conservative promises: fresh full views, asked every round, nothing kept
+    assert layer.promises.reads == Reads.VIEWS and layer.promises.keeps == Keeps.NOTHING
+    oracle = QueuedPolicy(lambda: create_policy("srtf"), parse_queues(HALVES))
+    assert oracle.promises.oracle and oracle.promises.keeps == Keeps.NOTHING
+    assert type(layer).stands_until(layer) == float("-inf")
     assert is_elastic(create_policy("pollux"))
     assert layer.inner("a") is not layer.inner("b")  # per-job state stays per queue
 

@@ -7,19 +7,18 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import datafiles
 import pytest
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, LrRule, Snapshot
-from corral.core.policy import create_policy
+from corral.core.policy import Promises, create_policy
 from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.base import AppLimits, AppTruth, Truth
 from corral.sim.workloads import Workload
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def spec(name: str, gpus: int, submit_s: float = 0.0, app: str = "resnet50") -> JobSpec:
@@ -202,16 +201,15 @@ def test_pollux_workload_matches_the_reference_tiresias() -> None:
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
-    root = SHARED / "pollux"
-    if not (root / "profiles").exists():
-        pytest.skip(f"shared data not found at {root}")
-    truth = ProfileTruth(root / "profiles")
-    workload = load_pollux_csv(root / "workloads" / "workload-1.csv", truth.limits())
+    profiles, workloads = datafiles.need("pollux-profiles"), datafiles.need("pollux-workloads")
+    reference = datafiles.shared("pollux/reference/tiresias-load1.0.json")  # in no dataset
+    truth = ProfileTruth(profiles)
+    workload = load_pollux_csv(workloads / "workload-1.csv", truth.limits())
     pol = create_policy("tiresias-las", {"threshold_gpu_h": "16", "placement": "consolidate",
                                          "fifo_key": "arrival"})
     result = Simulator(truth, pol, Cluster.uniform(16, 4), EngineConfig()).run(workload)
     jcts = [j.finish_s - j.submit_s for j in result.jobs]
-    ref = json.loads((root / "reference" / "tiresias-load1.0.json").read_text())["avgs"]["workload-1"]
+    ref = json.loads(reference.read_text())["avgs"]["workload-1"]
     assert sum(jcts) / len(jcts) == pytest.approx(ref, rel=0.10)
 
 
@@ -220,7 +218,7 @@ class _AskedEveryRound(TiresiasLas):
     time its last decision said it stands until, with the same jobs active (no arrival or
     completion), it decides the same again."""
 
-    keeps_running_when_none_waits = False  # asked even when every job runs
+    promises = Promises()  # asked even when every job runs
 
     def __init__(self, params: TiresiasParams) -> None:
         super().__init__(params)

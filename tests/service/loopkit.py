@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from corral.core.clock import Clock as WallClock
 from corral.core.policy import create_policy
 from corral.service.jobs import LiveJob
 from corral.service.loop import ControlLoop
@@ -9,7 +10,9 @@ from corral.service.store import Store
 from corral.service.submission import Submission
 
 
-class Clock:
+class Clock(WallClock):
+    """A clock that reads `t`, set by the test."""
+
     def __init__(self) -> None:
         self.t = 100.0
 

@@ -6,7 +6,7 @@ and completions therefore resize running jobs, deterministically."""
 from __future__ import annotations
 
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, register_policy
 from corral.policies.placement import consolidated, free_gpus, take
 
 
@@ -14,7 +14,7 @@ from corral.policies.placement import consolidated, free_gpus, take
 class Share(Policy):
     name = "test-share"
     summary = "equal share of the slots for every active job (tests only)"
-    decides_on_change_only = True
+    promises = Promises(keeps=Keeps.DECISION_UNTIL_CHANGE)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         jobs = list(snapshot.jobs)

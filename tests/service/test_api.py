@@ -157,3 +157,21 @@ def test_metrics_count_completions_failures_preemptions_and_running_gpus(api, fa
                            ("crash_retries", 0)):
         assert f"corral_{counter}_total {value:.1f}" in text, counter
     assert "corral_gpus_reserved 0.0" in text
+
+
+def test_what_the_service_changes_in_a_submission_is_said_and_recorded(api) -> None:
+    """A max_gpus over the cluster's GPUs is capped: the answer's `adjusted` says so, and so
+    does an "adjusted" event of the job; a submission taken as it is has `adjusted: []`."""
+    client, _ = api
+    resp = client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "max_gpus": 1000})
+    assert resp.status_code == 201
+    job = resp.json()
+    said = ["max_gpus capped from 1000 to 4 (the cluster has 4 GPUs)"]
+    assert job["adjusted"] == said and job["spec"]["max_gpus"] == 4
+    events = client.get(f"/jobs/{job['id']}", headers=AUTH).json()["events"]
+    assert [(e["kind"], e["detail"]) for e in events if e["kind"] == "adjusted"] == \
+        [("adjusted", said[0])]
+    plain = client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "max_gpus": 4})
+    assert plain.json()["adjusted"] == []
+    assert "adjusted" not in [e["kind"] for e in
+                              client.get(f"/jobs/{plain.json()['id']}", headers=AUTH).json()["events"]]

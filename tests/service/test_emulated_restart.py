@@ -84,6 +84,7 @@ def test_a_killed_emulated_service_restarts_and_every_job_keeps_its_progress(tmp
         downtime_s = SCALE * (time.monotonic() - killed)  # emulated: the clock ran on
         rows = _wait_done(client, ids, timeout_s=120)
         logs = {i: client.logs(i) for i in ids}
+        records = {i: client.job(i) for i in ids}
     finally:
         first.close()
         if second is not None:
@@ -103,5 +104,17 @@ def test_a_killed_emulated_service_restarts_and_every_job_keeps_its_progress(tmp
         assert "workers left running by an earlier service" in logs[job_id], logs[job_id][-2000:]
         assert "stopped at its checkpoint" in logs[job_id], logs[job_id][-2000:]
         assert grew <= bound_s, (name, grew, downtime_s)
+        # recorded as a service restart (killed: 0 GPUs from the reclaim), not a preemption
+        events = records[job_id]["events"]
+        requeued = [e for e in events if e["kind"] == "requeued"]
+        assert len(requeued) == 1 and requeued[0]["detail"].startswith(
+            "after a service restart: the service was killed"), requeued
+        starts = [e["detail"] for e in events if e["kind"] == "started"]
+        assert starts[-1].endswith("(again, after a service restart)"), starts
+        assert not any("preemption" in d for d in starts) and "preempted" not in \
+            [e["kind"] for e in events]
+        gpus = [(a["time_s"], a["num_gpus"]) for a in records[job_id]["assignments"]]
+        assert [n for _, n in gpus] == [2, 0, 2], gpus
+        assert gpus[1][0] == requeued[0]["time_s"]
         # and it did not train twice over any stretch: it paid the restart pause
         assert grew >= RESTART_S - SCALE * JITTER_REAL_S, (name, grew, downtime_s)

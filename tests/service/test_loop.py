@@ -311,8 +311,8 @@ def test_a_standing_decision_is_kept_without_asking_until_its_time(store, fake_e
     clock = Clock()
     a = submit(store, 100, gpus=4)
     b = submit(store, 100, gpus=4)
-    loop = make_loop(store, fake_executor, policy="tiresias-las", clock=clock)
-    loop.policy = create_policy("tiresias-las", {"threshold_gpu_h": "0.1"})  # 360 GPU-s
+    policy = create_policy("tiresias-las", {"threshold_gpu_h": "0.1"})  # 360 GPU-s
+    loop = ControlLoop(store, fake_executor, policy, interval_s=10, clock=clock)
     asked: list[float] = []
     decide = loop.policy.decide
     loop.policy.decide = lambda s: asked.append(s.time_s) or decide(s)  # type: ignore[method-assign]
@@ -327,7 +327,7 @@ def test_a_standing_decision_is_kept_without_asking_until_its_time(store, fake_e
 
 def test_fifo_is_not_asked_while_every_job_runs(store, fake_executor) -> None:
     """A job ends while nothing waits: fifo would keep every other job where it is
-    (Policy.keeps_running_when_none_waits), so the loop keeps its decision without asking and
+    (Keeps.RUNNING_WHEN_NONE_WAITS), so the loop keeps its decision without asking and
     counts the round, as the engine does; a new arrival is placed at the next round."""
     clock = Clock()
     a = submit(store, 100, gpus=1)

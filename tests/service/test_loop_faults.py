@@ -249,7 +249,7 @@ def test_a_stored_job_an_older_version_accepted_is_repaired_on_restart(store) ->
     assert [LiveJob.from_doc(d).summary()["id"] for d in store.jobs()] == [good, bad]
 
 
-LIVE_POLICIES = [p for p in policy_names() if not policy_class(p).oracle]
+LIVE_POLICIES = [p for p in policy_names() if not policy_class(p).promises.oracle]
 
 
 @pytest.mark.parametrize("policy", LIVE_POLICIES)
@@ -264,3 +264,59 @@ def test_every_policy_starts_an_arrival_on_idle_gpus_at_once(store, policy) -> N
     clock.t = 101.5
     loop.tick()
     assert b in ex.plans and ex.plans[a].num_workers >= 1
+
+
+def _restart(store, executor, clock, shutdown_at: float | None):
+    """The service stops (in order at `shutdown_at`, else killed) and a new one recovers."""
+    from corral.service.server import _shutdown
+
+    old = ControlLoop(store, executor, Scripted(), interval_s=10, clock=clock)
+    if shutdown_at is not None:
+        clock.t = shutdown_at
+        _shutdown(old, executor, 1)
+    clock.t = 119.0
+    loop, policy = scripted_loop(store, FakeExecutor(), clock)
+    loop.recover()
+    return loop, policy
+
+
+@pytest.mark.parametrize("shutdown_at", [105.0, None], ids=["stopped", "killed"])
+def test_a_service_restart_is_recorded_as_one_with_the_gpus_it_held_nothing(
+        store, shutdown_at) -> None:
+    """A job that held GPUs when the service stopped: requeued "after a service restart", a
+    0-GPU assignment from when its workers stopped (the orderly shutdown, else the restart,
+    since a killed service's workers train on until reclaimed), and its next start says
+    "again, after a service restart"; a job preempted before the restart still starts "again,
+    after preemption"."""
+    from loopkit import Clock
+
+    clock = Clock()
+    ex = FakeExecutor()
+    loop, policy = scripted_loop(store, ex, clock)
+    a, b = submit(store, 90), submit(store, 90)
+    policy.plan = {a: 2, b: 2}
+    clock.t = 90.0
+    loop.tick()
+    policy.plan = {a: 2}  # b preempted at the next round
+    clock.t = 100.0
+    loop.tick()
+    loop2, policy2 = _restart(store, ex, clock, shutdown_at)
+    stopped = 119.0 if shutdown_at is None else 105.0
+    assert [(x["time_s"], x["num_gpus"]) for x in store.assignments(a)] == \
+        [(90.0, 2), (stopped, 0)]
+    assert [(x["time_s"], x["num_gpus"]) for x in store.assignments(b)] == [(90.0, 2), (100.0, 0)]
+    requeued = [e for e in store.events(a) if e["kind"] == "requeued"]
+    assert len(requeued) == 1 and requeued[0]["time_s"] == 119.0
+    assert requeued[0]["detail"].startswith("after a service restart: the service was "
+                                            + ("killed" if shutdown_at is None else "stopped"))
+    assert "it held 2 GPU(s) (n0:2)" in requeued[0]["detail"]
+    assert "requeued" not in kinds(store, b)  # it held nothing when the service stopped
+    policy2.plan = {a: 2, b: 2}
+    clock.t = 130.0
+    loop2.tick()
+    starts = {j: [e["detail"] for e in store.events(j) if e["kind"] == "started"] for j in (a, b)}
+    assert starts[a][-1].endswith("(again, after a service restart)")
+    assert starts[b][-1].endswith("(again, after preemption)")
+    assert "preemption" not in " ".join(starts[a])
+    assert [x["num_gpus"] for x in store.assignments(a)][-1] == 2
+    assert loop2.jobs[a].restarts == 1 and loop2.jobs[a].preemptions == 0

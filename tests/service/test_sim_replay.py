@@ -201,3 +201,52 @@ def test_corral_replay_prints_the_measured_mechanism_and_refuses_one_it_did_not_
                                    "-m", "in-place"])
     assert bad.exit_code != 0 and "resized no job in place" in bad.output
     assert "Traceback" not in bad.output
+
+
+def _add_left_out_jobs(directory: Path) -> None:
+    """Beside the record's finished job: one failed, one cancelled, one still queued, one done
+    without corral.train reports."""
+    store = Store(directory / "state.db")
+    sub = Submission(command=["python", "other.py"], batch_size=32).checked(2)
+    for status in (LiveStatus.FAILED, LiveStatus.CANCELLED, LiveStatus.QUEUED, LiveStatus.DONE):
+        doc = store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 1.0)).record())
+        job = LiveJob.from_doc(doc)
+        job.status = status
+        store.save_job(job.to_doc())
+    store.close()
+
+
+def test_the_replay_ends_with_the_median_and_worst_error_and_the_jobs_left_out(tmp_path):
+    from corral.sim.analysis.measured_run import ReplayedJob, replay_summary
+
+    _add_left_out_jobs(_record(tmp_path))
+    run = MeasuredRun.from_record(read_run(tmp_path))
+    assert run.left_out == [("job-2", "failed"), ("job-3", "cancelled"),
+                            ("job-4", "not finished (queued)"),
+                            ("job-5", "finished without corral.train reports")]
+    rows = [ReplayedJob("job-1", "a", 100.0, 79.0), ReplayedJob("job-6", "a", 100.0, 168.0),
+            ReplayedJob("job-7", "b", 100.0, 110.0), ReplayedJob("job-8", "b", 100.0, None)]
+    assert replay_summary(rows, run.left_out) == [
+        "3 job(s) replayed: median absolute JCT error 21.0%, worst 68.0% (job-6: +68.0%)",
+        "not finished in the simulator (1): job-8",
+        "left out 4 job(s), which the replay needs to have trained to the end under "
+        "corral.train: failed: job-2; cancelled: job-3; not finished (queued): job-4; "
+        "finished without corral.train reports: job-5"]
+    assert replay_summary(rows[:1], [("x", "failed")] * 12, names=2)[-1].endswith(
+        "failed: x, x and 10 more")
+    assert replay_summary(rows[:1])[-1].startswith("left out: none")
+
+
+def test_corral_replay_prints_the_summary(tmp_path):
+    from typer.testing import CliRunner
+
+    import corral.cli.replay_cmd  # noqa: F401 - registers `corral replay`
+    from corral.cli.main import app
+
+    _add_left_out_jobs(_record(tmp_path))
+    result = CliRunner().invoke(app, ["replay", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert lines[-2].startswith("1 job(s) replayed: median absolute JCT error ")
+    assert "(job-1: " in lines[-2]
+    assert lines[-1].startswith("left out 4 job(s)") and "failed: job-2" in lines[-1]

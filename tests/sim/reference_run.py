@@ -41,7 +41,8 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-SHARED_POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
+#: The datasets `figures` reads, from ../shared/data or `corral data`'s cache (corral.datasets).
+DATASETS: tuple[str, ...] = ("pollux-profiles", "pollux-workloads")
 REFERENCE_FILE = Path(__file__).resolve().parent / "data" / "reference_summaries.json"
 #: Every simulator policy that needs no extra mechanism, compared on the eight workloads.
 POLICIES: tuple[str, ...] = ("fifo", "srtf", "tiresias-las", "tiresias-gittins", "optimus",
@@ -52,16 +53,32 @@ CLUSTER = "16x4"
 TIMING_FIELDS: frozenset[str] = frozenset({"wall_s"})
 
 
-def figures(policy: str, workload: str, shared: Path = SHARED_POLLUX) -> dict[str, object]:
-    """Every non-timing summary field of `policy` on one shared workload (measured profiles)."""
+def missing_data() -> str | None:
+    """Why `figures` cannot run here, naming the `corral data fetch` command that would bring
+    what is missing (a skip reason); None where every dataset it reads is found."""
+    from corral import datasets
+
+    reasons = [datasets.missing_reason(n) for n in DATASETS if datasets.locate(n) is None]
+    return "; ".join(reasons) or None
+
+
+def figures(policy: str, workload: str, profiles: Path | None = None,
+            workloads: Path | None = None) -> dict[str, object]:
+    """Every non-timing summary field of `policy` on one shared workload (measured profiles);
+    the Pollux profiles and workloads folders default to where corral.datasets finds them."""
+    from corral import datasets
     from corral.core import Cluster, create_policy
     from corral.sim.analysis.metrics import summarize
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
-    truth = ProfileTruth(shared / "profiles")
-    wl = load_pollux_csv(shared / "workloads" / f"{workload}.csv", truth.limits())
+    profiles = profiles or datasets.locate("pollux-profiles")
+    workloads = workloads or datasets.locate("pollux-workloads")
+    if profiles is None or workloads is None:
+        raise SystemExit(missing_data())
+    truth = ProfileTruth(profiles)
+    wl = load_pollux_csv(workloads / f"{workload}.csv", truth.limits())
     result = Simulator(truth, create_policy(policy), Cluster.parse(CLUSTER)).run(wl)
     summary = summarize(result).to_dict()
     out = {k: v for k, v in summary.items() if k not in TIMING_FIELDS}

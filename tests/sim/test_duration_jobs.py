@@ -5,8 +5,8 @@ scaling, and the ITP/ElasticFlow trace loads as a user types it."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
+import datafiles
 import pytest
 
 from corral.core import Cluster, create_policy
@@ -16,8 +16,6 @@ from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload, describe_workload, load_workload, tuned_config
 from corral.sim.workloads.common import make_job
-
-ITP = Path(__file__).resolve().parents[3] / "shared" / "data" / "itp" / "195job.csv"
 
 
 def one_job(app: str, gpus: int, duration: float):
@@ -65,9 +63,8 @@ def test_generic_columns_with_a_mapping_and_size_classes(tmp_path):
         load_workload(f, apps, columns={"submit": "nope", "gpus": "g", "duration": "secs"})
 
 
-@pytest.mark.skipif(not ITP.is_file(), reason=f"ITP trace not found at {ITP}")
 def test_itp_trace_loads_with_its_model_map():
-    wl = load_workload(ITP, CatalogTruth().limits())
+    wl = load_workload(datafiles.need("itp"), CatalogTruth().limits())
     assert len(wl.jobs) == 195 and wl.jobs[0].submit_time_s == 0.0
     assert {j.app for j in wl.jobs} == {"imagenet", "bert", "deepspeech2"}
     assert sum(wl.trace_gpu_s.values()) / 3600 == pytest.approx(5489.8, abs=0.1)

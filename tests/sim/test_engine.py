@@ -18,7 +18,7 @@ from corral.core import (
     Snapshot,
 )
 from corral.core.jobs import LrRule
-from corral.core.policy import create_policy
+from corral.core.policy import Changes, Promises, Reads, create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CheckpointRestart
@@ -139,8 +139,7 @@ class Checked(Policy):
         super().__init__()
         self.inner = inner
         self.name = inner.name
-        self.oracle = inner.oracle
-        self.decides_on_change_only = inner.decides_on_change_only
+        self.promises = inner.promises
         self.rounds = 0
 
     def decide(self, snapshot):
@@ -173,11 +172,11 @@ def test_oracle_field_only_for_oracle_policies():
         name = "peek"
 
         def decide(self, snapshot):
-            seen[self.oracle] = [v.oracle for v in snapshot.jobs]
+            seen[self.promises.oracle] = [v.oracle for v in snapshot.jobs]
             return Decision({})
 
     class PeekOracle(Peek):
-        oracle = True
+        promises = Promises(reads=Reads.VIEWS | Reads.ORACLE)
 
     run(Peek(), [spec()], max_time_s=120)
     run(PeekOracle(), [spec()], max_time_s=120)
@@ -228,7 +227,7 @@ def test_event_driven_policy_called_at_arrival_and_completion():
 
     class Eager(Policy):
         name = "eager"
-        reacts_to_events = True
+        promises = Promises(reacts_to=Changes.ARRIVAL | Changes.COMPLETION)
 
         def decide(self, snapshot):
             calls.append(snapshot.time_s)
@@ -301,5 +300,5 @@ def test_a_finished_job_lets_go_of_its_training_but_completed_views_keep_theirs(
     assert len(shed) == 20 and all(j.finish_s is not None for j in shed)
     assert all(j.metrics == [] and j.estimator is None for j in shed)
     assert result.jobs == kept.jobs
-    if policy.learns_from_completed:
+    if policy.promises.learns_from_completed:
         assert any(len(v.metrics) > 3 for v in completed[-1])

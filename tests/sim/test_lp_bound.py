@@ -16,8 +16,8 @@ import functools
 import itertools
 import math
 import random
-from pathlib import Path
 
+import datafiles
 import numpy as np
 import pytest
 
@@ -28,8 +28,6 @@ from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
 
 
 def brute_force_avg_jct(releases, works, speedups, gpus):
@@ -136,13 +134,13 @@ def test_workload_bound_between_the_isolated_bound_and_every_policy():
         assert s.unfinished == 0 and s.gap >= 1.0, (policy, s.avg_jct_s, bound.avg_jct_s)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+@datafiles.needs("pollux-profiles", "pollux-workloads")
 def test_a_shared_160_job_workload_bound_is_above_the_isolated_bound():
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
-    truth = ProfileTruth(SHARED / "profiles")
-    wl = load_pollux_csv(SHARED / "workloads" / "workload-6.csv", truth.limits())
+    truth = ProfileTruth(datafiles.need("pollux-profiles"))
+    wl = load_pollux_csv(datafiles.need("pollux-workloads") / "workload-6.csv", truth.limits())
     cluster = Cluster.parse("16x4")
     bound = workload_lp_bound(wl, truth, cluster)
     alone = np.mean([bound_job(s, truth.app(s.app), cluster).alone_s for s in wl.jobs])

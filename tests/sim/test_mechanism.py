@@ -8,12 +8,14 @@ import pytest
 from corral.core import (
     Assignment,
     BatchConfig,
+    Changes,
     Cluster,
     Decision,
     InputError,
     JobSpec,
     Placement,
     Policy,
+    Promises,
     Snapshot,
     create_policy,
 )
@@ -111,7 +113,7 @@ class MoveOnceAt(Policy):
     """One GPU on node 0; at `move_s` (a round) the job moves to node 1."""
 
     name = "move-once"
-    reacts_to_events = True
+    promises = Promises(reacts_to=Changes.ARRIVAL | Changes.COMPLETION)
 
     def __init__(self, move_s: float) -> None:
         super().__init__()

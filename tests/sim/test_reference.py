@@ -13,10 +13,10 @@ decisions turn on numpy's last bits, which depend on the CPU).
 from __future__ import annotations
 
 import pytest
-from reference_run import REFERENCE_FILE, SHARED_POLLUX, figures_in_subprocess, load_reference
+from reference_run import REFERENCE_FILE, figures_in_subprocess, load_reference, missing_data
 
-pytestmark = pytest.mark.skipif(not SHARED_POLLUX.is_dir(),
-                                reason=f"shared data not found at {SHARED_POLLUX}")
+MISSING = missing_data()  # the skip reason names the `corral data fetch` command
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "data found")
 
 #: (policy, workload) cells checked in CI: every cheap policy on two workloads, Optimus (the
 #: oracle form, whose speed tables changed) on one, and Pollux (whose agents' fits, batch

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pickle
 
+import datafiles
 import numpy as np
 import pytest
-from reference_run import SHARED_POLLUX
 
 from corral.core import Cluster
 from corral.core.cluster import Node
@@ -64,9 +64,9 @@ def test_window_of_a_trace_without_timestamps(apps):
         apply_window(w, Window.parse("2017-10-09 07:00:00:1"))
 
 
-@pytest.mark.skipif(not (SHARED_POLLUX / "philly.csv").is_file(), reason="shared Philly trace absent")
+@datafiles.needs("philly")
 def test_philly_windows(apps):
-    path = SHARED_POLLUX / "philly.csv"
+    path = datafiles.need("philly")
     busiest = load_workload(path, apps)
     assert busiest.name.endswith("-8h")
     whole = load_workload(path, apps, window=Window.parse("all"))

@@ -5,23 +5,20 @@ from __future__ import annotations
 import json
 import shutil
 from importlib import resources
-from pathlib import Path
 
+import datafiles
 import pytest
 
 from corral.core.errors import InputError
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.profiles import ProfileTruth, canonical_counts
 
-PROFILES = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux" / "profiles"
-needs_profiles = pytest.mark.skipif(not PROFILES.is_dir(), reason=f"shared profiles not found at {PROFILES}")
+needs_profiles = datafiles.needs("pollux-profiles")
 
 
 @pytest.fixture(scope="module")
 def cifar():
-    if not PROFILES.is_dir():
-        pytest.skip(f"shared profiles not found at {PROFILES}")
-    return ProfileTruth(PROFILES).app("cifar10")
+    return ProfileTruth(datafiles.need("pollux-profiles")).app("cifar10")
 
 
 def test_canonical_rotation():
@@ -95,8 +92,9 @@ def test_builtin_catalog_loads_all_models():
 def test_catalog_is_close_to_profiles():
     from corral.sim.truth.calibrate import calibrate, fidelity
 
-    doc = calibrate(PROFILES)
-    err = fidelity(doc, PROFILES)
+    profiles = datafiles.need("pollux-profiles")
+    doc = calibrate(profiles)
+    err = fidelity(doc, profiles)
     for model, e in err.items():
         assert e["step_time_mre"] < 0.12, model
         assert e["efficiency_mre"] < 0.10, model
@@ -129,7 +127,7 @@ def test_profiles_dir_missing(tmp_path):
 @needs_profiles
 def test_validation_with_bad_row(tmp_path):
     dst = tmp_path / "cifar10"
-    shutil.copytree(PROFILES / "cifar10", dst)
+    shutil.copytree(datafiles.need("pollux-profiles") / "cifar10", dst)
     path = dst / "validation-256.csv"
     lines = path.read_text().splitlines()
     lines[4] = "1,2,oops,4,5"

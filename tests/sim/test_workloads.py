@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import datafiles
 import numpy as np
 import pytest
 
@@ -30,14 +31,11 @@ from corral.sim.workloads import (
 )
 from corral.sim.workloads.builtin import BUILTIN_JOBS, BUILTIN_RATE_PER_HOUR
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"  # tests/sim -> ../shared beside the repo
-DATA = SHARED / "data"
-POLLUX_DIR = DATA / "pollux" / "workloads"
-PHILLY = DATA / "pollux" / "philly.csv"
-TIRESIAS = DATA / "tiresias" / "60_job.csv"
-needs_data = pytest.mark.skipif(not (DATA / "pollux").is_dir() or not (DATA / "tiresias").is_dir(),
-                                reason=f"shared data not found at {DATA} (the reference files are "
-                                       "read in place, never copied into the repo)")
+# The reference files are read in place (../shared/data or `corral data`'s cache), never copied
+# into the repo; a test skips, naming the `corral data fetch` command, where one is missing.
+needs_workloads = datafiles.needs("pollux-workloads")
+needs_philly = datafiles.needs("philly")
+needs_tiresias = datafiles.needs("tiresias")
 
 POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"
 TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
@@ -93,10 +91,10 @@ def test_tuned_config_rule(apps):
         tuned_config(apps["bert"], 0)
 
 
-@needs_data
+@needs_workloads
 def test_tuned_config_matches_most_reference_jobs(apps):
     total = same = 0
-    for path in sorted(POLLUX_DIR.glob("*.csv")):
+    for path in sorted(datafiles.need("pollux-workloads").glob("*.csv")):
         with path.open() as fh:
             for row in csv.DictReader(fh):
                 gpus, batch = int(row["num_replicas"]), int(row["batch_size"])
@@ -423,9 +421,9 @@ def test_workload_type_sorts_and_rejects_duplicates(apps):
 
 # --- the real shared files ----------------------------------------------------------------------
 
-@needs_data
+@needs_workloads
 def test_real_pollux_workloads(apps):
-    ws = load_workloads([POLLUX_DIR], apps)
+    ws = load_workloads([datafiles.need("pollux-workloads")], apps)
     assert [w.name for w in ws] == [f"workload-{i}" for i in range(1, 9)]
     assert all(len(w) == 160 for w in ws)
     for w in ws:
@@ -440,18 +438,19 @@ def test_real_pollux_workloads(apps):
                       "yolov3": 5}
 
 
-@needs_data
+@needs_tiresias
 def test_real_tiresias_trace(apps):
-    w = load_workload(TIRESIAS, apps)
+    w = load_workload(datafiles.need("tiresias") / "60_job.csv", apps)
     assert len(w) == 60
     check_invariants(w)
     assert {j.app for j in w.jobs} <= {"cifar10", "ncf"}  # every job is under 1 GPU-hour
     assert sorted({j.gpus for j in w.jobs}) == [1, 2, 4, 8]
 
 
-@needs_data
+@needs_philly
 def test_real_philly_busiest_window(apps):
-    w = load_philly(PHILLY, apps)  # busiest 8-hour window
+    philly = datafiles.need("philly")
+    w = load_philly(philly, apps)  # busiest 8-hour window
     check_invariants(w)
     assert len(w) > 1000
     assert 7 * 3600 < w.jobs[-1].submit_time_s < 8 * 3600 and w.jobs[0].submit_time_s == 0
@@ -462,14 +461,15 @@ def test_real_philly_busiest_window(apps):
         assert (job.gpus, job.batch_size) == tuned_config(apps[job.app], job.gpus)
     assert all(0 <= v < 1000 * 3600 for v in w.trace_gpu_s.values())
     # no 8-hour window holds more jobs than the chosen one
-    later = load_philly(PHILLY, apps, start="2017-10-09 07:00:00", hours=8)
+    later = load_philly(philly, apps, start="2017-10-09 07:00:00", hours=8)
     assert len(later) <= len(w)
 
 
-@needs_data
+@needs_philly
 def test_real_philly_large_window_loads(apps):
     # speed is measured in benchmarks/speed/bench_sim.py, not asserted here
-    w = load_philly(PHILLY, apps, start=0, hours=24 * 60)
+    philly = datafiles.need("philly")
+    w = load_philly(philly, apps, start=0, hours=24 * 60)
     assert len(w) > 10_000
-    capped = load_philly(PHILLY, apps, start=0, hours=24 * 60, max_jobs=100)
+    capped = load_philly(philly, apps, start=0, hours=24 * 60, max_jobs=100)
     assert capped.jobs == w.jobs[:100]

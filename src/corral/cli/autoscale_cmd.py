@@ -14,21 +14,34 @@ from rich.table import Table
 
 from corral.cli.main import _truth, app, console, user_errors
 from corral.core.errors import InputError
+from corral.report.tables import Col, fitted_table
+
+
+def autoscale_table(results, title: str) -> Table:
+    """One row per autoscaler: every column always (six narrow ones), none cut."""
+    cols = [Col("autoscaler", style="bold")] + [
+        Col(h, justify="right") for h in ("JCT", "node\nhours", "GPU\nhours", "resizes", "most\nnodes")]
+    cells = [[r.autoscaler, f"{r.jct_s / 3600:.2f} h" if r.jct_s is not None else "unfinished",
+              f"{r.node_hours:.1f}", f"{r.gpu_hours:.1f}", str(r.resizes), str(r.max_nodes_used)]
+             for r in results]
+    return fitted_table(cols, cells, None, title=title)[0]
 
 
 @app.command()
 @user_errors
 def autoscale(
-    app_name: str = typer.Option("imagenet", "--app", help="Application (model) to train."),
-    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
-    gpus_per_node: int = typer.Option(4, help="GPUs per rented node."),
-    max_nodes: int = typer.Option(16, help="Most nodes the job may rent."),
-    interval: float = typer.Option(60.0, help="Seconds between autoscaling decisions."),
-    restart_delay: float = typer.Option(30.0, help="Pause of every resize (checkpoint-restart), seconds."),
-    up: float = typer.Option(2 / 3, help="Goodput autoscaler: scale up above this fraction of ideal goodput (U)."),
-    target: float = typer.Option(0.5, help="Target fraction of ideal goodput / throughput when resizing (L)."),
+    app_name: str = typer.Option("imagenet", "--app", metavar="MODEL", help="Application (model) to train."),
+    profiles: Path | None = typer.Option(None, metavar="DIR", help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    gpus_per_node: int = typer.Option(4, metavar="N", help="GPUs per rented node."),
+    max_nodes: int = typer.Option(16, metavar="N", help="Most nodes the job may rent."),
+    interval: float = typer.Option(60.0, metavar="SECONDS", help="Seconds between autoscaling decisions."),
+    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of every resize (checkpoint and restart), seconds."),
+    up: float = typer.Option(2 / 3, metavar="FRACTION", show_default="2/3", help="Goodput autoscaler: scale up above this fraction of ideal goodput (U)."),
+    target: float = typer.Option(0.5, metavar="FRACTION", help="Target fraction of ideal goodput / throughput when resizing (L)."),
 ) -> None:
-    """Cloud auto-scaling of one job: goodput-based (Pollux) vs throughput-based (Or et al.)."""
+    """Auto-scale one job on cloud nodes: goodput vs throughput.
+
+    Cloud auto-scaling of one job: goodput-based (Pollux) vs throughput-based (Or et al.)."""
     from corral.sim.analysis.autoscale import (
         GoodputAutoscaler,
         ThroughputAutoscaler,
@@ -46,14 +59,8 @@ def autoscale(
                                     restart_s=restart_delay)
                for scaler in (GoodputAutoscaler(up=up, target=target),
                               ThroughputAutoscaler(threshold=target))]
-    table = Table(title=f"auto-scaling {app_name} on {gpus_per_node}-GPU nodes (at most {max_nodes})")
-    for col in ("autoscaler", "JCT", "node-hours", "GPU-hours", "resizes", "most nodes"):
-        table.add_column(col, justify="left" if col == "autoscaler" else "right")
-    for r in results:
-        jct = f"{r.jct_s / 3600:.2f} h" if r.jct_s is not None else "unfinished"
-        table.add_row(r.autoscaler, jct, f"{r.node_hours:.1f}", f"{r.gpu_hours:.1f}",
-                      str(r.resizes), str(r.max_nodes_used))
-    console.print(table)
+    console.print(autoscale_table(results, f"auto-scaling {app_name} on {gpus_per_node}-GPU "
+                                           f"nodes (at most {max_nodes})"))
     ours, theirs = results
     if ours.jct_s and theirs.jct_s:
         console.print(f"goodput vs throughput autoscaler: cost {ours.node_hours / theirs.node_hours - 1:+.0%}, "

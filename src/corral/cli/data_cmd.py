@@ -15,7 +15,8 @@ import typer
 from corral.cli.main import app, console, user_errors
 
 data_app = typer.Typer(no_args_is_help=True,
-                       help="Public datasets (Pollux, Philly, Tiresias, ITP, Gavel): list and fetch them.")
+                       help="Public datasets: list and fetch them.\n\n"
+                            "Pollux, Philly, Tiresias, ITP and Gavel traces and profiles.")
 app.add_typer(data_app, name="data")
 
 
@@ -30,8 +31,10 @@ def _size(n: int) -> str:
 @data_app.command("list")
 @user_errors
 def list_() -> None:
-    """Each dataset: contents, source repository at its pinned commit, licence, size, paper, and
-    where it is found here (the data checkout or the cache), if anywhere."""
+    """Each dataset: contents, source, licence, size, paper, where.
+
+    Its contents, source repository at its pinned commit, licence, size, paper, and where it is
+    found here (the data checkout or the cache), if anywhere."""
     from corral.datasets import cache_dir, datasets, locate, shared_data_dir
 
     out = []
@@ -54,11 +57,13 @@ def list_() -> None:
 @data_app.command()
 @user_errors
 def fetch(
-    names: list[str] = typer.Argument(..., help="Dataset name(s) (see `corral data list`), or `all`."),
-    dir_: Path | None = typer.Option(None, "--dir", help="Keep the files here instead of the cache ($XDG_CACHE_HOME/corral or ~/.cache/corral)."),
+    names: list[str] = typer.Argument(..., metavar="NAME", help="Dataset name(s) (see `corral data list`), or `all`."),
+    dir_: Path | None = typer.Option(None, "--dir", metavar="DIR", help="Keep the files here instead of the cache ($XDG_CACHE_HOME/corral or ~/.cache/corral)."),
 ) -> None:
-    """Download datasets from their source at the pinned commit, verify each file's SHA-256, and
-    print the path to pass to `corral simulate`. Files already there and verified are kept."""
+    """Download datasets, verify them, print the path to use.
+
+    From their source at the pinned commit; each file's SHA-256 is verified, and the path to
+    pass to `corral simulate` printed. Files already there and verified are kept."""
     from corral.datasets import datasets, get
     from corral.datasets import fetch as run_fetch
 

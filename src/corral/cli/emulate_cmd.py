@@ -58,8 +58,8 @@ class EmulationOptions:
 
 def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
     """The POST /jobs body of a workload's JobSpec: the same spec on the service's side
-    (every field that changes how the job trains: epochs, the one-GPU split, a trace's
-    duration, so that the emulated job is the simulated one)."""
+    (every field that changes how the job trains or where it may run: epochs, the one-GPU
+    split, a trace's duration, its GPU type, so that the emulated job is the simulated one)."""
     return {"command": ["emulated", spec.app], "name": spec.name, "app": spec.app,
             "gpus": spec.gpus, "min_gpus": spec.min_gpus,
             # a trace row may ask for more GPUs than its model's cap (the simulator runs it so
@@ -70,7 +70,7 @@ def submission_body(spec: Any, cluster_gpus: int) -> dict[str, Any]:
             "min_local_bsz": spec.min_local_bsz, "max_local_bsz": spec.max_local_bsz,
             "adaptive": spec.adaptive, "lr_rule": spec.lr_rule.value, "epochs": spec.epochs,
             "one_gpu_split_bsz": spec.one_gpu_split_bsz,
-            "trace_duration_s": spec.trace_duration_s}
+            "trace_duration_s": spec.trace_duration_s, "gpu_type": spec.gpu_type}
 
 
 class EmulatedService:
@@ -348,33 +348,37 @@ def agreement_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 # -- the command ----------------------------------------------------------------------------------
 import typer  # noqa: E402
 
-from corral.cli.main import app, console, err_console, user_errors  # noqa: E402
+from corral.cli.main import app, console, err_console, print_table, user_errors  # noqa: E402
+from corral.cli.progress import Counter  # noqa: E402
 
 
 @app.command()
 @user_errors
 def emulate(
-    workload: Path | None = typer.Option(None, "--workload", "-w", help="Workload CSV file (default: the built-in workload)."),
-    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
-    catalog: Path | None = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
-    policy: str = typer.Option("fifo", "--policy", "-p", help="Policy, or comma-separated policies (one service run each)."),
-    set_: list[str] | None = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
-    cluster: str = typer.Option("16x4", help="The emulated cluster: NODESxGPUS."),
-    time_scale: float = typer.Option(100.0, help="Emulated seconds per real second."),
-    interval: float = typer.Option(60.0, help="Scheduling interval, emulated seconds."),
-    restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
-    mechanism: str = typer.Option("checkpoint-restart", help="Resize mechanism (as `corral simulate --mechanism`)."),
+    workload: Path | None = typer.Option(None, "--workload", "-w", metavar="FILE", help="Workload CSV file (default: the built-in workload)."),
+    profiles: Path | None = typer.Option(None, metavar="DIR", help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
+    catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one."),
+    policy: str = typer.Option("fifo", "--policy", "-p", metavar="POLICY[,POLICY]", help="Policy, or comma-separated policies (one service run each)."),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Policy parameter (repeatable)."),
+    cluster: str = typer.Option("16x4", metavar="NxG", help="The emulated cluster: N nodes of G GPUs."),
+    time_scale: float = typer.Option(100.0, metavar="FACTOR", help="Emulated seconds per real second."),
+    interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, emulated seconds."),
+    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds."),
+    mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="Resize mechanism (as `corral simulate --mechanism`)."),
     fill_in: bool = typer.Option(False, "--fill-in/--no-fill-in", help="Let the service start arrivals on idle GPUs at once (its default when serving; off here, as the simulator schedules)."),
-    tick: float | None = typer.Option(None, help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
-    limit: int = typer.Option(0, help="Only the first N jobs of the workload (0: all)."),
-    timeout: float = typer.Option(3600.0, help="Real seconds one policy's run may take."),
+    tick: float | None = typer.Option(None, metavar="SECONDS", help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
+    limit: int = typer.Option(0, metavar="N", help="Only the first N jobs of the workload (0: all)."),
+    timeout: float = typer.Option(3600.0, metavar="SECONDS", help="Real seconds one policy's run may take."),
     compare: bool = typer.Option(False, "--compare", help="Also simulate the same run and print how far apart they are."),
     keep: bool = typer.Option(False, "--keep", help="Keep each run's service data directory (printed)."),
-    seed: int = typer.Option(0, help="Seed of the built-in workload."),
-    out: Path | None = typer.Option(None, help="Write summary.json and jobs.csv (and timelines) here."),
+    seed: int = typer.Option(0, metavar="N", help="Seed of the built-in workload."),
+    out: Path | None = typer.Option(None, metavar="DIR", help="Write summary.json and jobs.csv (and timelines) here."),
+    wide: bool = typer.Option(False, "--wide", help="Every metric column, however wide the table (default: the ones that fit the terminal)."),
 ) -> None:
-    """Run a workload through the real service (`corral serve --executor emulated`) on simulated
-    jobs, and print the same table as `corral simulate`."""
+    """Run a workload through the real service, on simulated jobs.
+
+    The service is `corral serve --executor emulated`; the same table as `corral simulate` is
+    printed."""
     from corral.report import comparison_table, write_outputs
     from corral.sim.analysis.metrics import summarize
     from corral.sim.loop.engine import check_feasible
@@ -404,23 +408,19 @@ def emulate(
     results: dict[str, list[SimResult]] = {}
     agreements = []
     for p in policies:
-        shown: list[tuple[int, int]] = []
-
-        def progress(submitted: int, ended: int, total: int, p: str = p,
-                     shown: list[tuple[int, int]] = shown) -> None:
-            if not shown or shown[-1] != (submitted, ended):
-                shown.append((submitted, ended))
-                err_console.print(f"[dim]{p}: {submitted}/{total} submitted, {ended} ended[/]",
-                                  highlight=False)
         if keep:
             opts.data_dir = Path(tempfile.mkdtemp(prefix=f"corral-emulate-{p}-"))
             err_console.print(f"[dim]{p}: service data in {opts.data_dir}[/]", highlight=False)
-        result = run_emulation(w, p, truth, opts, set_ or [], on_progress=progress)
+        # a bar on a terminal; elsewhere a line every tenth of the jobs (or 30 s), not each job
+        with Counter(err_console, f"{p}: jobs ended", len(w.jobs)) as bar:
+            def progress(submitted: int, ended: int, total: int, bar: Counter = bar) -> None:
+                bar.update(ended, f"{submitted}/{total} submitted")
+            result = run_emulation(w, p, truth, opts, set_ or [], on_progress=progress)
         results[p] = [result]
         if compare:
             agreements.append(agreement(result, simulate_same(w, p, truth, opts, set_ or [])))
-    console.print(comparison_table([(p, rs[0].workload, summarize(rs[0]))
-                                    for p, rs in results.items()], title="emulated"))
+    print_table(comparison_table([(p, rs[0].workload, summarize(rs[0])) for p, rs in results.items()],
+                                 title="emulated", width=None if wide else console.width), wide)
     for line in agreement_lines(agreements):
         console.print(line, highlight=False, soft_wrap=True)
     if out is not None:

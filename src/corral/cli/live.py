@@ -14,10 +14,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from corral.cli.main import app, console, err_console, user_errors
+from corral.cli.main import app, console, err_console, print_table, user_errors
 from corral.core.errors import CorralError, InputError
+from corral.report.tables import Col, fitted_table
 
 _DATA_DIR_HELP = "Service data directory (default: $CORRAL_HOME or ~/.corral)."
+# `corral serve --help`: what every operator sets first, then these panels.
+_POLICY = "Policy"
+_JOBS = "Jobs and the control loop"
+_START = "When jobs start"
+_RAY = "--executor ray"
+# `corral submit --help`: the job's command and size, then these panels.
+_BATCH = "Batch size and early start"
+_SERVICE = "Which service"
+_EMULATED = "--executor emulated"
 
 
 def _load_policy_modules(paths: list[Path]) -> None:
@@ -43,36 +53,39 @@ def _client(data_dir: Path | None, url: str | None, token: str | None):
 @app.command()
 @user_errors
 def serve(
-    policy: str = typer.Option("pollux", "--policy", "-p", help="Scheduling policy (see `corral policies`)."),
-    executor: str = typer.Option("local", help="Where workers run: local (this machine), ray (a Ray cluster) or emulated (simulated jobs on the simulator's truth, on a clock --time-scale times real time)."),
-    ray_address: str | None = typer.Option(None, help="Ray cluster to join (--executor ray; default $RAY_ADDRESS, else a local Ray)."),
-    ray_storage: Path | None = typer.Option(None, help="Checkpoint/log path every Ray node can read (default: the data directory)."),
-    ray_resource: str | None = typer.Option(None, help="Ray resource a worker takes (default GPU, else CPU)."),
-    slots: int | None = typer.Option(None, help="Offer this many CPU slots instead of GPUs (default: the visible GPUs, else one slot per CPU)."),
-    gpus: str | None = typer.Option(None, help="GPU ids to use, e.g. 0,1 (default: all visible)."),
-    interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(8642, help="Port to listen on (0: any free port)."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    token: str | None = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the stored/new one)."),
-    set_: list[str] | None = typer.Option(None, "--set", help="Policy parameter key=value (repeatable)."),
-    policy_module: list[Path] | None = typer.Option(None, help="Python file registering extra policies (repeatable)."),
-    max_retries: int = typer.Option(3, help="Restarts after worker failures before a job fails."),
-    stop_timeout: float = typer.Option(30.0, help="Seconds a job may take to checkpoint and exit before it is killed."),
-    report_interval: float = typer.Option(30.0, help="Seconds between a job's reports."),
-    checkpoint_interval: float = typer.Option(600.0, help="Seconds between a job's periodic checkpoints (--executor emulated: emulated seconds)."),
-    retry_backoff: float = typer.Option(1.0, help="Seconds before a crashed job's first retry; doubles at every retry (at most 300)."),
-    mechanism: str | None = typer.Option(None, help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`)."),
-    cluster: str | None = typer.Option(None, help="--executor emulated: the emulated cluster, NODESxGPUS or a file with one 'name gpus' line per node (default 16x4)."),
-    profiles: Path | None = typer.Option(None, help="--executor emulated: measured profiles (Pollux format) the jobs follow (default: the built-in catalog)."),
-    catalog: Path | None = typer.Option(None, help="--executor emulated: a catalog file made by `corral calibrate` instead of the built-in one."),
-    time_scale: float = typer.Option(1.0, help="--executor emulated: emulated seconds per real second."),
-    restart_delay: float = typer.Option(30.0, help="--executor emulated: pause of a job whose placement changes (checkpoint-restart), emulated seconds."),
-    tick: float | None = typer.Option(None, help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2)."),
-    fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does."),
-    early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`)."),
+    policy: str = typer.Option("pollux", "--policy", "-p", metavar="POLICY", help="Scheduling policy (`corral policies`)."),
+    executor: str = typer.Option("local", metavar="EXECUTOR", help="Where workers run: local, ray or emulated (panels below)."),
+    gpus: str | None = typer.Option(None, metavar="ID[,ID]", help="GPU ids to use (default: all visible)."),
+    slots: int | None = typer.Option(None, metavar="N", help="CPU slots to offer instead of GPUs (default: the GPUs, else one per CPU)."),
+    host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
+    port: int = typer.Option(8642, metavar="PORT", help="Port (0: any free one)."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token (default: $CORRAL_TOKEN, else the stored or a new one)."),
+    interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval."),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Policy parameter (repeatable).", rich_help_panel=_POLICY),
+    policy_module: list[Path] | None = typer.Option(None, metavar="FILE", help="Python file registering extra policies (repeatable).", rich_help_panel=_POLICY),
+    max_retries: int = typer.Option(3, metavar="N", help="Restarts after worker failures before a job fails.", rich_help_panel=_JOBS),
+    stop_timeout: float = typer.Option(30.0, metavar="SECONDS", help="Seconds a job may take to checkpoint and exit before it is killed.", rich_help_panel=_JOBS),
+    report_interval: float = typer.Option(30.0, metavar="SECONDS", help="Seconds between a job's reports.", rich_help_panel=_JOBS),
+    checkpoint_interval: float = typer.Option(600.0, metavar="SECONDS", help="Seconds between a job's periodic checkpoints (--executor emulated: emulated seconds).", rich_help_panel=_JOBS),
+    retry_backoff: float = typer.Option(1.0, metavar="SECONDS", help="Seconds before a crashed job's first retry; doubles at every retry (at most 300).", rich_help_panel=_JOBS),
+    mechanism: str | None = typer.Option(None, metavar="MECHANISM", help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`).", rich_help_panel=_JOBS),
+    tick: float | None = typer.Option(None, metavar="SECONDS", help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2).", rich_help_panel=_JOBS),
+    fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does.", rich_help_panel=_START),
+    early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`).", rich_help_panel=_START),
+    ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
+    ray_storage: Path | None = typer.Option(None, metavar="PATH", help="Checkpoint/log path every Ray node can read (default: the data directory).", rich_help_panel=_RAY),
+    ray_resource: str | None = typer.Option(None, metavar="RESOURCE", help="Ray resource a worker takes (default GPU, else CPU).", rich_help_panel=_RAY),
+    cluster: str | None = typer.Option(None, metavar="NxG|FILE", show_default="16x4", help="The emulated cluster: N nodes of G GPUs, or a file with one 'name gpus' line per node.", rich_help_panel=_EMULATED),
+    profiles: Path | None = typer.Option(None, metavar="DIR", help="Measured profiles (Pollux format) the jobs follow (default: the built-in catalog).", rich_help_panel=_EMULATED),
+    catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_EMULATED),
+    time_scale: float = typer.Option(1.0, metavar="FACTOR", help="Emulated seconds per real second.", rich_help_panel=_EMULATED),
+    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds.", rich_help_panel=_EMULATED),
 ) -> None:
-    """Run the live scheduler: the API, the control loop and the workers."""
+    """Run the live scheduler: the API, control loop and workers.
+
+    The API (REST, on --host and --port), the control loop that calls the policy every
+    --interval, and the workers of every job, on --executor."""
     from corral.service.endpoint import data_dir as resolve
     from corral.service.server import ServeOptions
     from corral.service.server import serve as run_service
@@ -149,24 +162,24 @@ def serve(
 @app.command(context_settings={"allow_interspersed_args": False})
 @user_errors
 def submit(
-    command: list[str] = typer.Argument(..., help="The command to run, after --."),
-    name: str | None = typer.Option(None, help="A name to show (default: the script's name)."),
-    app: str | None = typer.Option(None, "--app", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
-    gpus: int | None = typer.Option(None, help="The GPUs the job is tuned for (default: --min-gpus)."),
-    min_gpus: int = typer.Option(1, help="Fewest GPUs the job can run on."),
-    max_gpus: int | None = typer.Option(None, help="Most GPUs the job can use (default: the cluster)."),
-    batch_size: int = typer.Option(32, help="Total batch size the job is tuned for (M0)."),
-    max_batch_size: int | None = typer.Option(None, help="Largest total batch (adaptive jobs; default 8x)."),
-    min_local_bsz: int | None = typer.Option(None, help="Smallest per-GPU batch."),
-    max_local_bsz: int | None = typer.Option(None, help="Largest per-GPU batch that fits in memory."),
-    adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size."),
-    lr_rule: str = typer.Option("adascale", help="Learning-rate scaling: adascale, sqrt or linear."),
-    early_init: bool | None = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling corral.protocol.early.wait_for_start())."),
-    env: list[str] | None = typer.Option(None, help="KEY=VALUE for the workers (repeatable)."),
-    cwd: Path | None = typer.Option(None, help="Working directory of the workers (default: here)."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    url: str | None = typer.Option(None, help="Service URL (default: $CORRAL_URL or the data directory's)."),
-    token: str | None = typer.Option(None, help="API token (default: $CORRAL_TOKEN or the data directory's)."),
+    command: list[str] = typer.Argument(..., metavar="COMMAND", help="The command to run, after --."),
+    name: str | None = typer.Option(None, metavar="NAME", help="A name to show (default: the script's name)."),
+    app: str | None = typer.Option(None, "--app", metavar="MODEL", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
+    gpus: int | None = typer.Option(None, metavar="N", help="The GPUs the job is tuned for (default: --min-gpus)."),
+    min_gpus: int = typer.Option(1, metavar="N", help="Fewest GPUs the job can run on."),
+    max_gpus: int | None = typer.Option(None, metavar="N", help="Most GPUs the job can use (default: the cluster)."),
+    batch_size: int = typer.Option(32, metavar="N", help="Total batch size the job is tuned for (M0)."),
+    max_batch_size: int | None = typer.Option(None, metavar="N", help="Largest total batch (adaptive jobs; default 8x).", rich_help_panel=_BATCH),
+    min_local_bsz: int | None = typer.Option(None, metavar="N", help="Smallest per-GPU batch.", rich_help_panel=_BATCH),
+    max_local_bsz: int | None = typer.Option(None, metavar="N", help="Largest per-GPU batch that fits in memory.", rich_help_panel=_BATCH),
+    adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size.", rich_help_panel=_BATCH),
+    lr_rule: str = typer.Option("adascale", metavar="RULE", help="Learning-rate scaling: adascale, sqrt or linear.", rich_help_panel=_BATCH),
+    early_init: bool | None = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling wait_for_start() from corral.protocol.early).", rich_help_panel=_BATCH),
+    env: list[str] | None = typer.Option(None, metavar="KEY=VALUE", help="Environment variable of the workers (repeatable)."),
+    cwd: Path | None = typer.Option(None, metavar="DIR", help="Working directory of the workers (default: here)."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP, rich_help_panel=_SERVICE),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL (default: $CORRAL_URL or the data directory's).", rich_help_panel=_SERVICE),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token (default: $CORRAL_TOKEN or the data directory's).", rich_help_panel=_SERVICE),
 ) -> None:
     """Submit a job: `corral submit --adaptive -- python train.py`."""
     from corral.service.submission import check_body, safe_text
@@ -188,23 +201,36 @@ def submit(
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
+    for change in job.get("adjusted") or []:
+        err_console.print(f"note: {escape(change)}", soft_wrap=True)
     console.print(job["id"])
 
 
-def _jobs_table(rows: list[dict]) -> Table:
-    table = Table(title="jobs")
-    for col in ("id", "name", "status", "gpus", "batch", "steps", "epoch", "loss", "metric",
-                "launches", "preempted", "retries", "restarts", "message"):
-        table.add_column(col)
+#: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.
+_JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("gpus", justify="right"),
+                Col("batch", rank=1), Col("steps", rank=2, justify="right"),
+                Col("epoch", rank=4, justify="right"), Col("loss", rank=3, justify="right"),
+                Col("metric", rank=6, justify="right"), Col("launches", rank=7, justify="right"),
+                Col("preempted", rank=8, justify="right"), Col("retries", rank=9, justify="right"),
+                Col("restarts", rank=5, justify="right"), Col("message", wrap=True))
+
+
+def _jobs_table(rows: list[dict], width: int | None = None) -> Table:
+    """`corral jobs`: the columns that fit `width` (None: all); message only when one has one."""
+    cells = []
     for r in rows:
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
-        cells = (r["id"], r["name"], r["status"], str(r["gpus"]), batch, str(r["steps"]),
-                 str(r["epoch"]), fmt(r.get("loss")), fmt(r.get("metric")),
-                 str(r.get("launches", 0)), str(r.get("preemptions", 0)),
-                 str(r.get("crash_retries", 0)), str(r["restarts"]), r.get("message") or "")
-        table.add_row(*(escape(str(c)) for c in cells))  # names and messages are user text
-    return table
+        cells.append([str(c) for c in (
+            r["id"], r["name"], r["status"], r["gpus"], batch, r["steps"], r["epoch"],
+            fmt(r.get("loss")), fmt(r.get("metric")), r.get("launches", 0),
+            r.get("preemptions", 0), r.get("crash_retries", 0), r["restarts"],
+            r.get("message") or "")])
+    cols = list(_JOB_COLUMNS)
+    if not any(c[-1] for c in cells):
+        cols, cells = cols[:-1], [c[:-1] for c in cells]
+    # names and messages are user text: fitted_table escapes every cell
+    return fitted_table(cols, cells, width, title="jobs", more="--wide or --json")[0]
 
 
 @app.command("jobs")
@@ -212,14 +238,16 @@ def _jobs_table(rows: list[dict]) -> Table:
 def jobs_(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until Ctrl-C."),
-    every: float = typer.Option(2.0, help="Seconds between redraws with --watch."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    url: str | None = typer.Option(None, help="Service URL."),
-    token: str | None = typer.Option(None, help="API token."),
+    every: float = typer.Option(2.0, metavar="SECONDS", help="Seconds between redraws with --watch."),
+    wide: bool = typer.Option(False, "--wide", help="Every column, however wide the table (default: the ones that fit the terminal)."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
     """List the jobs with their status, GPUs, batch and progress."""
     if watch and as_json:
         raise InputError("--watch and --json do not go together")
+    width = None if wide else console.width
     if every <= 0:
         raise InputError("--every must be > 0")
     with _client(data_dir, url, token) as client:
@@ -228,20 +256,20 @@ def jobs_(
             if as_json:
                 console.print_json(json.dumps(rows))
             else:
-                console.print(_jobs_table(rows))
+                print_table(_jobs_table(rows, width), wide)
             return
         from rich.live import Live
 
         try:
             if not console.is_terminal:  # a file or pipe: one table after another
                 while True:
-                    console.print(_jobs_table(client.jobs()))
+                    print_table(_jobs_table(client.jobs(), width), wide)
                     sys.stdout.flush()
                     time.sleep(every)
-            with Live(_jobs_table(client.jobs()), console=console, auto_refresh=False) as view:
+            with Live(_jobs_table(client.jobs(), width), console=console, auto_refresh=False) as view:
                 while True:  # a terminal: the table redrawn in place
                     time.sleep(every)
-                    view.update(_jobs_table(client.jobs()), refresh=True)
+                    view.update(_jobs_table(client.jobs(), width), refresh=True)
         except KeyboardInterrupt:
             pass
 
@@ -249,10 +277,10 @@ def jobs_(
 @app.command()
 @user_errors
 def cancel(
-    job_id: str = typer.Argument(..., help="The job's id (see `corral jobs`)."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    url: str | None = typer.Option(None, help="Service URL."),
-    token: str | None = typer.Option(None, help="API token."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id (see `corral jobs`)."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
     """Cancel a job (its workers are stopped)."""
     with _client(data_dir, url, token) as client:
@@ -263,16 +291,18 @@ def cancel(
 @app.command()
 @user_errors
 def logs(
-    job_id: str = typer.Argument(..., help="The job's id."),
-    rank: int = typer.Option(0, help="Which worker's output (0 also has the executor's notes)."),
-    tail: int | None = typer.Option(None, help="Only the last BYTES bytes."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id."),
+    rank: int = typer.Option(0, metavar="N", help="Which worker's output (0 also has the executor's notes)."),
+    tail: int | None = typer.Option(None, metavar="BYTES", help="Only the last BYTES bytes."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what is added until the job ends."),
-    every: float = typer.Option(1.0, help="Seconds between polls with --follow."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    url: str | None = typer.Option(None, help="Service URL."),
-    token: str | None = typer.Option(None, help="API token."),
+    every: float = typer.Option(1.0, metavar="SECONDS", help="Seconds between polls with --follow."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
-    """Print a job's log; with --follow, keep printing what is added until the job ends."""
+    """Print a job's log (--follow: until the job ends).
+
+    With --follow, keep printing what is added until the job ends."""
     if every <= 0:
         raise InputError("--every must be > 0")
     with _client(data_dir, url, token) as client:
@@ -302,33 +332,45 @@ def logs(
 @app.command()
 @user_errors
 def describe(
-    job_id: str = typer.Argument(..., help="The job's id."),
-    data_dir: Path | None = typer.Option(None, help=_DATA_DIR_HELP),
-    url: str | None = typer.Option(None, help="Service URL."),
-    token: str | None = typer.Option(None, help="API token."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
-    """Everything about one job: spec, events, launches, assignments, checkpoints, last report."""
+    """Everything about one job: spec, events, launches, ...
+
+    Its spec, events, launches, assignments, checkpoints and last report."""
     with _client(data_dir, url, token) as client:
         job = client.job(job_id)
         telemetry = client.telemetry(job_id)
+    _describe(job, telemetry)
+
+
+def _describe(job: dict, telemetry: list[dict]) -> None:
+    """`corral describe`'s output: a line, four tables (key columns on one line, text that
+    wraps or folds, nothing cut at any width) and two lines."""
     out = console.print
     out(f"[bold]{escape(job['id'])}[/] {escape(job['name'])}: {job['status']} on {job['gpus']} "
         f"GPU(s) ({escape(job['placement'])}), {job['steps']} steps, epoch {job['epoch']}, "
         f"{job['launches']} launch(es), {job['restarts']} restart(s)"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
     spec = Table(title="spec", show_header=False)
+    spec.add_column(no_wrap=True, overflow="fold")
+    spec.add_column(overflow="fold")
     for key, value in job["spec"].items():
         spec.add_row(key, escape(json.dumps(value)))
     out(spec)
     events = Table(title="events")
-    for col in ("time (s)", "event", "detail"):
-        events.add_column(col)
+    events.add_column("time (s)", justify="right", no_wrap=True, overflow="fold")
+    events.add_column("event", no_wrap=True, overflow="fold")
+    events.add_column("detail", overflow="fold")
     for e in job["events"]:
         events.add_row(f"{e['time_s']:.1f}", escape(e["kind"]), escape(e["detail"]))
     out(events)
     launches = Table(title="launches (first report of each)")
-    for col in ("launch", "time (s)", "workers", "batch", "resumed from step"):
-        launches.add_column(col)
+    for col in ("launch", "time (s)", "workers", "batch", "resumed\nfrom step", "how it\nstarted"):
+        launches.add_column(col, justify="left" if col in ("batch", "how it\nstarted") else "right",
+                            no_wrap=True, overflow="fold")
     seen: set = set()
     for t in telemetry:
         if t["launch"] is None or t["launch"] in seen:
@@ -336,11 +378,14 @@ def describe(
         seen.add(t["launch"])
         batch = f"{t['local_bsz']}x{(t['accum_steps'] or 0) + 1}" if t["local_bsz"] else "-"
         launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]), batch,
-                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]))
+                         "-" if t["resumed_steps"] is None else str(t["resumed_steps"]),
+                         t.get("launch_start") or "-")  # corral.service.records' words
     out(launches)
     assigned = Table(title="assignments")
-    for col in ("time (s)", "placement", "GPUs", "batch"):
-        assigned.add_column(col)
+    assigned.add_column("time (s)", justify="right", no_wrap=True, overflow="fold")
+    assigned.add_column("placement", overflow="fold")
+    assigned.add_column("GPUs", justify="right", no_wrap=True, overflow="fold")
+    assigned.add_column("batch", overflow="fold")
     for a in job["assignments"]:
         assigned.add_row(f"{a['time_s']:.1f}", escape(a["placement"]), str(a["num_gpus"]),
                          escape(str(a["batch"] or "-")))

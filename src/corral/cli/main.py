@@ -9,6 +9,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import functools  # noqa: E402
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -16,18 +17,107 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from corral.cli.progress import Counter
 from corral.core.cluster import Cluster
 from corral.core.errors import CorralError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="corral: schedule deep-learning training jobs on shared GPU clusters.")
-# Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
-_WIDTH = None if sys.stdout.isatty() else 200
+# What an option without its own metavar shows in --help, by the type typer would name.
+_PLAIN_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "path": "PATH", "file": "FILE",
+                   "directory": "DIR"}
+
+
+def _plain_metavars(params: list, ctx) -> list:
+    """Help that says what to type: a flag shows no value (not `<bool>`), an option without a
+    metavar shows N, NUMBER, TEXT or PATH (not `<int>`, `<list[str]>`), an argument its
+    metavar (its name by default) without a Python type beside it."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            param.display_type_rich = lambda ctx: None
+            continue
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+            continue
+        label = param.display_type(ctx).strip("<>")
+        label = label[5:-1] if label.startswith("list[") else label
+        param.metavar = _PLAIN_METAVARS.get(label.lower(), label.upper())
+    return params
+
+
+def _paragraphs(text: str | None) -> str | None:
+    """A docstring's paragraphs each on one line, so that help wraps them at the terminal's
+    width rather than where the source broke them."""
+    if not text:
+        return text
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
+class _Command(TyperCommand):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = _paragraphs(self.help)
+
+    def get_params(self, ctx):
+        return _plain_metavars(super().get_params(ctx), ctx)
+
+
+class _Group(TyperGroup):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = _paragraphs(self.help)
+        _adopt(self)
+
+    def get_params(self, ctx):
+        return _plain_metavars(super().get_params(ctx), ctx)
+
+
+def _adopt(group: TyperGroup) -> None:
+    """A sub-app added with add_typer (`corral data`) is built with typer's own classes: its
+    commands get the same help as the others (the classes add behaviour only, no state)."""
+    for command in (group.commands or {}).values():
+        if type(command) is TyperCommand:
+            command.__class__ = _Command
+            command.help = _paragraphs(command.help)
+        elif type(command) is TyperGroup:
+            command.__class__ = _Group
+            command.help = _paragraphs(command.help)
+            _adopt(command)
+
+
+class _App(typer.Typer):
+    """Every command's help with plain metavars (`_plain_metavars`)."""
+
+    def command(self, *args, **kwargs):
+        kwargs.setdefault("cls", _Command)
+        return super().command(*args, **kwargs)
+
+
+app = _App(cls=_Group, add_completion=False, no_args_is_help=True,
+           help="corral: schedule deep-learning training jobs on shared GPU clusters.")
+# Tables fit the terminal (the columns that matter first, the rest with --wide). Output that
+# is not a terminal gets 200 columns, unless $COLUMNS says otherwise.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
 console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
+
+
+def print_table(table, wide: bool = False) -> None:
+    """Print a table on stdout; `wide`: at the width its columns need, past the terminal's."""
+    if not wide:
+        console.print(table)
+        return
+    width = console.width
+    try:  # rich prints no wider than its console: widen it for this table
+        console.width = max(width, console.measure(table, options=console.options.update_width(
+            10_000)).maximum)
+        console.print(table, crop=False)
+    finally:
+        console.width = width
 
 DEFAULT_POLICIES = ["fifo", "tiresias-las", "optimus-oracle", "pollux", "srtf"]
 
@@ -67,34 +157,42 @@ def _column_options(columns: str | None, model_map: str | None) -> dict:
             "model_map": parse_model_map(model_map) if model_map else None}
 
 
+# `corral simulate --help`: what a first run sets, then these panels.
+_INPUTS = "Workloads and profiles"
+_ENGINE = "Policies and the simulator"
+_RUNS = "Running the simulations"
+
+
 @app.command()
 @user_errors
 def simulate(
-    workload: list[Path] | None = typer.Option(None, "--workload", "-w", help="Workload CSV file or directory of them (repeatable). Default: the built-in workload."),
-    profiles: Path | None = typer.Option(None, help="Directory of measured profiles (Pollux format). Default: the built-in catalog."),
-    catalog: Path | None = typer.Option(None, help="A catalog file made by `corral calibrate` instead of the built-in one."),
-    policy: str | None = typer.Option(None, "--policy", "-p", help="Comma-separated policies. Default: every built-in comparison policy."),
-    set_: list[str] | None = typer.Option(None, "--set", help="policy.key=value (or key=value for every policy that has it)."),
-    cluster: str = typer.Option("16x4", help="NODESxGPUS, or a file with one 'name gpus' line per node."),
-    interval: float = typer.Option(60.0, help="Scheduling interval, seconds."),
-    restart_delay: float = typer.Option(30.0, help="Pause of a job whose placement changes (checkpoint-restart), seconds."),
-    mechanism: str = typer.Option("checkpoint-restart", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place."),
-    interference: float = typer.Option(0.0, help="Slowdown of distributed jobs sharing a node (0 = off)."),
-    seed: int = typer.Option(0, help="Seed of every random draw: the built-in workload, the models of trace rows by size class (Tiresias, Philly), and randomized policies (their `seed` parameter; --set P.seed=N wins). The engine draws nothing."),
-    window: str | None = typer.Option(None, help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole."),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Simulations run at once in worker processes (default: the CPU count; 1: one after another here)."),
-    ray_address: str | None = typer.Option(None, help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in)."),
-    out: Path | None = typer.Option(None, help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes (a run that completes keeps only its own)."),
-    resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others."),
-    columns: str | None = typer.Option(None, help="Read the workload CSVs as duration-based traces with these columns: submit=COL,gpus=COL,duration=COL[,name=COL,model=COL,batch=COL] (the --format columns of other tools)."),
-    model_map: str | None = typer.Option(None, help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class)."),
-    lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload)."),
-    queues: Path | None = typer.Option(None, "--queues", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit, weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL)."),
-    quotas: str | None = typer.Option(None, "--quotas", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues)."),
+    workload: list[Path] | None = typer.Option(None, "--workload", "-w", metavar="FILE|DIR", help="Workload CSV file or directory of them (repeatable). Default: the built-in workload."),
+    profiles: Path | None = typer.Option(None, metavar="DIR", help="Directory of measured profiles (Pollux format). Default: the built-in catalog.", rich_help_panel=_INPUTS),
+    catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_INPUTS),
+    policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY[,POLICY]", help="Comma-separated policies. Default: every built-in comparison policy."),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="[P.]KEY=VALUE", help="policy.key=value (or key=value for every policy that has it; repeatable).", rich_help_panel=_ENGINE),
+    cluster: str = typer.Option("16x4", metavar="NxG|FILE", help="N nodes of G GPUs, or a file with one 'name gpus' line per node."),
+    interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, seconds.", rich_help_panel=_ENGINE),
+    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), seconds.", rich_help_panel=_ENGINE),
+    mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place.", rich_help_panel=_ENGINE),
+    interference: float = typer.Option(0.0, metavar="FRACTION", help="Slowdown of distributed jobs sharing a node (0 = off).", rich_help_panel=_ENGINE),
+    seed: int = typer.Option(0, metavar="N", help="Seed of every random draw: the built-in workload, the models of trace rows by size class (Tiresias, Philly), and randomized policies (their `seed` parameter; --set P.seed=N wins). The engine draws nothing.", rich_help_panel=_INPUTS),
+    window: str | None = typer.Option(None, metavar="all|START:HOURS", help="Stretch of a trace: 'all', or START:HOURS (START: seconds from the first submission, or a Philly timestamp). Default: a Philly trace's busiest 8 hours, other files whole.", rich_help_panel=_INPUTS),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", show_default="the CPU count", help="Simulations run at once in worker processes (1: one after another here)."),
+    ray_address: str | None = typer.Option(None, metavar="ADDRESS|auto", help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in).", rich_help_panel=_RUNS),
+    out: Path | None = typer.Option(None, metavar="DIR", help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes (a run that completes keeps only its own)."),
+    resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others.", rich_help_panel=_RUNS),
+    columns: str | None = typer.Option(None, metavar="FIELD=COL,...", help="Read the workload CSVs as duration-based traces: which column holds each of submit, gpus, duration (needed), name, model, batch, queue (the job's team), e.g. submit=ts,gpus=n,duration=d (the --format columns of other tools).", rich_help_panel=_INPUTS),
+    model_map: str | None = typer.Option(None, metavar="MODEL=MODEL,...", help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class).", rich_help_panel=_INPUTS),
+    lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload).", rich_help_panel=_RUNS),
+    wide: bool = typer.Option(False, "--wide", help="Every metric column, however wide the table (default: the ones that fit the terminal; --out writes them all to summary.json)."),
+    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit, weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL).", rich_help_panel=_INPUTS),
+    quotas: str | None = typer.Option(None, "--quotas", metavar="proportional", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues).", rich_help_panel=_INPUTS),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
-    from corral.report import comparison_table, per_workload_table, summary_document, write_outputs
+    from corral.report import comparison_table, summary_document, write_outputs
     from corral.report.findings import findings
+    from corral.report.tables import per_workload_tables
     from corral.sim.analysis.metrics import mean_summary, summarize
     from corral.sim.batch.cellstore import CellStore
     from corral.sim.batch.sweep import parse_settings, run_matrix, runner_for
@@ -121,6 +219,13 @@ def simulate(
     mapping = _column_options(columns, model_map)
     workloads = (load_workloads(workload, apps, seed=seed, window=span, **mapping) if workload
                  else [builtin_default(apps, seed=seed)])
+    own = {w.truth for w in workloads if w.truth is not None}
+    if own:  # a Gavel trace brings its truth (its throughput table)
+        if len(own) > 1 or any(w.truth is None for w in workloads) or profiles or catalog:
+            raise CorralError("a Gavel .trace runs on its own throughput table: give no --profiles or "
+                              "--catalog, and no workloads of other formats (or tables) beside it")
+        source = own.pop()
+        truth = source.load()
     for w in workloads:
         check_feasible(w, shape, truth)
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
@@ -130,18 +235,15 @@ def simulate(
                   f"mechanism: {config.mechanism.name}[/]")
     runs = len(choices) * len(workloads)
     runner = runner_for(jobs or os.cpu_count() or 1, ray_address)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.2f}/{task.total}"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task(f"simulating ({type(runner).__name__})", total=runs)
+    with Counter(err_console, "simulations", runs) as bar:
         finished = [0]
 
         def done(n: int, total: int, p: str, w: str, ok: bool) -> None:
             finished[0] = n
-            bar.update(task, completed=n, description=f"{p} on {w}{'' if ok else ' FAILED'}")
+            bar.update(n, f"{p} on {w}{' done' if ok else ' FAILED'}")
 
         def jobs_done(p: str, w: str, fraction: float) -> None:  # cells run here: jobs finished
-            bar.update(task, completed=finished[0] + fraction,
-                       description=f"{p} on {w}: {fraction:.0%} of jobs finished")
+            bar.update(finished[0], f"{p} on {w}: {fraction:.0%} of jobs finished", fraction)
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
                             on_job_progress=jobs_done, bound=lp_bound,
                             store=CellStore(out / "cells") if out is not None else None,
@@ -162,14 +264,16 @@ def simulate(
         if len(sums) > 1:
             rows += [(p, r.workload, s) for r, s in zip(results[p], sums)]
         rows.append((p, "mean" if len(sums) > 1 else results[p][0].workload, mean_summary(sums)))
-    console.print(comparison_table(rows))
+    width = None if wide else console.width
+    print_table(comparison_table(rows, width=width, more="--wide"), wide)
     if len(workloads) > 1 and len(choices) > 1:
-        console.print(per_workload_table({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
-                                          for p in summaries}))
+        for table in per_workload_tables({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
+                                          for p in summaries}, width, title="avg JCT per workload"):
+            print_table(table, wide)
     per_queue = None
     if tenancy is not None:
         per_queue = _per_queue(results, workloads, tenancy, shape)
-        console.print(_queue_table(results, per_queue))
+        print_table(_queue_table(results, per_queue), wide)
     for line in findings(summary_document(results, summaries)):
         console.print(line, highlight=False, soft_wrap=True)
     if out is not None:
@@ -216,9 +320,12 @@ def _queue_table(results, per_queue: dict):
 @app.command()
 @user_errors
 def report(
-    out_dir: Path = typer.Argument(..., help="A folder written by `corral simulate --out`."),
+    out_dir: Path = typer.Argument(..., metavar="DIR", help="A folder written by `corral simulate --out`."),
 ) -> None:
-    """Rebuild report.html in a results folder from its summary.json and jobs.csv."""
+    """Rebuild report.html from a results folder.
+
+    The folder is one written by `corral simulate --out`: report.html is made again from its
+    summary.json and jobs.csv."""
     from corral.report.html import write_html_report
 
     console.print(f"wrote {write_html_report(out_dir)}", highlight=False, soft_wrap=True)
@@ -229,29 +336,32 @@ def report(
 def policies() -> None:
     """List the policies with their parameters and defaults."""
     from corral.core.policy import param_fields, policy_class, policy_names
+    from corral.report.tables import Col, fitted_table
 
-    table = Table(title="policies")
-    for col in ("policy", "what it does", "parameters (default)"):
-        table.add_column(col)
+    rows = []
     for name in policy_names():
         cls = policy_class(name)
         params = ", ".join(f"{n}={d!r}" for n, _, d in param_fields(cls)) or "-"
-        kind = " [oracle]" if cls.oracle else ""
-        table.add_row(name, (cls.summary or (cls.__doc__ or "").strip().splitlines()[0]) + kind, params)
-    console.print(table)
+        kind = " [oracle]" if cls.promises.oracle else ""
+        rows.append([name, (cls.summary or (cls.__doc__ or "").strip().splitlines()[0]) + kind, params])
+    cols = [Col("policy", style="bold"), Col("what it does", wrap=True),
+            Col("parameters (default)", wrap=True)]
+    console.print(fitted_table(cols, rows, console.width, title="policies")[0])
 
 
 @app.command()
 @user_errors
 def workloads(
-    path: Path = typer.Argument(..., help="A workload CSV file."),
-    profiles: Path | None = typer.Option(None, help="Profiles directory (default: built-in catalog)."),
+    path: Path = typer.Argument(..., metavar="FILE", help="A workload CSV file."),
+    profiles: Path | None = typer.Option(None, metavar="DIR", help="Profiles directory (default: built-in catalog)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    columns: str | None = typer.Option(None, help="As for simulate: submit=COL,gpus=COL,duration=COL[,...]."),
-    model_map: str | None = typer.Option(None, help="As for simulate: trace model -> catalog model."),
+    columns: str | None = typer.Option(None, metavar="FIELD=COL,...", help="As for simulate: e.g. submit=ts,gpus=n,duration=d."),
+    model_map: str | None = typer.Option(None, metavar="MODEL=MODEL,...", help="As for simulate: trace model -> catalog model."),
 ) -> None:
-    """Describe a workload: jobs per model, GPU requests, time span, arrival rate, and how
-    each column of a duration-based trace was read."""
+    """Describe a workload: jobs per model, GPUs, arrivals.
+
+    Jobs per model, GPU requests, time span, arrival rate, and how each column of a
+    duration-based trace was read."""
     from corral.sim.workloads import describe_workload, load_workload
 
     truth = _truth(profiles, None)
@@ -261,33 +371,45 @@ def workloads(
         console.print_json(json.dumps(info, default=str))
         return
     table = Table(title=str(path), show_header=False)
+    table.add_column(no_wrap=True, overflow="fold")
+    table.add_column(overflow="fold")
     for key, value in info.items():
-        table.add_row(str(key), json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value))
+        text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+        table.add_row(escape(str(key)), escape(text))
     console.print(table)
 
 
 @app.command()
 @user_errors
 def calibrate(
-    profiles_dir: Path = typer.Argument(..., help="Directory of measured profiles (Pollux format)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Catalog file to write (JSON)."),
+    profiles_dir: Path = typer.Argument(..., metavar="DIR", help="Directory of measured profiles (Pollux format)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="Catalog file to write (JSON)."),
 ) -> None:
-    """Fit the compact catalog figures from measured profiles and report their error."""
+    """Fit a catalog from measured profiles and report its error.
+
+    The compact catalog figures (step time, scaling efficiency) are fitted to the profiles and
+    their error against them printed."""
     from corral.sim.truth.calibrate import calibrate as fit_catalog
     from corral.sim.truth.calibrate import fidelity
 
     doc = fit_catalog(profiles_dir)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(doc, indent=1) + "\n")
-    table = Table(title=f"catalog vs {profiles_dir}")
-    for col in ("model", "step time err (mean)", "step time err (max)", "efficiency err (mean)",
-                "efficiency err (max)"):
-        table.add_column(col)
-    for model, err in fidelity(doc, profiles_dir).items():
-        table.add_row(model, f"{err['step_time_mre']:.1%}", f"{err['step_time_max_re']:.1%}",
-                      f"{err['efficiency_mre']:.1%}", f"{err['efficiency_max_re']:.1%}")
-    console.print(table)
+    console.print(calibration_table(fidelity(doc, profiles_dir), str(profiles_dir)))
     console.print(f"wrote {output}")
+
+
+def calibration_table(errors: dict, profiles: str) -> Table:
+    """`corral calibrate`'s table: each model's relative error of the fitted catalog."""
+    from corral.report.tables import Col, fitted_table
+
+    cols = [Col("model", style="bold")] + [
+        Col(h, justify="right") for h in ("step time\nerr (mean)", "step time\nerr (max)",
+                                         "efficiency\nerr (mean)", "efficiency\nerr (max)")]
+    rows = [[model, f"{err['step_time_mre']:.1%}", f"{err['step_time_max_re']:.1%}",
+             f"{err['efficiency_mre']:.1%}", f"{err['efficiency_max_re']:.1%}"]
+            for model, err in errors.items()]
+    return fitted_table(cols, rows, console.width, title=f"catalog vs {profiles}")[0]
 
 
 def main() -> None:  # pragma: no cover - entry point

@@ -1,5 +1,6 @@
 """The vocabulary every layer shares: cluster, jobs, snapshots, decisions, the policy registry,
-and the job ledger both the simulator and the live service keep their jobs' books with."""
+the job ledger both the simulator and the live service keep their jobs' books with, and the
+scheduling round both run (`Rounds`)."""
 
 from corral.core.cluster import Cluster, Node, Placement
 from corral.core.errors import (
@@ -20,21 +21,26 @@ from corral.core.jobs import (
                                 OracleInfo,
                                 Snapshot,
 )
-from corral.core.ledger import Ask, JobLedger, should_decide
+from corral.core.ledger import JobLedger
 from corral.core.policy import (
+                                Changes,
+                                Keeps,
                                 NoParams,
                                 Policy,
+                                Promises,
+                                Reads,
                                 create_policy,
                                 param_fields,
                                 policy_class,
                                 policy_names,
                                 register_policy,
 )
+from corral.core.rounds import Ask, Rounds, World
 
 __all__ = [
-    "Ask", "Assignment", "BatchConfig", "Cluster", "CorralError", "Decision", "DecisionError",
-    "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus", "JobView", "LrRule",
-    "NoParams", "Node", "OracleInfo", "Placement", "Policy", "Snapshot", "UnknownPolicyError",
-    "create_policy", "param_fields", "policy_class", "policy_names", "register_policy",
-    "should_decide",
+    "Ask", "Assignment", "BatchConfig", "Changes", "Cluster", "CorralError", "Decision",
+    "DecisionError", "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus",
+    "JobView", "Keeps", "LrRule", "NoParams", "Node", "OracleInfo", "Placement", "Policy",
+    "Promises", "Reads", "Rounds", "Snapshot", "UnknownPolicyError", "World", "create_policy",
+    "param_fields", "policy_class", "policy_names", "register_policy",
 ]

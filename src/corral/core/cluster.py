@@ -1,4 +1,10 @@
-"""Cluster shape and job placements: which nodes a job's GPUs are on."""
+"""Cluster shape and job placements: which nodes a job's GPUs are on, and of what GPU type.
+
+A node has a GPU type: a short lower-case name (`k80`, `v100`, `a100`, `t4`), or the empty
+string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file). A
+`Placement` is only (node, GPUs) pairs; its type is the cluster's answer
+(`Cluster.placement_type`).
+"""
 
 from __future__ import annotations
 
@@ -9,21 +15,41 @@ from pathlib import Path
 
 from corral.core.errors import InputError
 
+#: What a GPU type may be called: lower-case letters, digits, `-` and `_`, at most 32
+#: characters, starting with a letter or digit (`k80`, `v100`, `a100-80g`, `rtx_3090`).
+GPU_TYPE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+def gpu_type_problem(name: str) -> str | None:
+    """Why `name` cannot be a GPU type name (a short phrase), or None when it can."""
+    if name == "":
+        return "the GPU type name is empty (e.g. v100)"
+    if not isinstance(name, str) or not GPU_TYPE_PATTERN.fullmatch(name):
+        return (f"GPU type {name!r} has odd characters: use lower-case letters, digits, "
+                "'-' and '_', at most 32 (e.g. v100)")
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One machine: a name and how many GPUs it has."""
+    """One machine: a name, how many GPUs it has and their type ("" is the unnamed type)."""
 
     name: str
     gpus: int
+    gpu_type: str = ""
+
+    def __post_init__(self) -> None:
+        if self.gpu_type and (problem := gpu_type_problem(self.gpu_type)):
+            raise ValueError(f"node {self.name}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """An ordered list of nodes; node indices are positions in this list.
 
-    The totals (`total_gpus`, `gpus_per_node`, `max_node_gpus`) are computed once, when the
-    cluster is made: policies and the simulator read them at every round and every job, and
+    The totals (`total_gpus`, `gpus_per_node`, `max_node_gpus`) and the type tables
+    (`node_types`, `gpu_types`, `is_mixed`, per-type nodes and GPUs) are computed once, when
+    the cluster is made: policies and the simulator read them at every round and every job, and
     walking 4,000 nodes each time was a measurable share of a datacenter-sized simulation.
     """
 
@@ -31,26 +57,80 @@ class Cluster:
     total_gpus: int = field(default=0, init=False, compare=False, repr=False)
     gpus_per_node: tuple[int, ...] = field(default=(), init=False, compare=False, repr=False)
     max_node_gpus: int = field(default=0, init=False, compare=False, repr=False)
+    #: The GPU type of each node, by node index.
+    node_types: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
+    #: The distinct GPU types, in the order their first node appears (`("",)` for a cluster of
+    #: the one unnamed type, `()` for no nodes).
+    gpu_types: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
+    #: More than one GPU type: a job's placement may then span types (which check_decision
+    #: refuses unless the policy allows it).
+    is_mixed: bool = field(default=False, init=False, compare=False, repr=False)
+    _type_nodes: Mapping[str, tuple[int, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
+    _type_gpus: Mapping[str, int] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         per_node = tuple(n.gpus for n in self.nodes)
         object.__setattr__(self, "gpus_per_node", per_node)
         object.__setattr__(self, "total_gpus", sum(per_node))
         object.__setattr__(self, "max_node_gpus", max(per_node, default=0))
+        node_types = tuple(n.gpu_type for n in self.nodes)
+        type_nodes: dict[str, list[int]] = {}
+        for i, t in enumerate(node_types):
+            type_nodes.setdefault(t, []).append(i)
+        object.__setattr__(self, "node_types", node_types)
+        object.__setattr__(self, "gpu_types", tuple(type_nodes))
+        object.__setattr__(self, "is_mixed", len(type_nodes) > 1)
+        object.__setattr__(self, "_type_nodes", {t: tuple(ns) for t, ns in type_nodes.items()})
+        object.__setattr__(self, "_type_gpus", {t: sum(per_node[i] for i in ns)
+                                                for t, ns in type_nodes.items()})
 
     @property
     def num_nodes(self) -> int:
         return len(self.nodes)
 
+    def nodes_of_type(self, gpu_type: str) -> tuple[int, ...]:
+        """Indices of the nodes of `gpu_type`, in node order (empty for a type not here)."""
+        return self._type_nodes.get(gpu_type, ())
+
+    def gpus_of_type(self, gpu_type: str) -> int:
+        """GPUs of `gpu_type` in the cluster (0 for a type not here)."""
+        return self._type_gpus.get(gpu_type, 0)
+
+    def placement_type(self, placement: Placement) -> str | None:
+        """The GPU type all of `placement`'s nodes have; None when it spans types, or is empty.
+
+        O(1) on a cluster of one type; otherwise one look-up per occupied node."""
+        slots = placement.slots
+        if not slots:
+            return None
+        if not self.is_mixed:
+            return self.gpu_types[0]
+        types = self.node_types
+        t = types[slots[0][0]]
+        for node, _ in slots:
+            if types[node] != t:
+                return None
+        return t
+
     @classmethod
-    def uniform(cls, num_nodes: int, gpus_per_node: int) -> Cluster:
-        return cls(tuple(Node(f"node{i}", gpus_per_node) for i in range(num_nodes)))
+    def uniform(cls, num_nodes: int, gpus_per_node: int, gpu_type: str = "") -> Cluster:
+        """`num_nodes` nodes of `gpus_per_node` GPUs: `node0`, `node1`, ... for the unnamed
+        type, `<type>-0`, `<type>-1`, ... for a named one."""
+        prefix = f"{gpu_type}-" if gpu_type else "node"
+        return cls(tuple(Node(f"{prefix}{i}", gpus_per_node, gpu_type)
+                         for i in range(num_nodes)))
 
     @classmethod
     def parse(cls, text: str) -> Cluster:
-        """Build from `NxG` (e.g. `16x4`) or from a cluster file path.
+        """Build from `NxG` (e.g. `16x4`), from `TYPE:NxG` parts separated by commas (e.g.
+        `k80:6x4,p100:3x8,v100:2x8`: nodes `k80-0` ... `k80-5`, `p100-0` ..., each type once)
+        or from a cluster file path.
 
-        A cluster file has one node per line: `name gpus` (or `name,gpus`); `#` starts a comment.
+        A cluster file has one node per line: `name gpus` or `name gpus type` (columns separated
+        by spaces or commas); `#` starts a comment; a header line (`name gpus [type]`) is
+        allowed. Either every node has a type or none does.
         """
         m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
         if m:
@@ -59,30 +139,93 @@ class Cluster:
                 raise InputError(f"cluster {text!r}: need at least 1 node and 1 GPU per node")
             return cls.uniform(nodes, gpus)
         path = Path(text)
+        if path.is_file():
+            return cls.from_file(path)
+        if ":" in text or "," in text:
+            return cls._parse_typed(text)
         if not path.exists():
-            raise InputError(f"cluster {text!r} is neither NODESxGPUS (e.g. 16x4) nor an existing file")
+            raise InputError(f"cluster {text!r} is neither NODESxGPUS (e.g. 16x4), "
+                             "TYPE:NODESxGPUS,... (e.g. k80:6x4,v100:2x8) nor an existing file")
         return cls.from_file(path)
+
+    @classmethod
+    def _parse_typed(cls, text: str) -> Cluster:
+        """`TYPE:NxG,TYPE:NxG,...`; InputError naming the part and its column otherwise."""
+        nodes: list[Node] = []
+        first_part: dict[str, int] = {}
+        column = 1
+        for i, raw in enumerate(text.split(","), start=1):
+            part = raw.strip()
+            where = (f"cluster {text!r}, part {i} {part!r} "
+                     f"(column {column + len(raw) - len(raw.lstrip())})")
+            column += len(raw) + 1
+            m = re.fullmatch(r"([^:\s]*)\s*:\s*(\d+)\s*[xX]\s*(\d+)", part)
+            if not m:
+                what = "is empty" if not part else "is not TYPE:NODESxGPUS"
+                raise InputError(f"{where} {what} (e.g. k80:6x4,v100:2x8)")
+            gpu_type, count, gpus = m.group(1), int(m.group(2)), int(m.group(3))
+            if problem := gpu_type_problem(gpu_type):
+                raise InputError(f"{where}: {problem}")
+            if count < 1:
+                raise InputError(f"{where}: zero nodes")
+            if gpus < 1:
+                raise InputError(f"{where}: zero GPUs per node")
+            if gpu_type in first_part:
+                raise InputError(f"{where}: type {gpu_type} given twice (first in part "
+                                 f"{first_part[gpu_type]})")
+            first_part[gpu_type] = i
+            nodes.extend(cls.uniform(count, gpus, gpu_type).nodes)
+        return cls(tuple(nodes))
 
     @classmethod
     def from_file(cls, path: Path) -> Cluster:
         nodes: list[Node] = []
+        typed: tuple[int, bool] | None = None  # (line, has a type) of the first node
         for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
             line = raw.split("#", 1)[0].strip()
-            if not line or line.lower().startswith("name"):
+            if not line:
                 continue
             parts = [p for p in re.split(r"[,\s]+", line) if p]
-            if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) < 1:
-                raise InputError(f"{path}:{lineno}: expected 'name gpus' with gpus >= 1, got {raw!r}")
-            nodes.append(Node(parts[0], int(parts[1])))
+            if parts[0].lower() == "name" and (len(parts) < 2 or not parts[1].isdigit()):
+                continue  # a header line
+            if len(parts) not in (2, 3) or not parts[1].isdigit() or int(parts[1]) < 1:
+                raise InputError(f"{path}:{lineno}: expected 'name gpus' or 'name gpus type' "
+                                 f"with gpus >= 1, got {raw!r}")
+            gpu_type = parts[2] if len(parts) == 3 else ""
+            if gpu_type and (problem := gpu_type_problem(gpu_type)):
+                raise InputError(f"{path}:{lineno}: {problem}")
+            if typed is None:
+                typed = (lineno, bool(gpu_type))
+            elif typed[1] != bool(gpu_type):
+                raise InputError(f"{path}:{lineno}: node {parts[0]} "
+                                 f"{'has a' if gpu_type else 'has no'} GPU type but the node "
+                                 f"on line {typed[0]} {'has none' if gpu_type else 'has one'}: "
+                                 "give every node a type or none")
+            nodes.append(Node(parts[0], int(parts[1]), gpu_type))
         if not nodes:
             raise InputError(f"{path}: no nodes listed")
         return cls(tuple(nodes))
 
     def describe(self) -> str:
-        sizes = set(self.gpus_per_node)
-        if len(sizes) == 1:
-            return f"{self.num_nodes}x{sizes.pop()}"
-        return f"{self.num_nodes} nodes, {self.total_gpus} GPUs"
+        """`16x4` (or `N nodes, G GPUs` when sizes differ) for the one unnamed type; per type,
+        `k80:6x4,v100:2x8` (or `v100:3 nodes/20 GPUs` for a type of mixed sizes) otherwise."""
+        if self.gpu_types in ((), ("",)):
+            return _shape(self.gpus_per_node)
+        parts = []
+        for t in self.gpu_types:
+            sizes = [self.gpus_per_node[n] for n in self.nodes_of_type(t)]
+            shape = _shape(sizes).replace(" nodes, ", " nodes/")
+            parts.append(f"{t or '(unnamed)'}:{shape}")
+        return ",".join(parts)
+
+
+def _shape(sizes: Iterable[int]) -> str:
+    """`NxG` when all sizes are equal, else `N nodes, G GPUs`."""
+    sizes = list(sizes)
+    distinct = set(sizes)
+    if len(distinct) == 1:
+        return f"{len(sizes)}x{distinct.pop()}"
+    return f"{len(sizes)} nodes, {sum(sizes)} GPUs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +276,36 @@ class Placement:
 #: The empty placement (not running). Placements are immutable, so one object serves every
 #: "nothing" in the simulator's hot loop instead of a new `Placement()` per job per round.
 NO_PLACEMENT = Placement()
+
+
+def consolidated(free: list[int], num_gpus: int) -> Placement | None:
+    """Place `num_gpus` on as few nodes as possible, or None when they do not fit.
+
+    One node if any can hold the job (the fullest such node, to keep big holes for big jobs);
+    otherwise whole nodes with the most free GPUs first, the remainder on the best-fitting node.
+    (Here in core so that `corral.core.gpu_types` packs as policies do; policies use it as
+    `corral.policies.placement.consolidated`.)
+    """
+    if num_gpus <= 0 or num_gpus > sum(free):
+        return None
+    # the fewest free GPUs that still hold the job, on the first such node: min((g, n)) over
+    # the nodes with g >= num_gpus, read through the distinct free counts (C-level passes)
+    holding = [g for g in set(free) if g >= num_gpus]
+    if holding:
+        g = min(holding)
+        return Placement(((free.index(g), num_gpus),))
+    order = sorted(range(len(free)), key=lambda n: (-free[n], n))
+    slots: dict[int, int] = {}
+    left = num_gpus
+    for n in order:
+        if left == 0 or free[n] == 0:
+            break
+        if free[n] <= left:
+            slots[n] = free[n]
+            left -= free[n]
+        else:
+            # the smallest node that still fits the remainder
+            rest = min((free[m], m) for m in order if m not in slots and free[m] >= left)
+            slots[rest[1]] = left
+            left = 0
+    return Placement.of(slots) if left == 0 else None

@@ -5,12 +5,12 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
+from corral.core.cluster import NO_PLACEMENT, Cluster, Placement, gpu_type_problem
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from corral.perf.estimator import JobEstimator
@@ -58,10 +58,16 @@ class JobSpec:
     #: goodput.py apply it to fixed and chosen batches alike; perf.goodput does for chosen ones).
     #: None: no such rule (corral.train estimates noise from consecutive steps instead).
     one_gpu_split_bsz: int | None = None
+    #: The GPU type the job may run on (`corral submit --gpu-type`), or None for any type. A
+    #: placement on another type is refused by check_decision (given the specs) and avoided by
+    #: `corral.core.gpu_types.within_one_type`.
+    gpu_type: str | None = None
     #: The queue (team) the job was submitted to (`corral.core.queues`); None: the default queue.
     queue: str | None = None
 
     def __post_init__(self) -> None:
+        if self.gpu_type is not None and (problem := gpu_type_problem(self.gpu_type)):
+            raise ValueError(f"job {self.name}: {problem}")
         if self.gpus < 1:
             raise ValueError(f"job {self.name}: gpus must be >= 1, got {self.gpus}")
         if self.batch_size < 1 or self.init_bsz < 1:
@@ -218,7 +224,7 @@ class MetricHistory(Sequence[MetricRecord]):
 @dataclass(slots=True)
 class JobView:
     """What a policy sees of one job now. Read-only by convention; rebuilt for every snapshot
-    (the simulator shows a policy that `reads_only_placements` a job's earlier view again while
+    (the simulator shows a policy that reads only placements a job's earlier view again while
     its status and assignment are unchanged)."""
 
     spec: JobSpec
@@ -292,26 +298,52 @@ class Decision:
         return used
 
 
-def check_decision(decision: Decision, active: set[str], cluster: Cluster, policy: str) -> None:
-    """Raise DecisionError when a decision names an inactive job or over-allocates a node.
+def check_decision(decision: Decision, active: Collection[str] | Mapping[str, JobSpec],
+                   cluster: Cluster, policy: str, allow_mixed_types: bool = False) -> None:
+    """Raise DecisionError (one line) when a decision names an inactive job, uses a node that
+    does not exist, over-allocates a node, places a job over nodes of two GPU types (unless
+    `allow_mixed_types`: the policy declares it may) or, where `active` maps each active job's
+    name to its JobSpec, places a job with a `gpu_type` on GPUs of another type.
 
-    The simulator and the live service both apply a decision only after this check.
+    The simulator and the live service both apply a decision only after this check. On a
+    cluster of one GPU type, with `active` a set of names, it is the plain capacity walk.
     """
     from corral.core.errors import DecisionError
 
     num_nodes, caps = cluster.num_nodes, cluster.gpus_per_node
+    check_mixed = cluster.is_mixed and not allow_mixed_types
+    specs = active if isinstance(active, Mapping) else None
     used = [0] * num_nodes
     over = []  # nodes seen above capacity (counts only grow: they end above it too)
     for name, assignment in decision.assignments.items():
         if name not in active:
             raise DecisionError(f"policy {policy} assigned GPUs to unknown or finished job {name!r}")
-        for node, gpus in assignment.placement.slots:
+        slots = assignment.placement.slots
+        for node, gpus in slots:
             if not 0 <= node < num_nodes or gpus < 0:
                 raise DecisionError(f"policy {policy} used node {node}, which does not exist")
             used[node] += gpus
             if used[node] > caps[node]:
                 over.append(node)
+        if not slots or not (check_mixed or specs is not None):
+            continue
+        placed = cluster.placement_type(assignment.placement)
+        if placed is None and check_mixed:
+            raise DecisionError(f"policy {policy} placed job {name!r} across GPU types "
+                                f"{_types_of(cluster, slots)}; a job spans types only where "
+                                "its policy allows it")
+        wanted = specs[name].gpu_type if specs is not None else None
+        if wanted is not None and placed != wanted:
+            raise DecisionError(f"policy {policy} placed job {name!r} on {_types_of(cluster, slots)} "
+                                f"GPUs, but it may run only on {wanted}")
     if over:  # the first such node in node order, as a walk over all nodes would find
         node = min(over)
         raise DecisionError(f"policy {policy} over-allocated node {cluster.nodes[node].name}: "
                             f"{used[node]} GPUs assigned, {caps[node]} available")
+
+
+def _types_of(cluster: Cluster, slots: tuple[tuple[int, int], ...]) -> str:
+    """The GPU types of `slots`' nodes, in the cluster's type order, as `k80 and v100`."""
+    here = {cluster.node_types[node] for node, _ in slots}
+    names = [t or "(unnamed)" for t in cluster.gpu_types if t in here]
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -1,5 +1,4 @@
-"""A job's books, alike for simulated and live jobs (`JobLedger`), and when to ask a policy
-(`should_decide`).
+"""A job's books, kept the same way for simulated and live jobs (`JobLedger`).
 
 `SimJob` and `LiveJob` are both ledgers (`place`, `hold`, `wait`, `end`, `release`); `view`
 builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
@@ -12,7 +11,6 @@ slots (a subclass), so the simulator's hot loop reads them at no cost.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import TYPE_CHECKING, Any
 
 from corral.core.cluster import NO_PLACEMENT, Placement
@@ -31,10 +29,9 @@ if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from collections.abc import Sequence
 
     from corral.core.jobs import MetricRecord
-    from corral.core.policy import Policy
     from corral.perf.estimator import JobEstimator
 
-__all__ = ["Ask", "JobLedger", "should_decide", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
+__all__ = ["JobLedger", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
@@ -167,35 +164,9 @@ class JobLedger:
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
 
 
-class Ask(enum.Enum):
-    """What a moment does with the policy (`should_decide`)."""
-
-    DECIDE = "decide"  # call `decide` and apply what it returns
-    KEEP = "keep"  # a round in which the last decision stays in force without asking
-    NOTHING = "nothing"  # not a round for this policy
-
-
-def should_decide(policy: Policy, at_round: bool, changed: bool, event: bool, now_s: float,
-                  none_waits: bool) -> Ask:
-    """What the policy does at `now_s`. It is asked (DECIDE) at a round (every interval)
-    unless nothing changed since it was last asked (`changed`: arrivals, completions, ...) and
-    its last decision still stands: it decides only when jobs change
-    (`decides_on_change_only`), or it said the same decision holds until later
-    (`Policy.stands_until`); and at an arrival or completion (`event`) when it
-    `reacts_to_events`. Where it would be asked while every active job holds GPUs
-    (`none_waits`) and it `keeps_running_when_none_waits`, its answer is known: every job
-    keeps what it runs (KEEP). A round it is not asked at is still a round (KEEP) unless it
-    decides only on change. The simulator's engine and the live control loop both ask this,
-    so a policy is called at the same moments."""
-    stands = policy.decides_on_change_only or now_s < policy.stands_until()
-    if (at_round and (changed or not stands)) or (policy.reacts_to_events and event):
-        return Ask.KEEP if none_waits and policy.keeps_running_when_none_waits else Ask.DECIDE
-    return Ask.KEEP if at_round and not policy.decides_on_change_only else Ask.NOTHING
-
-
 def completed_view(view: JobView) -> JobView:
     """The view kept of a finished job for a policy that learns from finished jobs
-    (`Policy.learns_from_completed`): all of it but its estimator, which no policy reads of a
+    (`Reads.COMPLETED`): all of it but its estimator, which no policy reads of a
     finished job and which a live job rebuilds from its last report (kept for as long as the
     service runs). The simulator's engine and the live control loop both keep this."""
     return dataclasses.replace(view, estimator=None)

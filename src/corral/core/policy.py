@@ -9,6 +9,7 @@ by name (`--set pollux.p=-1`).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 import math
 import types
@@ -26,35 +27,97 @@ class NoParams:
     """A policy with nothing to tune."""
 
 
+class Reads(enum.Flag):
+    """What a policy reads of a `Snapshot`: exactly one of PLACEMENTS or VIEWS, plus extras."""
+
+    #: Each job's spec, status and assignment alone, never its progress: the simulator may show
+    #: a job's earlier view again while its status and assignment are unchanged.
+    PLACEMENTS = enum.auto()
+    #: Full views: progress, times held and waited, metrics, estimator.
+    VIEWS = enum.auto()
+    #: True remaining work (`JobView.oracle`): simulator only, never live.
+    ORACLE = enum.auto()
+    #: Views of the jobs finished so far (`Snapshot.completed`); others get an empty tuple.
+    COMPLETED = enum.auto()
+
+
+class Changes(enum.Flag):
+    """Changes that make a policy be asked at once, not only at the next round."""
+
+    NONE = 0
+    ARRIVAL = enum.auto()  # a job was submitted
+    COMPLETION = enum.auto()  # a job left: finished (live also: failed or cancelled)
+    NODES = enum.auto()  # nodes joined or left (live only)
+
+
+class Keeps(enum.Flag):
+    """What a policy promises stays true between rounds: speed promises, checked for every
+    registered policy against a run that trusts none (tests/policies/test_promises.py)."""
+
+    NOTHING = 0
+    #: The decision changes only when the set of jobs changes: rounds in between are skipped.
+    DECISION_UNTIL_CHANGE = enum.auto()
+    #: While every active job holds GPUs, `decide` gives each job what it runs (a gang
+    #: scheduler admitting by fixed GPU count that never moves a running job): not asked then.
+    RUNNING_WHEN_NONE_WAITS = enum.auto()
+
+
+@dataclasses.dataclass(frozen=True)
+class Promises:
+    """What a policy reads, what it reacts to and what it keeps between rounds: declared once
+    per policy class, checked at `register_policy`. The engine and the live loop take their
+    shortcuts from it (the derived booleans below, read once per run, not per round)."""
+
+    reads: Reads = Reads.VIEWS
+    reacts_to: Changes = Changes.NONE
+    keeps: Keeps = Keeps.NOTHING
+    oracle: bool = dataclasses.field(init=False, repr=False, compare=False)
+    placements_only: bool = dataclasses.field(init=False, repr=False, compare=False)
+    learns_from_completed: bool = dataclasses.field(init=False, repr=False, compare=False)
+    on_change_only: bool = dataclasses.field(init=False, repr=False, compare=False)
+    keeps_running: bool = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kinds = {"reads": (self.reads, Reads), "reacts_to": (self.reacts_to, Changes),
+                 "keeps": (self.keeps, Keeps)}
+        for field, (value, kind) in kinds.items():
+            if not isinstance(value, kind):
+                raise TypeError(f"Promises.{field} must be a {kind.__name__}, not {value!r}")
+        derived = {"oracle": Reads.ORACLE in self.reads,
+                   "placements_only": Reads.PLACEMENTS in self.reads,
+                   "learns_from_completed": Reads.COMPLETED in self.reads,
+                   "on_change_only": Keeps.DECISION_UNTIL_CHANGE in self.keeps,
+                   "keeps_running": Keeps.RUNNING_WHEN_NONE_WAITS in self.keeps}
+        for name, holds in derived.items():
+            object.__setattr__(self, name, holds)
+
+    def problems(self) -> list[str]:
+        """What contradicts itself in this declaration (empty: none)."""
+        found = []
+        if (Reads.PLACEMENTS in self.reads) == (Reads.VIEWS in self.reads):
+            found.append("reads exactly one of Reads.PLACEMENTS or Reads.VIEWS")
+        if self.placements_only and self.reads & (Reads.ORACLE | Reads.COMPLETED):
+            found.append("Reads.PLACEMENTS (spec, status and assignment alone) contradicts "
+                         "reading oracle info or finished jobs, which carry progress")
+        return found
+
+    def without_shortcuts(self) -> Promises:
+        """The same reads and reactions, but no speed promise: fresh full views, no kept
+        decision (what `EngineConfig(trust_promises=False)` runs with)."""
+        reads = self.reads & ~Reads.PLACEMENTS | Reads.VIEWS
+        return Promises(reads=reads, reacts_to=self.reacts_to, keeps=Keeps.NOTHING)
+
+
 class Policy(ABC):
     """Base of every scheduling policy."""
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
-    #: True only for policies allowed to see true remaining work (`JobView.oracle`).
-    oracle: ClassVar[bool] = False
-    #: Also call `decide` right when a job arrives or completes, not only every interval.
-    reacts_to_events: ClassVar[bool] = False
-    #: The decision changes only when the set of jobs changes (arrival/completion), so the
-    #: engine may skip rounds in which nothing arrived or finished. A pure speed promise.
-    decides_on_change_only: ClassVar[bool] = False
-    #: While every active job holds GPUs (none waits), `decide` gives each job the assignment
-    #: it runs with, whatever else changed (a job left, time passed): a gang scheduler that
-    #: admits jobs by their fixed GPU count (all fit, since all run) and never moves an
-    #: admitted running job. The engine and the live loop then keep the last decision without
-    #: asking (`should_decide`). A pure speed promise.
-    keeps_running_when_none_waits: ClassVar[bool] = False
-    #: Reads `Snapshot.completed` (views of the jobs finished so far, to learn from them). Only
-    #: then do the engine and the live service keep a view of every finished job: the others
-    #: get an empty tuple, so memory does not grow with finished jobs (10,000-job traces).
-    learns_from_completed: ClassVar[bool] = False
-    #: Decides from each job's spec, status and assignment alone, never from its progress
-    #: (times held and waited, epoch, steps, metrics, estimator): the simulator may then show a
-    #: job's earlier view again while its status and assignment are unchanged, rather than make
-    #: a fresh one per active job per round (`SimJob.placement_view`). A pure speed promise;
-    #: tests/policies/test_placement_views.py checks it against fresh views at every round.
-    reads_only_placements: ClassVar[bool] = False
+    #: What the policy reads, reacts to and keeps (`Promises`), declared once per class. An
+    #: instance may narrow it only (tiresias-gittins with a given distribution reads no
+    #: finished jobs).
+    promises: Promises = Promises()
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()
@@ -67,7 +130,7 @@ class Policy(ABC):
         """After `decide`: the time before which `decide` would return the same decision again
         as long as no job arrives, leaves or otherwise changes (what sets the engine's and the
         live loop's "changed"). They skip asking at rounds before it and keep the decision in
-        force (`should_decide`). A pure speed promise, like `decides_on_change_only`; the
+        force (`Rounds.should_decide`). A pure speed promise, like `Keeps.DECISION_UNTIL_CHANGE`; the
         default promises nothing (-inf: asked every round)."""
         return -math.inf
 
@@ -84,11 +147,26 @@ _REGISTRY: dict[str, type[Policy]] = {}
 
 
 def register_policy(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: make a policy available by its `name`."""
+    """Class decorator: make a policy available by its `name`, once its `promises` hold."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"policy {cls.name!r} registered twice")
+    check_promises(cls)
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def check_promises(cls: type[Policy]) -> None:
+    """ValueError naming the policy when its `promises` are no `Promises` or contradict
+    themselves (or its `stands_until`, which a policy deciding only on change never uses)."""
+    promises = cls.promises
+    if not isinstance(promises, Promises):
+        raise ValueError(f"policy {cls.name!r}: promises must be a Promises, not {promises!r}")
+    found = promises.problems()
+    if promises.on_change_only and cls.stands_until is not Policy.stands_until:
+        found.append("Keeps.DECISION_UNTIL_CHANGE already stands until a change: its "
+                     "stands_until() would never be asked")
+    if found:
+        raise ValueError(f"policy {cls.name!r}: contradictory promises: {'; '.join(found)}")
 
 
 #: Packages whose import registers policies, imported by name on the registry's first lookup.

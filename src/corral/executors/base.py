@@ -158,22 +158,6 @@ class Executor(ABC):
         takes them (early initialisation) sees the round whole before it acts. Here: nothing."""
         return contextlib.nullcontext()
 
-    def one_instant(self) -> contextlib.AbstractContextManager[None]:
-        """A context around one look of the service at its jobs and what it does about it (a
-        tick of its control loop: statuses, reports, a scheduling round and its decision).
-        Here time runs on; the emulated executor's clock stands still inside it (see there)."""
-        return contextlib.nullcontext()
-
-    def clock(self) -> float:
-        """The time jobs run on, in seconds since the Unix epoch: wall-clock time here; the
-        emulated executor's clock runs N times faster. The service keeps its own time (job
-        times, scheduling rounds, report times) by this clock."""
-        return time.time()
-
-    def check_app(self, app: str | None) -> None:
-        """Raise a CorralError (one line) when this executor cannot run a job of model `app`
-        (None: the submission named none). Executors that run commands accept any."""
-
     def last_round(self) -> float | None:
         """`time.monotonic()` when the executor's background work last finished a pass over its
         jobs (for /healthz: an old one means it is stuck); None when it has no background work."""

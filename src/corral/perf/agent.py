@@ -6,7 +6,8 @@ switches only on a clear predicted gain (hysteresis); without a model it splits 
 (Pollux (OSDI'21) §4.1, §4.3, and its artifact). `BatchController` adds restraint for real jobs
 (corral.train), since a batch that flips each epoch keeps LR and noise estimates from settling:
 clear gain needed also after a restart (`HOLD_HYSTERESIS`), at least `min_hold_steps` per
-configuration, the initial batch after a divergence. Simulated jobs use `choose_batch` alone.
+configuration, the initial batch after a divergence; a job that finds itself on another GPU
+type chooses afresh for that type. Simulated jobs use `choose_batch` alone.
 """
 
 from __future__ import annotations
@@ -25,18 +26,21 @@ __all__ = ["choose_batch", "initial_batch", "split_total", "BatchController",
 DEFAULT_HYSTERESIS = 1.05
 
 
-def initial_batch(estimator: JobEstimator, num_gpus: int) -> BatchConfig:
+def initial_batch(estimator: JobEstimator, num_gpus: int,
+                  gpu_type: str | None = None) -> BatchConfig:
     """M0 split over `num_gpus` (m = ceil(M0/K), s = 0), with the fewest accumulation steps
-    that keep m <= max_local_bsz when accumulation is allowed (capped there otherwise)."""
+    that keep m <= max_local_bsz (of `gpu_type`, default the estimator's current type) when
+    accumulation is allowed (capped there otherwise)."""
     gpus = max(int(num_gpus), 1)
     local = math.ceil(estimator.init_bsz / gpus)
     accum = 0
-    if local > estimator.max_local_bsz:
+    max_local = estimator.local_bsz_limit(gpu_type)
+    if local > max_local:
         if estimator.accumulation:
-            accum = math.ceil(local / estimator.max_local_bsz) - 1
+            accum = math.ceil(local / max_local) - 1
             local = math.ceil(estimator.init_bsz / (gpus * (accum + 1)))
         else:
-            local = estimator.max_local_bsz
+            local = max_local
     return BatchConfig(max(local, 1), accum)
 
 
@@ -48,19 +52,21 @@ def _within_limits(fn: GoodputFunction, num_gpus: int, batch: BatchConfig) -> bo
 
 def choose_batch(estimator: JobEstimator, num_nodes: int, num_gpus: int,
                  current: BatchConfig | None = None, *,
-                 hysteresis: float = DEFAULT_HYSTERESIS) -> BatchConfig:
-    """Batch configuration for a job on (num_nodes, num_gpus).
+                 hysteresis: float = DEFAULT_HYSTERESIS,
+                 gpu_type: str | None = None) -> BatchConfig:
+    """Batch configuration for a job on (num_nodes, num_gpus) of `gpu_type` (default: the
+    estimator's current type), from that type's goodput function.
 
     `current=None` means the job (re)started: the optimum is adopted. Otherwise the optimum
     replaces `current` only if its predicted goodput exceeds `hysteresis` x that of `current`
     (a `current` outside the batch limits, or predicted useless, is always replaced).
     """
-    fn = estimator.goodput_fn()
+    fn = estimator.goodput_fn(gpu_type)
     if fn is None:
-        return initial_batch(estimator, num_gpus)
+        return initial_batch(estimator, num_gpus, gpu_type)
     best, local, accum = fn.optimize(num_nodes, num_gpus)
     if best <= 0:  # no allowed batch on this allocation: keep going as before
-        return current if current is not None else initial_batch(estimator, num_gpus)
+        return current if current is not None else initial_batch(estimator, num_gpus, gpu_type)
     optimum = BatchConfig(local, accum)
     if current is None or current == optimum or not _within_limits(fn, num_gpus, current):
         return optimum
@@ -72,16 +78,18 @@ HOLD_HYSTERESIS = 1.10
 DEFAULT_MIN_HOLD_STEPS = 100
 
 
-def split_total(estimator: JobEstimator, total: int, num_gpus: int) -> BatchConfig:
-    """About `total` samples per step over `num_gpus`: the fewest accumulation steps that keep
-    the per-GPU batch within its limits."""
+def split_total(estimator: JobEstimator, total: int, num_gpus: int,
+                gpu_type: str | None = None) -> BatchConfig:
+    """About `total` samples per step over `num_gpus` (of `gpu_type`, default the current
+    type): the fewest accumulation steps that keep the per-GPU batch within its limits."""
     gpus = max(int(num_gpus), 1)
     accum = 0
     local = math.ceil(total / gpus)
-    if local > estimator.max_local_bsz and estimator.accumulation:
-        accum = math.ceil(local / estimator.max_local_bsz) - 1
+    max_local = estimator.local_bsz_limit(gpu_type)
+    if local > max_local and estimator.accumulation:
+        accum = math.ceil(local / max_local) - 1
         local = math.ceil(total / (gpus * (accum + 1)))
-    local = min(max(local, estimator.min_local_bsz, 1), estimator.max_local_bsz)
+    local = min(max(local, estimator.min_local_bsz, 1), max_local)
     return BatchConfig(local, accum)
 
 
@@ -95,17 +103,26 @@ class BatchController:
         self.total: int | None = None  # total batch of the configuration chosen last
         self.changed_at_step = 0
         self.changes = 0
+        self.gpu_type = ""  # the GPU type of the configuration chosen last
 
     def choose(self, estimator: JobEstimator, num_nodes: int, num_gpus: int, step: int,
-               current: BatchConfig | None) -> BatchConfig:
-        """The configuration for the next steps on (num_nodes, num_gpus). `current` is the
-        configuration in use on these GPUs (None right after a start)."""
-        if self.total is None:  # first start of the job: the agent's choice
-            return self._adopt(choose_batch(estimator, num_nodes, num_gpus), num_gpus, step)
-        keep = current if current is not None else split_total(estimator, self.total, num_gpus)
+               current: BatchConfig | None, gpu_type: str | None = None) -> BatchConfig:
+        """The configuration for the next steps on (num_nodes, num_gpus) of `gpu_type`
+        (default: the estimator's current type). `current` is the configuration in use on
+        these GPUs (None right after a start)."""
+        if self.total is None or (gpu_type is not None and gpu_type != self.gpu_type):
+            # first start of the job, or on another GPU type (a new model, another memory
+            # limit): the agent's choice
+            if gpu_type is not None:
+                self.gpu_type = gpu_type
+            return self._adopt(choose_batch(estimator, num_nodes, num_gpus, gpu_type=gpu_type),
+                               num_gpus, step)
+        keep = (current if current is not None
+                else split_total(estimator, self.total, num_gpus, gpu_type))
         if step - self.changed_at_step < self.min_hold_steps:
             return self._adopt(keep, num_gpus, step, change=False)
-        best = choose_batch(estimator, num_nodes, num_gpus, keep, hysteresis=self.hysteresis)
+        best = choose_batch(estimator, num_nodes, num_gpus, keep, hysteresis=self.hysteresis,
+                            gpu_type=gpu_type)
         return self._adopt(best, num_gpus, step, change=best.total(num_gpus) != self.total)
 
     def _adopt(self, batch: BatchConfig, num_gpus: int, step: int,
@@ -122,10 +139,11 @@ class BatchController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"total": self.total, "changed_at_step": self.changed_at_step,
-                "changes": self.changes}
+                "changes": self.changes, "gpu_type": self.gpu_type}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.total = None if state.get("total") is None else int(state["total"])
         self.changed_at_step = int(state.get("changed_at_step", 0))
         self.changes = int(state.get("changes", 0))
+        self.gpu_type = str(state.get("gpu_type", ""))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import consolidated, free_gpus, take
 
 
@@ -26,9 +26,9 @@ class Fifo(Policy):
     name = "fifo"
     summary = "first come first served, gang-scheduled on the user's GPUs, no preemption"
     Params = FifoParams
-    decides_on_change_only = True
-    keeps_running_when_none_waits = True  # never preempts; admits by the user's GPU count
-    reads_only_placements = True  # submission order, GPU counts and who runs where
+    #: submission order, GPU counts and who runs where; never preempts, admits by GPU count
+    promises = Promises(reads=Reads.PLACEMENTS,
+                        keeps=Keeps.DECISION_UNTIL_CHANGE | Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         # one pass over the views, reading attributes, not properties: every active job, every

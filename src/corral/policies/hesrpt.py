@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import anywhere, consolidated, free_gpus, take
 
 
@@ -57,8 +57,7 @@ def whole_shares(fractions: Sequence[float], total: int, caps: Sequence[int]) ->
 class HeSrpt(Policy):
     name = "hesrpt"
     summary = "heSRPT (Berg et al.): optimal GPU shares for speedup k^p by remaining work"
-    oracle = True
-    decides_on_change_only = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE, keeps=Keeps.DECISION_UNTIL_CHANGE)
 
     @dataclass
     class Params:

@@ -22,7 +22,7 @@ import numpy as np
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.perf.convergence import ConvergencePrediction, predict_total_epochs
 from corral.perf.ps_speed import fit_ps_speed
 from corral.perf.throughput import ThroughputParams, iteration_time
@@ -278,7 +278,7 @@ class OptimusOracle(Policy):
     name = "optimus-oracle"
     summary = "Optimus marginal-gain GPU allocation, true remaining steps, user's batch"
     Params = OptimusOracleParams
-    oracle = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE)
 
     def __init__(self, params: OptimusOracleParams | None = None) -> None:
         super().__init__(params)
@@ -370,8 +370,8 @@ class Optimus(OptimusOracle):
     name = "optimus"
     summary = "Optimus: online convergence fit + marginal-gain GPU allocation, user's batch"
     Params = OptimusParams
-    oracle = False
-    learns_from_completed = True  # steps per epoch borrowed from a finished job of the model
+    #: no oracle; steps per epoch borrowed from a finished job of the model
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED)
 
     def __init__(self, params: OptimusParams | None = None) -> None:
         super().__init__(params)

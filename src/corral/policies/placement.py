@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from corral.core.cluster import Cluster, Placement
+# consolidated lives in core (the GPU-type layer packs with it too); policies take it from here
+from corral.core.cluster import Cluster, Placement, consolidated
 from corral.core.jobs import Assignment, Decision
 
 
@@ -20,37 +21,6 @@ def take(free: list[int], placement: Placement) -> None:
     """Mark a placement's GPUs as used in `free` (in place)."""
     for node, gpus in placement.slots:
         free[node] -= gpus
-
-
-def consolidated(free: list[int], num_gpus: int) -> Placement | None:
-    """Place `num_gpus` on as few nodes as possible, or None when they do not fit.
-
-    One node if any can hold the job (the fullest such node, to keep big holes for big jobs);
-    otherwise whole nodes with the most free GPUs first, the remainder on the best-fitting node.
-    """
-    if num_gpus <= 0 or num_gpus > sum(free):
-        return None
-    # the fewest free GPUs that still hold the job, on the first such node: min((g, n)) over
-    # the nodes with g >= num_gpus, read through the distinct free counts (C-level passes)
-    holding = [g for g in set(free) if g >= num_gpus]
-    if holding:
-        g = min(holding)
-        return Placement(((free.index(g), num_gpus),))
-    order = sorted(range(len(free)), key=lambda n: (-free[n], n))
-    slots: dict[int, int] = {}
-    left = num_gpus
-    for n in order:
-        if left == 0 or free[n] == 0:
-            break
-        if free[n] <= left:
-            slots[n] = free[n]
-            left -= free[n]
-        else:
-            # the smallest node that still fits the remainder
-            rest = min((free[m], m) for m in order if m not in slots and free[m] >= left)
-            slots[rest[1]] = left
-            left = 0
-    return Placement.of(slots) if left == 0 else None
 
 
 def anywhere(free: list[int], num_gpus: int) -> Placement | None:

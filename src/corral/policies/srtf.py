@@ -1,15 +1,15 @@
 """`srtf`: oracle shortest-remaining-time-first, preemptive, at the user's fixed configuration.
 
 An oracle: it reads each job's true remaining time (alone, at the user's GPUs and batch size)
-from `JobView.oracle`, which the engine fills in only for policies marked `oracle = True`. At
-every round the shortest jobs that fit (by GPU count) run; a longer running job is preempted
-when shorter ones need its GPUs. Admitted running jobs stay where they are.
+from `JobView.oracle`, which the engine fills in only for policies that read `Reads.ORACLE`.
+At every round the shortest jobs that fit (by GPU count) run; a longer running job is
+preempted when shorter ones need its GPUs. Admitted running jobs stay where they are.
 """
 
 from __future__ import annotations
 
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import gang_allocate
 
 
@@ -17,9 +17,9 @@ from corral.policies.placement import gang_allocate
 class Srtf(Policy):
     name = "srtf"
     summary = "oracle shortest-remaining-time-first, preemptive, user's fixed configuration"
-    oracle = True
-    decides_on_change_only = True
-    keeps_running_when_none_waits = True  # all run: all fit, and admitted jobs stay put
+    #: all run when none waits: all fit, and admitted jobs stay put
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE,
+                        keeps=Keeps.DECISION_UNTIL_CHANGE | Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         def remaining(view) -> tuple[float, float]:

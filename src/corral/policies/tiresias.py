@@ -12,13 +12,14 @@ here: decisions per round; service counts restart pauses; Gittins is LAS until a
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import operator
 from dataclasses import dataclass
 
 from corral.core.cluster import Placement
 from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import consolidated, gang_allocate
 
@@ -131,7 +132,7 @@ class TiresiasLas(Policy):
     ranks_within_queue = False
     #: Admission by the user's GPU count, and a running admitted job stays where it is: when
     #: none waits, all are admitted again as they run (queues and promotion only order them).
-    keeps_running_when_none_waits = True
+    promises = Promises(keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def __init__(self, params: TiresiasParams | None = None) -> None:
         super().__init__(params)
@@ -248,7 +249,8 @@ class TiresiasGittins(TiresiasLas):
     summary = "Tiresias discretized 2D-Gittins: Gittins index from a GPU-time distribution"
     Params = TiresiasGittinsParams
     ranks_within_queue = True
-    learns_from_completed = True  # the GPU-time distribution, when none is given
+    #: the GPU-time distribution is learned from finished jobs when none is given
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED, keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def __init__(self, params: TiresiasGittinsParams | None = None) -> None:
         super().__init__(params)
@@ -256,7 +258,8 @@ class TiresiasGittins(TiresiasLas):
         self._fixed = load_service_distribution(path) if path else None
         self._dist: ServiceDistribution | None = self._fixed
         self._learned_from = 0
-        self.learns_from_completed = self._fixed is None
+        if self._fixed is not None:
+            self.promises = dataclasses.replace(self.promises, reads=Reads.VIEWS)
 
     def _prepare(self, snapshot: Snapshot) -> None:
         if self._fixed is None and len(snapshot.completed) != self._learned_from:

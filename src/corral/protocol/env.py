@@ -6,6 +6,8 @@ unchanged, plus `CORRAL_JOB_ID`, `CORRAL_CHECKPOINT_DIR` and `CORRAL_BACKEND` (e
 plain script that checkpoints on SIGTERM, SideCar (SC'20) §III-B-4) and `CORRAL_JOB_CONFIG`, the
 JSON `JobConfig` `corral.train` reads: batch limits (Pollux (OSDI'21) §4.1 `initBatchSize`,
 `maxBatchSize`, `localBszBounds`), any batch a policy fixed, report and checkpoint paths.
+`CORRAL_GPU_TYPE` names the GPU type of the worker's slot as the cluster names it (`v100`, ""
+for the unnamed type); a job reports its steps as that type's (corral.protocol.report).
 Torch-free.
 """
 
@@ -18,12 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["JobConfig", "WorkerEnv", "ENV_CONFIG", "ENV_JOB_ID", "ENV_CHECKPOINT_DIR",
-           "ENV_BACKEND", "STOP_EXIT_CODE"]
+           "ENV_BACKEND", "ENV_GPU_TYPE", "STOP_EXIT_CODE"]
 
 ENV_CONFIG = "CORRAL_JOB_CONFIG"
 ENV_JOB_ID = "CORRAL_JOB_ID"
 ENV_CHECKPOINT_DIR = "CORRAL_CHECKPOINT_DIR"
 ENV_BACKEND = "CORRAL_BACKEND"
+#: The GPU type of the worker's slot, set by the executor from the cluster's node type ("" on
+#: a cluster without types); absent (standalone), the job names its type from its device
+#: (corral.protocol.report.gpu_type_name), "" on the CPU.
+ENV_GPU_TYPE = "CORRAL_GPU_TYPE"
 #: Exit status of a worker that checkpointed and stopped because it was asked to (128 + SIGTERM,
 #: as AdaptDL's workers; Pollux (OSDI'21) §4.2). Exit status 0 always means "finished".
 STOP_EXIT_CODE = 143

@@ -6,18 +6,21 @@ each launch's first step, at epoch ends and on stop/finish; the executor reads i
 launch, world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz, steps, epoch,
 progress (scale-invariant iterations), samples, loss (mean over the interval), lr_scale,
 metrics [[steps, epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (the checkpoint
-this launch started from, or null), first_step_time. Torch-free.
+this launch started from, or null), first_step_time, gpu_type (the GPU type the job runs on,
+"" for the unnamed one: its steps are that type's in the estimator; `gpu_type_name` makes it
+from a device name). Torch-free.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from corral.protocol.files import atomic_write_json, read_json
 
-__all__ = ["Reporter", "read_report", "REPORT_FILE"]
+__all__ = ["Reporter", "read_report", "REPORT_FILE", "gpu_type_name"]
 
 REPORT_FILE = "report.json"
 
@@ -50,3 +53,29 @@ def read_report(path: str | Path) -> dict[str, Any] | None:
     """The latest report in `path`, or None when there is none (yet)."""
     doc = read_json(path)
     return doc if isinstance(doc, dict) else None
+
+
+# Words of a device name that say who makes or brands it, not which GPU it is.
+_BRANDS = frozenset({"nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "intel"})
+# Words that say which variant of a GPU it is (memory, form factor, MIG slice), not which GPU.
+_VARIANT = re.compile(r"\d+(\.\d+)?[gmt]b|sxm\d*|pcie|hbm\d*e?|nvl|mig|\d+g\.\d+gb|"
+                      r"generation|edition")
+# First words of product lines whose model is several words ("rtx 2080 ti", "titan v").
+_LINES = frozenset({"rtx", "gtx", "titan"})
+_TYPE_CHARS = re.compile(r"[^a-z0-9_-]")
+
+
+def gpu_type_name(device_name: str) -> str:
+    """The short GPU type name of a device name as `torch.cuda.get_device_name` gives it:
+    brand words (NVIDIA, Tesla, GeForce, Quadro) and variant words (memory size, SXM/PCIe,
+    HBM, MIG slices) dropped; then the model, one word (`a100`, `v100`, `k80`, `t4`, `h100`,
+    `a10g`) or, for the RTX/GTX/TITAN lines, the line and its model words run together
+    (`rtx2080ti`, `rtxa6000`, `titanv`). "NVIDIA A100-SXM4-40GB" -> a100, "Tesla V100-SXM2-16GB"
+    -> v100, "NVIDIA GeForce RTX 2080 Ti" -> rtx2080ti. A name of `corral.core.cluster`'s
+    pattern (lower-case letters, digits, - and _, at most 32), "" for an empty name."""
+    words = [w for w in re.split(r"[\s_\-/()]+", device_name.lower()) if w]
+    words = [w for w in words if w not in _BRANDS and not _VARIANT.fullmatch(w)]
+    if not words:
+        return ""
+    name = "".join(words) if words[0] in _LINES else words[0]
+    return _TYPE_CHARS.sub("", name)[:32].lstrip("_-")

@@ -24,7 +24,7 @@ CLOSE = 0.05
 
 def _label(policy: str) -> str:
     try:
-        return f"{policy} (oracle)" if policy_class(policy).oracle else policy
+        return f"{policy} (oracle)" if policy_class(policy).promises.oracle else policy
     except UnknownPolicyError:
         return policy
 

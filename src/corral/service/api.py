@@ -1,18 +1,19 @@
 """The REST API of the live service (FastAPI; the OpenAPI schema is at /openapi.json).
 
 All endpoints but /healthz and the schema need `Authorization: Bearer <token>` (else 401).
-Errors are one line in `detail` (422 names the field, 400 says why, 413 over MAX_BODY_BYTES);
-no request can cause a 500 on purpose: bodies are bounded (corral.service.submission) and
-client text is echoed only through `safe_text`. The API reads the store and logs and writes
-only submissions and cancels; the control loop does the rest. `/healthz`: corral.service.health;
-`/` and `/docs`: corral.service.dashboard.
+Errors are one line in `detail` (422: not a valid submission - not JSON included - or query,
+naming the field; 400 says why; 413 over MAX_BODY_BYTES); no request can cause a 500 on purpose:
+bodies are bounded (corral.service.submission) and client text is echoed only through
+`safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
+The API reads the store and logs and writes only submissions and cancels; the control loop does
+the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
@@ -23,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import corral
 from corral.core.errors import CorralError
+from corral.executors.backend import any_app
 from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
 from corral.service.health import Health
@@ -48,9 +50,11 @@ _MAX_RANK = 1 << 16
 
 
 def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
-               stall_after_s: float = 30.0) -> FastAPI:
+               stall_after_s: float = 30.0,
+               check_app: Callable[[str | None], None] = any_app) -> FastAPI:
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
-    not finished a round for `stall_after_s` seconds."""
+    not finished a round for `stall_after_s` seconds. Each submission's model passes
+    `check_app` (the executor's: `Backend.check_app`)."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.",
                   docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead
@@ -103,11 +107,14 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
         checked = sub.checked(loop.cluster.total_gpus)
-        executor.check_app(checked.app)  # the emulated executor needs a model it knows
+        check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
-        return LiveJob.from_doc(doc).summary()
+        adjusted = sub.adjustments(loop.cluster.total_gpus)
+        for change in adjusted:
+            store.add_event(now, doc["id"], "adjusted", change)
+        return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}
 
     @app.get("/jobs", dependencies=[Depends(authorized)])
     def jobs() -> StreamingResponse:

@@ -22,6 +22,7 @@ from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
 from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
+from corral.service.records import AFTER_PREEMPTION, AFTER_SERVICE_RESTART
 from corral.service.resizes import PendingResize
 from corral.service.submission import Submission, safe_text
 
@@ -69,6 +70,9 @@ class LiveJob(JobLedger):
     #: (in-place or checkpoint-restart), "from_gpus", "to_gpus", "pause_s" (training stopped),
     #: "to_new_size_s" (decision to the first step at the new size)}
     resizes: list[dict[str, Any]] = field(default_factory=list)
+    #: why it waits to be placed again, having run: "" (it never ran, or is placed),
+    #: AFTER_PREEMPTION or AFTER_SERVICE_RESTART (corral.service.records; said at its start)
+    requeued_after: str = ""
     #: resizes decided and not yet measured, oldest first (corral.service.resizes)
     pending_resizes: list[PendingResize] = field(default_factory=list)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
@@ -162,6 +166,7 @@ class LiveJob(JobLedger):
         changed = self.place(now_s, placement, self.epoch)
         if changed:
             self.status = LiveStatus.RUNNING if placement else LiveStatus.QUEUED
+            self.requeued_after = "" if placement else AFTER_PREEMPTION
         self.policy_batch = batch if placement else None
         return changed
 
@@ -178,6 +183,8 @@ class LiveJob(JobLedger):
     def requeue(self) -> None:
         """Queue again without a decision (the service restarted): its GPUs are given back
         and it resumes when the policy next places it (a restart, as after a preemption)."""
+        if self.placement:  # it held GPUs (a job waiting after preemption keeps waiting)
+            self.requeued_after = AFTER_SERVICE_RESTART
         self.release()
         self.policy_batch, self.workers = None, ()
         self.status = LiveStatus.QUEUED
@@ -201,6 +208,7 @@ class LiveJob(JobLedger):
             "message": self.message, "workers": list(self.workers),
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
             "noted_launch": self.noted_launch, "resizes": self.resizes,
+            "requeued_after": self.requeued_after,
         }
 
     @classmethod
@@ -213,7 +221,8 @@ class LiveJob(JobLedger):
             message=doc["message"], workers=tuple(doc["workers"]),
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
             report=doc.get("report"), noted_launch=doc.get("noted_launch", -1),
-            resizes=list(doc.get("resizes", [])))
+            resizes=list(doc.get("resizes", [])),
+            requeued_after=str(doc.get("requeued_after") or ""))
         job.restore(doc)
         if not job.status.active:
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)

@@ -5,8 +5,10 @@ time. At each interval (and on arrivals and completions if the policy asks) it b
 simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
 checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
 fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
-Time is `Executor.clock`, each tick inside `Executor.one_instant()`. `recover()` rebuilds every
-job from the Store; an executor error fails that one job. No oracle policies.
+The round itself is `corral.core.rounds.Rounds` (this loop its `World`), as in the simulator.
+Time is the `corral.core.clock.Clock` it is given, each tick inside `clock.instant()`. `recover()` rebuilds every
+job from the Store (a restart recorded as one: corral.service.records); an executor error fails
+that one job. No oracle policies.
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
 
+from corral.core.clock import WALL_CLOCK, Clock
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
-from corral.core.ledger import Ask, completed_view, should_decide
-from corral.core.policy import Policy
+from corral.core.ledger import completed_view
+from corral.core.policy import Changes, Policy
+from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
+from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
@@ -53,7 +58,7 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
 
 def check_live_policy(policy: Policy) -> None:
     """CorralError unless `policy` can schedule live jobs (oracles need true remaining time)."""
-    if policy.oracle:
+    if policy.promises.oracle:
         raise CorralError(f"policy {policy.name} is an oracle (it needs each job's true "
                           "remaining time) and cannot schedule live jobs")
 
@@ -62,27 +67,26 @@ class ControlLoop:
     """Schedules the store's jobs on an executor with one policy."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
-                 tick_s: float = 0.2, clock: Callable[[], float] = time.time,
+                 tick_s: float = 0.2, clock: Clock = WALL_CLOCK,
                  fill_in: bool = True) -> None:
         check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
         self.store = store
         self.executor = executor
-        self.policy = policy
         self.interval_s = interval_s
         self.tick_s = tick_s
-        self.clock = clock  # the executor's clock (`Executor.clock`): emulated time runs faster
+        self.clock = clock  # wall-clock time, or the emulated executor's (`Backend.clock`)
         self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
         self.origin = store.origin()
         self.cluster = executor.cluster()
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
         #: views of the jobs done so far, kept only for a policy that learns from them
-        #: (`Policy.learns_from_completed`; `completed_view`, as the engine keeps them)
+        #: (`Reads.COMPLETED`; `completed_view`, as the engine keeps them)
         self.completed: list[JobView] = []
         self.previous = Decision({})
-        self.rounds = 0
+        self._rounds = Rounds(policy, interval_s)  # the schedule, the rule, the count
         self.decide_s_total = 0.0
         #: The last RECENT_ROUNDS rounds: {"time_s", "decide_s", "round_s" (deciding and
         #: handing the decision to the executor, real seconds), "jobs", "fill_in"} (dashboard).
@@ -99,8 +103,7 @@ class ControlLoop:
         self.gpus_running = 0  # slots whose workers run now (the executor's view)
         self.last_round: float | None = time.monotonic()
         self._seq = 0
-        self._next_round_s = 0.0
-        self._changed = True
+        self._arrived = False  # jobs arrived at this tick (a fill-in round may follow)
         self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
         self._last_save_s = 0.0
@@ -119,6 +122,7 @@ class ControlLoop:
         would have had the service never stopped (10,000 stored jobs take a second or two to
         read: 3,000 emulated seconds a second at `corral serve --time-scale 3000`)."""
         now = self.now_s()
+        shutdown_s = take_shutdown(self.store)  # None: the last service was killed
         active: list[LiveJob] = []
         for seq, doc in self._stored_jobs():
             self._seq = max(self._seq, seq)
@@ -152,8 +156,8 @@ class ControlLoop:
                 self.store.save_job(*job.record())
                 self._forget(job.id)
                 continue
-            if job.placement:
-                self.store.add_event(now, job.id, "requeued", "service restarted")
+            if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
+                note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()
             self.jobs[job.id] = job
             self.store.save_job(*job.record())
@@ -212,7 +216,7 @@ class ControlLoop:
 
     def _completed(self, job: LiveJob) -> None:
         """`job` finished (DONE): kept as a view if the policy learns from finished jobs."""
-        if self.policy.learns_from_completed:
+        if self.policy.promises.learns_from_completed:
             self.completed.append(completed_view(job.view()))
 
     def _forget(self, job_id: str) -> None:
@@ -232,41 +236,63 @@ class ControlLoop:
             stop.wait(self.tick_s)
 
     def tick(self) -> None:
-        with self.lock, self.executor.one_instant():
+        """One look at the jobs, at one instant of the clock: a step of the round
+        (`Rounds.step`, this loop as its `World`), then a fill-in round if one is due."""
+        with self.lock, self.clock.instant():
             now = self.now_s()
-            dt = 0.0 if self._last_tick_s is None else now - self._last_tick_s
-            self._last_tick_s = now
-            event = self._take_cancels(now)
-            event |= self._sync_executor(now, dt)
-            nodes = self._cluster_changed()
-            self._nodes_changed |= nodes
-            event |= nodes
-            arrived = self._take_submissions(now)
-            event |= arrived
-            self._changed |= event
-            due = now >= self._next_round_s
-            ask = should_decide(self.policy, due, self._changed, event, now, self._none_waits())
-            if ask is Ask.DECIDE:
-                if self.jobs:
-                    self._round(now)
-                self._nodes_changed = False
-            elif ask is Ask.KEEP and self.jobs:
-                self.rounds += 1  # the last decision stands, or its answer is known (every job keeps)
-            if ask is not Ask.NOTHING:
-                self._changed = False
-            if due:
-                self._next_round_s = (now // self.interval_s + 1) * self.interval_s
-            elif self.fill_in and arrived and self._idle_gpus() and any(not j.placement for j in self.jobs.values()):
-                self._round(now, fill_in=True)
+            self._arrived = False
+            due = self._rounds.step(now, self)
+            if (not due and self.fill_in and self._arrived and self._idle_gpus()
+                    and any(not j.placement for j in self.jobs.values())):
+                if self._round(now, fill_in=True):
+                    self._rounds.count += 1
             if time.monotonic() - self._last_save_s >= _SAVE_EVERY_S:
                 self.store.save_jobs(job.record() for job in self.jobs.values())
                 self._last_save_s = time.monotonic()
             self.last_round = time.monotonic()
 
-    def _none_waits(self) -> bool:
-        """Every job holds GPUs, on the nodes the policy last saw (`should_decide`: a policy
-        that keeps running jobs then need not be asked; it is when nodes joined or left)."""
+    @property
+    def policy(self) -> Policy:
+        """The policy the rounds ask (fixed for the loop's life: `Rounds` reads its promises)."""
+        return self._rounds.policy
+
+    @property
+    def rounds(self) -> int:
+        """Rounds held: the policy asked (fill-in rounds too), or its last decision kept."""
+        return self._rounds.count
+
+    # -- the world a round sees (`corral.core.rounds.World`) ----------------------------------
+    def take_finished(self, now_s: float) -> Changes:
+        """Cancel requests, then the executor's states and reports, and the time since the
+        last tick into the jobs: COMPLETION when a job left, NODES when nodes came or went."""
+        dt = 0.0 if self._last_tick_s is None else now_s - self._last_tick_s
+        self._last_tick_s = now_s
+        left = self._take_cancels(now_s)
+        left |= self._sync_executor(now_s, dt)
+        nodes = self._cluster_changed()
+        self._nodes_changed |= nodes
+        changes = Changes.COMPLETION if left else Changes.NONE
+        return changes | Changes.NODES if nodes else changes
+
+    def take_arrivals(self, now_s: float) -> bool:
+        """The jobs submitted by `now_s` (`_take_submissions`); noted for a fill-in round."""
+        self._arrived = self._take_submissions(now_s)
+        return self._arrived
+
+    def none_waits(self) -> bool:
+        """Every job holds GPUs, on the nodes the policy last saw (a policy that keeps running
+        jobs then need not be asked; it is when nodes joined or left)."""
         return not self._nodes_changed and all(job.placement for job in self.jobs.values())
+
+    def decide(self, now_s: float) -> bool:
+        """A round (`_round`) when jobs are active; False as well when the policy failed."""
+        held = bool(self.jobs) and self._round(now_s)
+        self._nodes_changed = False
+        return held
+
+    def keep(self, now_s: float, changed: bool) -> bool:
+        """The executor runs the last decision on: nothing to do but count the round."""
+        return bool(self.jobs)
 
     def _cluster_changed(self) -> bool:
         """True when nodes joined or left since the last look (Ray): the policy re-decides
@@ -394,16 +420,10 @@ class ControlLoop:
         if launch is None or int(launch) <= job.noted_launch:
             return
         job.noted_launch = int(launch)
-        resumed = report.get("resumed")
         self._note_resize(now, job, report)
-        if resumed and resumed.get("in_place") is not None:
-            return  # resized in place: _note_resize said so
-        if resumed:
-            self.store.add_event(now, job.id, "resumed",
-                                 f"resumed from checkpoint {resumed.get('checkpoint')} at epoch "
-                                 f"{resumed.get('epoch')} (step {resumed.get('steps')})")
-        elif int(launch) > 0:
-            self.store.add_event(now, job.id, "fresh", "started fresh (no usable checkpoint)")
+        event = launch_event(report.get("resumed"), int(launch))  # none in place: see above
+        if event is not None:
+            self.store.add_event(now, job.id, *event)
 
     def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
         """The first report of a launch that follows a resize: how it was resized and how long
@@ -421,10 +441,11 @@ class ControlLoop:
                              f"{mechanism}: {record['from_gpus']} -> {record['to_gpus']} "
                              f"worker(s), launch {record['launch']} trained after a pause of "
                              f"{pause:.2f} s")
+        self.store.save_job(*job.record())  # its resizes as its event says, not a second later
 
-    def _round(self, now: float, fill_in: bool = False) -> None:
+    def _round(self, now: float, fill_in: bool = False) -> bool:
         """Call the policy and apply its decision; a fill-in round applies only placements of
-        waiting jobs on idle GPUs (see the module docstring)."""
+        waiting jobs on idle GPUs (see the module docstring). False when the policy failed."""
         views = tuple(job.view() for job in self.jobs.values())
         snapshot = Snapshot(time_s=now, cluster=self.cluster, jobs=views, previous=self.previous,
                             completed=tuple(self.completed))
@@ -435,11 +456,10 @@ class ControlLoop:
         except Exception as exc:  # noqa: BLE001 - keep the previous assignments
             self.store.add_event(now, None, "policy-error", f"{type(exc).__name__}: {exc}")
             log.exception("policy %s failed; keeping the previous assignments", self.policy.name)
-            return
+            return False
         finally:
             took = time.perf_counter() - started
             self.decide_s_total += took
-        self.rounds += 1
         record = {"time_s": now, "decide_s": took, "round_s": took, "jobs": len(views),
                   "fill_in": fill_in}
         self.recent_rounds.append(record)
@@ -465,6 +485,7 @@ class ControlLoop:
         if not fill_in:
             self.previous = decision
         record["round_s"] = time.perf_counter() - started
+        return True
 
     def _fill_in(self, decision: Decision) -> Decision:
         """Of `decision`, the current placements of running jobs and the placements of waiting
@@ -492,6 +513,7 @@ class ControlLoop:
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
         old_gpus = job.placement.num_gpus
+        requeued_after = job.requeued_after  # why it waited, if it ran before
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         if not changed and batch == old_batch:
@@ -500,11 +522,11 @@ class ControlLoop:
         batch_text = f"{batch.local_bsz}x{batch.accum_steps + 1}" if batch else None
         self.store.add_assignment(now, job.id, str(placement), placement.num_gpus, batch_text)
         if placement:
-            again = not was_placed and job.restarts > restarts  # resumed after preemption
+            again = not was_placed and job.restarts > restarts  # resumed after preemption/restart
             self.store.add_event(now, job.id, "resized" if was_placed else "started",
                                  f"{placement.num_gpus} GPU(s) {placement}"
                                  + (f", batch {batch_text}" if batch_text else "")
-                                 + (" (again, after preemption)" if again else ""))
+                                 + (again_words(requeued_after) if again else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.loop import ControlLoop
+from corral.service.records import RESIZE_MECHANISMS
 from corral.service.store import Store
 
 __all__ = ["service_registry"]
@@ -73,7 +74,7 @@ class _ServiceCollector(Collector):
         resize = SummaryMetricFamily("corral_resize_pause_seconds",
                                      "How long training paused at each resize since the service "
                                      "started, by mechanism", labels=["mechanism"])
-        for mechanism in ("in-place", "checkpoint-restart"):
+        for mechanism in RESIZE_MECHANISMS:
             count, seconds = pauses.get(mechanism, (0, 0.0))
             resize.add_metric([mechanism], count_value=count, sum_value=seconds)
         yield resize

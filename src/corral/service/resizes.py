@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from corral.service.records import CHECKPOINT_RESTART, IN_PLACE, LaunchStart, launch_start
+
 __all__ = ["PendingResize", "measure_resize"]
 
 
@@ -35,7 +37,8 @@ def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
     if not pending:
         return None
     resumed = report.get("resumed") or {}
-    in_place = resumed.get("in_place") is not None
+    mechanism = launch_start(resumed)
+    in_place = mechanism is LaunchStart.IN_PLACE
     world = report.get("world_size")
     matching = [i for i, p in enumerate(pending) if p.to_gpus == world]
     index = matching[-1] if matching else len(pending) - 1
@@ -55,7 +58,7 @@ def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
     # from the decision to the new size's first step is longer than the pause
     to_new_size = max(pause, first_step - decision.decided) if first_step is not None else pause
     record = {"launch": int(report.get("launch", 0)),
-              "mechanism": "in-place" if in_place else "checkpoint-restart",
+              "mechanism": IN_PLACE if in_place else CHECKPOINT_RESTART,  # records.py's words
               "from_gpus": decision.from_gpus, "to_gpus": int(world or 0),
               "pause_s": round(pause, 3), "to_new_size_s": round(to_new_size, 3)}
     later = [p if first_step is None else replace(p, decided=max(p.decided, first_step))

@@ -4,7 +4,8 @@
 The record is plain data - the run's settings and, for every job that trained to the end under
 corral.train, its spec, finish time, last report's progress, epochs and estimator, its stored
 reports, the placement decisions made for it and its resizes (mechanism
-and pauses) - so the service needs nothing of the simulator.
+and pauses), and every other job with why it was left out (`left_out`: (id, reason)) - so the
+service needs nothing of the simulator.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ def read_run(data_dir: Path | str) -> dict[str, Any]:
         if settings is None:
             raise InputError(f"{path}: the run's settings were not recorded (a service older "
                              "than `corral replay`)")
-        jobs = []
+        jobs, left_out = [], []
         for doc in store.jobs():
             job = LiveJob.from_doc(doc)
             estimator = (job.report or {}).get("estimator")
             if job.status is not LiveStatus.DONE or not estimator:
-                continue  # only jobs that trained to the end under corral.train can replay
+                # only jobs that trained to the end under corral.train can replay
+                left_out.append((job.id, _why_left_out(job)))
+                continue
             jobs.append({"id": job.id, "spec": job.spec, "finish_s": job.finish_s,
                          "progress": job.progress, "epochs": job.epoch, "estimator": estimator,
                          "resizes": job.resizes, "telemetry": store.telemetry(job.id),
@@ -45,4 +48,13 @@ def read_run(data_dir: Path | str) -> dict[str, Any]:
         store.close()
     if not jobs:
         raise InputError(f"{path}: no job finished training with corral.train reports")
-    return {**json.loads(settings), "jobs": jobs}
+    return {**json.loads(settings), "jobs": jobs, "left_out": left_out}
+
+
+def _why_left_out(job: LiveJob) -> str:
+    """Why a job of the run cannot be replayed, in a few words."""
+    if job.status.active:
+        return f"not finished ({job.status.value})"
+    if job.status is not LiveStatus.DONE:
+        return job.status.value  # failed, cancelled
+    return "finished without corral.train reports"

@@ -2,19 +2,22 @@
 
 The loop runs in a background thread, uvicorn in the main one (handling SIGINT/SIGTERM). On
 shutdown every job checkpoints and stops, so the next `corral serve` on the directory resumes
-them; after kill -9 the next one reclaims the workers (`ControlLoop.recover`). Start-up takes
-the directory's `ServiceLock`, then checks everything the user can fix (policy, port, executor),
-and only then writes (token, modes 0700/0600 with umask 077, database): a failed start leaves
-the directory as it was.
+them (the service logs what it stops, on stderr); after kill -9 the next one reclaims the
+workers (`ControlLoop.recover`). Start-up takes the directory's `ServiceLock`, then checks
+everything the user can fix (policy, port, executor), and only then writes (token, modes
+0700/0600 with umask 077, database): a failed start leaves the directory as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
+import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
-from corral.executors import create_executor
+from corral.executors import create_backend
 from corral.service.endpoint import (
     ServiceLock,
     clear_address,
@@ -32,9 +35,12 @@ from corral.service.endpoint import (
     write_address,
 )
 from corral.service.loop import ControlLoop, check_live_policy
+from corral.service.records import note_shutdown
 from corral.service.store import Store
 
 __all__ = ["ServeOptions", "serve"]
+
+log = logging.getLogger("corral.service")
 
 
 @dataclass
@@ -90,6 +96,7 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     """Run the service until SIGINT/SIGTERM (the data directory locked all along)."""
     policy = create_policy(opts.policy, opts.policy_params)
     check_live_policy(policy)
+    _log_to_stderr()
     lock = ServiceLock(opts.data_dir)
     try:
         _serve_locked(opts, policy, on_ready)
@@ -105,11 +112,13 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
     directory = opts.data_dir
     sock = _bind(opts.host, opts.port)
     try:
-        executor = create_executor(opts.executor, directory, **opts.executor_options)
+        backend = create_backend(opts.executor, directory, **opts.executor_options)
+        executor = backend.executor
     except BaseException:
         sock.close()
         raise
     store = None
+    loop: ControlLoop | None = None
     try:
         token = resolve_token(directory, opts.token)
         os.umask(0o077)
@@ -117,8 +126,9 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
         store_token(directory, token)
         store = Store(directory / "state.db")
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
-                           tick_s=opts.tick_s, clock=executor.clock, fill_in=opts.fill_in)
-        app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s)
+                           tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in)
+        app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,
+                         check_app=backend.check_app)
         loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
@@ -138,7 +148,56 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
             worker.join(timeout=10)
     finally:
         clear_address(directory)
-        executor.shutdown(opts.stop_timeout_s)
+        _shutdown(loop, executor, opts.stop_timeout_s)
         if store is not None:
             store.close()
         sock.close()
+
+
+def _log_to_stderr() -> None:
+    """The service's log lines (corral.service: shutdown, job errors) on stderr, INFO and up,
+    unless the process configured logging itself (without this only warnings showed)."""
+    logger = logging.getLogger("corral")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("corral: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
+def shutdown_line(loop: ControlLoop | None, timeout_s: float) -> str:
+    """What the service says as it shuts down: its active jobs, and that the running ones'
+    workers are asked to checkpoint and stop (`Executor.shutdown`), to resume at the next
+    start on the same data directory."""
+    if loop is None:
+        return "shutting down before the control loop started: no job was scheduled"
+    jobs = list(loop.jobs.values())  # the loop's thread has stopped: read without its lock
+    placed = [j for j in jobs if j.placement]
+    gpus = sum(j.placement.num_gpus for j in placed)
+    names = ", ".join(j.id for j in placed[:10]) + (", ..." if len(placed) > 10 else "")
+    running = (f"{len(placed)} placed on {gpus} GPU(s) ({names}): their workers are asked to "
+               f"checkpoint and stop (up to {timeout_s:g} s)" if placed
+               else "none placed: no worker to stop")
+    return (f"shutting down with {len(jobs)} active job(s): {running}; "
+            f"{len(jobs) - len(placed)} queued; the next corral serve on this data directory "
+            "requeues every active job and resumes it from its checkpoint")
+
+
+def _shutdown(loop: ControlLoop | None, executor: Any, timeout_s: float) -> None:
+    """Stop the executor (every job's workers asked to checkpoint and stop), logging what
+    happens before and after."""
+    log.info(shutdown_line(loop, timeout_s))
+    if loop is not None:
+        try:  # the jobs' GPUs are free from now: the next start records 0 GPUs from here
+            note_shutdown(loop.store, loop.now_s())
+        except Exception:  # noqa: BLE001 - the workers must be stopped all the same
+            log.exception("cannot record the shutdown's time")
+    started = time.monotonic()
+    try:
+        executor.shutdown(timeout_s)
+    except BaseException:
+        log.exception("the executor's shutdown failed: workers may be left running (the next "
+                      "corral serve reclaims them)")
+        raise
+    log.info("shut down in %.1f s", time.monotonic() - started)

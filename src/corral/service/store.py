@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from corral.service.records import launch_start
+
 __all__ = ["Store"]
 
 _SCHEMA = """
@@ -40,7 +42,8 @@ CREATE TABLE IF NOT EXISTS telemetry (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, time_s REAL NOT NULL,
     launch INTEGER, world_size INTEGER, steps INTEGER, epoch INTEGER, progress REAL, loss REAL,
     local_bsz INTEGER, accum_steps INTEGER, total_bsz INTEGER, metric REAL, state TEXT,
-    resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL
+    resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL,
+    launch_start TEXT
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE INDEX IF NOT EXISTS jobs_cancel ON jobs(cancel_requested) WHERE cancel_requested = 1;
@@ -49,7 +52,8 @@ CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 
 
 #: Columns added after the first release: databases made before get them on open.
-_TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL"}
+_TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL",
+                    "launch_start": "TEXT"}
 _JOBS_ADDED = {"summary": "TEXT"}
 
 
@@ -210,7 +214,9 @@ class Store:
 
     def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
-        in the simulator (corral.sim.analysis.measured_run), when its launch took its first step."""
+        in the simulator (corral.sim.analysis.measured_run), when its launch took its first step,
+        and how its launch started (`launch_start`: corral.service.records.LaunchStart; NULL in
+        rows an older service stored)."""
         self.add_telemetry_rows([(time_s, job_id, report)])
 
     def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:
@@ -229,13 +235,14 @@ class Store:
                     report.get("loss"), batch[0], batch[1], report.get("total_bsz"),
                     metrics[-1][2] if metrics else None, report.get("state"),
                     resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
-                    None if first is None else float(first) - origin)
+                    None if first is None else float(first) - origin,
+                    launch_start(report.get("resumed")).value)
 
         self._exec_many(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
             "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss, "
-            "grad_sqr, grad_var, first_step_s) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "grad_sqr, grad_var, first_step_s, launch_start) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [row(*r) for r in rows])
 
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:

@@ -3,10 +3,10 @@ JobConfig made from it.
 
 Defaults (decided here): M0 = `batch_size`; a non-adaptive job keeps it, an adaptive one may
 grow to 8x M0 (Pollux (OSDI'21) §3.1 leaves the cap to the application); per-GPU batch from
-max(1, M0/8) to M0; `gpus` within [min_gpus, max_gpus]. Bounds (outside them a one-line 422
-names the field, so nothing can fail later in the executor): valid UTF-8 without NUL, env keys
-`[A-Za-z_][A-Za-z0-9_]*`, MAX_ARGS, MAX_STRING, MAX_GPUS, MAX_BATCH; bodies over MAX_BODY_BYTES
-get 413.
+max(1, M0/8) to M0; `gpus` within [min_gpus, max_gpus]. Bounds (outside them, or not JSON at
+all, a one-line 422 names the field, so nothing can fail later in the executor): valid UTF-8
+without NUL, env keys `[A-Za-z_][A-Za-z0-9_]*`, MAX_ARGS, MAX_STRING, MAX_GPUS, MAX_BATCH;
+bodies over MAX_BODY_BYTES get 413. What `checked` changes is said (`adjustments`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from corral.core.cluster import gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
@@ -59,6 +60,12 @@ def _env_key(key: str) -> str:
     return key
 
 
+def _gpu_type(name: str) -> str:
+    if problem := gpu_type_problem(name):
+        raise ValueError(problem)
+    return name
+
+
 def safe_text(text: str, limit: int = 80) -> str:
     """`text` shortened, with every unprintable character (NUL, newline, lone surrogate)
     escaped as Python writes it, for one-line messages and repaired records."""
@@ -72,6 +79,10 @@ def one_line_validation_error(errors: Sequence[Any], what: str = "submission") -
     text escaped, at most five problems)."""
     parts = []
     for err in errors[:5]:
+        if err.get("type") == "json_invalid":  # FastAPI: loc ("body", <offset>), "JSON decode error"
+            why = (err.get("ctx") or {}).get("error")
+            parts.append("body: not valid JSON" + (f" ({safe_text(str(why), 200)})" if why else ""))
+            continue
         loc = [safe_text(str(x), 40) for x in err.get("loc", ()) if x not in ("body",)]
         parts.append(f"{'.'.join(loc) or 'body'}: {safe_text(str(err.get('msg', 'invalid')), 200)}")
     more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
@@ -121,6 +132,9 @@ class Submission(BaseModel):
         | None = Field(None, description="the emulated executor: the job's run time in its "
                        "source trace on `gpus` GPUs at `batch_size`; its model's epochs are "
                        "scaled to take that long (JobSpec.trace_duration_s)")
+    gpu_type: Annotated[str, Field(max_length=32), AfterValidator(_gpu_type)] | None = Field(
+        None, description="the GPU type the job may run on (e.g. v100; JobSpec.gpu_type); "
+        "default: any")
     early_init: bool | None = Field(
         None, description="may its workers start (and initialise) on GPUs a job giving them up "
         "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
@@ -156,6 +170,17 @@ class Submission(BaseModel):
                                        "max_batch_size": max_bsz, "min_local_bsz": lo,
                                        "max_local_bsz": hi, "init_batch_size": m0})
 
+    def adjustments(self, cluster_gpus: int) -> list[str]:
+        """What `checked(cluster_gpus)` changes of what the user asked for, one line each (the
+        API answers them as the submission's `adjusted` and records each as an "adjusted"
+        event): a max_gpus above the cluster's GPUs is capped to them. Defaults filled in where
+        the user said nothing are not changes."""
+        changes = []
+        if self.max_gpus is not None and self.max_gpus > cluster_gpus:
+            changes.append(f"max_gpus capped from {self.max_gpus} to {cluster_gpus} "
+                           f"(the cluster has {cluster_gpus} GPUs)")
+        return changes
+
     def display_name(self) -> str:
         """The given name, else the script's (`python train.py --epochs 8` -> train)."""
         if self.name:
@@ -172,7 +197,7 @@ class Submission(BaseModel):
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
             lr_rule=self.lr_rule, epochs=self.epochs, trace_duration_s=self.trace_duration_s,
-            one_gpu_split_bsz=self.one_gpu_split_bsz)
+            one_gpu_split_bsz=self.one_gpu_split_bsz, gpu_type=self.gpu_type)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""

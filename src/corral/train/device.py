@@ -5,18 +5,24 @@ CUDA_VISIBLE_DEVICES, `gloo` the CPU. Standalone: cuda:LOCAL_RANK if CUDA is pre
 round the GPUs seen), else the CPU; more workers on a node than GPUs with all GPUs visible is a
 clear error (nccl would fail deep inside with "duplicate GPU"). `requested` (the trainer's
 `device=`) overrides both. Every tensor the trainer makes goes on `Placement.device`.
+The GPU type a worker reports (`gpu_type_of`): the executor's `CORRAL_GPU_TYPE` whenever it is
+set, even to "" (the cluster's name for the slot's type: the scheduler's models must be keyed as
+its cluster names types, "" on a cluster without types), else (standalone) the CUDA device's
+name made short (corral.protocol.report.gpu_type_name), else "" (the CPU).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
-from corral.protocol.env import WorkerEnv
+from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
+from corral.protocol.report import gpu_type_name
 
-__all__ = ["Placement", "place_worker"]
+__all__ = ["Placement", "place_worker", "gpu_type_of"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +69,14 @@ def _check_one_gpu_each(worker: WorkerEnv) -> None:
             f"{worker.local_world_size} workers on this node but torch sees {count} GPU(s): "
             f"nccl needs a GPU of its own per worker; start at most {count} worker(s) per "
             "node, or train on the CPU (ElasticTrainer(device='cpu'), or CORRAL_BACKEND=gloo)")
+
+
+def gpu_type_of(device: torch.device, environ: Mapping[str, str] | None = None) -> str:
+    """The GPU type a worker on `device` reports (module docstring): the executor's, else the
+    CUDA device's short name, else ""."""
+    given = (os.environ if environ is None else environ).get(ENV_GPU_TYPE)
+    if given is not None:
+        return given
+    if device.type == "cuda":
+        return gpu_type_name(torch.cuda.get_device_name(device))
+    return ""

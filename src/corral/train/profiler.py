@@ -1,5 +1,6 @@
 """Step and sync times per configuration, fed to the job's `JobEstimator` exactly as the
-simulator feeds it (`observe_step` per (N, K, m), `observe_grad` with gradient statistics).
+simulator feeds it (`observe_step` per (N, K, m) of the GPU type the job runs on,
+`observe_grad` with gradient statistics).
 
 A step with s accumulation micro-steps takes W = (s+1)*T_grad + T_sync (Pollux Eq. 11 with
 gamma = 1); the estimator's profile is keyed by the step time *without* accumulation, so the
@@ -20,8 +21,9 @@ __all__ = ["StepProfiler"]
 class StepProfiler:
     """Turns measured steps into `JobEstimator.observe_step` calls."""
 
-    def __init__(self, estimator: JobEstimator) -> None:
+    def __init__(self, estimator: JobEstimator, gpu_type: str = "") -> None:
         self.estimator = estimator
+        self.gpu_type = gpu_type  # the steps' GPU type (corral.train.device.gpu_type_of)
         self._skip = True
         self.profiled_steps = 0
 
@@ -39,5 +41,6 @@ class StepProfiler:
             return
         sync_s = min(max(sync_s, 0.0), wall_s)
         step_s = (wall_s - sync_s) / (batch.accum_steps + 1) + sync_s
-        self.estimator.observe_step(num_nodes, num_gpus, batch.local_bsz, step_s, sync_s)
+        self.estimator.observe_step(num_nodes, num_gpus, batch.local_bsz, step_s, sync_s,
+                                    gpu_type=self.gpu_type)
         self.profiled_steps += 1

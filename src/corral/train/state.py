@@ -64,7 +64,7 @@ def load_trainer_state(t: ElasticTrainer, state: dict[str, Any]) -> None:
     limits = ("init_bsz", "max_bsz", "min_local_bsz", "max_local_bsz", "adaptive")
     if all(getattr(est, k) == getattr(t.estimator, k) for k in limits):
         t.estimator = est
-        t.profiler = StepProfiler(est)
+        t.profiler = StepProfiler(est, t.gpu_type)
     if "rng" in state:
         torch.set_rng_state(state["rng"])
     t.preconditioner.refresh()

@@ -43,7 +43,7 @@ from corral.protocol.inplace import (
 from corral.protocol.report import Reporter
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
-from corral.train.device import Placement, place_worker
+from corral.train.device import Placement, gpu_type_of, place_worker
 from corral.train.device_noise import DeviceNoise
 from corral.train.distributed import Group
 from corral.train.grad_stats import (
@@ -150,6 +150,8 @@ class ElasticTrainer:
         placement = place_worker(self.worker, device)
         self.device = placement.device
         self._backend = placement.backend
+        #: the GPU type this job runs on (reported; its steps are that type's in the estimator)
+        self.gpu_type = gpu_type_of(self.device)
         self.module = model.to(self.device)  # built on its device before it says it is ready
         if joining is not None and self._control_dir:  # built; now wait for the old workers
             mark_ready(self._control_dir, int(joining), self.rank)
@@ -168,7 +170,7 @@ class ElasticTrainer:
         self.lr = LrScaling(lr_rule if callable(lr_rule) else cfg.lr_rule, max_lr_scale)
         self.estimator = JobEstimator(cfg.init_bsz, cfg.max_bsz, cfg.min_local_bsz,
                                       cfg.max_local_bsz, accumulation=True, adaptive=cfg.adaptive)
-        self.profiler = StepProfiler(self.estimator)
+        self.profiler = StepProfiler(self.estimator, self.gpu_type)
         self.batch_control = BatchController()
         self.noise = DeviceNoise(self.device)
         self.preconditioner = Preconditioner(optimizer, self._params)
@@ -447,9 +449,10 @@ class ElasticTrainer:
                 if stats is not None:
                     self.estimator.observe_grad(stats.sqr, stats.var)
                 choice = self.batch_control.choose(self.estimator, cfg.num_nodes, k, self.steps,
-                                                   None if restart else self.batch)
+                                                   None if restart else self.batch,
+                                                   gpu_type=self.gpu_type)
             else:
-                choice = initial_batch(self.estimator, k)
+                choice = initial_batch(self.estimator, k, self.gpu_type)
         local, accum = self.group.broadcast_ints(
             [choice.local_bsz, choice.accum_steps] if choice else [0, 0])
         return BatchConfig(local, accum)
@@ -521,7 +524,8 @@ class ElasticTrainer:
         self._forget_lagged()
         if self.config.batch is None:
             self.batch = self.batch_control.restart_from(
-                initial_batch(self.estimator, self.world_size), self.world_size, self.steps)
+                initial_batch(self.estimator, self.world_size, self.gpu_type), self.world_size,
+                self.steps)
         self.losses.clear()
         self._restored = True
         self.profiler.skip_next()
@@ -679,6 +683,7 @@ class ElasticTrainer:
         self.reporter.write({
             "state": state, "launch": self.config.launch, "world_size": self.world_size,
             "num_nodes": self.config.num_nodes, "device": str(self.device),
+            "gpu_type": self.gpu_type,
             "batch": [self.batch.local_bsz, self.batch.accum_steps], "total_bsz": self.total_bsz,
             "steps": p.steps, "epoch": p.epoch, "progress": p.progress,
             "samples": p.samples, "loss": loss,

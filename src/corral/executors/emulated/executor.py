@@ -5,7 +5,8 @@ on the ground truth), so `corral emulate` can compare it with `corral simulate`.
 is its spec's `app`; its command never runs. A thread advances placed jobs with `SimJob.advance`
 as the engine does; reports as corral.protocol.report, resizes as corral.sim.loop.mechanism,
 checkpoints in corral.executors.emulated.checkpoints. After a SIGKILL the jobs train on and
-`reclaim` advances them to now; the clock stands still while the service acts (`one_instant`).
+`reclaim` advances them to now; the clock stands still while the service acts
+(`EmulatedClock.instant`); a submission's model is checked by `KnownApps`.
 Unlike the engine: decisions apply job by job, rounds fall on ticks, no interference.
 """
 
@@ -23,7 +24,9 @@ from typing import Any
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, LrRule
+from corral.executors.backend import Backend
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated.clock import EmulatedClock
 from corral.protocol.env import JobConfig
@@ -80,7 +83,11 @@ class EmulatedExecutor(Executor):
         self.report_interval_s = report_interval_s
         self.checkpoint_interval_s = checkpoint_interval_s
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
-        self.clock_ = EmulatedClock.resumed(self.data_dir, time_scale)
+        self._lock = threading.RLock()  # the jobs' state; held by the clock's `instant` too
+        #: the clock the service keeps its time by (`emulated_backend`)
+        self.clock = EmulatedClock.resumed(self.data_dir, time_scale, world=self._lock)
+        #: the submission check the service makes (`emulated_backend`); each job is checked too
+        self.known_apps = KnownApps(self.truth)
         self._checkpoints = CheckpointFile(self.data_dir / CHECKPOINT_DB)
         # checkpoints not written yet, by job: (sequence number, state); those of jobs whose
         # launch started or ended are written when the round (or call) that made them ends
@@ -90,14 +97,13 @@ class EmulatedExecutor(Executor):
         self._applying = 0  # depth of `applying()`
         self._saved_at = time.monotonic()
         self._save_lock = threading.Lock()
-        self.time_scale = self.clock_.time_scale
+        self.time_scale = self.clock.time_scale
         # a pass about every emulated second, within [5 ms, 50 ms] of real time
         self.poll_s = poll_s if poll_s is not None else min(0.05, max(0.005, 1.0 / self.time_scale))
         self._handover = GpuHandover(self._cluster.gpus_per_node)
         self._held = [0] * self._cluster.num_nodes
         self._owed = [0] * self._cluster.num_nodes  # see `_pause`
         self._jobs: dict[str, _Job] = {}
-        self._lock = threading.RLock()
         self._closing = threading.Event()
         self._last_round: float | None = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="corral-emulated-executor",
@@ -105,36 +111,13 @@ class EmulatedExecutor(Executor):
         self._thread.start()
 
     # -- time ---------------------------------------------------------------------------------
-    def clock(self) -> float:
-        return self.clock_()
-
-    @contextlib.contextmanager
-    def one_instant(self) -> Iterator[None]:
-        """The clock stands still while the service takes one look and acts on it: a round
-        decided and applied at one emulated instant, as the engine does, and as a real service
-        nearly does (its decide time in real seconds), instead of its real time passing N
-        times faster - at 100x a 50 ms decision started every resize 5 emulated s late. For
-        the service's thread only: the jobs wait (the background pass needs the lock held
-        here) and the API stamps a submission with the running clock, at its real time."""
-        with self._lock, self.clock_.stopped():
-            yield
-
     def _now_s(self) -> float:
         """Emulated seconds since this executor started: the simulated jobs' time base."""
-        return self.clock_.elapsed_s()
+        return self.clock.elapsed_s()
 
     # -- the contract -------------------------------------------------------------------------
     def cluster(self) -> Cluster:
         return self._cluster
-
-    def check_app(self, app: str | None) -> None:
-        known = sorted(self.truth.apps())
-        if not app:
-            raise InputError("the emulated executor needs the job's model: set `app` to one of "
-                             + ", ".join(known))
-        if app not in known:
-            raise InputError(f"unknown app {app!r} for the emulated executor "
-                             f"({self.truth.source}); known: {', '.join(known)}")
 
     def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
         with self._lock:
@@ -282,7 +265,7 @@ class EmulatedExecutor(Executor):
         try:
             if spec is None:
                 raise InputError("the service gave no job spec")
-            self.check_app(spec.app)
+            self.known_apps(spec.app)
             sim = SimJob(spec, self._truth_of(spec))
         except InputError as exc:
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
@@ -307,11 +290,11 @@ class EmulatedExecutor(Executor):
         `_launch_doc` wrote), with the emulated time of that checkpoint on this executor's
         time base; its GPUs held. Raises what a malformed checkpoint makes it raise."""
         spec = _spec_from(running["spec"])
-        self.check_app(spec.app)
+        self.known_apps(spec.app)
         placement = Placement.of({int(n): int(g) for n, g in running["placement"]})
         self._check_plan(WorkerPlan(placement))
         batch = BatchConfig(*(int(v) for v in running["batch"]))
-        at_s = float(state["time"]) - self.clock_.start  # this executor's time base
+        at_s = float(state["time"]) - self.clock.start  # this executor's time base
         sim = SimJob(spec, self._truth_of(spec))
         sim.resume_training(state)
         sim.clock_s = at_s
@@ -325,7 +308,7 @@ class EmulatedExecutor(Executor):
                            spec=spec), sim, ExecState.RUNNING, WorkerPlan(placement, batch))
         j.launches, j.world, j.spec_doc = 1, placement.num_gpus, running["spec"]
         j.workers = tuple(f"{job_id}/{r}" for r in range(j.world))
-        j.first_step_s = float(running["first_step_time"]) - self.clock_.start
+        j.first_step_s = float(running["first_step_time"]) - self.clock.start
         j.first_step_reported = True
         j.resumed = running.get("resumed")
         j.checkpointed_s = at_s
@@ -500,7 +483,7 @@ class EmulatedExecutor(Executor):
         sim = j.sim
         b = sim.batch
         k = sim.placement.num_gpus or j.world
-        base = self.clock_.start
+        base = self.clock.start
         doc = {
             "time": base + now, "state": state, "launch": j.launch.config.launch + j.launches - 1,
             "world_size": k, "num_nodes": sim.placement.num_nodes or 1, "device": "emulated",
@@ -523,7 +506,7 @@ class EmulatedExecutor(Executor):
         (`_write_launches`), so that what a job runs is on disk whenever the service dies."""
         sim = j.sim
         state = sim.training_state()
-        state["time"] = self.clock_.start + now
+        state["time"] = self.clock.start + now
         state["running"] = self._launch_doc(j) if sim.placement and sim.finish_s is None else None
         self._seq += 1
         self._unsaved[j.launch.job_id] = (self._seq, state)
@@ -542,7 +525,7 @@ class EmulatedExecutor(Executor):
                 "batch": [b.local_bsz, b.accum_steps], "policy_batch": sim.policy_batch,
                 "pause_left_s": sim.pause_left_s, "ending": sim.ending,
                 "launch": j.launch.config.launch + j.launches - 1,
-                "first_step_time": self.clock_.start + j.first_step_s, "resumed": j.resumed}
+                "first_step_time": self.clock.start + j.first_step_s, "resumed": j.resumed}
 
     def _write_launches(self) -> None:
         """Write the checkpoints of the launches that started or ended (`_checkpoint`), now,
@@ -604,3 +587,10 @@ def _warm_up(truth: Any) -> None:
             job.assign(0.0, Assignment(Placement.of({0: 1})), 0.0)
             job.advance(1e9)
             return
+
+
+def emulated_backend(data_dir: str | Path, **options: Any) -> Backend:
+    """The emulated executor with what the service takes from it: its clock and its check of
+    each submission's model."""
+    executor = EmulatedExecutor(data_dir, **options)
+    return Backend(executor, clock=executor.clock, check_app=executor.known_apps)

@@ -18,7 +18,7 @@ import numpy as np
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, BatchConfig, Decision, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Changes, Policy, Promises, Reads, register_policy
 from corral.perf.progress import EpochLog, JobLog, ProgressPredictor
 from corral.perf.throughput import iteration_time
 from corral.policies.ones.search import IDLE, Round, Search
@@ -66,8 +66,9 @@ class Ones(Policy):
     summary = ("ONES: evolutionary search over per-GPU schedules, batch size grows with GPUs, "
                "SRUF with GPR progress")
     Params = OnesParams
-    reacts_to_events = True
-    learns_from_completed = True  # epoch widths and the progress predictor's history
+    #: finished jobs: epoch widths and the progress predictor's history
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED,
+                        reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES)
 
     def __init__(self, params: OnesParams | None = None) -> None:
         super().__init__(params)

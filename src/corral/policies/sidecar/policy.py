@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Policy, register_policy
+from corral.core.policy import Changes, Keeps, Policy, Promises, Reads, register_policy
 from corral.perf.overheads import OVERHEADS, overheads_named
 from corral.perf.sidecar_time import SidecarTimeModel
 from corral.policies.placement import consolidated, free_gpus, take
@@ -138,9 +138,9 @@ class Sidecar(Policy):
     summary = ("SideCar's adaptive GPU scheduler: reshape down for incoming jobs, up into idle "
                "GPUs, min predicted makespan")
     Params = SidecarParams
-    oracle = True
-    reacts_to_events = True
-    decides_on_change_only = True
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE,
+                        reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES,
+                        keeps=Keeps.DECISION_UNTIL_CHANGE)
 
     def __init__(self, params: SidecarParams | None = None) -> None:
         super().__init__(params)

@@ -10,10 +10,11 @@ last change (gradual, as Fig. 10); pending jobs start in submission order.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from corral.core.jobs import Decision, Snapshot
-from corral.core.policy import register_policy
+from corral.core.policy import Keeps, register_policy
 from corral.policies.placement import consolidated
 from corral.policies.sidecar.policy import Sidecar, check_params, grow_placement
 
@@ -32,7 +33,8 @@ class SidecarTermination(Sidecar):
     name = "sidecar-termination"
     summary = "SideCar paper's termination baseline: one GPU per new job, then Optimus-style +1 steps up"
     Params = TerminationParams
-    decides_on_change_only = False  # keeps stepping jobs up at every round
+    #: keeps stepping jobs up at every round: no decision stands until a change
+    promises = dataclasses.replace(Sidecar.promises, keeps=Keeps.NOTHING)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         model = self.model(snapshot)

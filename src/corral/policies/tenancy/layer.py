@@ -30,7 +30,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 
-from corral.core.cluster import Cluster, Node, Placement
+from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import (
     STATUS_PENDING,
     Assignment,
@@ -171,7 +171,8 @@ class QueuedPolicy(Policy):
             if not nodes:
                 continue
             local = {n: i for i, n in enumerate(nodes)}
-            part = Cluster(tuple(Node(cluster.nodes[n].name, sub[q][n]) for n in nodes))
+            part = Cluster(tuple(dataclasses.replace(cluster.nodes[n], gpus=sub[q][n])
+                                 for n in nodes))  # names and GPU types kept
             shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
             names = {v.name for v in views}
             previous = {}

@@ -206,7 +206,7 @@ async function refreshJob(jobId) {
   $("launches").tBodies[0].replaceChildren(...launchesOf(telemetry).map(t => el("tr", {},
     el("td", {}, t.launch), el("td", {}, fmt(t.time_s, 1)), el("td", {}, fmt(t.world_size)),
     el("td", {}, t.local_bsz ? t.local_bsz + "x" + ((t.accum_steps || 0) + 1) : "-"),
-    el("td", {}, fmt(t.resumed_steps)), el("td", {}, t.resumed_steps !== null ? "checkpoint" : "fresh"))));
+    el("td", {}, fmt(t.resumed_steps)), el("td", {}, t.launch_start || "-"))));  // the service's words
   $("events").tBodies[0].replaceChildren(...job.events.map(e => el("tr", {"class": "event-" + e.kind},
     el("td", {}, fmt(e.time_s, 1)), el("td", {}, e.kind), el("td", {}, e.detail))));
   $("assignments").tBodies[0].replaceChildren(...job.assignments.map(a => el("tr", {},

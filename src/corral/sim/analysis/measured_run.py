@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from corral.sim.workloads import Workload
 
 __all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "IN_PLACE", "REPLAY_MECHANISMS",
            "measured_catalog", "measured_mechanism", "launch_rates", "resize_rate_ratio",
-           "resize_cost_s", "restart_delay_s", "replay"]
+           "resize_cost_s", "restart_delay_s", "replay", "replay_summary"]
 
 IN_PLACE = "in-place"
 #: The mechanisms a live run measures, and so can be replayed under.
@@ -72,13 +72,17 @@ class MeasuredRun:
     params: Mapping[str, Any]
     interval_s: float
     cluster: Cluster
+    #: the run's other jobs, which cannot be replayed: (id, why), e.g. ("job-4", "failed")
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> MeasuredRun:
         """From `corral.service.run_record.read_run`'s plain record."""
         jobs = [FinishedJob(**job) for job in record["jobs"]]
         cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in record["nodes"]))
-        return cls(jobs, record["policy"], record["params"], float(record["interval_s"]), cluster)
+        left_out = [(str(i), str(why)) for i, why in record.get("left_out", [])]
+        return cls(jobs, record["policy"], record["params"], float(record["interval_s"]), cluster,
+                   left_out)
 
 
 @dataclass(frozen=True)
@@ -291,3 +295,38 @@ def replay(run: MeasuredRun, policy: Policy | None = None,
     result = {r.name: r for r in sim.run(workload).jobs}
     return [ReplayedJob(j.id, j.spec.app, j.jct_s, result[j.id].jct_s)
             for j in run.jobs], mech
+
+
+def replay_summary(rows: Sequence[ReplayedJob], left_out: Sequence[tuple[str, str]] = (),
+                   names: int = 10) -> list[str]:
+    """The lines that end `corral replay`: the median and worst absolute JCT error of the jobs
+    replayed (and which were the worst), the jobs the simulator did not finish, and the run's
+    jobs left out of the replay with why (by reason, at most `names` ids each)."""
+    def ids(found: list[str]) -> str:
+        more = len(found) - names
+        return ", ".join(found[:names]) + (f" and {more} more" if more > 0 else "")
+
+    errors = [(abs(r.error), r) for r in rows if r.error is not None]
+    lines = []
+    if errors:
+        worst_abs, worst = max(errors, key=lambda e: e[0])
+        lines.append(f"{len(errors)} job(s) replayed: median absolute JCT error "
+                     f"{statistics.median(e for e, _ in errors):.1%}, worst {worst_abs:.1%} "
+                     f"({worst.job_id}: {worst.error:+.1%})")
+    else:
+        lines.append(f"{len(rows)} job(s) replayed, none finished in the simulator: no error "
+                     "to summarise")
+    unfinished = [r.job_id for r in rows if r.error is None]
+    if unfinished and errors:
+        lines.append(f"not finished in the simulator ({len(unfinished)}): {ids(unfinished)}")
+    if not left_out:
+        lines.append("left out: none (every job of the run finished training under "
+                     "corral.train)")
+        return lines
+    reasons: dict[str, list[str]] = {}
+    for job_id, why in left_out:
+        reasons.setdefault(why, []).append(job_id)
+    lines.append(f"left out {len(left_out)} job(s), which the replay needs to have trained to "
+                 "the end under corral.train: "
+                 + "; ".join(f"{why}: {ids(found)}" for why, found in reasons.items()))
+    return lines

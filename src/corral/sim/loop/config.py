@@ -19,6 +19,10 @@ class EngineConfig:
     #: says it stopped early. None (default): run until every job finishes, with a guard fitted
     #: to the trace (`corral.sim.loop.horizon`).
     max_time_s: float | None = None
+    #: Take the speed shortcuts the policy's `Promises` allow (placement views reused, rounds
+    #: skipped or kept without asking). False asks at every round with fresh full views: what
+    #: tests/policies/test_promises.py compares each policy's promises against.
+    trust_promises: bool = True
 
     @property
     def restart_delay_s(self) -> float:

@@ -2,6 +2,7 @@
 
 The policy is called every `interval_s` (at multiples of it, as the reference simulator) and,
 if it asks, at each arrival and completion; rounds a policy promises not to change are skipped.
+The round's order, rule and schedule are `corral.core.rounds.Rounds`, as in the live loop.
 In between, running jobs advance analytically (`SimJob.advance`), so a round costs time per job,
 not per simulated second. Applying a decision touches only jobs whose assignment changes.
 A run ends when every job has finished or at the horizon (`corral.sim.loop.horizon`), and says
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
-from corral.core.ledger import Ask, completed_view, should_decide
-from corral.core.policy import Policy
+from corral.core.ledger import completed_view
+from corral.core.policy import Changes, Policy
+from corral.core.rounds import Rounds
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
@@ -32,6 +34,7 @@ from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload
 
 ProgressHook = Callable[[float], None]
+_NO_CHANGE, _COMPLETION = Changes.NONE, Changes.COMPLETION  # read once per step
 
 
 def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
@@ -46,7 +49,8 @@ def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
 
 
 class Simulator:
-    """Runs one policy on one workload over a simulated cluster."""
+    """Runs one policy on one workload over a simulated cluster: the time loop finds the next
+    moment anything can happen and hands it to `Rounds.step`, with itself as the `World`."""
 
     def __init__(self, truth: Truth, policy: Policy, cluster: Cluster,
                  config: EngineConfig | None = None) -> None:
@@ -60,7 +64,12 @@ class Simulator:
         """Simulate `workload` to its end (or the horizon); `on_progress` gets the fraction of
         jobs finished whenever some finish."""
         with fewer_collections():
-            return self._run(workload, on_progress)
+            try:
+                return self._run(workload, on_progress)
+            finally:  # the run's jobs go with it, not with the simulator
+                self._arrivals, self._active, self._done = [], [], []
+                self._done_views, self._finished, self._finish_heap = [], [], []
+                self._predicted = {}
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
@@ -68,25 +77,23 @@ class Simulator:
         cfg = self.config
         per_node = self.cluster.max_node_gpus
         jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
-        arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
-        active: list[SimJob] = []
-        done: list[SimJob] = []
-        done_views: list = []
-        timeline: list[tuple[float, int]] = [(0.0, 0)]
-        previous = Decision({})
-        policy = self.policy
-        skip_idle = policy.decides_on_change_only
-        predict = skip_idle or policy.reacts_to_events
-        finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
-        predicted: dict[int, float] = {}  # the live prediction per job; older heap entries are stale
-        next_arrival = 0
-        interval = cfg.interval_s
+        self._arrivals = arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
+        self._next_arrival = 0
+        self._active: list[SimJob] = []
+        self._done: list[SimJob] = []
+        self._done_views: list = []
+        self._finished: list[SimJob] = []  # the jobs that finished at the last step
+        self._previous = Decision({})
+        self._finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
+        self._predicted: dict[int, float] = {}  # the live prediction per job; older heap entries are stale
         first_submit = arrivals[0].spec.submit_time_s if arrivals else 0.0
-        now = 0.0
-        next_round = math.ceil(first_submit / interval) * interval
-        changed = True
-        rounds = 0
-        total = len(jobs)
+        self._rounds = rounds = Rounds(self.policy, cfg.interval_s, first_submit,
+                                       cfg.trust_promises)
+        promises = rounds.promises
+        skip_idle = promises.on_change_only
+        on_arrival = Changes.ARRIVAL in promises.reacts_to
+        on_completion = Changes.COMPLETION in promises.reacts_to
+        self._predict = predict = skip_idle or on_completion
         self._handover = GpuHandover(self.cluster.gpus_per_node)
         self._held = [0] * self.cluster.num_nodes  # GPUs running jobs hold, per node
         self._used = 0  # ... and in all
@@ -94,90 +101,121 @@ class Simulator:
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
                               cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s)
         self._max_time_s = max_time = limit.limit_s
+        active, done, finish_heap = self._active, self._done, self._finish_heap
+        timeline: list[tuple[float, int]] = [(0.0, 0)]
+        total = len(jobs)
+        now = 0.0
 
         while len(done) < total:
             # when is the next point anything can happen?
+            next_arrival = self._next_arrival
             t_arrival = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
-            stop = next_round
-            if policy.reacts_to_events:
-                stop = min(stop, t_arrival, finish_heap[0][0] if finish_heap else math.inf)
-            stop = max(stop, now)
+            stop = rounds.next_round_s
+            if on_arrival and t_arrival < stop:
+                stop = t_arrival
+            if on_completion and finish_heap and finish_heap[0][0] < stop:
+                stop = finish_heap[0][0]
+            now = stop = max(stop, now)
             if stop > max_time:
                 break
-            # advance everyone who runs (a waiting job only counts its queueing time)
-            finished = []
-            for job in active:
-                job.advance(stop)
-                if job.finish_s is not None:
-                    finished.append(job)
-            now = stop
-            event = bool(finished)
-            for job in finished:  # exactly the active jobs that finished: out, in place
-                active.remove(job)
-            for job in finished:
-                self._handover.released(job.placement,
-                                        job.finish_s + cfg.mechanism.overheads.release_s)
-                self._hold(job.placement, -1)
-                job.release()
-                done.append(job)
-                if policy.learns_from_completed:
-                    done_views.append(completed_view(job.view()))
-                job.shed_training()
-                predicted.pop(id(job), None)
-                policy.job_left(job.spec.name)
-            while next_arrival < total and arrivals[next_arrival].spec.submit_time_s <= now:
-                job = arrivals[next_arrival]
-                next_arrival += 1
-                job.clock_s = job.spec.submit_time_s
-                job.advance(now)
-                active.append(job)
-                job.active_at_arrival = len(active)
-                self._waiting += 1
-                event = True
-            changed = changed or event
-            at_round = now >= next_round
-            ask = should_decide(policy, at_round, changed, event, now, self._waiting == 0)
-            if ask is Ask.DECIDE and active:
-                decision = policy.decide(self._snapshot(now, active, done_views, previous))
-                self._validate(decision, active)
-                moved = self._apply(now, decision, active)
-                previous = decision
-                rounds += 1
-                if predict and moved:
-                    for job in moved:
-                        predicted[id(job)] = t = job.predict_finish_s(max_time)
-                        heapq.heappush(finish_heap, (t, id(job), job))
-            elif ask is Ask.KEEP and active:
-                rounds += 1  # the last decision stands, or its answer is known (every job keeps)
-                if changed and self.config.interference_slowdown > 0:
-                    self._apply_interference(active)  # as a decision would: a neighbour left
-            if ask is not Ask.NOTHING:
-                changed = False
+            at_round = rounds.step(now, self)
             if self._used != timeline[-1][1]:
                 timeline.append((now, self._used))
             if predict:
-                self._refresh_predictions(finish_heap, predicted, now)
-            if at_round:
-                next_round += interval
-                if skip_idle or not active:
-                    # jump over rounds where nothing can arrive or finish
+                self._refresh_predictions(finish_heap, self._predicted, now)
+            if at_round and (skip_idle or not active):
+                # jump over rounds where nothing can arrive or finish
+                next_arrival = self._next_arrival
+                if not active:
+                    horizon = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
+                else:
                     horizon = min(t_arrival if next_arrival < total else math.inf,
                                   finish_heap[0][0] if (finish_heap and predict) else math.inf)
-                    if not active:
-                        horizon = arrivals[next_arrival].spec.submit_time_s if next_arrival < total else math.inf
-                    if math.isfinite(horizon) and horizon > next_round:
-                        next_round = math.ceil(horizon / interval) * interval
-            if on_progress is not None and finished:
+                rounds.skip_to(horizon)
+            if on_progress is not None and self._finished:
                 on_progress(len(done) / total)
 
-        result = SimResult(policy=policy.name, workload=workload.name,
+        result = SimResult(policy=self.policy.name, workload=workload.name,
                            cluster_gpus=self.cluster.total_gpus,
                            jobs=[self._record(j) for j in jobs], gpu_timeline=timeline,
-                           rounds=rounds)
+                           rounds=rounds.count)
         if len(done) < total:
             result.stopped = limit.stop_note(total - len(done), total)
         result.wall_s = time.perf_counter() - started
         return result
+
+    # -- the world a round sees (`corral.core.rounds.World`) ----------------------------------
+    def take_finished(self, now_s: float) -> Changes:
+        """Advance everyone who runs to `now_s` (a waiting job only counts its queueing time)
+        and take out the jobs that finished, their GPUs handed back."""
+        active = self._active
+        finished = self._finished = []
+        for job in active:
+            job.advance(now_s)
+            if job.finish_s is not None:
+                finished.append(job)
+        if not finished:
+            return _NO_CHANGE
+        for job in finished:  # exactly the active jobs that finished: out, in place
+            active.remove(job)
+        release_s = self.config.mechanism.overheads.release_s
+        learns = self._rounds.promises.learns_from_completed
+        for job in finished:
+            self._handover.released(job.placement, job.finish_s + release_s)
+            self._hold(job.placement, -1)
+            job.release()
+            self._done.append(job)
+            if learns:
+                self._done_views.append(completed_view(job.view()))
+            job.shed_training()
+            self._predicted.pop(id(job), None)
+            self.policy.job_left(job.spec.name)
+        return _COMPLETION
+
+    def take_arrivals(self, now_s: float) -> bool:
+        """Take in the jobs submitted by `now_s`, each brought to it as it waited."""
+        arrivals, i, total = self._arrivals, self._next_arrival, len(self._arrivals)
+        if i >= total or arrivals[i].spec.submit_time_s > now_s:
+            return False
+        active = self._active
+        while i < total and arrivals[i].spec.submit_time_s <= now_s:
+            job = arrivals[i]
+            i += 1
+            job.clock_s = job.spec.submit_time_s
+            job.advance(now_s)
+            active.append(job)
+            job.active_at_arrival = len(active)
+            self._waiting += 1
+        self._next_arrival = i
+        return True
+
+    def none_waits(self) -> bool:
+        return self._waiting == 0
+
+    def decide(self, now_s: float) -> bool:
+        """Ask the policy, check and apply its decision; predict the finishes it moved."""
+        active = self._active
+        if not active:
+            return False
+        decision = self.policy.decide(self._snapshot(now_s, active, self._done_views,
+                                                     self._previous))
+        self._validate(decision, active)
+        moved = self._apply(now_s, decision, active)
+        self._previous = decision
+        if self._predict and moved:
+            max_time, predicted, heap = self._max_time_s, self._predicted, self._finish_heap
+            for job in moved:
+                predicted[id(job)] = t = job.predict_finish_s(max_time)
+                heapq.heappush(heap, (t, id(job), job))
+        return True
+
+    def keep(self, now_s: float, changed: bool) -> bool:
+        """The last decision stands, or its answer is known (every job keeps what it runs)."""
+        if not self._active:
+            return False
+        if changed and self.config.interference_slowdown > 0:
+            self._apply_interference(self._active)  # as a decision would: a neighbour left
+        return True
 
     # -- helpers ------------------------------------------------------------------------------
     def _refresh_predictions(self, heap: list, predicted: dict[int, float], now: float) -> None:
@@ -196,9 +234,10 @@ class Simulator:
 
     def _snapshot(self, now: float, active: list[SimJob], done_views: list,
                   previous: Decision) -> Snapshot:
-        if self.policy.oracle:
+        promises = self._rounds.promises
+        if promises.oracle:
             views = tuple([j.view(self._oracle(j)) for j in active])
-        elif self.policy.reads_only_placements:
+        elif promises.placements_only:
             views = tuple([j.placement_view() for j in active])
         else:
             views = tuple([j.view() for j in active])

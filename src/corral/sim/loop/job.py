@@ -38,6 +38,7 @@ class SimJob(JobLedger):
         "truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
         "epoch", "progress", "steps", "metrics", "slowdown", "_rate", "active_at_arrival", "dry",
         "epoch_start_steps", "ending", "_observed", "_shown_metrics", "_placement_view",
+        "gpu_type",
     )
     _ALL_SLOTS = JobLedger.__slots__ + __slots__  # what a prediction copy copies
 
@@ -67,6 +68,9 @@ class SimJob(JobLedger):
         self._observed: tuple[int, int] | None = None  # (total batch, epoch) last measured
         self._shown_metrics: Sequence[MetricRecord] = ()  # `metrics` as last shown
         self._placement_view: JobView | None = None  # the last `placement_view`
+        #: GPU type of the placement (as the engine's `Cluster.placement_type` said when it
+        #: assigned it; None: it spans types, and its steps are observed as no type's)
+        self.gpu_type: str | None = ""
 
     # -- what the policy sees -----------------------------------------------------------------
     def view(self, oracle: OracleInfo | None = None) -> JobView:
@@ -76,7 +80,7 @@ class SimJob(JobLedger):
                               self._metrics_shown(), oracle)
 
     def placement_view(self) -> JobView:
-        """`view()` for a policy that `reads_only_placements`: the view this method made last
+        """`view()` for a policy that reads only placements (`Reads.PLACEMENTS`): the view this method made last
         while the job's status and assignment are the same objects as then (its progress
         fields are then out of date), a fresh one otherwise."""
         shown = self._placement_view
@@ -116,10 +120,17 @@ class SimJob(JobLedger):
             return not self.policy_batch and self.batch is not None
         return self.policy_batch and (wanted is self.batch or wanted == self.batch)
 
-    def assign(self, now_s: float, assignment: Assignment | None, pause_s: float) -> bool:
-        """Take a new assignment at `now_s`; returns True when the placement changed."""
+    def assign(self, now_s: float, assignment: Assignment | None, pause_s: float,
+               gpu_type: str | None = "") -> bool:
+        """Take a new assignment at `now_s`; returns True when the placement changed.
+        `gpu_type`: the placement's GPU type (`Cluster.placement_type`, computed once per
+        assignment; "" on a cluster without types); the job's estimator learns its steps
+        as that type's."""
         new = assignment.placement if assignment else NO_PLACEMENT
         changed = self.place(now_s, new, self.epoch)  # the books: restarts, first start, ...
+        if new and gpu_type != self.gpu_type:
+            self.gpu_type = gpu_type
+            self._rate = None  # another type: its steps are measured (observed) anew
         if changed:
             self._rate = None  # first: the batch choice below measures at the new placement
             if new:
@@ -143,7 +154,8 @@ class SimJob(JobLedger):
         k, n = self.placement.num_gpus, self.placement.num_nodes
         if self.spec.adaptive:
             self._observe_grad()
-            self.batch = choose_batch(self.estimator, n, k, None if restart else self.batch)
+            self.batch = choose_batch(self.estimator, n, k, None if restart else self.batch,
+                                      gpu_type=self.gpu_type)
         else:
             self.batch = self.spec.user_batch(k)
         self._rate = None
@@ -201,8 +213,9 @@ class SimJob(JobLedger):
         step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)
         gains = epoch_gains(self.truth, total, self.total_epochs)
         speed = (1.0 - self.slowdown) / (step_s + b.accum_steps * (step_s - sync_s))
-        if not self.dry:
-            self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s)
+        if not self.dry and self.gpu_type is not None:
+            self.estimator.observe_step(self.placement.num_nodes, k, b.local_bsz, step_s, sync_s,
+                                        gpu_type=self.gpu_type)
         self._rate = (gains, speed, total)
         return self._rate
 
@@ -298,7 +311,7 @@ class SimJob(JobLedger):
         """The agent's choice at an epoch boundary (an adaptive job choosing its own batch)."""
         self._observe_grad()
         batch = choose_batch(self.estimator, self.placement.num_nodes, self.placement.num_gpus,
-                             self.batch)
+                             self.batch, gpu_type=self.gpu_type)
         if batch != self.batch:
             self.batch = batch
             self._rate = None

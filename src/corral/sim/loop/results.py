@@ -41,7 +41,8 @@ class SimResult:
     gpu_timeline: list[tuple[float, int]] = field(default_factory=list)
     wall_s: float = 0.0
     #: Scheduling rounds: the policy was asked, or its last decision was kept without asking
-    #: (`corral.core.ledger.should_decide`: `Policy.stands_until`, `keeps_running_when_none_waits`).
+    #: (`corral.core.rounds.Rounds.should_decide`: `Policy.stands_until`,
+    #: `Keeps.RUNNING_WHEN_NONE_WAITS`).
     rounds: int = 0
     #: Why the run ended before every job finished, in words (None: every job finished).
     stopped: str | None = None

@@ -1,14 +1,22 @@
 """The ground-truth interface: how a model really trains, for the simulator only.
 
-Two sources implement it: measured profiles (`profiles.py`) and the built-in catalog
-(`catalog.py`). Policies never see a truth; simulated jobs observe it through what they run.
+Three sources implement it: measured profiles (`profiles.py`), the built-in catalog
+(`catalog.py`) and Gavel's throughput table (`gavel.py`). Policies never see a truth; simulated
+jobs observe it through what they run.
+
+GPU types: an `AppTruth` answers `step_time` for its own type (`gpu_type`, "" = the one
+unnamed type of a homogeneous cluster); `for_type(t)` gives the same application on type `t`
+(same limits, gradient statistics and progress; that type's step and sync times), made once and
+kept, so a caller holds the view and pays nothing more per step-time query than today.
+`gpu_types()` lists the types an application knows, its own first.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from corral.core.jobs import LrRule
 from corral.perf.efficiency import GradStats, gain
@@ -37,6 +45,39 @@ class AppTruth(ABC):
     #: Seconds a job spends outside its training steps at the end of each epoch (validation,
     #: checkpoint; after the last, also exiting). The measured profiles leave it out (0).
     epoch_overhead_s: float = 0.0
+    #: The GPU type this object's own `step_time` answers; "" is the one unnamed type.
+    gpu_type: str = ""
+
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types whose step times this application knows, its own (`gpu_type`) first."""
+        return (self.gpu_type,)
+
+    def for_type(self, gpu_type: str) -> AppTruth:
+        """This application on GPU type `gpu_type` (made once per type and kept).
+
+        "" (the unnamed type of a homogeneous cluster) and the application's own type answer
+        with the application itself; a type it does not know raises `InputError` naming the
+        application and the types it knows.
+        """
+        if gpu_type == "" or gpu_type == self.gpu_type:
+            return self
+        views = self.__dict__.setdefault("_type_views", {})
+        view = views.get(gpu_type)
+        if view is None:
+            if gpu_type not in self.gpu_types():
+                raise unknown_type(self.limits.app, gpu_type, self.gpu_types())
+            view = views[gpu_type] = self._type_view(gpu_type)
+        return view
+
+    def _type_view(self, gpu_type: str) -> AppTruth:
+        """A new view of this application on `gpu_type`, one of `gpu_types()` (not its own)."""
+        raise unknown_type(self.limits.app, gpu_type, self.gpu_types())
+
+    def duration_counts(self, gpus: int, gpus_per_node: int) -> tuple[int, ...]:
+        """The placement a duration-based job's trace duration refers to: its GPUs packed onto
+        as few nodes as possible (`corral.sim.truth.scaled`)."""
+        full, rest = divmod(gpus, gpus_per_node)
+        return (gpus_per_node,) * full + ((rest,) if rest else ())
 
     @abstractmethod
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
@@ -67,6 +108,60 @@ class AppTruth(ABC):
         return None
 
 
+def type_label(gpu_type: str) -> str:
+    """A GPU type as messages name it ("" is the unnamed type)."""
+    return repr(gpu_type) if gpu_type else "'' (the unnamed type)"
+
+
+def unknown_type(app: str, gpu_type: str, known: tuple[str, ...]) -> Exception:
+    from corral.core.errors import InputError
+
+    return InputError(f"application {app!r} has no step times for GPU type {gpu_type!r}; "
+                      f"known types: {', '.join(type_label(t) for t in known)}")
+
+
+class TypeView(AppTruth):
+    """`app` on another GPU type: `step_s(counts, local_bsz)` answers its step times (memoised
+    per view); everything else is the app's, bound without this object's frame."""
+
+    def __init__(self, app: AppTruth, gpu_type: str,
+                 step_s: Callable[[tuple[int, ...], float], tuple[float, float]]) -> None:
+        self.app = app
+        self.gpu_type = gpu_type
+        self.limits = app.limits
+        self.epoch_overhead_s = app.epoch_overhead_s
+        self.step_time = lru_cache(maxsize=65536)(step_s)  # type: ignore[method-assign]
+        self.grad_stats = app.grad_stats  # type: ignore[method-assign]
+        self.metric = app.metric  # type: ignore[method-assign]
+        self.epoch_progress = app.epoch_progress  # type: ignore[method-assign]
+
+    def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
+        raise NotImplementedError
+
+    def grad_stats(self, total_bsz: float, epoch: int) -> tuple[float, float]:  # replaced per instance
+        return self.app.grad_stats(total_bsz, epoch)
+
+    def epoch_progress(self) -> tuple[float, ...]:  # replaced per instance
+        return self.app.epoch_progress()
+
+    def epoch_gains(self, total_bsz: float, epochs: int) -> tuple[float, ...]:
+        from corral.sim.truth.replay import epoch_gains  # gains do not depend on the GPU type
+
+        return epoch_gains(self.app, total_bsz, epochs)
+
+    def gain(self, total_bsz: float, epoch: int) -> float:
+        return self.app.gain(total_bsz, epoch)
+
+    def gpu_types(self) -> tuple[str, ...]:
+        return self.app.gpu_types()
+
+    def for_type(self, gpu_type: str) -> AppTruth:
+        return self.app.for_type(gpu_type)
+
+    def duration_counts(self, gpus: int, gpus_per_node: int) -> tuple[int, ...]:
+        return self.app.duration_counts(gpus, gpus_per_node)
+
+
 class Truth(ABC):
     """A set of applications by name."""
 
@@ -83,6 +178,10 @@ class Truth(ABC):
         if name not in apps:
             raise InputError(f"unknown application {name!r} in {self.source}; known: {', '.join(sorted(apps))}")
         return apps[name]
+
+    def gpu_types(self, app: str) -> tuple[str, ...]:
+        """The GPU types `app` knows, its default first ("" = the unnamed type)."""
+        return self.app(app).gpu_types()
 
     def limits(self) -> dict[str, AppLimits]:
         return {name: a.limits for name, a in self.apps().items()}

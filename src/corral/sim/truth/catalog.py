@@ -6,6 +6,11 @@ time; a low-order polynomial of the log gradient-noise scale over (training frac
 size); the progress one epoch takes; the batch-size limits and LR rule; and a fitted validation
 metric curve. It lets `corral simulate` run on a fresh install with no data files, at the cost of
 the error `corral calibrate` reports against the measurements.
+
+GPU types: the built-in catalog's own figures are the unnamed type "" (the T4s they were
+measured on); `corral/data/gpu_types.json` adds `k80`, `p100` and `v100`, derived from Gavel's
+measurements (`corral.sim.truth.gputypes` says how and what is assumed). A catalog file given
+with `--catalog` has the unnamed type only.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from corral.core.errors import InputError
 from corral.core.jobs import LrRule
 from corral.perf.efficiency import GradStats, gain
 from corral.perf.throughput import ThroughputParams, grad_time, iteration_time
-from corral.sim.truth.base import AppLimits, AppTruth, Truth
+from corral.sim.truth.base import AppLimits, AppTruth, Truth, TypeView
 
 CATALOG_VERSION = 1
 
@@ -40,7 +45,12 @@ def noise_features(epoch_frac: float | np.ndarray, log_scale: float | np.ndarray
 class CatalogApp(AppTruth):
     """One model's behaviour from its catalog entry."""
 
-    def __init__(self, name: str, entry: Mapping) -> None:
+    def __init__(self, name: str, entry: Mapping, types: Mapping | None = None) -> None:
+        #: {type: ([[per-GPU batch, speed], ...], sync_factor)} from gpu_types.json, if any
+        self._types: dict[str, tuple[list[list[float]], float]] = {}
+        if types is not None and name in types.get("models", {}):
+            for t, points in types["models"][name]["speed"].items():
+                self._types[t] = (points, float(types["types"][t]["sync_factor"]))
         try:
             self.name = name
             self.params = ThroughputParams.from_dict(entry["throughput"])
@@ -71,6 +81,27 @@ class CatalogApp(AppTruth):
 
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
         return self._step_time(counts, local_bsz)
+
+    def gpu_types(self) -> tuple[str, ...]:
+        return ("", *self._types)
+
+    def _type_view(self, gpu_type: str) -> AppTruth:
+        from dataclasses import replace
+
+        from corral.sim.truth.gputypes import speed_at
+
+        points, sync_factor = self._types[gpu_type]
+        p = self.params
+        sync_params = replace(p, alpha_local=p.alpha_local * sync_factor, beta_local=p.beta_local * sync_factor,
+                              alpha_node=p.alpha_node * sync_factor, beta_node=p.beta_node * sync_factor)
+
+        def step_s(counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+            speed = speed_at(points, float(local_bsz))
+            params = replace(sync_params, alpha_grad=p.alpha_grad / speed, beta_grad=p.beta_grad / speed)
+            step = float(iteration_time(params, len(counts), sum(counts), local_bsz, 0))
+            return step, max(0.0, step - float(grad_time(params, local_bsz)))
+
+        return TypeView(self, gpu_type, step_s)
 
     def noise_scale(self, total_bsz: float, epoch: int) -> float:
         """Gradient noise scale in units of M0 batches (var / sqr)."""
@@ -119,6 +150,7 @@ class CatalogTruth(Truth):
         if path is None:
             text = resources.files("corral.data").joinpath("catalog.json").read_text()
             self.source = "built-in catalog"
+            self._gpu_types = json.loads(resources.files("corral.data").joinpath("gpu_types.json").read_text())
         else:
             p = Path(path)
             if not p.is_file():
@@ -143,7 +175,8 @@ class CatalogTruth(Truth):
         if not isinstance(data, Mapping) or data.get("version") != CATALOG_VERSION or "models" not in data:
             raise InputError(f"{self.source}: not a corral catalog (version {CATALOG_VERSION})")
         self.origin = data.get("source", "")
-        self._apps = {name: CatalogApp(name, entry) for name, entry in data["models"].items()}
+        types = getattr(self, "_gpu_types", None)
+        self._apps = {name: CatalogApp(name, entry, types) for name, entry in data["models"].items()}
 
     def apps(self) -> Mapping[str, CatalogApp]:
         return self._apps

@@ -2,7 +2,9 @@
 
 Replays a job as the Pollux artifact's simulator did: step times of a listed placement are
 interpolated linearly over the per-GPU batch; an unlisted one over (nodes, GPUs, per-GPU
-batch) from `placements.csv` plus `scalability.csv` (nodes capped at 16). Gradient statistics
+batch) from `placements.csv` plus `scalability.csv` (nodes capped at 16). A model folder may
+instead (or as well) hold one such pair per GPU type, `placements-<type>.csv` and
+`scalability-<type>.csv` (Sia's layout), each type's step times replayed the same way. Gradient statistics
 are interpolated between the two nearest validated batch sizes; epoch boundaries are the
 minimum over batch sizes. Decided here: queries outside the measured range are clamped to it,
 and a configuration outside the measurements' convex hull takes the nearest measured point.
@@ -21,7 +23,7 @@ import numpy as np
 
 from corral.core.errors import InputError
 from corral.core.jobs import LrRule
-from corral.sim.truth.base import AppLimits, AppTruth, Truth
+from corral.sim.truth.base import AppLimits, AppTruth, Truth, TypeView
 
 #: Per-model facts the profile files do not carry (Pollux (OSDI'21) Table 1, §4.2, and the
 #: artifact's simulator settings): optimizer LR rule, and the
@@ -74,30 +76,13 @@ def canonical_counts(counts: tuple[int, ...]) -> tuple[int, ...]:
     return min(counts[i:] + counts[:i] for i in range(len(counts))) if counts else counts
 
 
-class ProfileApp(AppTruth):
-    """One application's measured behaviour, read from `<dir>/<app>/`."""
+class _StepTable:
+    """Step and sync times of one GPU type: a placements file plus a scalability file."""
 
-    def __init__(self, directory: Path) -> None:
-        self.name = directory.name
-        self._load_placements(directory / "placements.csv")
-        self._load_scalability(directory / "scalability.csv")
-        self._load_validation(directory)
-        facts = APP_FACTS.get(self.name, {})
-        min_local = int(self._min_local)
-        max_local = int(facts.get("max_local_bsz", self._max_local))
-        self.limits = AppLimits(
-            app=self.name,
-            init_bsz=int(self.batch_sizes[0]),
-            max_bsz=int(self.batch_sizes[-1]),
-            min_local_bsz=min_local,
-            max_local_bsz=max_local,
-            epochs=len(self._epoch_progress),
-            lr_rule=facts.get("lr_rule", LrRule.ADASCALE),
-            adaptive=facts.get("adaptive", True),
-            fixed_bsz=facts.get("fixed_bsz"),
-            max_gpus=facts.get("max_gpus"),
-        )
-        self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]
+    def __init__(self, placements: Path | None = None, scalability: Path | None = None) -> None:
+        if placements is not None and scalability is not None:
+            self._load_placements(placements)
+            self._load_scalability(scalability)
 
     # -- throughput --------------------------------------------------------------------------
     def _load_placements(self, path: Path) -> None:
@@ -164,8 +149,71 @@ class ProfileApp(AppTruth):
             return float(np.interp(mm, rows[:, 0], rows[:, 1])), float(np.interp(mm, rows[:, 0], rows[:, 2]))
         return self._nd(len(counts), sum(counts), m)
 
+
+
+def _typed_files(directory: Path) -> dict[str, tuple[Path, Path]]:
+    """{type: (placements-<type>.csv, scalability-<type>.csv)} of a model folder; a placements
+    file without its scalability file (or the reverse) is an error naming the missing file."""
+    out: dict[str, tuple[Path, Path]] = {}
+    for kind, other in (("placements", "scalability"), ("scalability", "placements")):
+        for f in sorted(directory.glob(f"{kind}-*.csv")):
+            gpu_type = f.stem[len(kind) + 1:]
+            if not re.fullmatch(r"[A-Za-z0-9_.]+", gpu_type):
+                raise InputError(f"{f}: GPU type {gpu_type!r} in the file name must be letters, "
+                                 "digits, '_' or '.'")
+            pair = directory / f"{other}-{gpu_type}.csv"
+            if not pair.is_file():
+                raise InputError(f"{pair}: file not found (needed beside {f.name} for GPU type {gpu_type!r})")
+            out[gpu_type] = ((f, pair) if kind == "placements" else (pair, f))
+    return dict(sorted(out.items()))
+
+
+class ProfileApp(_StepTable, AppTruth):
+    """One application's measured behaviour, read from `<dir>/<app>/`.
+
+    Step times per GPU type: `placements-<type>.csv` with `scalability-<type>.csv` (the Sia
+    artifact's layout) give type `<type>`; the plain `placements.csv` and `scalability.csv` the
+    unnamed type "". The application's own type (`gpu_type`, what `step_time` answers and the
+    batch limits come from) is "" when the plain files are there, else the first type by name.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.name = directory.name
+        self._typed = _typed_files(directory)
+        plain = directory / "placements.csv"
+        if plain.is_file() or not self._typed:
+            self._load_placements(plain)
+            self._load_scalability(directory / "scalability.csv")
+        else:
+            self.gpu_type = next(iter(self._typed))
+            self._load_placements(self._typed[self.gpu_type][0])
+            self._load_scalability(self._typed[self.gpu_type][1])
+        self._load_validation(directory)
+        facts = APP_FACTS.get(self.name, {})
+        min_local = int(self._min_local)
+        max_local = int(facts.get("max_local_bsz", self._max_local))
+        self.limits = AppLimits(
+            app=self.name,
+            init_bsz=int(self.batch_sizes[0]),
+            max_bsz=int(self.batch_sizes[-1]),
+            min_local_bsz=min_local,
+            max_local_bsz=max_local,
+            epochs=len(self._epoch_progress),
+            lr_rule=facts.get("lr_rule", LrRule.ADASCALE),
+            adaptive=facts.get("adaptive", True),
+            fixed_bsz=facts.get("fixed_bsz"),
+            max_gpus=facts.get("max_gpus"),
+        )
+        self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]
+
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
         return self._step_time(counts, local_bsz)
+
+    def gpu_types(self) -> tuple[str, ...]:
+        return (self.gpu_type, *(t for t in self._typed if t != self.gpu_type))
+
+    def _type_view(self, gpu_type: str) -> AppTruth:
+        return TypeView(self, gpu_type, _StepTable(*self._typed[gpu_type])._step_time)
 
     # -- statistical efficiency and progress ------------------------------------------------------
     def _load_validation(self, directory: Path) -> None:
@@ -214,9 +262,10 @@ class ProfileTruth(Truth):
         root = Path(root)
         if not root.is_dir():
             raise InputError(f"profiles directory {root} not found")
-        dirs = sorted(p for p in root.iterdir() if (p / "placements.csv").is_file())
+        dirs = sorted(p for p in root.iterdir() if p.is_dir() and (
+            (p / "placements.csv").is_file() or any(p.glob("placements-*.csv"))))
         if not dirs:
-            raise InputError(f"{root}: no <model>/placements.csv profiles found")
+            raise InputError(f"{root}: no <model>/placements.csv (or placements-<type>.csv) profiles found")
         self.source = str(root)
         self._apps = {d.name: ProfileApp(d) for d in dirs}
 

@@ -3,7 +3,8 @@
 A `JobSpec` with `trace_duration_s` keeps its model's step times, gradient noise over training
 and per-epoch overheads; only each epoch's progress is multiplied by one factor, chosen so the
 job alone on its requested GPUs (packed) at the user's batch takes `trace_duration_s`. A job
-shorter than its epochs' overheads alone gets a tiny factor.
+shorter than its epochs' overheads alone gets a tiny factor. The duration is on the app's own
+GPU type (`AppTruth.gpu_type`); `for_type` keeps the factor and takes another type's step times.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from functools import lru_cache
 
 from corral.core.jobs import JobSpec
 from corral.sim.truth.base import AppTruth, Truth
-from corral.sim.truth.replay import epoch_gains, packed_counts, remaining_at
+from corral.sim.truth.replay import epoch_gains, remaining_at
 
 #: Smallest factor (a job shorter than its overheads still trains a little).
 MIN_FACTOR = 1e-6
@@ -50,6 +51,19 @@ class ScaledApp(AppTruth):
     def epoch_progress(self) -> tuple[float, ...]:
         return self._progress
 
+    @property
+    def gpu_type(self) -> str:  # type: ignore[override]
+        return self.app.gpu_type
+
+    def gpu_types(self) -> tuple[str, ...]:
+        return self.app.gpu_types()
+
+    def _type_view(self, gpu_type: str) -> AppTruth:
+        return ScaledApp(self.app.for_type(gpu_type), self.factor)
+
+    def duration_counts(self, gpus: int, gpus_per_node: int) -> tuple[int, ...]:
+        return self.app.duration_counts(gpus, gpus_per_node)
+
     def metric(self, epoch: int, total_bsz: float) -> float | None:  # replaced per instance (__init__)
         return self.app.metric(epoch, total_bsz)
 
@@ -64,7 +78,7 @@ def _scaled(app: AppTruth, duration_s: float, gpus: int, batch_size: int, max_lo
             epochs: int, gpus_per_node: int) -> ScaledApp:
     spec_batch = JobSpec("x", 0.0, app.limits.app, gpus, batch_size, batch_size, batch_size,
                          1, max_local_bsz).user_batch(gpus)
-    steps_s = remaining_at(app, packed_counts(gpus, gpus_per_node), spec_batch, epochs, 0, 0.0)[0]
+    steps_s = remaining_at(app, app.duration_counts(gpus, gpus_per_node), spec_batch, epochs, 0, 0.0)[0]
     work_s = duration_s - app.epoch_overhead_s * epochs
     factor = max(work_s / steps_s, MIN_FACTOR) if steps_s > 0 else 1.0
     return ScaledApp(app, factor)

@@ -16,10 +16,12 @@ from corral.sim.truth.base import Truth
 
 @dataclass(frozen=True, slots=True)
 class TruthSource:
-    """Measured profiles (`profiles`), a catalog file (`catalog`), or the built-in catalog."""
+    """Measured profiles (`profiles`), a catalog file (`catalog`), Gavel's throughput table
+    (`gavel`: a `.trace` workload brings it), or the built-in catalog."""
 
     profiles: str | None = None
     catalog: str | None = None
+    gavel: str | None = None
 
     @classmethod
     def of(cls, profiles: Path | str | None = None,
@@ -34,6 +36,10 @@ class TruthSource:
 
 @lru_cache(maxsize=8)
 def _load(source: TruthSource) -> Truth:
+    if source.gavel is not None:
+        from corral.sim.truth.gavel import GavelTruth
+
+        return GavelTruth(Path(source.gavel))
     if source.profiles is not None:
         from corral.sim.truth.profiles import ProfileTruth
 

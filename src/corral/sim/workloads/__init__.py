@@ -1,7 +1,7 @@
 """Workloads: the jobs a simulation submits, loaded from files or generated.
 
 Sources: Pollux-artifact workload CSVs (`load_pollux_csv`), Tiresias traces
-(`load_tiresias_csv`), windows of the Philly-derived trace (`load_philly`), Poisson synthetic
+(`load_tiresias_csv`), Gavel's `.trace` files (`load_gavel_trace`, by extension), windows of the Philly-derived trace (`load_philly`), Poisson synthetic
 workloads (`synthetic`) and the built-in default (`builtin_default`). `load_workload` picks the
 loader from a file's header; `load_workloads` also expands directories. Every loader takes the
 application catalog of the ground truth in use (`{app: AppLimits}`) and raises a one-line
@@ -38,6 +38,7 @@ from corral.sim.workloads.common import (
     tuned_config,
 )
 from corral.sim.workloads.describe import describe_workload, format_description
+from corral.sim.workloads.gavel_trace import load_gavel_trace
 from corral.sim.workloads.philly import PHILLY_COLUMNS, PHILLY_QUEUE_COLUMN, load_philly
 from corral.sim.workloads.pollux_csv import POLLUX_COLUMNS, load_pollux_csv
 from corral.sim.workloads.synthetic import POLLUX_MIX, synthetic
@@ -50,8 +51,11 @@ __all__ = [
     "load_pollux_csv", "load_tiresias_csv", "load_workload", "load_workloads",
     "max_sensible_gpus", "natural_key", "size_class", "synthetic", "tuned_config", "Window",
     "apply_window", "ITP_MODEL_MAP", "load_columns", "load_itp", "parse_columns",
-    "parse_model_map",
+    "parse_model_map", "load_gavel_trace", "WORKLOAD_SUFFIXES",
 ]
+
+#: File name endings a directory of workloads is read for.
+WORKLOAD_SUFFIXES: tuple[str, ...] = (".csv", ".trace")
 
 _FORMATS = (
     ("Pollux", POLLUX_COLUMNS, load_pollux_csv),
@@ -66,7 +70,8 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
                   seed: int = 0, window: Window | None = None,
                   columns: Mapping[str, str] | None = None,
                   model_map: Mapping[str, str] | None = None) -> Workload:
-    """Load one workload file, choosing the format from its header columns.
+    """Load one workload file, choosing the format from its header columns (a `.trace` file
+    is Gavel's format, which has none: `load_gavel_trace`).
 
     Pollux (`name,time,application,...`), Tiresias (`job_id,num_gpu,submit_time,...`), Philly
     (`timestamp,duration,num_gpus,gpu_time`), ITP/ElasticFlow (`job_id,submission_time,...`) or the
@@ -75,6 +80,8 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
     stretch (`corral.sim.workloads.window`); `seed` drives the size-class mapping.
     """
     path = Path(path)
+    if path.suffix == ".trace":  # Gavel's format: no header, tab-separated
+        return apply_window(load_gavel_trace(path, apps), window)
     queue_column = (columns or {}).get("queue")
     if columns and set(columns) != {"queue"}:
         return apply_window(load_columns(path, apps, columns=columns, model_map=model_map,
@@ -124,16 +131,17 @@ def load_workloads(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[st
                    window: Window | None = None, columns: Mapping[str, str] | None = None,
                    model_map: Mapping[str, str] | None = None) -> list[Workload]:
     """Load several workload files in the given order (each through `window`); a directory
-    stands for every `*.csv` in it, in natural order."""
+    stands for every `*.csv` and `*.trace` in it, in natural order."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Workload] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            files = sorted(p.glob("*.csv"), key=lambda f: natural_key(f.name))
+            files = sorted((f for f in p.iterdir() if f.suffix in WORKLOAD_SUFFIXES and f.is_file()),
+                           key=lambda f: natural_key(f.name))
             if not files:
-                raise InputError(f"{p}: directory has no *.csv workload files")
+                raise InputError(f"{p}: directory has no *.csv or *.trace workload files")
             out.extend(load_workload(f, apps, seed=seed, window=window, columns=columns,
                                      model_map=model_map) for f in files)
         else:

@@ -18,6 +18,7 @@ import numpy as np
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
 from corral.sim.truth.base import AppLimits
+from corral.sim.truth.source import TruthSource
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Workload:
     trace_gpu_s: Mapping[str, float] | None = None
     #: How each column of the source file was read, {column: words}, when a loader says.
     columns: Mapping[str, str] | None = None
+    #: The ground truth the jobs need, when the source brings its own (a Gavel `.trace`: its
+    #: throughput table); None: the truth the run was given.
+    truth: TruthSource | None = None
 
     def __post_init__(self) -> None:
         jobs = sorted(self.jobs, key=lambda j: j.submit_time_s)  # stable: ties keep file order

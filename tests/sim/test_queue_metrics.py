@@ -119,3 +119,27 @@ def test_simulate_queue_errors_are_one_line(tmp_path):
         assert result.exit_code == 2, result.output
         lines = [ln for ln in result.output.strip().splitlines() if ln.strip()]
         assert len(lines) == 1 and needle in lines[0], result.output
+
+
+def test_the_tenant_column_of_each_trace_format(tmp_path, apps):
+    import pytest
+
+    from corral.core.errors import InputError
+    from corral.sim.workloads import load_workload
+
+    philly = tmp_path / "philly.csv"
+    philly.write_text("timestamp,duration,num_gpus,gpu_time,cluster,team\n"
+                      "2017-10-01 00:00:00,600,1,600,vc1,t1\n"
+                      "2017-10-01 00:10:00,600,2,1200,vc2,t2\n")
+    assert [j.queue for j in load_workload(philly, apps).jobs] == ["vc1", "vc2"]
+    named = load_workload(philly, apps, columns={"queue": "team"})
+    assert [j.queue for j in named.jobs] == ["t1", "t2"]
+    generic = load_workload(_trace(tmp_path), apps, columns={"queue": "team"})
+    assert {j.queue for j in generic.jobs} == {"vision", "nlp"}
+    plain = tmp_path / "plain.csv"
+    plain.write_text("job_id,submit_time,num_gpus,duration,queue\n1,0,1,600,x\n2,5,1,600,\n")
+    assert [j.queue for j in load_workload(plain, apps).jobs] == ["x", None]
+    pollux = tmp_path / "pollux.csv"
+    pollux.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\n")
+    with pytest.raises(InputError, match="applies to Philly and duration-based traces"):
+        load_workload(pollux, apps, columns={"queue": "team"})

@@ -302,8 +302,9 @@ def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster):
 def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
     """{policy: [per-queue figures per run]} (`corral.sim.analysis.queue_metrics`)."""
     from corral.sim.analysis.queue_metrics import queue_summary, resolve_queues
+    from corral.sim.workloads import Workload
 
-    by_name = {}
+    by_name: dict[str, Workload] = {}
     for w in workloads:
         by_name.setdefault(w.name, w)
     return {p: [queue_summary(r, resolve_queues(tenancy, by_name[r.workload], shape.total_gpus))

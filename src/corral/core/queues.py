@@ -369,9 +369,9 @@ def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
                                             for k in tree.children(None)}, b, weights, b)
     share = {q: min(max(0, int(usage.get(q, 0))), d[q]) for q in leaves}
     # a cohort's limit caps its subtree's holdings too: trim its lowest-priority leaves
-    for name in (q.name for q in tree.queues if tree.children(q.name) and q.limit is not None):
-        under = [q for q in leaves if name in tree.ancestors(q)]
-        over = sum(share[q] for q in under) - tree[name].limit
+    for cohort in (q for q in tree.queues if tree.children(q.name) and q.limit is not None):
+        under = [q for q in leaves if cohort.name in tree.ancestors(q)]
+        over = sum(share[q] for q in under) - (cohort.limit or 0)
         for q in sorted(under, key=lambda q: (tree[q].priority, -share[q], q)):
             if over <= 0:
                 break

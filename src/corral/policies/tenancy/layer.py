@@ -10,7 +10,7 @@ and gets the rest of its share from free GPUs (on its own nodes first, then the 
 queue above its share gives GPUs back, its most recently (re)started jobs first:
 
 * under an elastic inner policy (one that moves running jobs: not a gang scheduler promising
-  to keep running jobs, `keeps_running_when_none_waits`), each such job is first shown shrunk
+  to keep running jobs, `Keeps.RUNNING_WHEN_NONE_WAITS`), each such job is first shown shrunk
   in place, down to its `min_gpus`, on the nodes it has most GPUs on; only then are whole jobs
   taken out;
 * under a gang scheduler, whole jobs are taken out (shown to the inner policy as waiting).
@@ -45,17 +45,11 @@ from corral.core.queues import QueueTree, Shares, shares
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand"]
 
 
-def _keeps_running(policy: Policy) -> bool:
-    promises = getattr(policy, "promises", None)
-    if promises is not None and hasattr(promises, "keeps_running"):
-        return bool(promises.keeps_running)
-    return bool(getattr(policy, "keeps_running_when_none_waits", False))
-
-
 def is_elastic(policy: Policy) -> bool:
     """Does `policy` move or resize running jobs (so a queue's share may shrink its jobs in
-    place)? Gang schedulers that promise to keep running jobs as they are do not."""
-    return not _keeps_running(policy)
+    place)? Gang schedulers that promise to keep running jobs as they are
+    (`Keeps.RUNNING_WHEN_NONE_WAITS`: fifo, srtf, tiresias) do not."""
+    return not policy.promises.keeps_running
 
 
 def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]:
@@ -95,19 +89,10 @@ class QueuedPolicy(Policy):
         #: The last round's shares and each queue's sub-cluster size (for tests and reports).
         self.last_shares: Shares | None = None
         self.last_carve: dict[str, int] = {}
-        # The most conservative promises: asked at every round, fresh full views; it reads
-        # oracle information or finished jobs only where the inner policy does, and reacts to
-        # arrivals and completions as it does.
-        promises = getattr(probe, "promises", None)
-        if promises is not None and hasattr(promises, "without_shortcuts"):
-            self.promises = promises.without_shortcuts()
-        for flag in ("oracle", "reacts_to_events", "learns_from_completed"):
-            if hasattr(probe, flag):
-                setattr(self, flag, bool(getattr(probe, flag)))
-        for flag in ("decides_on_change_only", "keeps_running_when_none_waits",
-                     "reads_only_placements"):
-            if hasattr(probe, flag):
-                setattr(self, flag, False)
+        # The most conservative promises: fresh full views, asked at every round, nothing kept
+        # between rounds; it reads oracle information or finished jobs, and reacts to
+        # arrivals and completions, only where the inner policy does.
+        self.promises = probe.promises.without_shortcuts()
 
     # -- the inner instances -----------------------------------------------------------------
     def inner(self, queue: str) -> Policy:
@@ -243,11 +228,11 @@ class QueuedPolicy(Policy):
                     per[n] = per.get(n, 0) + g
                     free[n] -= g
             sub[q] = per
-        order = sorted(by_queue, key=lambda q: (-tree[q].priority, q))
-        for q in order:  # the rest of each queue's share, from free GPUs
+        ranked = sorted(by_queue, key=lambda q: (-tree[q].priority, q))
+        for q in ranked:  # the rest of each queue's share, from free GPUs
             self._grant(sub[q], free, split.share.get(q, 0) - sum(sub[q].values()))
         if sum(free) > 0:  # left over: to queues with demand left, within their limits
-            for q in sorted(order, key=lambda q: (-tree[q].priority,
+            for q in sorted(ranked, key=lambda q: (-tree[q].priority,
                                                   sum(sub[q].values()) - split.fair[q], q)):
                 self._grant(sub[q], free, self._room(q, split, sub))
         return kept, sub

@@ -84,10 +84,11 @@ def _longest_starved(result: SimResult, tree: QueueTree, leaf_of: Mapping[str, s
         borrowers = {q for q in leaves if usage[q] > quota[q]}
         for q in leaves:
             starved = waiting[q] > 0 and usage[q] < quota[q] and bool(borrowers - {q})
-            if starved and since[q] is None:
+            start = since[q]
+            if starved and start is None:
                 since[q] = now
-            elif not starved and since[q] is not None:
-                longest[q] = max(longest[q], now - since[q])
+            elif not starved and start is not None:
+                longest[q] = max(longest[q], now - start)
                 since[q] = None
 
     i = 0
@@ -111,9 +112,9 @@ def _longest_starved(result: SimResult, tree: QueueTree, leaf_of: Mapping[str, s
                     holding[name] = after
             i += 1
         judge(now)
-    for q in leaves:
-        if since[q] is not None:
-            longest[q] = max(longest[q], end_s - since[q])
+    for q, start in since.items():
+        if start is not None:
+            longest[q] = max(longest[q], end_s - start)
     return longest
 
 
@@ -139,7 +140,8 @@ def queue_summary(result: SimResult, tree: QueueTree) -> dict[str, dict[str, Any
         out[q] = {
             "jobs": len(jobs),
             "finished": len(done),
-            "avg_jct_s": sum(j.jct_s for j in done) / len(done) if done else None,
+            "avg_jct_s": (sum(j.finish_s - j.submit_s for j in done if j.finish_s is not None)
+                          / len(done) if done else None),
             "avg_queueing_s": sum(j.queue_time_s for j in jobs) / len(jobs),
             "quota_gpus": tree.quota(q),
             "gpu_hours": gpu_h,

@@ -104,7 +104,8 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
     if queue_column is not None and loader is not load_columns:  # only the tenant column
         if loader is load_itp:
             itp_map = {k: v for k, v in ITP_MODEL_MAP.items() if v in apps}
-            return apply_window(load_columns(path, apps, columns={**ITP_COLUMNS, **columns},
+            read = {**ITP_COLUMNS, **(columns or {})}
+            return apply_window(load_columns(path, apps, columns=read,
                                              model_map={**itp_map, **(model_map or {})},
                                              seed=seed, kind="itp"), window)
         raise InputError(f"{path}: --columns queue={queue_column} applies to Philly and "

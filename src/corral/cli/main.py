@@ -273,7 +273,7 @@ def simulate(
     per_queue = None
     if tenancy is not None:
         per_queue = _per_queue(results, workloads, tenancy, shape)
-        print_table(_queue_table(results, per_queue), wide)
+        print_table(_queue_table(results, per_queue, width), wide)
     for line in findings(summary_document(results, summaries)):
         console.print(line, highlight=False, soft_wrap=True)
     if out is not None:
@@ -311,11 +311,11 @@ def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
                 for r in rs] for p, rs in results.items()}
 
 
-def _queue_table(results, per_queue: dict):
+def _queue_table(results, per_queue: dict, width: int | None):
     from corral.report.queues import queue_table
 
-    return queue_table((p, r.workload, q) for p, rs in results.items()
-                       for r, q in zip(rs, per_queue[p]))
+    return queue_table(((p, r.workload, q) for p, rs in results.items()
+                        for r, q in zip(rs, per_queue[p])), width)
 
 
 @app.command()

@@ -8,7 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-#: As in corral.report.tables (kept here: those tables are being reworked).
+from corral.report.tables import Col, fitted_table
+
 MISSING = "-"
 
 
@@ -51,13 +52,17 @@ def queue_rows(runs: Iterable[tuple[str, str, Mapping[str, Mapping[str, Any]]]])
             for policy, workload, per_queue in runs for queue, figures in per_queue.items()]
 
 
-def queue_table(runs: Iterable[tuple[str, str, Mapping[str, Mapping[str, Any]]]]) -> Table:
+#: The order in which `queue_table` adds columns while they fit (rank 0: always shown).
+_RANKS = {"policy": 0, "queue": 0, "avg JCT": 0, "received/guaranteed": 0, "longest starved": 0,
+          "FTF max": 1, "quota": 2, "avg queueing": 3, "GPU-h received": 4,
+          "GPU-h guaranteed": 5, "FTF mean": 6, "jobs": 7, "finished": 8, "workload": 9}
+
+
+def queue_table(runs: Iterable[tuple[str, str, Mapping[str, Mapping[str, Any]]]],
+                width: int | None = None) -> Table:
     """The per-queue table `corral simulate --queues` prints ("longest starved": the longest
-    stretch a queue waited below its quota while another queue borrowed)."""
-    table = Table(title="per queue")
-    for header in QUEUE_HEADERS:
-        table.add_column(header, justify="left" if header in ("policy", "workload", "queue")
-                         else "right")
-    for row in queue_rows(runs):
-        table.add_row(*row)
-    return table
+    stretch a queue waited below its quota while another queue borrowed), with the columns
+    that fit in `width` (None: all), the rest named in its caption."""
+    cols = [Col(h, rank=_RANKS[h], justify="left" if h in ("policy", "workload", "queue")
+                else "right") for h in QUEUE_HEADERS]
+    return fitted_table(cols, queue_rows(runs), width, title="per queue")[0]

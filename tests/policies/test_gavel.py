@@ -1,4 +1,4 @@
-"""gavel: the max-min LP on hand-made cases, per-type throughputs from the job's own models
+"""gavel and gavel-ftf: the max-min LP on hand-made cases, the finish-time-fair bisection, per-type throughputs from the job's own models
 (one-GPU bootstrap where it has not run), the round mechanism (whole gangs on one type, within
 capacity, kept between boundaries) and an end-to-end run on a mixed cluster."""
 
@@ -11,7 +11,15 @@ from corral.core.cluster import Cluster
 from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, Snapshot
 from corral.core.policy import Reads, create_policy
 from corral.perf.estimator import JobEstimator
-from corral.policies.gavel import Gavel, GavelParams, max_min_allocation, throughput_table
+from corral.policies.gavel import (
+    Gavel,
+    GavelFtf,
+    GavelParams,
+    equal_share_throughput,
+    finish_time_fair_allocation,
+    max_min_allocation,
+    throughput_table,
+)
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
@@ -81,6 +89,31 @@ def test_a_type_too_small_for_the_gang_gets_no_time() -> None:
     assert x[0, 0] == 0.0 and x[0, 1] == pytest.approx(1.0)
 
 
+def _rho(x, tput, remaining, elapsed, eq):
+    return (elapsed + remaining / (x * tput).sum(axis=1)) / (elapsed + remaining / eq)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_finish_time_fairness_minimises_the_worst_rho(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    tput = rng.uniform(1.0, 10.0, (5, 2)) * np.array([1.0, 3.0])
+    gpus = rng.choice([1.0, 2.0], 5)
+    capacity = np.array([4.0, 2.0])
+    remaining = rng.uniform(1e3, 1e5, 5)
+    elapsed = rng.uniform(0.0, 3600.0, 5)
+    x, worst = finish_time_fair_allocation(tput, gpus, capacity, remaining, elapsed)
+    assert np.all(x.sum(axis=1) <= 1 + 1e-7) and np.all(gpus @ x <= capacity + 1e-7)
+    eq = equal_share_throughput(tput, gpus, capacity)
+    rho = _rho(x, tput, remaining, elapsed, eq)
+    assert rho.max() == pytest.approx(worst, rel=1e-4)
+    las, _ = max_min_allocation(tput, gpus, capacity)
+    assert rho.max() <= _rho(las, tput, remaining, elapsed, eq).max() + 1e-6
+
+
+def test_gavel_ftf_is_an_oracle_policy_on_gpu_types() -> None:
+    assert GavelFtf.promises.oracle and Reads.GPU_TYPES in GavelFtf.promises.reads
+
+
 # ------------------------------------------------------------------- throughput per type
 
 def test_the_one_gpu_bootstrap_is_used_where_the_job_has_not_run() -> None:
@@ -148,11 +181,12 @@ def test_declares_it_keeps_jobs_on_one_type() -> None:
 
 # ------------------------------------------------------------------------- the simulator
 
+@pytest.mark.parametrize("name", ["gavel", "gavel-ftf"])
 @pytest.mark.parametrize("cluster", ["4x4", MIXED])
-def test_finishes_the_built_in_workload(cluster: str) -> None:
+def test_finishes_the_built_in_workload(cluster: str, name: str) -> None:
     truth = CatalogTruth()
     workload = synthetic(truth.limits(), num_jobs=16, rate_per_hour=40, seed=3,
                          mix={"cifar10": 0.5, "ncf": 0.3, "deepspeech2": 0.2})
-    result = Simulator(truth, create_policy("gavel"), Cluster.parse(cluster),
+    result = Simulator(truth, create_policy(name), Cluster.parse(cluster),
                        EngineConfig()).run(workload)
     assert all(j.finish_s is not None for j in result.jobs)

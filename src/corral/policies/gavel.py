@@ -44,9 +44,13 @@ job without any throughput model (nothing observed, no one-GPU profile) counts a
 on every type; pairs of equal priority go
 by submission time, then name, then the cluster's type order.
 
-`gavel-ftf` (§4.2, finish-time fairness) is not offered: its objective needs each job's
-remaining work, which a job here does not declare (Gavel's jobs state their total steps), and
-its ratio is not linear in X (a bisection over LPs).
+`gavel-ftf` (§4.2, finish-time fairness after Themis): the same throughputs, mechanism and
+rounds, X minimising max_j rho_j(X) = (t_j + R_j / tput_j(X)) / (t_j + R_j / tput_eq_j) with
+t_j the time since arrival, R_j the remaining samples and tput_eq_j the throughput of an equal
+share (total GPUs / jobs, at most the whole time). rho is not linear in X, so the bound is
+bisected over LP feasibility problems (`finish_time_fair_allocation`). Gavel's jobs declare
+their total steps; here nothing a job reports says how much is left, so `gavel-ftf` reads the
+true remaining work (`JobView.oracle`): an oracle policy, simulator only.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.policies._typed import model_type, nodes_for
 from corral.policies.placement import consolidated, fits, take
 
-__all__ = ["GavelParams", "Gavel", "gang_gpus", "max_min_allocation", "throughput_table",
+__all__ = ["GavelParams", "Gavel", "GavelFtf", "gang_gpus", "max_min_allocation",
+           "finish_time_fair_allocation", "equal_share_throughput", "throughput_table",
            "place_on_type"]
 
 #: Weight of the total normalised throughput beside the minimum (breaks ties between optima).
@@ -205,7 +210,7 @@ class Gavel(Policy):
         self._last_s = now
         if names != self._jobs:
             self._jobs = names
-            self._allocate(cluster, views)
+            self._allocate(cluster, views, now)
             self._since_s, self._on = now, {}
         k = math.floor(now / self.params.round_s + 1e-9)
         if k != self._round:
@@ -217,14 +222,18 @@ class Gavel(Policy):
         return Decision({n: a for n, (_, a) in self._given.items()})
 
     # -- the program ---------------------------------------------------------------------------
-    def _allocate(self, cluster: Cluster, views: tuple[JobView, ...]) -> None:
+    def _allocate(self, cluster: Cluster, views: tuple[JobView, ...], now: float) -> None:
         types = cluster.gpu_types
         tput = throughput_table(cluster, views)
         gpus = np.array([gang_gpus(cluster, v) for v in views], dtype=float)
         capacity = np.array([cluster.gpus_of_type(t) for t in types], dtype=float)
-        x, self.last_objective = max_min_allocation(tput, gpus, capacity)
+        x, self.last_objective = self._program(views, now, tput, gpus, capacity)
         self._x = {v.name: {t: float(x[j, i]) for i, t in enumerate(types)}
                    for j, v in enumerate(views)}
+
+    def _program(self, views: tuple[JobView, ...], now: float, tput: np.ndarray,
+                 gpus: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, float]:
+        return max_min_allocation(tput, gpus, capacity)
 
     def allocation(self) -> dict[str, dict[str, float]]:
         """The current X: {job: {type: fraction of time}}."""
@@ -288,6 +297,100 @@ class Gavel(Policy):
                 out[view.name] = (t, Assignment.user_config(view.spec, placement))
         return out
 
+
+def equal_share_throughput(tput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
+                           ) -> np.ndarray:
+    """Each job's throughput on an equal share of the cluster (`gavel-ftf`'s reference, the
+    heterogeneity-unaware fair share): total GPUs / jobs of them, spread over the types it may
+    use in proportion to their GPUs, at most all the time."""
+    num_jobs = tput.shape[0]
+    share = np.where(tput > 0, capacity[None, :], 0.0)
+    weight = share.sum(axis=1)
+    norm = np.divide((tput * share).sum(axis=1), weight, out=np.zeros(num_jobs),
+                     where=weight > 0)
+    fraction = np.minimum(1.0, float(capacity.sum()) / max(num_jobs, 1) / gpus)
+    return norm * fraction
+
+
+def finish_time_fair_allocation(tput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray,
+                                remaining: np.ndarray, elapsed_s: np.ndarray,
+                                iterations: int = 40) -> tuple[np.ndarray, float]:
+    """Gavel's finish-time fairness (§4.2, after Themis): X minimising max_j rho_j, with
+    rho_j = (t_j + R_j / tput_j(X)) / (t_j + R_j / tput_eq_j), t_j the time since the job
+    arrived, R_j its remaining samples, tput_eq_j its equal-share throughput. rho is not linear
+    in X; for a given bound z every job needs tput_j(X) >= R_j / (z D_j - t_j), an LP
+    feasibility problem, so z is bisected (`iterations` LPs). Returns X and max_j rho_j."""
+    num_jobs, num_types = tput.shape
+    empty = np.zeros((num_jobs, num_types))
+    eq = equal_share_throughput(tput, gpus, capacity)
+    live = (eq > 0) & (remaining > 0)
+    if not live.any():
+        return empty, 0.0
+    denom = np.where(live, elapsed_s + remaining / np.where(eq > 0, eq, 1.0), 1.0)
+    fastest = tput.max(axis=1)
+    low = float(np.max(np.where(live, (elapsed_s + remaining / np.where(fastest > 0, fastest,
+                                                                       1.0)) / denom, 0.0)))
+    n = num_jobs * num_types
+    rows, rhs = [], []
+    for j in range(num_jobs):  # sum_t X[j, t] <= 1
+        row = np.zeros(n)
+        row[j * num_types:(j + 1) * num_types] = 1.0
+        rows.append(row)
+        rhs.append(1.0)
+    for t in range(num_types):  # sum_j s_j X[j, t] <= c_t
+        row = np.zeros(n)
+        row[t:n:num_types] = gpus
+        rows.append(row)
+        rhs.append(float(capacity[t]))
+    bounds = [(0.0, 1.0 if ok else 0.0) for ok in (tput > 0).ravel()]
+    need_rows = np.zeros((num_jobs, n))
+    for j in range(num_jobs):
+        need_rows[j, j * num_types:(j + 1) * num_types] = -tput[j]
+
+    def feasible(z: float) -> np.ndarray | None:
+        slack = z * denom - elapsed_s
+        if np.any(live & (slack <= 0)):
+            return None
+        need = np.where(live, remaining / np.where(slack > 0, slack, 1.0), 0.0)
+        res = linprog(-TIE_BREAK * np.abs(need_rows).sum(axis=0),
+                      A_ub=np.vstack([np.array(rows), need_rows[live]]),
+                      b_ub=np.concatenate([rhs, -need[live]]), bounds=bounds, method="highs")
+        return res.x if res.status == 0 else None
+
+    high = max(1.0, low) * 2.0
+    best = feasible(high)
+    while best is None and high < 1e6:
+        high *= 4.0
+        best = feasible(high)
+    if best is None:
+        return empty, math.inf
+    low = max(low, 0.0)
+    for _ in range(iterations):
+        mid = (low + high) / 2.0
+        x = feasible(mid)
+        if x is None:
+            low = mid
+        else:
+            high, best = mid, x
+    x = np.clip(np.round(best.reshape(num_jobs, num_types), 9), 0.0, 1.0)
+    return x, high
+
+
+@register_policy
+class GavelFtf(Gavel):
+    name = "gavel-ftf"
+    summary = ("Gavel's finish-time fairness (Themis's rho) over per-type throughputs, bisected "
+               "LPs on the true remaining work, the same 360 s rounds")
+    #: Remaining work from `JobView.oracle` (Gavel's jobs declare their total steps; here only
+    #: the simulator knows it): an oracle policy.
+    promises = Promises(reads=Reads.VIEWS | Reads.ORACLE | Reads.GPU_TYPES)
+
+    def _program(self, views: tuple[JobView, ...], now: float, tput: np.ndarray,
+                 gpus: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, float]:
+        remaining = np.array([v.oracle.remaining_steps_user * v.spec.batch_size
+                              if v.oracle is not None else 0.0 for v in views])
+        elapsed = np.array([max(0.0, now - v.spec.submit_time_s) for v in views])
+        return finish_time_fair_allocation(tput, gpus, capacity, remaining, elapsed)
 
 def place_on_type(cluster: Cluster, free: list[int], gpu_type: str, gpus: int
                   ) -> Placement | None:

@@ -38,8 +38,9 @@ assignments stand (`stands_until`), but when jobs arrive or leave, waiting jobs 
 left idle, in the same priority order (Gavel leaves them idle until the round ends; decided
 here: work conservation within a round, no preemption before it ends).
 
-Decided here, where the paper says nothing: a job that asks for more GPUs than any type it may
-use has runs at the largest such type's GPU count (`gang_gpus`: a gang never spans types); a
+Decided here, where the paper says nothing: a job that asks for more GPUs than the largest
+type it may use runs at that type's GPU count (`gang_gpus`: a gang never spans types); X is
+recomputed only when the set of jobs changes (throughputs learned in between wait for it); a
 job without any throughput model (nothing observed, no one-GPU profile) counts as equally fast
 on every type; pairs of equal priority go
 by submission time, then name, then the cluster's type order.

@@ -30,7 +30,7 @@ artifact's MIP policy. Every round (Sia's 60 s: the engine's interval):
 Decided here, where the paper says nothing: a job with no model at all (nothing observed, no
 one-GPU profile) gets the 1-GPU configurations with goodput 1 on every type; a job that never
 reports (`pollux.is_silent`) is offered its requested GPU count only, with linear goodput;
-configurations are tried in type order, then size, for equal objectives (HiGHS's choice).
+between choices of equal objective HiGHS picks.
 """
 
 from __future__ import annotations

@@ -250,9 +250,10 @@ def test_philly_busiest_window(tmp_path, apps):
     assert w.jobs[0].app in ("deepspeech2", "bert")
     assert w.jobs[1] == JobSpec("yolov3-1", 1795.0, "yolov3", 1, 16, 8, 512, 4, 8,
                                 adaptive=True, lr_rule=LrRule.ADASCALE, epochs=50,
-                                one_gpu_split_bsz=8)
+                                one_gpu_split_bsz=8, queue="c1")
     assert w.jobs[2] == JobSpec("imagenet-2", 3595.0, "imagenet", 8, 3200, 200, 12800, 20, 200,
-                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90, one_gpu_split_bsz=200)
+                                adaptive=True, lr_rule=LrRule.ADASCALE, epochs=90, one_gpu_split_bsz=200,
+                                queue="c1")  # the virtual cluster is the job's queue
     assert w.jobs[3].app in ("cifar10", "ncf") and w.jobs[3].name.endswith("-3")
     assert sorted(w.trace_gpu_s.values()) == [120.0, 28800.0, 36000.0, 720000.0]
     assert load_philly(path, apps, hours=8) == w

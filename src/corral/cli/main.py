@@ -182,10 +182,12 @@ def simulate(
     ray_address: str | None = typer.Option(None, metavar="ADDRESS|auto", help="Run the simulations as Ray tasks on this Ray cluster ('auto': the one this machine is in).", rich_help_panel=_RUNS),
     out: Path | None = typer.Option(None, metavar="DIR", help="Write summary.json, jobs.csv, timelines, plots and report.html here; each simulation's result is kept in OUT/cells as it finishes (a run that completes keeps only its own)."),
     resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others.", rich_help_panel=_RUNS),
-    columns: str | None = typer.Option(None, metavar="FIELD=COL,...", help="Read the workload CSVs as duration-based traces: which column holds each of submit, gpus, duration (needed), name, model, batch, e.g. submit=ts,gpus=n,duration=d (the --format columns of other tools).", rich_help_panel=_INPUTS),
+    columns: str | None = typer.Option(None, metavar="FIELD=COL,...", help="Read the workload CSVs as duration-based traces: which column holds each of submit, gpus, duration (needed), name, model, batch, queue (the job's team), e.g. submit=ts,gpus=n,duration=d (the --format columns of other tools).", rich_help_panel=_INPUTS),
     model_map: str | None = typer.Option(None, metavar="MODEL=MODEL,...", help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class).", rich_help_panel=_INPUTS),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload).", rich_help_panel=_RUNS),
     wide: bool = typer.Option(False, "--wide", help="Every metric column, however wide the table (default: the ones that fit the terminal; --out writes them all to summary.json)."),
+    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit, weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL).", rich_help_panel=_INPUTS),
+    quotas: str | None = typer.Option(None, "--quotas", metavar="proportional", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues).", rich_help_panel=_INPUTS),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.report import comparison_table, summary_document, write_outputs
@@ -209,6 +211,7 @@ def simulate(
     if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
     choices = parse_settings(_policy_list(policy), set_ or [], seed=seed)
+    tenancy = _queue_setup(queues, quotas, shape)
     apps = truth.limits()
     span = Window.parse(window) if window is not None else None
     if span is not None and not workload:
@@ -244,7 +247,7 @@ def simulate(
         matrix = run_matrix(source, choices, workloads, shape, config, runner, on_cell_done=done,
                             on_job_progress=jobs_done, bound=lp_bound,
                             store=CellStore(out / "cells") if out is not None else None,
-                            reuse=resume)
+                            reuse=resume, queues=tenancy)
     if matrix.reused:
         err_console.print(f"[dim]{matrix.reused} of {runs} simulation(s) taken from "
                           f"{out / 'cells'} (kept by an earlier run of the same inputs)[/]")
@@ -267,16 +270,52 @@ def simulate(
         for table in per_workload_tables({p: {r.workload: s for r, s in zip(results[p], summaries[p])}
                                           for p in summaries}, width, title="avg JCT per workload"):
             print_table(table, wide)
+    per_queue = None
+    if tenancy is not None:
+        per_queue = _per_queue(results, workloads, tenancy, shape)
+        print_table(_queue_table(results, per_queue), wide)
     for line in findings(summary_document(results, summaries)):
         console.print(line, highlight=False, soft_wrap=True)
     if out is not None:
-        paths = write_outputs(out, results, summaries)
+        paths = write_outputs(out, results, summaries, queues=per_queue)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
     own, child = peak_rss_mib()
     console.print(f"[dim]peak memory (RSS): {own:,.0f} MiB here"
                   + (f", {child:,.0f} MiB in the largest worker process" if child else "") + "[/]")
     if matrix.failures:
         raise typer.Exit(1)
+
+
+def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster):
+    """The queue tree of `--queues`, "proportional" for `--quotas proportional`, or None."""
+    from corral.core.queues import load_queues
+
+    if queues is not None and quotas is not None:
+        raise CorralError("--queues and --quotas: give one (a queues file, or quotas from the trace)")
+    if quotas is not None:
+        if quotas.strip().lower() != "proportional":
+            raise CorralError(f"--quotas {quotas!r}: the one choice is 'proportional'")
+        return "proportional"
+    return None if queues is None else load_queues(queues, shape.total_gpus)
+
+
+def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
+    """{policy: [per-queue figures per run]} (`corral.sim.analysis.queue_metrics`)."""
+    from corral.sim.analysis.queue_metrics import queue_summary, resolve_queues
+    from corral.sim.workloads import Workload
+
+    by_name: dict[str, Workload] = {}
+    for w in workloads:
+        by_name.setdefault(w.name, w)
+    return {p: [queue_summary(r, resolve_queues(tenancy, by_name[r.workload], shape.total_gpus))
+                for r in rs] for p, rs in results.items()}
+
+
+def _queue_table(results, per_queue: dict):
+    from corral.report.queues import queue_table
+
+    return queue_table((p, r.workload, q) for p, rs in results.items()
+                       for r, q in zip(rs, per_queue[p]))
 
 
 @app.command()

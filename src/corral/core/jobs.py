@@ -62,6 +62,8 @@ class JobSpec:
     #: placement on another type is refused by check_decision (given the specs) and avoided by
     #: `corral.core.gpu_types.within_one_type`.
     gpu_type: str | None = None
+    #: The queue (team) the job was submitted to (`corral.core.queues`); None: the default queue.
+    queue: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_type is not None and (problem := gpu_type_problem(self.gpu_type)):

@@ -28,6 +28,8 @@ GPU_TIMELINE_COLUMNS: tuple[str, ...] = ("policy", "workload", "time_s", "gpus",
 ALLOCATIONS_CSV_COLUMNS: tuple[str, ...] = ("policy", "workload", "job", "time_s", "gpus")
 
 SummariesArg = Mapping[str, Sequence[Summary] | Mapping[str, Summary]]
+#: Per policy, per run (parallel to its results): {queue: figures}, or None.
+QueuesArg = Mapping[str, Sequence[Mapping[str, Any] | None]]
 
 
 def workload_keys(runs: Sequence[SimResult]) -> list[str]:
@@ -52,15 +54,20 @@ def _policy_summaries(runs: Sequence[SimResult], keys: list[str],
 
 
 def summary_document(results: Mapping[str, Sequence[SimResult]],
-                     summaries: SummariesArg | None = None) -> dict[str, Any]:
-    """The summary.json object (see the module docstring)."""
+                     summaries: SummariesArg | None = None,
+                     queues: QueuesArg | None = None) -> dict[str, Any]:
+    """The summary.json object (see the module docstring). `queues`, per policy a list parallel
+    to its results, adds each run's per-queue figures under its workload's `queues`
+    (`corral.sim.analysis.queue_metrics`)."""
     policies: dict[str, Any] = {}
     for policy, runs in results.items():
         keys = workload_keys(runs)
         sums = _policy_summaries(runs, keys, None if summaries is None else summaries.get(policy))
+        per_queue = (queues or {}).get(policy) or [None] * len(runs)
         policies[policy] = {
             "mean": mean_summary(sums),
-            "workloads": {k: s.to_dict() for k, s in zip(keys, sums)},
+            "workloads": {k: (s.to_dict() if q is None else {**s.to_dict(), "queues": q})
+                          for k, s, q in zip(keys, sums, per_queue)},
         }
     return {"schema": SCHEMA_VERSION, "policies": policies}
 
@@ -104,19 +111,21 @@ def write_timelines(out_dir: str | Path, results: Mapping[str, Sequence[SimResul
 
 
 def write_outputs(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]],
-                  summaries: SummariesArg | None = None, plots: bool = True) -> dict[str, Path]:
+                  summaries: SummariesArg | None = None, plots: bool = True,
+                  queues: QueuesArg | None = None) -> dict[str, Path]:
     """Write summary.json, jobs.csv, gpu_timeline.csv, allocations.csv and (if `plots`)
     jct_cdf.png, gpu_usage.png and report.html to `out_dir`.
 
     `results` is `{policy: [SimResult per workload]}`. `summaries`, when given, is per policy
     either a list parallel to its results or `{workload: Summary}`; runs without one are
-    summarised here. Returns `{file kind: path}` for the files written.
+    summarised here. `queues`: per-queue figures for summary.json (`summary_document`).
+    Returns `{file kind: path}` for the files written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
 
-    doc = summary_document(results, summaries)
+    doc = summary_document(results, summaries, queues)
     summary_path = out / "summary.json"
     summary_path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     written["summary"] = summary_path

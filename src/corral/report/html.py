@@ -94,6 +94,13 @@ def render_html_report(outputs: Outputs, title: str = "corral simulation report"
     for k, w in enumerate(workloads):
         per = {p: d["workloads"][w] for p, d in policies.items() if w in (d.get("workloads") or {})}
         parts.append(f"<h3>{_e(w)}</h3>" + _table(headers, _metric_rows(per), f"workload-{k}"))
+    queued = [(p, w, d["workloads"][w]["queues"]) for w in workloads for p, d in policies.items()
+              if "queues" in ((d.get("workloads") or {}).get(w) or {})]
+    if queued:
+        from corral.report.queues import QUEUE_HEADERS, queue_rows
+
+        parts.append("<h2>Per queue</h2>" + _table(QUEUE_HEADERS, [("", r) for r in
+                                                                   queue_rows(queued)], "queues"))
     results = outputs.results
     parts.append("<h2>JCT distribution</h2>" + _image(jct_cdf_figure(results), "JCT CDF"))
     parts.append("<h2>GPUs in use over time</h2>")

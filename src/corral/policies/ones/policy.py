@@ -182,7 +182,8 @@ class Ones(Policy):
         cached = self._speed_cache.get(view.name)
         if est is None or not est.has_observations:
             return np.ones(total_gpus + 1)
-        if cached is None or (est.is_stale and now_s - cached[2] >= self.params.refit_s):
+        if (cached is None or (est.is_stale and now_s - cached[2] >= self.params.refit_s)
+                or len(cached[1]) != total_gpus + 1):  # the cluster (or a queue's share) resized
             params = est.throughput_params()
             cached = self._speed_cache[view.name] = (params, _seconds_per_sample(
                 view, st.local_bsz, params, total_gpus, per_node), now_s)

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError, UnknownPolicyError
 from corral.core.policy import create_policy, param_fields, policy_class
+from corral.policies.tenancy import QueuedPolicy
 from corral.sim.analysis.allocations import record_allocations
 from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
+from corral.sim.analysis.queue_metrics import QueueSetup, resolve_queues
 from corral.sim.batch.cellstore import CellStore, cell_key, workload_digest
 from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner
 from corral.sim.loop.config import EngineConfig
@@ -99,18 +101,29 @@ CellOutcome = tuple[SimResult | None, CellFailure | None]
 
 def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, cluster: Cluster,
              config: EngineConfig,
-             on_progress: Callable[[float], None] | None = None) -> CellOutcome:
+             on_progress: Callable[[float], None] | None = None,
+             queues: QueueSetup | None = None) -> CellOutcome:
     """One simulation (a fresh policy instance); an exception becomes a `CellFailure`.
 
     Runs in whichever process or Ray worker the runner chose; the truth is loaded there once.
-    `on_progress(fraction of jobs finished)` only where the cell runs in this process.
+    `on_progress(fraction of jobs finished)` only where the cell runs in this process. With
+    `queues`, the policy runs once per queue on the queue's share (`QueuedPolicy`), and each
+    job's record names the queue it ran in.
     """
     try:
-        policy = create_policy(choice.name, choice.overrides)
+        tree = None if queues is None else resolve_queues(queues, workload, cluster.total_gpus)
+        if tree is None:
+            policy = create_policy(choice.name, choice.overrides)
+        else:
+            policy = QueuedPolicy(lambda: create_policy(choice.name, choice.overrides), tree)
         allocations = record_allocations(policy)
         sim = Simulator(source.load(), policy, cluster, config)
         result = sim.run(workload, on_progress=on_progress)
         result.allocations = allocations
+        named = {spec.name: spec.queue for spec in workload.jobs}
+        for record in result.jobs:
+            queue = named.get(record.name)
+            record.queue = queue if tree is None else tree.leaf_for(queue)
         return result, None
     except Exception as exc:  # noqa: BLE001 - reported with its cell, the others go on
         return None, CellFailure(choice.name, workload.name, f"{type(exc).__name__}: {exc}",
@@ -145,7 +158,7 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
                on_cell_done: Callable[[int, int, str, str, bool], None] | None = None,
                on_job_progress: Callable[[str, str, float], None] | None = None,
                bound: bool = False, store: CellStore | None = None,
-               reuse: bool = False) -> MatrixResult:
+               reuse: bool = False, queues: QueueSetup | None = None) -> MatrixResult:
     """Each policy (a fresh instance per workload) on each workload, through `runner`.
 
     Results do not depend on the runner. `on_cell_done(done, total, policy, workload, ok)` is called
@@ -153,13 +166,15 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
     computes each workload's LP bound (`bound_cell`, started first). With a `store` every finished
     cell is kept at once; with `reuse`, kept cells of the same inputs and code are taken. After a
     full matrix the store is pruned to it (`CellStore.prune`); after a failure it keeps all.
+    `queues`: every cell runs under these queues (`run_cell`).
     """
     cells = [(choice, workload) for choice in choices for workload in workloads]
     keys: list[str] = []
     if store is not None:
         digests = {id(w): workload_digest(w) for w in workloads}
-        keys = [cell_key(source, c.name, dict(c.overrides), digests[id(w)], cluster, config)
-                for c, w in cells]
+        tenancy = {} if queues is None else {"(queues)": repr(queues)}
+        keys = [cell_key(source, c.name, {**c.overrides, **tenancy}, digests[id(w)], cluster,
+                         config) for c, w in cells]
     outcomes: dict[int, CellOutcome] = {}
     if reuse and store is not None:
         for index, key in enumerate(keys):
@@ -180,8 +195,8 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
         return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
     bounds = list(workloads) if bound else []
     tasks = [(bound_cell, (source, workload, cluster)) for workload in bounds]
-    tasks += [(run_cell, (source, cells[i][0], cells[i][1], cluster, config, hook(*cells[i])))
-              for i in todo]
+    tasks += [(run_cell, (source, cells[i][0], cells[i][1], cluster, config, hook(*cells[i]),
+                          queues)) for i in todo]
     lp: dict[int, tuple[float | None, str | None]] = {}
     store_notes: list[str] = []
     for index, outcome in runner.run(tasks):

@@ -22,6 +22,7 @@ class JobRecord:
     active_at_arrival: int = 1  # jobs active (this one included) when it arrived
     isolated_jct_s: float | None = None  # JCT alone on the whole cluster at its best config
     fair_share_jct_s: float | None = None  # JCT alone on a 1/N share (for finish-time fairness)
+    queue: str | None = None  # the queue (team) it ran in (`corral.core.queues`)
 
     @property
     def jct_s(self) -> float | None:

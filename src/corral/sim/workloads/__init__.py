@@ -19,6 +19,7 @@ from corral.core.errors import InputError
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.builtin import builtin_default
 from corral.sim.workloads.columns import (
+    ITP_COLUMNS,
     ITP_HEADER,
     ITP_MODEL_MAP,
     load_columns,
@@ -38,7 +39,7 @@ from corral.sim.workloads.common import (
 )
 from corral.sim.workloads.describe import describe_workload, format_description
 from corral.sim.workloads.gavel_trace import load_gavel_trace
-from corral.sim.workloads.philly import PHILLY_COLUMNS, load_philly
+from corral.sim.workloads.philly import PHILLY_COLUMNS, PHILLY_QUEUE_COLUMN, load_philly
 from corral.sim.workloads.pollux_csv import POLLUX_COLUMNS, load_pollux_csv
 from corral.sim.workloads.synthetic import POLLUX_MIX, synthetic
 from corral.sim.workloads.tiresias_csv import TIRESIAS_COLUMNS, load_tiresias_csv
@@ -81,7 +82,8 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
     path = Path(path)
     if path.suffix == ".trace":  # Gavel's format: no header, tab-separated
         return apply_window(load_gavel_trace(path, apps), window)
-    if columns:
+    queue_column = (columns or {}).get("queue")
+    if columns and set(columns) != {"queue"}:
         return apply_window(load_columns(path, apps, columns=columns, model_map=model_map,
                                          seed=seed), window)
     header = set(read_header(path))
@@ -93,9 +95,24 @@ def load_workload(path: str | os.PathLike[str], apps: Mapping[str, AppLimits], *
                          f"({','.join(sorted(header))}); expected the columns of {expected}")
     loader = best[2]
     if loader is load_philly:
+        tenant = queue_column or PHILLY_QUEUE_COLUMN
         if window is None:
-            return load_philly(path, apps, seed=seed, hours=DEFAULT_PHILLY_HOURS)
-        return load_philly(path, apps, seed=seed, start=window.start or "0", hours=window.hours)
+            return load_philly(path, apps, seed=seed, hours=DEFAULT_PHILLY_HOURS,
+                               queue_column=tenant)
+        return load_philly(path, apps, seed=seed, start=window.start or "0", hours=window.hours,
+                           queue_column=tenant)
+    if queue_column is not None and loader is not load_columns:  # only the tenant column
+        if loader is load_itp:
+            itp_map = {k: v for k, v in ITP_MODEL_MAP.items() if v in apps}
+            read = {**ITP_COLUMNS, **(columns or {})}
+            return apply_window(load_columns(path, apps, columns=read,
+                                             model_map={**itp_map, **(model_map or {})},
+                                             seed=seed, kind="itp"), window)
+        raise InputError(f"{path}: --columns queue={queue_column} applies to Philly and "
+                         f"duration-based traces, not to a {best[0]} workload")
+    if loader is load_columns and queue_column is not None:
+        return apply_window(load_columns(path, apps, columns=columns, model_map=model_map,
+                                         seed=seed), window)
     if loader is load_pollux_csv:
         return apply_window(load_pollux_csv(path, apps), window)
     if loader in (load_itp, load_columns):

@@ -2,7 +2,7 @@
 
 Each row becomes a duration-based job (`JobSpec.trace_duration_s`, `corral.sim.truth.scaled`).
 Columns by role (`COLUMN_ROLES`): `submit` (s, shifted to start at 0), `gpus`, `duration`
-required; `name`, `model`, `batch` optional. The header `job_id,submit_time,num_gpus,duration
+required; `name`, `model`, `batch`, `queue` (the job's team) optional. The header `job_id,submit_time,num_gpus,duration
 [,model,batch_size]` needs no mapping; others use `--columns submit=COL,...`. The model: a
 `model_map` entry, the trace's name if in the catalog, else a seeded pick of its GPU-time class
 (`map_size_classes`). GPUs are kept (capped), the batch is `tuned_config`'s (a trace's batch
@@ -30,11 +30,11 @@ from corral.sim.workloads.common import (
 
 #: Roles a column can play, and whether a file must have it.
 COLUMN_ROLES: dict[str, bool] = {"submit": True, "gpus": True, "duration": True,
-                                 "name": False, "model": False, "batch": False}
+                                 "name": False, "model": False, "batch": False, "queue": False}
 #: The documented header: a file with these column names needs no mapping.
 DEFAULT_COLUMNS: dict[str, str] = {"name": "job_id", "submit": "submit_time", "gpus": "num_gpus",
                                    "duration": "duration", "model": "model",
-                                   "batch": "batch_size"}
+                                   "batch": "batch_size", "queue": "queue"}
 ITP_COLUMNS: dict[str, str] = {"name": "job_id", "submit": "submission_time", "gpus": "num_gpu",
                                "duration": "duration", "model": "model_name",
                                "batch": "batch_size"}
@@ -89,7 +89,7 @@ def load_columns(path: str | Path, apps: Mapping[str, AppLimits], *,
     required = [mapping[r] for r, needed in COLUMN_ROLES.items() if needed]
     table = read_table(path, required, kind)
     present = {r: c for r, c in mapping.items() if c in table.col}
-    submit, gpus, duration, names, models = [], [], [], [], []
+    submit, gpus, duration, names, models, queues = [], [], [], [], [], []
     seen: dict[str, int] = {}
     for i, row in enumerate(table.rows):
         name = row[table.col[present["name"]]].strip() if "name" in present else str(i + 1)
@@ -102,6 +102,8 @@ def load_columns(path: str | Path, apps: Mapping[str, AppLimits], *,
             raise table.error(i, f"{present['duration']} must be > 0, got {d:g}")
         duration.append(d)
         models.append(row[table.col[present["model"]]].strip() if "model" in present else "")
+        queues.append(row[table.col[present["queue"]]].strip() or None
+                      if "queue" in present else None)
     gpu_s = np.array(duration) * np.array(gpus, dtype=float)
     by_class = map_size_classes(gpu_s, apps, seed, str(table.path))
     chosen, how = [], {"map": 0, "same": 0, "class": 0}
@@ -117,23 +119,24 @@ def load_columns(path: str | Path, apps: Mapping[str, AppLimits], *,
             how["class"] += 1
     t0 = min(submit)
     jobs, trace = [], {}
-    for i, (name, t, g, d, app) in enumerate(zip(names, submit, gpus, duration, chosen)):
+    for i, (name, t, g, d, app, queue) in enumerate(zip(names, submit, gpus, duration, chosen,
+                                                         queues)):
         limits = apps[app]
         g2, batch = tuned_config(limits, g)
         spec = make_job(f"{app}-{name}", t - t0, app, limits, g2, batch,
                         where=f"{table.path}: row {table.lines[i]}")
         # on fewer GPUs than the trace's (capped), the same work takes longer: GPU-time kept
-        jobs.append(_with_duration(spec, d * g / g2))
+        jobs.append(_with_duration(spec, d * g / g2, queue))
         trace[spec.name] = float(d * g)
     read = _how_read(present, table.header, how, model_map, t0)
     return Workload(table.path.stem, jobs, source=f"{kind}:{table.path} (seed {seed})",
                     trace_gpu_s=trace, columns=read)
 
 
-def _with_duration(spec, duration_s: float):
+def _with_duration(spec, duration_s: float, queue: str | None = None):
     from dataclasses import replace
 
-    return replace(spec, trace_duration_s=float(duration_s))
+    return replace(spec, trace_duration_s=float(duration_s), queue=queue)
 
 
 def _how_read(present: Mapping[str, str], header: list[str], how: Mapping[str, int],
@@ -159,6 +162,8 @@ def _how_read(present: Mapping[str, str], header: list[str], how: Mapping[str, i
         out["(no model column)"] = "model: " + "; ".join(parts)
     if "batch" in present:
         out[present["batch"]] = "not used: the catalog model's tuned batch for the GPUs is"
+    if "queue" in present:
+        out[present["queue"]] = "the job's queue (team; `corral simulate --queues`)"
     for col in header:
         out.setdefault(col, "not used")
     return out

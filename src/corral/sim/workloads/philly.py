@@ -5,12 +5,13 @@ more are dropped, jobs submitted in the window kept, each mapped by its GPU-time
 application of its size class (`map_size_classes`, seeded, in submit order), keeping its GPU
 count (capped) with `tuned_config`'s batch; submit times count from the window start. The
 window is contiguous (the artifact pooled the same hours over all days); `start=None` picks the
-busiest.
+busiest. A job's queue (team) is its virtual cluster, the `cluster` column.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,8 @@ from corral.sim.workloads.common import (
 )
 
 PHILLY_COLUMNS: tuple[str, ...] = ("timestamp", "duration", "num_gpus", "gpu_time")
+#: The column naming a job's virtual cluster (its team): the job's queue, when present.
+PHILLY_QUEUE_COLUMN = "cluster"
 MIN_DURATION_S = 60.0
 MAX_GPU_S = 1000 * 3600.0
 
@@ -105,20 +108,28 @@ def _window_start(path: Path, start: str | float | None, t_all: np.ndarray,
 
 def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
                 start: str | float | None = None, hours: float | None = 8.0,
-                max_jobs: int | None = None, seed: int = 0) -> Workload:
+                max_jobs: int | None = None, seed: int = 0,
+                queue_column: str | None = PHILLY_QUEUE_COLUMN) -> Workload:
     """Jobs of the trace window `[start, start + hours)` mapped to catalog applications.
 
     `start`: a timestamp string (`2017-10-09 07:00:00`), seconds from the earliest timestamp of
     the file (a number or numeric string), or None for the window with the most jobs after
     filtering. `hours=None`: to the end of the trace (with `start=0`, the whole trace).
-    `max_jobs` keeps only the first jobs of the window. See the module docstring.
+    `max_jobs` keeps only the first jobs of the window. `queue_column` (default: the virtual
+    cluster, `cluster`) gives each job its queue when the file has it; naming a column the file
+    lacks is an error. See the module docstring.
     """
     if hours is not None and not (isinstance(hours, (int, float)) and np.isfinite(hours)
                                   and hours > 0):
         raise InputError(f"{path}: window length must be a positive number of hours, got {hours!r}")
     if max_jobs is not None and max_jobs < 1:
         raise InputError(f"{path}: max_jobs must be >= 1, got {max_jobs}")
-    table = read_table(path, PHILLY_COLUMNS, "Philly")
+    needed = PHILLY_COLUMNS
+    if queue_column is not None and queue_column != PHILLY_QUEUE_COLUMN:
+        needed = (*PHILLY_COLUMNS, queue_column)
+    table = read_table(path, needed, "Philly")
+    tenant = (table.column(queue_column) if queue_column is not None and queue_column in table.col
+              else None)
     t_all = _timestamps(table)
     duration = _floats(table, "duration")
     gpus = _floats(table, "num_gpus", integer=True, minimum=1)
@@ -153,8 +164,11 @@ def load_philly(path: str | Path, apps: Mapping[str, AppLimits], *,
         limits = apps[app]
         g, batch = tuned_config(limits, int(gpus[i]))
         name = f"{app}-{k}"
-        jobs.append(make_job(name, submit, app, limits, g, batch,
-                             where=f"{table.path}: row {table.lines[i]}"))
+        spec = make_job(name, submit, app, limits, g, batch,
+                        where=f"{table.path}: row {table.lines[i]}")
+        if tenant is not None and tenant[i].strip():
+            spec = replace(spec, queue=tenant[i].strip())
+        jobs.append(spec)
         trace[name] = float(gpu_s[i])
     stamp = _iso(w0).replace(" ", "T")
     return Workload(

@@ -1,0 +1,444 @@
+"""Teams sharing a cluster: a tree of queues with quotas, and each queue's GPU share per round.
+
+A queues file (TOML, read with `tomllib`) declares one table per queue::
+
+    min_runtime_s = 600          # a job that (re)started less than this ago is not preempted
+    usage_half_life_s = 86400    # optional: borrowing weights fall with decayed past usage
+
+    [queue.research]
+    quota = 32                   # GPUs guaranteed to the queue (a cohort: to its subtree)
+    [queue.vision]
+    parent = "research"          # cohorts nest: at least two levels
+    quota = 16
+    limit = 24                   # never more than this many GPUs (default: no limit)
+    weight = 2                   # share of idle GPUs lent by weight (default 1)
+    priority = 1                 # reclaimed last; placed first (default 0)
+
+Jobs run in leaf queues (queues no other queue names as parent); a job whose queue is unset
+or not a leaf of the file runs in `default`, implicit with quota 0 when not declared. A cohort
+without a `quota` guarantees the sum of its children's.
+
+`shares` is the pure function the tenancy layer (`corral.policies.tenancy`) calls every round:
+guaranteed quota first, idle quota lent by weight through the parent cohort before the root,
+limits respected, and a queue below its quota with waiting work takes its quota back from the
+queues furthest above their fair share, lowest priority first (Kueue's cohorts and
+reclaimWithinCohort, KAI's deserved quota and over-quota weight).
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corral.core.errors import InputError
+
+DEFAULT_QUEUE = "default"
+QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority")
+TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s")
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """One queue of the tree. `quota` None: a cohort guaranteeing its children's sum (a leaf: 0)."""
+
+    name: str
+    quota: int | None = None
+    limit: int | None = None
+    weight: float = 1.0
+    parent: str | None = None
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class QueueTree:
+    """The queues (in file order, `default` included) and the layer's options."""
+
+    queues: tuple[Queue, ...]
+    min_runtime_s: float = 0.0
+    usage_half_life_s: float | None = None
+    source: str = "queues"
+    _by_name: dict[str, Queue] = field(init=False, repr=False, compare=False)
+    _children: dict[str | None, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    _quota: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {q.name: q for q in self.queues}
+        children: dict[str | None, list[str]] = {None: []}
+        for q in self.queues:
+            children.setdefault(q.parent, []).append(q.name)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_children", {k: tuple(v) for k, v in children.items()})
+        quota: dict[str, int] = {}
+
+        def eff(name: str, seen: tuple[str, ...] = ()) -> int:
+            if name in quota:
+                return quota[name]
+            q = by_name[name]
+            kids = children.get(name, [])
+            value = q.quota if q.quota is not None else (
+                sum(eff(k, seen + (name,)) for k in kids) if kids else 0)
+            quota[name] = value
+            return value
+        for q in self.queues:
+            if q.parent is None or q.parent in by_name:
+                try:
+                    eff(q.name)
+                except (KeyError, RecursionError):  # reported by validate()
+                    pass
+        object.__setattr__(self, "_quota", quota)
+
+    def __getitem__(self, name: str) -> Queue:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def children(self, name: str | None) -> tuple[str, ...]:
+        """The queues whose parent is `name` (None: the top-level queues)."""
+        return self._children.get(name, ())
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queues if not self.children(q.name))
+
+    def quota(self, name: str) -> int:
+        """Guaranteed GPUs: the declared quota, or a cohort's children's sum."""
+        return self._quota.get(name, 0)
+
+    def ancestors(self, name: str) -> tuple[str, ...]:
+        """`name`'s parent, its parent, ... up to a top-level queue."""
+        out = []
+        q = self._by_name[name].parent
+        while q is not None:
+            out.append(q)
+            q = self._by_name[q].parent
+        return tuple(out)
+
+    def leaf_for(self, queue: str | None) -> str:
+        """The leaf a job naming `queue` runs in: itself, or `default`."""
+        if queue is not None and queue in self._by_name and not self.children(queue):
+            return queue
+        return DEFAULT_QUEUE
+
+    def validate(self, total_gpus: int | None = None) -> None:
+        """InputError (one line: what and where) for a tree that cannot be honoured."""
+        where = self.source
+        for q in self.queues:
+            if q.parent is not None and q.parent not in self._by_name:
+                hint = _did_you_mean(q.parent, self._by_name)
+                raise InputError(f'{where}: queue "{q.name}": unknown parent "{q.parent}"{hint}')
+        for q in self.queues:
+            seen = [q.name]
+            p = q.parent
+            while p is not None:
+                if p in seen:
+                    cycle = " -> ".join(seen[seen.index(p):] + [p])
+                    raise InputError(f'{where}: queue "{q.name}": cycle of parents: {cycle}')
+                seen.append(p)
+                p = self._by_name[p].parent
+        for q in self.queues:
+            quota = self.quota(q.name)
+            if q.limit is not None and q.limit < quota:
+                raise InputError(f'{where}: queue "{q.name}": limit {q.limit} is below its '
+                                 f'quota {quota}')
+            if total_gpus is not None and quota > total_gpus:
+                raise InputError(f'{where}: queue "{q.name}": quota {quota} exceeds the '
+                                 f"cluster's {total_gpus} GPUs")
+            kids = self.children(q.name)
+            below = sum(self.quota(k) for k in kids)
+            if kids and below > quota:
+                raise InputError(f'{where}: queue "{q.name}": its children\'s quotas add up to '
+                                 f'{below} GPUs, above its quota {quota} '
+                                 f'({", ".join(f"{k} {self.quota(k)}" for k in kids)})')
+        top = sum(self.quota(k) for k in self.children(None))
+        if total_gpus is not None and top > total_gpus:
+            raise InputError(f"{where}: the top-level queues' quotas add up to {top} GPUs, above "
+                             f"the cluster's {total_gpus}")
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _number(where: str, what: str, key: str, value: Any, *, integer: bool,
+            positive: bool = False) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not math.isfinite(value):
+        kind = "a whole number" if integer else "a number"
+        raise InputError(f"{where}: {what}: {key} must be {kind}, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise InputError(f"{where}: {what}: {key} must be {'> 0' if positive else '>= 0'}, "
+                         f"got {value!r}")
+    return value
+
+
+def parse_queues(text: str, where: str = "queues.toml",
+                 total_gpus: int | None = None) -> QueueTree:
+    """A `QueueTree` from TOML text (module docstring); InputError naming `where` if bad."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML: {exc}") from None
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise InputError(f"{where}: unknown key {key!r}{_did_you_mean(key, TOP_KEYS)}; "
+                             f"known: {', '.join(TOP_KEYS)}")
+    tables = doc.get("queue", {})
+    if not isinstance(tables, dict):
+        raise InputError(f"{where}: `queue` must be tables ([queue.NAME]), got {tables!r}")
+    queues = []
+    for name, body in tables.items():
+        what = f'queue "{name}"'
+        if not isinstance(body, dict):
+            raise InputError(f"{where}: {what} must be a table ([queue.{name}])")
+        for key in body:
+            if key not in QUEUE_KEYS:
+                raise InputError(f"{where}: {what}: unknown key {key!r}"
+                                 f"{_did_you_mean(key, QUEUE_KEYS)}; known: {', '.join(QUEUE_KEYS)}")
+        quota = body.get("quota")
+        limit = body.get("limit")
+        parent = body.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise InputError(f"{where}: {what}: parent must be a queue's name, got {parent!r}")
+        if parent == name:
+            raise InputError(f"{where}: {what}: cycle of parents: {name} -> {name}")
+        priority = body.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InputError(f"{where}: {what}: priority must be a whole number, got {priority!r}")
+        queues.append(Queue(
+            name=name,
+            quota=None if quota is None else int(_number(where, what, "quota", quota, integer=True)),
+            limit=None if limit is None else int(_number(where, what, "limit", limit, integer=True)),
+            weight=float(_number(where, what, "weight", body.get("weight", 1.0), integer=False,
+                                 positive=True)),
+            parent=parent, priority=priority))
+    names = {q.name for q in queues}
+    if DEFAULT_QUEUE not in names:
+        queues.append(Queue(DEFAULT_QUEUE, quota=0))
+    min_runtime = _number(where, "min_runtime_s", "value", doc.get("min_runtime_s", 0.0),
+                          integer=False)
+    half = doc.get("usage_half_life_s")
+    if half is not None:
+        half = _number(where, "usage_half_life_s", "value", half, integer=False, positive=True)
+    tree = QueueTree(tuple(queues), float(min_runtime),
+                     None if half is None else float(half), where)
+    tree.validate(total_gpus)
+    for q in tree.queues:
+        if q.name == DEFAULT_QUEUE and tree.children(q.name):
+            raise InputError(f'{where}: queue "{DEFAULT_QUEUE}" takes unnamed jobs: it cannot '
+                             f"be a cohort")
+    return tree
+
+
+def load_queues(path: str | Path, total_gpus: int | None = None) -> QueueTree:
+    """Read a queues file (module docstring); InputError names the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the queues file: {exc.strerror or exc}") from None
+    return parse_queues(text, str(path.name if path.name else path), total_gpus)
+
+
+def proportional_queues(gpu_s: Mapping[str | None, float], total_gpus: int, *,
+                        min_runtime_s: float = 0.0) -> QueueTree:
+    """One flat queue per tenant, its quota its share of the GPU-time (`--quotas proportional`),
+    rounded down and the remainder given by largest fraction, so quotas sum to the cluster."""
+    named = {(k if k else DEFAULT_QUEUE): 0.0 for k in gpu_s}
+    for k, v in gpu_s.items():
+        named[k if k else DEFAULT_QUEUE] += max(0.0, float(v))
+    total = sum(named.values())
+    if total <= 0:
+        quotas = {k: 0 for k in named}
+    else:
+        exact = {k: total_gpus * v / total for k, v in named.items()}
+        quotas = {k: int(math.floor(x)) for k, x in exact.items()}
+        left = total_gpus - sum(quotas.values())
+        for k in sorted(exact, key=lambda k: (-(exact[k] - quotas[k]), k))[:max(0, left)]:
+            quotas[k] += 1
+    queues = [Queue(k, quota=quotas[k]) for k in sorted(named)]
+    if DEFAULT_QUEUE not in named:
+        queues.append(Queue(DEFAULT_QUEUE, quota=0))
+    tree = QueueTree(tuple(queues), float(min_runtime_s), None, "--quotas proportional")
+    tree.validate(total_gpus)
+    return tree
+
+
+# --- shares ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shares:
+    """One round's split of the cluster, per leaf queue (GPUs)."""
+
+    share: dict[str, int]  # what the queue may hold this round
+    fair: dict[str, int]  # its fair share of the demand (quota first, then by weight)
+    guaranteed: dict[str, int]  # the part of its demand its quota (and its cohorts') guarantee
+    demand: dict[str, int]  # its demand, capped by its and its cohorts' limits
+    #: Leaves that gave GPUs back to queues below their quota, in the order they were taken.
+    reclaimed_from: tuple[str, ...] = ()
+
+
+def _subtree_demand(tree: QueueTree, demand: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+
+    def walk(name: str) -> int:
+        kids = tree.children(name)
+        d = sum(walk(k) for k in kids) if kids else max(0, int(demand.get(name, 0)))
+        limit = tree[name].limit
+        out[name] = d if limit is None else min(d, limit)
+        return out[name]
+    for top in tree.children(None):
+        walk(top)
+    return out
+
+
+def _split(tree: QueueTree, kids: tuple[str, ...], amount: int, cap: Mapping[str, int],
+           weights: Mapping[str, float], base: Mapping[str, int]) -> dict[str, int]:
+    """`amount` GPUs among `kids`: each its quota up to its `base` demand (higher priority
+    first when they do not all fit), then the rest by weight up to `cap` (least given above
+    that per weight first)."""
+    out = {k: 0 for k in kids}
+    left = amount
+    for k in sorted(kids, key=lambda k: (-tree[k].priority, k)):
+        g = min(tree.quota(k), base[k], cap[k], left)
+        out[k] = g
+        left -= g
+    base = dict(out)
+    heap = [((out[k] - base[k] + 1) / weights.get(k, tree[k].weight), -tree[k].priority, k)
+            for k in kids if out[k] < cap[k]]
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        _, _, k = heapq.heappop(heap)
+        out[k] += 1
+        left -= 1
+        if out[k] < cap[k]:
+            heapq.heappush(heap, ((out[k] - base[k] + 1) / weights.get(k, tree[k].weight),
+                                  -tree[k].priority, k))
+    return out
+
+
+def _allocate(tree: QueueTree, capacity: int, top_cap: Mapping[str, int],
+              cap: Mapping[str, int], weights: Mapping[str, float],
+              base: Mapping[str, int]) -> dict[str, int]:
+    """Top-down: `capacity` among the top-level queues (each up to `top_cap`), then each
+    queue's amount among its children (up to `cap`); every queue's amount, leaves and cohorts."""
+    out: dict[str, int] = {}
+
+    def down(parent: str | None, amount: int, caps: Mapping[str, int]) -> None:
+        kids = tree.children(parent)
+        given = _split(tree, kids, amount, caps, weights, base)
+        for k, v in given.items():
+            out[k] = v
+            if tree.children(k):
+                down(k, v, cap)
+    down(None, capacity, top_cap)
+    return out
+
+
+def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
+           capacity: int, weights: Mapping[str, float] | None = None,
+           base: Mapping[str, int] | None = None) -> Shares:
+    """Each leaf queue's GPU share this round (module docstring).
+
+    `demand`: GPUs each leaf's jobs could use now (waiting jobs' GPUs plus what running jobs
+    hold, or could grow to under an elastic policy); `usage`: GPUs its running jobs hold;
+    `weights`: borrowing weights when not the declared ones (decayed-usage fair share);
+    `base`: the part of each leaf's demand its quota guarantees (default: all of it; an
+    elastic job's growth beyond what it asked for is only ever borrowed).
+    A queue keeps what it holds unless a queue below its quota needs it back: then GPUs are
+    taken from the leaves furthest above their fair share (per weight), lowest priority first,
+    never below that fair share. A queue below its fair share of what its jobs asked for
+    (`base`) takes GPUs no job asked for (elastic growth) from leaves above theirs. Free GPUs go to the leaves below their fair share, largest
+    gap per weight first, then to any leaf with demand left, limits always respected.
+    """
+    weights = dict(weights or {})
+    leaves = tree.leaves
+    d = _subtree_demand(tree, demand)
+    b = d if base is None else _subtree_demand(
+        tree, {q: min(int(base.get(q, 0)), int(demand.get(q, 0))) for q in leaves})
+    fair = _allocate(tree, capacity, d, d, weights, b)
+    guaranteed = _allocate(tree, capacity, {k: min(tree.quota(k), b[k])
+                                            for k in tree.children(None)}, b, weights, b)
+    share = {q: min(max(0, int(usage.get(q, 0))), d[q]) for q in leaves}
+    # a cohort's limit caps its subtree's holdings too: trim its lowest-priority leaves
+    for cohort in (q for q in tree.queues if tree.children(q.name) and q.limit is not None):
+        under = [q for q in leaves if cohort.name in tree.ancestors(q)]
+        over = sum(share[q] for q in under) - (cohort.limit or 0)
+        for q in sorted(under, key=lambda q: (tree[q].priority, -share[q], q)):
+            if over <= 0:
+                break
+            cut = min(over, share[q])
+            share[q] -= cut
+            over -= cut
+
+    def room(q: str, donor: str | None = None) -> int:
+        """GPUs leaf `q` can still take (from `donor`: its cohorts' holdings do not change)."""
+        r = d[q] - share[q]
+        shared = () if donor is None else tree.ancestors(donor)
+        for a in tree.ancestors(q):
+            limit = tree[a].limit
+            if limit is not None and a not in shared:
+                r = min(r, limit - sum(share[x] for x in leaves if a in tree.ancestors(x)))
+        return max(0, r)
+
+    def w(q: str) -> float:
+        return weights.get(q, tree[q].weight)
+
+    reclaimed: list[str] = []
+    free = capacity - sum(share.values())
+
+    def serve(want: Mapping[str, int], floor: Mapping[str, int]) -> None:
+        """Give each leaf `want[q]` more: idle GPUs first, then GPUs of the leaves above their
+        `floor` (furthest above their fair share per weight, lowest priority first)."""
+        nonlocal free
+        need = {q: min(max(0, want[q]), d[q] - share[q]) for q in leaves}
+        for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):
+            take = min(need[q], free, room(q))
+            share[q] += take
+            need[q] -= take
+            free -= take
+        if not any(need.values()):
+            return
+        donors = sorted((q for q in leaves if share[q] > floor[q]),
+                        key=lambda q: (tree[q].priority, -(share[q] - fair[q]) / w(q), q))
+        for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):
+            for donor in donors:
+                if need[q] <= 0:
+                    break
+                take = min(need[q], share[donor] - floor[donor], room(q, donor))
+                if take > 0 and donor != q:
+                    share[donor] -= take
+                    share[q] += take
+                    need[q] -= take
+                    if donor not in reclaimed:
+                        reclaimed.append(donor)
+
+    # reclaim to quota: from anyone above its fair share (a gang may be preempted)
+    serve({q: guaranteed[q] - share[q] for q in leaves}, fair)
+    # up to the fair share of what jobs asked for: only GPUs that no job asked for (elastic
+    # jobs' growth, given back by shrinking them in place) change hands
+    serve({q: min(fair[q], b[q]) - share[q] for q in leaves},
+          {q: max(fair[q], b[q]) for q in leaves})
+    # borrowing: idle GPUs to the leaves below their fair share, then to any with demand left
+    while free > 0:
+        short = [q for q in leaves if share[q] < fair[q] and room(q) > 0]
+        if not short:
+            break
+        q = max(short, key=lambda q: ((fair[q] - share[q]) / weights.get(q, tree[q].weight),
+                                      tree[q].priority, q))
+        share[q] += 1
+        free -= 1
+    for q in sorted(leaves, key=lambda q: (-tree[q].priority, q)):
+        take = min(free, room(q))
+        share[q] += take
+        free -= take
+    return Shares(share, {q: fair[q] for q in leaves}, {q: guaranteed[q] for q in leaves},
+                  {q: d[q] for q in leaves}, tuple(reclaimed))

@@ -1,0 +1,286 @@
+"""`QueuedPolicy`: teams share the cluster through queues, each scheduled by its own inner policy.
+
+Every round the layer computes each leaf queue's GPU share (`corral.core.queues.shares`),
+carves the cluster into one sub-cluster per queue and asks one inner policy instance per queue
+(`inner_factory()`, so per-job state stays per queue) to decide for that queue's jobs alone on
+its sub-cluster; node indices are mapped back and the decisions merged.
+
+Carving keeps what runs where it runs: a queue within its share keeps its running jobs' GPUs
+and gets the rest of its share from free GPUs (on its own nodes first, then the emptiest). A
+queue above its share gives GPUs back, its most recently (re)started jobs first:
+
+* under an elastic inner policy (one that moves running jobs: not a gang scheduler promising
+  to keep running jobs, `Keeps.RUNNING_WHEN_NONE_WAITS`), each such job is first shown shrunk
+  in place, down to its `min_gpus`, on the nodes it has most GPUs on; only then are whole jobs
+  taken out;
+* under a gang scheduler, whole jobs are taken out (shown to the inner policy as waiting).
+
+A job that (re)started less than `min_runtime_s` ago is never taken out (its queue then holds
+more than its share until it may be). GPUs left over once every queue has its share (a
+gang given back whole can free more than was needed) go to queues with demand left, within
+their limits. A gang is never split: the inner policy places each job whole or not at all.
+
+With `usage_half_life_s`, the weights that share idle GPUs fall with each queue's decayed past
+usage (Slurm's fair-share factor 2^(-usage/shares), usage and shares normalised over queues).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import (
+    STATUS_PENDING,
+    Assignment,
+    Decision,
+    JobView,
+    Snapshot,
+    check_decision,
+)
+from corral.core.policy import Policy
+from corral.core.queues import QueueTree, Shares, shares
+
+__all__ = ["QueuedPolicy", "is_elastic", "job_demand"]
+
+
+def is_elastic(policy: Policy) -> bool:
+    """Does `policy` move or resize running jobs (so a queue's share may shrink its jobs in
+    place)? Gang schedulers that promise to keep running jobs as they are
+    (`Keeps.RUNNING_WHEN_NONE_WAITS`: fifo, srtf, tiresias) do not."""
+    return not policy.promises.keeps_running
+
+
+def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]:
+    """(GPUs a queue's quota guarantees the job, GPUs it could use now).
+
+    A gang job: what it holds when running, its requested GPUs when waiting, both. A job of an
+    elastic policy is guaranteed what it asked for (what it holds, when that is less) and
+    could use up to twice what it holds (as Pollux explores), within `max_gpus`: its growth is
+    only borrowed, never taken from another queue's quota."""
+    spec = view.spec
+    asked = min(max(spec.gpus, spec.min_gpus), total_gpus)
+    if view.is_running and view.assignment is not None:
+        held = view.num_gpus
+        if not elastic:
+            return held, held
+        return min(held, asked), max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
+    return asked, asked
+
+
+class QueuedPolicy(Policy):
+    """One inner policy per queue, each on its share of the cluster (module docstring)."""
+
+    def __init__(self, inner_factory: Callable[[], Policy], queues: QueueTree) -> None:
+        probe = inner_factory()
+        super().__init__(probe.params)
+        self.name = probe.name  # type: ignore[misc]  # results keep the inner policy's name
+        self.summary = f"{probe.name} per queue"  # type: ignore[misc]
+        self.queues = queues
+        self._factory = inner_factory
+        self._spare: Policy | None = probe
+        self._inner: dict[str, Policy] = {}
+        self._queue_of: dict[str, str] = {}
+        self.elastic = is_elastic(probe)
+        self._usage_gpu_s: dict[str, float] = {}
+        self._usage_at: float | None = None
+        self._usage_then: dict[str, int] = {}  # GPUs each queue held at `_usage_at`
+        #: The last round's shares and each queue's sub-cluster size (for tests and reports).
+        self.last_shares: Shares | None = None
+        self.last_carve: dict[str, int] = {}
+        # The most conservative promises: fresh full views, asked at every round, nothing kept
+        # between rounds; it reads oracle information or finished jobs, and reacts to
+        # arrivals and completions, only where the inner policy does.
+        self.promises = probe.promises.without_shortcuts()
+
+    # -- the inner instances -----------------------------------------------------------------
+    def inner(self, queue: str) -> Policy:
+        """The inner policy instance of leaf `queue` (made on first use)."""
+        policy = self._inner.get(queue)
+        if policy is None:
+            policy, self._spare = (self._spare or self._factory()), None
+            self._inner[queue] = policy
+        return policy
+
+    def job_left(self, name: str) -> None:
+        queue = self._queue_of.pop(name, None)
+        if queue is not None and queue in self._inner:
+            self._inner[queue].job_left(name)
+
+    # -- a round -----------------------------------------------------------------------------
+    def _weights(self, now: float, usage: Mapping[str, int]) -> dict[str, float] | None:
+        half = self.queues.usage_half_life_s
+        if half is None:
+            return None
+        if self._usage_at is not None and now > self._usage_at:  # what was held since then
+            dt = now - self._usage_at
+            decay = 0.5 ** (dt / half)
+            held = self._usage_then
+            for q in set(self._usage_gpu_s) | set(held):
+                self._usage_gpu_s[q] = self._usage_gpu_s.get(q, 0.0) * decay + held.get(q, 0) * dt
+        self._usage_at = now
+        self._usage_then = dict(usage)
+        leaves = self.queues.leaves
+        total_u = sum(self._usage_gpu_s.get(q, 0.0) for q in leaves)
+        total_w = sum(self.queues[q].weight for q in leaves)
+        if total_u <= 0:
+            return None
+        return {q: self.queues[q].weight * 2.0 ** (
+            -(self._usage_gpu_s.get(q, 0.0) / total_u) / (self.queues[q].weight / total_w))
+            for q in leaves}
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        tree, cluster, now = self.queues, snapshot.cluster, snapshot.time_s
+        total = cluster.total_gpus
+        by_queue: dict[str, list[JobView]] = {}
+        for view in snapshot.jobs:
+            q = tree.leaf_for(view.spec.queue)
+            self._queue_of[view.name] = q
+            by_queue.setdefault(q, []).append(view)
+        usage = {q: sum(v.num_gpus for v in views if v.is_running)
+                 for q, views in by_queue.items()}
+        base, demand = {}, {}
+        for q, views in by_queue.items():
+            pairs = [job_demand(v, total, self.elastic) for v in views]
+            base[q] = sum(b for b, _ in pairs)
+            demand[q] = sum(d for _, d in pairs)
+        split = shares(tree, demand, usage, total, self._weights(now, usage), base)
+        self.last_shares = split
+        kept, sub = self._carve(now, cluster, by_queue, split)
+        self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
+        merged: dict[str, Assignment] = {}
+        completed = snapshot.completed
+        for q, views in by_queue.items():
+            nodes = sorted(n for n, g in sub.get(q, {}).items() if g > 0)
+            if not nodes:
+                continue
+            local = {n: i for i, n in enumerate(nodes)}
+            part = Cluster(tuple(dataclasses.replace(cluster.nodes[n], gpus=sub[q][n])
+                                 for n in nodes))  # names and GPU types kept
+            shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
+            names = {v.name for v in views}
+            previous = {}
+            for name, a in snapshot.previous.assignments.items():
+                if name in names and all(n in local for n, _ in a.placement.slots):
+                    previous[name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
+            done = (tuple(v for v in completed if tree.leaf_for(v.spec.queue) == q)
+                    if completed else ())
+            inner = self.inner(q)
+            decision = inner.decide(Snapshot(time_s=now, cluster=part, jobs=shown,
+                                             previous=Decision(previous), completed=done))
+            check_decision(decision, names, part, f"{inner.name} (queue {q})")
+            for name, a in decision.assignments.items():
+                if a.placement.slots:
+                    merged[name] = dataclasses.replace(
+                        a, placement=Placement(tuple((nodes[n], g) for n, g in a.placement.slots)))
+        return Decision(merged)
+
+    @staticmethod
+    def _local_view(view: JobView, placement: Placement | None, local: Mapping[int, int]) -> JobView:
+        if placement is None:
+            if view.assignment is None and view.status is STATUS_PENDING:
+                return view
+            return dataclasses.replace(view, status=STATUS_PENDING, assignment=None)
+        batch = view.assignment.batch if (view.assignment is not None
+                                          and placement == view.placement) else None
+        return dataclasses.replace(view, assignment=Assignment(_mapped(placement, local), batch))
+
+    def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
+               split: Shares) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
+        """Which running jobs keep which GPUs, and each queue's GPUs per node (global)."""
+        tree = self.queues
+        kept: dict[str, Placement] = {}
+        sub: dict[str, dict[int, int]] = {}
+        free = list(cluster.gpus_per_node)
+        for q, views in by_queue.items():
+            running = [v for v in views if v.is_running and v.placement.slots]
+            hold = {v.name: v.placement for v in running}
+            over = sum(p.num_gpus for p in hold.values()) - split.share.get(q, 0)
+            # most recently (re)started first: they give back first
+            order = sorted(running, key=lambda v: (-_started(v), v.name))
+            if over > 0 and self.elastic:
+                for v in order:
+                    if over <= 0:
+                        break
+                    floor = max(1, v.spec.min_gpus)
+                    cut = min(over, hold[v.name].num_gpus - floor)
+                    if cut > 0:
+                        hold[v.name] = _shrunk(hold[v.name], cut)
+                        over -= cut
+            if over > 0:
+                out = []
+                for v in order:
+                    if over <= 0:
+                        break
+                    if now - _started(v) < tree.min_runtime_s:
+                        continue  # not preempted before min_runtime_s
+                    out.append((v.name, hold.pop(v.name)))
+                    over -= out[-1][1].num_gpus
+                for name, p in reversed(out):  # a whole gang can free more than needed:
+                    if p.num_gpus <= -over:  # keep the older ones that still fit
+                        hold[name] = p
+                        over += p.num_gpus
+            per: dict[int, int] = {}
+            for name, p in hold.items():
+                kept[name] = p
+                for n, g in p.slots:
+                    per[n] = per.get(n, 0) + g
+                    free[n] -= g
+            sub[q] = per
+        ranked = sorted(by_queue, key=lambda q: (-tree[q].priority, q))
+        for q in ranked:  # the rest of each queue's share, from free GPUs
+            self._grant(sub[q], free, split.share.get(q, 0) - sum(sub[q].values()))
+        if sum(free) > 0:  # left over: to queues with demand left, within their limits
+            for q in sorted(ranked, key=lambda q: (-tree[q].priority,
+                                                  sum(sub[q].values()) - split.fair[q], q)):
+                self._grant(sub[q], free, self._room(q, split, sub))
+        return kept, sub
+
+    def _room(self, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]]) -> int:
+        """GPUs leaf `q` could still take: its demand left, within its cohorts' limits."""
+        tree = self.queues
+        room = split.demand[q] - sum(sub[q].values())
+        for a in tree.ancestors(q):
+            limit = tree[a].limit
+            if limit is not None:
+                under = sum(sum(per.values()) for x, per in sub.items()
+                            if a in tree.ancestors(x))
+                room = min(room, limit - under)
+        return max(0, room)
+
+    @staticmethod
+    def _grant(per: dict[int, int], free: list[int], want: int) -> None:
+        """Give `want` free GPUs: nodes the queue is on first, then those with most free."""
+        if want <= 0:
+            return
+        for n in sorted(range(len(free)), key=lambda n: (n not in per, -free[n], n)):
+            if want <= 0:
+                break
+            take = min(free[n], want)
+            if take > 0:
+                per[n] = per.get(n, 0) + take
+                free[n] -= take
+                want -= take
+
+
+def _started(view: JobView) -> float:
+    """When a running job was last (re)started."""
+    t = view.last_change_s if view.last_change_s is not None else view.first_start_s
+    return -math.inf if t is None else t
+
+
+def _shrunk(placement: Placement, cut: int) -> Placement:
+    """`placement` less `cut` GPUs, taken from the nodes it has fewest GPUs on first."""
+    per = dict(placement.slots)
+    for n in sorted(per, key=lambda n: (per[n], -n)):
+        if cut <= 0:
+            break
+        take = min(per[n], cut)
+        per[n] -= take
+        cut -= take
+    return Placement.of(per)
+
+
+def _mapped(placement: Placement, local: Mapping[int, int]) -> Placement:
+    return Placement(tuple((local[n], g) for n, g in placement.slots))

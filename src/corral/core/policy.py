@@ -39,6 +39,8 @@ class Reads(enum.Flag):
     ORACLE = enum.auto()
     #: Views of the jobs finished so far (`Snapshot.completed`); others get an empty tuple.
     COMPLETED = enum.auto()
+    #: Sees GPU types and keeps each job on one type itself (no layer re-places its jobs).
+    GPU_TYPES = enum.auto()
 
 
 class Changes(enum.Flag):

@@ -1,0 +1,220 @@
+"""`sia`: Sia's heterogeneity-aware, goodput-optimised scheduling (Jayaram Subramanya et al.,
+"Sia: Heterogeneity-aware, goodput-optimized ML-cluster scheduling", SOSP'23).
+
+The paper is not among the shared seeds; this follows its §3 as published and its public
+artifact's MIP policy. Every round (Sia's 60 s: the engine's interval):
+
+1. **Goodputs per configuration** (§3.2). For each job, each type and each of Sia's
+   configurations of that type (`program.configurations`: 1, 2, 4, ... GPUs within a node,
+   then whole nodes), the job's best goodput there (`JobEstimator.goodput`: Pollux's Eq. 13
+   batch optimum under the type's throughput model, refined as the job runs; a type it has not
+   run on from its one-GPU profile, `JobEstimator.bootstrap`). A configuration is offered up to
+   the job's cap: twice the most GPUs it was seen on (any type), at least what it holds and its
+   `min_gpus`, within `max_gpus` and its batch limit (Pollux's exploration cap, which Sia
+   keeps); only on the job's `gpu_type` when it names one.
+2. **The program** (§3.3, `program.py`): at most one configuration per job under each type's
+   GPU count, objective over normalised goodputs with fairness power `p` (-0.5), no-allocation
+   penalty `lambda_n` (1.1), change penalty `lambda_a` (0.01), solved with
+   `scipy.optimize.milp` (HiGHS).
+3. **Restart cost** (§3.4): a configuration other than the current one has its goodput scaled
+   by the restart factor, by default Pollux's re-allocation factor as Sia's artifact computes it,
+   max(T - R δ, 0) / (T + δ) with T the job's age, R its restarts, δ = `restart_penalty_s`
+   (1 while the job is younger than δ); `restart_discount=round` uses (round - δ) / round
+   instead, the restart pause over one round of `round_s`.
+4. **Placement** (§3.5): per type, jobs kept at their configuration keep their GPUs; the others
+   are packed largest first on as few nodes as possible (`consolidated`). Where that leaves a
+   job without room, the type is packed again from empty, largest first (current placements
+   reused where they still fit); a job that still finds no room waits a round. Each job picks
+   its batch for its GPUs (`batch=None`).
+
+Decided here, where the paper says nothing: a job with no model at all (nothing observed, no
+one-GPU profile) gets the 1-GPU configurations with goodput 1 on every type; a job that never
+reports (`pollux.is_silent`) is offered its requested GPU count only, with linear goodput;
+between choices of equal objective HiGHS picks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot
+from corral.core.policy import Policy, Promises, Reads, register_policy
+from corral.policies._typed import model_type
+from corral.policies.placement import consolidated, fits, take
+from corral.policies.pollux.policy import is_silent, realloc_factor
+from corral.policies.sia.program import Config, Program, configurations, solve
+
+__all__ = ["SiaParams", "Sia", "job_cap", "restart_factor"]
+
+DISCOUNTS = ("age", "round")
+
+
+@dataclass
+class SiaParams:
+    p: float = -0.5  # fairness power over normalised goodputs (Sia's default)
+    lambda_n: float = 1.1  # penalty per job left without GPUs
+    lambda_a: float = 0.01  # penalty per job whose configuration changes
+    restart_penalty_s: float = 30.0  # δ, the restart pause the discount assumes
+    restart_discount: str = "age"  # age (Pollux's factor, Sia's artifact) | round
+    round_s: float = 60.0  # Sia's round, for restart_discount=round
+    silent_after_s: float = 120.0  # run time without a step after which a job is silent
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.p) or self.p == 0:
+            raise ValueError(f"p must be finite and non-zero, got {self.p}")
+        if self.lambda_n < 0 or self.lambda_a < 0:
+            raise ValueError("lambda_n and lambda_a must be >= 0")
+        if self.restart_penalty_s < 0 or not self.round_s > 0:
+            raise ValueError("need restart_penalty_s >= 0 and round_s > 0")
+        if self.restart_discount not in DISCOUNTS:
+            raise ValueError(f"restart_discount must be one of {', '.join(DISCOUNTS)}, "
+                             f"got {self.restart_discount!r}")
+
+
+def job_cap(view: JobView, total_gpus: int) -> int:
+    """The most GPUs Sia offers a job (module docstring, step 1)."""
+    spec, est = view.spec, view.estimator
+    seen = max((est.max_gpus(t) for t in est.gpu_types()), default=0) if est is not None else 0
+    explore = max(2 * seen, view.num_gpus, spec.min_gpus, 1)
+    batch = spec.max_bsz if spec.adaptive else spec.batch_size
+    return max(1, min(explore, spec.max_gpus, max(batch // spec.min_local_bsz, 1), total_gpus))
+
+
+def restart_factor(view: JobView, now_s: float, params: SiaParams) -> float:
+    """The factor a configuration other than the job's current one is scaled by (step 3)."""
+    delay = params.restart_penalty_s
+    if params.restart_discount == "round":
+        return max(0.0, 1.0 - delay / params.round_s)
+    age = now_s - view.spec.submit_time_s
+    if age < delay:
+        return 1.0
+    return realloc_factor(age, view.restarts, delay)
+
+
+@register_policy
+class Sia(Policy):
+    name = "sia"
+    summary = ("Sia: per-type goodput per configuration, an ILP choosing one (type, GPUs) per "
+               "job with fairness p=-0.5, then packing on that type")
+    Params = SiaParams
+    #: Full views (per-type models, restarts, age); whole jobs on one type, chosen here.
+    promises = Promises(reads=Reads.VIEWS | Reads.GPU_TYPES)
+
+    def __init__(self, params: SiaParams | None = None) -> None:
+        super().__init__(params)
+        self._configs: tuple[Cluster, list[Config]] | None = None
+        #: The last program's optimal objective (minimised form), for tests and benchmarks.
+        self.last_objective = 0.0
+
+    def configurations(self, cluster: Cluster) -> list[Config]:
+        if self._configs is None or self._configs[0] != cluster:
+            self._configs = (cluster, configurations(cluster))
+        return self._configs[1]
+
+    def program(self, snapshot: Snapshot) -> Program:
+        """This round's program (steps 1 and 3)."""
+        cluster, prm = snapshot.cluster, self.params
+        configs = self.configurations(cluster)
+        jobs = snapshot.jobs
+        goodput = np.zeros((len(jobs), len(configs)))
+        current: list[int | None] = []
+        index = {(c.gpu_type, c.gpus): i for i, c in enumerate(configs)}
+        for j, view in enumerate(jobs):
+            goodput[j] = self._goodputs(view, configs, cluster.total_gpus)
+            cur = None
+            if view.placement.slots:
+                cur = index.get((cluster.placement_type(view.placement) or "", view.num_gpus))
+                if cur is not None and not goodput[j, cur] > 0:
+                    cur = None
+            current.append(cur)
+        restart = np.array([restart_factor(v, snapshot.time_s, prm) for v in jobs])
+        capacity = {t: cluster.gpus_of_type(t) for t in cluster.gpu_types}
+        return Program(goodput, configs, capacity, current, restart, prm.p, prm.lambda_n,
+                       prm.lambda_a)
+
+    def _goodputs(self, view: JobView, configs: list[Config], total_gpus: int) -> np.ndarray:
+        spec = view.spec
+        out = np.zeros(len(configs))
+        if is_silent(view, self.params.silent_after_s):
+            want = max(1, min(max(spec.gpus, spec.min_gpus), spec.max_gpus, total_gpus))
+            for i, c in enumerate(configs):
+                if c.gpus == want and (spec.gpu_type is None or c.gpu_type == spec.gpu_type):
+                    out[i] = float(c.gpus)
+            return out
+        cap = job_cap(view, total_gpus)
+        est = view.estimator
+        for i, c in enumerate(configs):
+            if c.gpus > cap or c.gpus < spec.min_gpus:
+                continue
+            if spec.gpu_type is not None and c.gpu_type != spec.gpu_type:
+                continue
+            src = model_type(view, c.gpu_type)
+            if src is None or est is None:
+                out[i] = 1.0 if c.gpus == 1 else 0.0
+                continue
+            best = est.goodput(src, c.gpus, c.nodes)
+            out[i] = best[0] if best is not None and math.isfinite(best[0]) else 0.0
+        return out
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        if not snapshot.jobs:
+            return Decision({})
+        program = self.program(snapshot)
+        choice, self.last_objective = solve(program)
+        cluster = snapshot.cluster
+        out: dict[str, Assignment] = {}
+        for t in cluster.gpu_types:
+            wanted = [(view, program.configs[c].gpus) for view, c in zip(snapshot.jobs, choice)
+                      if c is not None and program.configs[c].gpu_type == t]
+            views = {view.name: view for view, _ in wanted}
+            for name, placement in _pack(cluster, t, wanted).items():
+                held = views[name].placement
+                out[name] = Assignment(held if placement == held else placement)
+        return Decision({v.name: out[v.name] for v in snapshot.jobs if v.name in out})
+
+
+def _pack(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]]
+          ) -> dict[str, Placement]:
+    """Placements (by job name) on `gpu_type`'s nodes for jobs wanting that many GPUs (step 4)."""
+    first = _pack_once(cluster, gpu_type, wanted, keep_first=True)
+    if len(first) == len(wanted):
+        return first
+    second = _pack_once(cluster, gpu_type, wanted, keep_first=False)
+    return second if len(second) > len(first) else first
+
+
+def _pack_once(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]],
+               keep_first: bool) -> dict[str, Placement]:
+    nodes = cluster.nodes_of_type(gpu_type)
+    free = list(cluster.gpus_per_node)
+    for n in range(len(free)):
+        if cluster.node_types[n] != gpu_type:
+            free[n] = 0
+    out: dict[str, Placement] = {}
+    movers = []
+    for view, k in wanted:
+        cur = view.placement
+        if (keep_first and cur.slots and cur.num_gpus == k
+                and cluster.placement_type(cur) == gpu_type and fits(free, cur)):
+            take(free, cur)
+            out[view.name] = cur
+        else:
+            movers.append((view, k))
+    movers.sort(key=lambda m: (-m[1], m[0].spec.submit_time_s, m[0].name))
+    for view, k in movers:
+        cur = view.placement
+        if (cur.slots and cur.num_gpus == k and cluster.placement_type(cur) == gpu_type
+                and fits(free, cur)):
+            placement: Placement | None = cur
+        else:
+            packed = consolidated([free[n] for n in nodes], k)
+            placement = (None if packed is None
+                         else Placement(tuple((nodes[i], g) for i, g in packed.slots)))
+        if placement is not None:
+            take(free, placement)
+            out[view.name] = placement
+    return out

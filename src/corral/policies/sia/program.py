@@ -1,0 +1,161 @@
+"""Sia's integer program: at most one (GPU type, nodes, GPUs) configuration per job.
+
+Sia (Jayaram Subramanya et al., SOSP'23) §3.3-3.4, as its artifact solves it. For each job j
+and configuration c, Ĝ[j][c] is j's goodput on c divided by its smallest goodput over its
+configurations (its least useful one, 1 GPU of its slowest type, is 1); a configuration other
+than the job's current one is scaled by the job's restart factor r_j (§3.4). With
+A[j][c] in {0, 1}:
+
+    p < 0:  minimise  sum_jc A[j][c] (r Ĝ[j][c])^p + λ_n (J - sum_jc A[j][c]) + λ_a C(A)
+    p > 0:  maximise  sum_jc A[j][c] (r Ĝ[j][c])^p - λ_n (J - sum_jc A[j][c]) - λ_a C(A)
+    s.t.    sum_c A[j][c] <= 1                    (one configuration per job, or none)
+            sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs)
+
+J is the number of jobs, so λ_n is paid per job left without GPUs: with p < 0 every allocated
+job costs at most 1 and λ_n = 1.1 makes running a job always better than not, when it fits.
+C(A) counts the jobs holding a configuration now that are given another (or none): the change
+penalty λ_a (the artifact carries λ_a = 0.01 as a parameter; here it is this term). Solved with
+HiGHS (`scipy.optimize.milp`); `objective` evaluates the same sum for any choice, so the two
+can be compared (tests/policies/test_sia.py enumerates every choice on small instances).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from corral.core.cluster import Cluster
+
+__all__ = ["Config", "Program", "configurations", "solve", "objective", "MIN_GAIN"]
+
+#: The smallest scaled goodput a cost is computed from (a restart factor of 0 would make
+#: (r Ĝ)^p infinite for p < 0): the artifact's floor.
+MIN_GAIN = 1e-4
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A configuration: `gpus` GPUs of `gpu_type` over `nodes` nodes."""
+
+    gpu_type: str
+    nodes: int
+    gpus: int
+
+
+def configurations(cluster: Cluster) -> list[Config]:
+    """Sia's configurations of each type (cluster type order): 1, 2, 4, ... GPUs within one
+    node (powers of two below the node size, then the node), then whole nodes, 2 up to all."""
+    out = []
+    for t in cluster.gpu_types:
+        nodes = cluster.nodes_of_type(t)
+        size = max(cluster.gpus_per_node[n] for n in nodes)
+        k = 1
+        while k < size:
+            out.append(Config(t, 1, k))
+            k *= 2
+        out.extend(Config(t, m, m * size) for m in range(1, len(nodes) + 1))
+    return out
+
+
+@dataclass
+class Program:
+    """One round's program: `goodput` (jobs, configs), 0 where a configuration is not allowed;
+    `current[j]` the index of j's configuration now (None: none); `restart[j]` r_j."""
+
+    goodput: np.ndarray
+    configs: Sequence[Config]
+    capacity: dict[str, int]
+    current: Sequence[int | None]
+    restart: np.ndarray
+    p: float = -0.5
+    lambda_n: float = 1.1
+    lambda_a: float = 0.01
+
+    def gains(self) -> np.ndarray:
+        """(jobs, configs) r Ĝ: normalised goodputs, restart-scaled off the current config;
+        NaN where not allowed."""
+        g = np.where(self.goodput > 0, self.goodput, np.nan)
+        with np.errstate(all="ignore"):
+            low = np.nanmin(np.where(np.isnan(g), np.inf, g), axis=1, keepdims=True)
+        norm = g / np.where(np.isfinite(low), low, 1.0)
+        scale = np.ones_like(norm)
+        for j, cur in enumerate(self.current):
+            if cur is not None:
+                scale[j, :] = self.restart[j]
+                scale[j, cur] = 1.0
+        return np.maximum(norm * scale, MIN_GAIN)
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        """The linear objective (to minimise) over A, with its constant: (weights, constant);
+        +inf where a configuration is not allowed."""
+        sign = 1.0 if self.p < 0 else -1.0
+        gains = self.gains()
+        w = sign * np.power(gains, self.p) - self.lambda_n
+        held = 0
+        for j, cur in enumerate(self.current):
+            if cur is not None:
+                w[j, cur] -= self.lambda_a
+                held += 1
+        w = np.where(np.isnan(w), np.inf, w)
+        return w, self.lambda_n * len(self.current) + self.lambda_a * held
+
+
+def objective(program: Program, choice: Sequence[int | None]) -> float:
+    """The objective (minimised form) of giving job j configuration `choice[j]` (None: none),
+    summed from its definition; inf if the choice breaks a constraint or picks a forbidden
+    configuration."""
+    sign = 1.0 if program.p < 0 else -1.0
+    gains = program.gains()
+    used: dict[str, int] = {}
+    total = 0.0
+    for j, c in enumerate(choice):
+        cur = program.current[j]
+        if c is None:
+            total += program.lambda_n
+        else:
+            if not program.goodput[j, c] > 0:
+                return float("inf")
+            cfg = program.configs[c]
+            used[cfg.gpu_type] = used.get(cfg.gpu_type, 0) + cfg.gpus
+            total += sign * float(gains[j, c]) ** program.p
+        if cur is not None and c != cur:
+            total += program.lambda_a
+    if any(n > program.capacity.get(t, 0) for t, n in used.items()):
+        return float("inf")
+    return total
+
+
+def solve(program: Program) -> tuple[list[int | None], float]:
+    """The optimal choice (a configuration index or None per job) and its objective (the
+    minimised form: negate for the maximised one when p > 0)."""
+    num_jobs, num_configs = program.goodput.shape
+    if num_jobs == 0:
+        return [], 0.0
+    w, const = program.weights()
+    allowed = np.isfinite(w)
+    cols = np.flatnonzero(allowed.ravel())  # variables: the allowed (job, config) pairs
+    if cols.size == 0:
+        return [None] * num_jobs, const
+    job_of, cfg_of = np.divmod(cols, num_configs)
+    c = w.ravel()[cols]
+    types = list(program.capacity)
+    type_of = np.array([types.index(program.configs[k].gpu_type) for k in cfg_of])
+    gpus = np.array([program.configs[k].gpus for k in cfg_of], dtype=float)
+    one_each = np.zeros((num_jobs, cols.size))
+    one_each[job_of, np.arange(cols.size)] = 1.0
+    per_type = np.zeros((len(types), cols.size))
+    per_type[type_of, np.arange(cols.size)] = gpus
+    constraints = [LinearConstraint(one_each, -np.inf, 1.0),
+                   LinearConstraint(per_type, -np.inf,
+                                    np.array([program.capacity[t] for t in types], dtype=float))]
+    res = milp(c, constraints=constraints, integrality=np.ones(cols.size),
+               bounds=Bounds(0.0, 1.0))
+    choice: list[int | None] = [None] * num_jobs
+    if res.status != 0 or res.x is None:  # always feasible (nothing allocated): solver trouble
+        return choice, const
+    for k in np.flatnonzero(res.x > 0.5):
+        choice[int(job_of[k])] = int(cfg_of[k])
+    return choice, float(c @ np.round(res.x)) + const

@@ -1,0 +1,188 @@
+"""sia: the integer program against brute force on small instances, configurations, goodputs
+per type from the job's models (one-GPU bootstrap where it has not run), decisions on one type
+each within capacity, and end-to-end runs in the simulator."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, Snapshot
+from corral.core.policy import Reads, create_policy
+from corral.perf.estimator import JobEstimator
+from corral.policies.sia.policy import Sia, SiaParams
+from corral.policies.sia.program import Config, Program, configurations, objective, solve
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads import synthetic
+
+MIXED = "k80:2x4,v100:2x4"
+
+
+# ------------------------------------------------------------------------------ the program
+
+def test_configurations_are_powers_of_two_within_a_node_then_whole_nodes() -> None:
+    got = [(c.gpu_type, c.nodes, c.gpus) for c in configurations(Cluster.parse("k80:3x4,v100:1x8"))]
+    assert got == [("k80", 1, 1), ("k80", 1, 2), ("k80", 1, 4), ("k80", 2, 8), ("k80", 3, 12),
+                   ("v100", 1, 1), ("v100", 1, 2), ("v100", 1, 4), ("v100", 1, 8)]
+
+
+def _brute_force(program: Program) -> float:
+    jobs, configs = program.goodput.shape
+    best = float("inf")
+    for choice in itertools.product([None, *range(configs)], repeat=jobs):
+        best = min(best, objective(program, list(choice)))
+    return best
+
+
+def _random_program(rng: np.random.Generator, jobs: int, p: float) -> Program:
+    configs = [Config("slow", 1, 1), Config("slow", 1, 2), Config("slow", 2, 4),
+               Config("fast", 1, 1), Config("fast", 1, 2)]
+    goodput = np.zeros((jobs, len(configs)))
+    for j in range(jobs):
+        base = rng.uniform(1.0, 50.0)
+        fast = rng.uniform(1.0, 4.0)
+        for c, cfg in enumerate(configs):
+            if rng.random() < 0.15:
+                continue  # not offered to this job
+            speed = base * (fast if cfg.gpu_type == "fast" else 1.0)
+            goodput[j, c] = speed * cfg.gpus ** rng.uniform(0.5, 1.0)
+    current = [None if rng.random() < 0.4 else int(rng.integers(len(configs)))
+               for _ in range(jobs)]
+    current = [c if c is not None and goodput[j, c] > 0 else None for j, c in enumerate(current)]
+    return Program(goodput, configs, {"slow": int(rng.integers(2, 5)), "fast": int(rng.integers(1, 3))},
+                   current, rng.uniform(0.3, 1.0, jobs), p=p)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_ilp_finds_the_brute_force_optimum(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    program = _random_program(rng, jobs=3 + seed % 2, p=-0.5 if seed % 3 else 0.5)
+    choice, value = solve(program)
+    want = _brute_force(program)
+    assert value == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert objective(program, choice) == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+def test_normalised_to_the_least_useful_configuration_and_restart_scaled() -> None:
+    program = Program(np.array([[10.0, 18.0, 0.0]]),
+                      [Config("a", 1, 1), Config("a", 1, 2), Config("a", 1, 4)], {"a": 4},
+                      [0], np.array([0.5]))
+    gains = program.gains()
+    assert gains[0, 0] == pytest.approx(1.0)  # the current configuration: not scaled
+    assert gains[0, 1] == pytest.approx(1.8 * 0.5)
+
+
+def test_lambda_n_makes_running_a_job_better_than_not() -> None:
+    # two jobs, one GPU: with p < 0 and lambda_n > 1 the GPU is used
+    program = Program(np.array([[5.0], [7.0]]), [Config("a", 1, 1)], {"a": 1}, [None, None],
+                      np.ones(2))
+    choice, value = solve(program)
+    assert sorted(c is not None for c in choice) == [False, True]
+    assert value == pytest.approx(1.0 + 1.1)
+
+
+# ------------------------------------------------------------------------- goodputs per type
+
+def _spec(name: str, t: float = 0.0, gpu_type: str | None = None, max_bsz: int = 4096) -> JobSpec:
+    return JobSpec(name=name, submit_time_s=t, app="cifar10", gpus=1, batch_size=128,
+                   init_bsz=128, max_bsz=max_bsz, min_local_bsz=16, max_local_bsz=1024,
+                   gpu_type=gpu_type)
+
+
+def _estimator(step_s: dict[str, float], observed: str | None = None, gpus: int = 1
+               ) -> JobEstimator:
+    est = JobEstimator(128, 4096, 16, 1024)
+    for t, s in step_s.items():
+        if t == observed:
+            for k in range(1, gpus + 1):
+                est.observe_step(1, k, 128, s * (1 + 0.05 * (k - 1)), s * 0.05 * (k - 1),
+                                 count=10, gpu_type=t)
+        else:
+            est.bootstrap(t, s, 128)
+    return est
+
+
+def _view(spec: JobSpec, est: JobEstimator | None = None, placement: Placement | None = None
+          ) -> JobView:
+    running = placement is not None
+    return JobView(spec=spec, status=JobStatus.RUNNING if running else JobStatus.PENDING,
+                   assignment=Assignment(placement) if running else None,
+                   attained_gpu_s=0.0, run_time_s=0.0, queue_time_s=0.0, restarts=0, epoch=0,
+                   steps=0, progress=0.0, max_gpus_held=placement.num_gpus if running else 0,
+                   first_start_s=None, last_change_s=None, batch=None, estimator=est)
+
+
+def _goodput_row(cluster: Cluster, view: JobView) -> dict[tuple[str, int], float]:
+    snap = Snapshot(0.0, cluster, (view,), Decision({}))
+    program = Sia().program(snap)
+    return {(c.gpu_type, c.gpus): float(g) for c, g in zip(program.configs, program.goodput[0])}
+
+
+def test_the_one_gpu_bootstrap_is_used_where_the_job_has_not_run() -> None:
+    cluster = Cluster.parse(MIXED)
+    profiled = _goodput_row(cluster, _view(_spec("a"), _estimator({"k80": 0.4, "v100": 0.1},
+                                                                   observed="k80")))
+    assert profiled[("v100", 1)] / profiled[("k80", 1)] == pytest.approx(4.0, rel=0.05)
+    unprofiled = _goodput_row(cluster, _view(_spec("b"), _estimator({"k80": 0.4}, observed="k80")))
+    assert unprofiled[("v100", 1)] == pytest.approx(unprofiled[("k80", 1)])
+    nothing = _goodput_row(cluster, _view(_spec("c")))
+    assert {k: v for k, v in nothing.items() if v > 0} == {("k80", 1): 1.0, ("v100", 1): 1.0}
+
+
+def test_offered_up_to_twice_what_was_seen_and_only_on_its_gpu_type() -> None:
+    cluster = Cluster.parse(MIXED)
+    row = _goodput_row(cluster, _view(_spec("a", gpu_type="v100"),
+                                      _estimator({"v100": 0.1}, observed="v100", gpus=2)))
+    offered = {k for k, v in row.items() if v > 0}
+    assert offered == {("v100", 1), ("v100", 2), ("v100", 4)}
+
+
+# ------------------------------------------------------------------------------- decisions
+
+def test_decisions_put_each_job_on_one_type_within_capacity() -> None:
+    cluster = Cluster.parse(MIXED)
+    views = tuple(_view(_spec(f"j{i}", t=float(i)),
+                        _estimator({"k80": 0.4, "v100": 0.4 / (1 + i % 4)}, observed="k80",
+                                   gpus=2))
+                  for i, g in enumerate(range(10)))
+    policy = Sia()
+    decision = policy.decide(Snapshot(0.0, cluster, views, Decision({})))
+    used = decision.used_gpus(cluster.num_nodes)
+    assert all(u <= c for u, c in zip(used, cluster.gpus_per_node))
+    assert all(cluster.placement_type(a.placement) is not None
+               for a in decision.assignments.values())
+    assert len(decision.assignments) == 10  # lambda_n: all ten fit on 16 GPUs
+    # the jobs that gain most from the V100s hold them
+    on_v100 = {n for n, a in decision.assignments.items()
+               if cluster.placement_type(a.placement) == "v100"}
+    gain = {v.name: 1 + int(v.name[1:]) % 4 for v in views}
+    assert min(gain[n] for n in on_v100) >= max(gain[n] for n in set(gain) - on_v100)
+
+
+def test_a_job_kept_at_its_configuration_keeps_its_gpus() -> None:
+    cluster = Cluster.parse("4x4")
+    held = Placement(((2, 2),))
+    view = _view(_spec("a"), _estimator({"": 0.1}, observed="", gpus=2), placement=held)
+    decision = Sia(SiaParams(lambda_a=10.0)).decide(Snapshot(100.0, cluster, (view,), Decision({})))
+    assert decision.assignments["a"].placement == held
+
+
+def test_declares_it_keeps_jobs_on_one_type() -> None:
+    assert Reads.GPU_TYPES in Sia.promises.reads
+
+
+# ------------------------------------------------------------------------- the simulator
+
+@pytest.mark.parametrize("cluster", ["4x4", MIXED])
+def test_finishes_the_built_in_workload(cluster: str) -> None:
+    truth = CatalogTruth()
+    workload = synthetic(truth.limits(), num_jobs=16, rate_per_hour=40, seed=3,
+                         mix={"cifar10": 0.5, "ncf": 0.3, "deepspeech2": 0.2})
+    result = Simulator(truth, create_policy("sia"), Cluster.parse(cluster),
+                       EngineConfig()).run(workload)
+    assert all(j.finish_s is not None for j in result.jobs)

@@ -22,6 +22,9 @@ class JobRecord:
     active_at_arrival: int = 1  # jobs active (this one included) when it arrived
     isolated_jct_s: float | None = None  # JCT alone on the whole cluster at its best config
     fair_share_jct_s: float | None = None  # JCT alone on a 1/N share (for finish-time fairness)
+    #: GPU-seconds held per GPU type (restart pauses included, as `attained_gpu_s`); empty
+    #: on a cluster of one type, so its records and files are as before
+    gpu_s_by_type: dict[str, float] = field(default_factory=dict)
 
     @property
     def jct_s(self) -> float | None:

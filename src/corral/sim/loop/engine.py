@@ -28,7 +28,7 @@ from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover
-from corral.sim.loop.results import JobRecord, SimResult
+from corral.sim.loop.results import JobRecord, SimResult, fast_gpu_share
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.truth.scaled import job_app
@@ -102,7 +102,7 @@ class Simulator:
             finally:  # the run's jobs go with it, not with the simulator
                 self._arrivals, self._active, self._done = [], [], []
                 self._done_views, self._finished, self._finish_heap = [], [], []
-                self._predicted = {}
+                self._predicted, self._specs = {}, {}
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
@@ -119,6 +119,7 @@ class Simulator:
         #: when its current placement began (`_account_type`)
         self._by_type: dict[int, dict[str, float]] = {}
         self._type_mark: dict[int, tuple[str, float]] = {}
+        self._specs: dict[str, JobSpec] = {}  # the active jobs' specs, by name
         self._restricted = any(spec.gpu_type is not None for spec in workload.jobs)
         self._type_aware = self.policy.promises.type_aware
         self._arrivals = arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
@@ -143,7 +144,8 @@ class Simulator:
         self._used = 0  # ... and in all
         self._waiting = 0  # active jobs without GPUs
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
-                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s)
+                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s,
+                              self.cluster.gpu_types or ("",))
         self._max_time_s = max_time = limit.limit_s
         active, done, finish_heap = self._active, self._done, self._finish_heap
         timeline: list[tuple[float, int]] = [(0.0, 0)]
@@ -185,6 +187,9 @@ class Simulator:
                            rounds=rounds.count)
         if len(done) < total:
             result.stopped = limit.stop_note(total - len(done), total)
+        if self._mixed:
+            result.fast_gpu_share = fast_gpu_share(result.jobs, {
+                j.spec.name: self._type_speeds(j) for j in jobs})
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -214,6 +219,7 @@ class Simulator:
             if learns:
                 self._done_views.append(completed_view(job.view()))
             job.shed_training()
+            self._specs.pop(job.spec.name, None)
             self._predicted.pop(id(job), None)
             self.policy.job_left(job.spec.name)
         return _COMPLETION
@@ -230,6 +236,7 @@ class Simulator:
             job.clock_s = job.spec.submit_time_s
             job.advance(now_s)
             active.append(job)
+            self._specs[job.spec.name] = job.spec
             job.active_at_arrival = len(active)
             self._waiting += 1
         self._next_arrival = i
@@ -303,8 +310,8 @@ class Simulator:
     def _validate(self, decision: Decision, active: list[SimJob]) -> Decision:
         """The decision to apply (`corral.core.deciding.checked_decision`): within one GPU type
         per job for a type-unaware policy on a mixed cluster, checked."""
-        return checked_decision(decision, self.cluster, {j.spec.name: j.spec for j in active},
-                                self.policy.name, self._type_aware, self._restricted)
+        return checked_decision(decision, self.cluster, self._specs, self.policy.name,
+                                self._type_aware, self._restricted)
 
     def _retype(self, job: SimJob, new: Placement) -> None:
         """On a mixed cluster, before `job` takes placement `new`: the truth of `new`'s GPU type
@@ -315,6 +322,21 @@ class Simulator:
             truth = job.app_truth.for_type(t)
             if truth is not job.truth:
                 job.set_truth(truth)
+
+    def _type_speeds(self, job: SimJob) -> dict[str, float]:
+        """The job's training speed (steps/s at its own GPU count and batch, packed) on each
+        type it may run on, for `fast_gpu_share`."""
+        spec = job.spec
+        out = {}
+        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
+            nodes = self.cluster.nodes_of_type(t)
+            per_node = max(self.cluster.gpus_per_node[n] for n in nodes)
+            k = min(spec.gpus, self.cluster.gpus_of_type(t))
+            b = spec.user_batch(k)
+            step_s, sync_s = job.app_truth.for_type(t).step_time(packed_counts(k, per_node),
+                                                               b.local_bsz)
+            out[t] = 1.0 / (step_s + b.accum_steps * (step_s - sync_s))
+        return out
 
     def _account_type(self, job: SimJob) -> None:
         """Book the GPU-seconds `job` held since its placement began to that placement's type."""

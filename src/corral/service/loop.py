@@ -26,8 +26,8 @@ from pydantic import ValidationError
 
 from corral.core.clock import WALL_CLOCK, Clock
 from corral.core.cluster import Cluster, Placement
-from corral.core.errors import CorralError
 from corral.core.deciding import checked_decision
+from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy

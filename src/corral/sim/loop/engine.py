@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
-from corral.core.errors import InfeasibleJobError
 from corral.core.deciding import checked_decision
+from corral.core.errors import InfeasibleJobError
 from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
@@ -111,7 +111,7 @@ class Simulator:
         per_node = self.cluster.max_node_gpus
         jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
         types = self.cluster.gpu_types
-        self._mixed = mixed = self.cluster.is_mixed
+        self._mixed = self.cluster.is_mixed
         if len(types) == 1 and types[0]:  # one named type: every job runs on it throughout
             for job in jobs:
                 job.set_truth(job.app_truth.for_type(types[0]))
@@ -119,7 +119,7 @@ class Simulator:
         #: when its current placement began (`_account_type`)
         self._by_type: dict[int, dict[str, float]] = {}
         self._type_mark: dict[int, tuple[str, float]] = {}
-        self._specs: dict[str, JobSpec] = {}  # the active jobs' specs, by name
+        self._specs = {}  # the active jobs' specs, by name (JobSpec)
         self._restricted = any(spec.gpu_type is not None for spec in workload.jobs)
         self._type_aware = self.policy.promises.type_aware
         self._arrivals = arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)

@@ -198,3 +198,20 @@ def test_fast_gpu_share_definition():
     assert fast_gpu_share(jobs, speeds) == pytest.approx(30.0 / 100.0)
     assert fast_gpu_share([rec("a", {"k80": 1.0})], speeds) is None
     assert fast_gpu_share([], {}) is None
+
+
+def test_pollux_csv_gpu_type_column(truth, tmp_path):
+    from corral.core.errors import InputError
+    from corral.sim.workloads import load_pollux_csv
+
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size,gpu_type\n"
+                    "a,0,cifar10,2,128,v100\nb,10,cifar10,2,128,\n")
+    w = load_pollux_csv(path, truth.limits())
+    assert [j.gpu_type for j in w.jobs] == ["v100", None]
+    result = Simulator(truth, create_policy("fifo"), Cluster.parse("k80:1x4,v100:1x4")).run(w)
+    assert set(result.jobs[0].gpu_s_by_type) == {"v100"}
+    path.write_text("name,time,application,num_replicas,batch_size,gpu_type\n"
+                    "a,0,cifar10,2,128,V 100\n")
+    with pytest.raises(InputError, match="row 2: column gpu_type"):
+        load_pollux_csv(path, truth.limits())

@@ -204,11 +204,15 @@ def test_within_one_type_properties(case: tuple[Cluster, Decision, dict[str, Job
         if not before.placement or (placed is not None and wanted in (None, placed)):
             assert after is before  # never moved
             continue
+        allowed = cluster.gpu_types if wanted is None else (wanted,)
+        never_fits = before.num_gpus > max(cluster.gpus_of_type(t) for t in allowed)
         if after is None:  # no room: then no allowed type has its count free even now
-            k = before.num_gpus
-            allowed = cluster.gpu_types if wanted is None else (wanted,)
+            k = 1 if never_fits else before.num_gpus
             assert all(sum(free[n] for n in cluster.nodes_of_type(t)) < k for t in allowed)
             continue
-        assert after.num_gpus == before.num_gpus and after.batch == before.batch
+        if never_fits:  # more than any allowed type holds: shrunk, its batch left to the job
+            assert 1 <= after.num_gpus < before.num_gpus and after.batch is None
+        else:
+            assert after.num_gpus == before.num_gpus and after.batch == before.batch
         assert cluster.placement_type(after.placement) in ((wanted,) if wanted else
                                                            cluster.gpu_types)

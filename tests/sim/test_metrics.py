@@ -82,7 +82,8 @@ def test_summary_schema_fields():
         "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s", "ftf_p50", "ftf_p99",
         "ftf_max", "restarts_per_job", "gpu_util", "lower_bound_avg_jct_s", "lower_bound_ratio",
         "lp_bound_avg_jct_s", "gap", "finished", "unfinished", "wall_s", "stopped")
-    assert tuple(f.name for f in fields(Summary)) == SUMMARY_FIELDS
+    # fast_gpu_share: only on clusters of several GPU types, written only there
+    assert tuple(f.name for f in fields(Summary)) == SUMMARY_FIELDS + ("fast_gpu_share",)
 
 
 def test_summarize_by_hand():

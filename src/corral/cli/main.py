@@ -171,7 +171,7 @@ def simulate(
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_INPUTS),
     policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY[,POLICY]", help="Comma-separated policies. Default: every built-in comparison policy."),
     set_: list[str] | None = typer.Option(None, "--set", metavar="[P.]KEY=VALUE", help="policy.key=value (or key=value for every policy that has it; repeatable).", rich_help_panel=_ENGINE),
-    cluster: str = typer.Option("16x4", metavar="NxG|FILE", help="N nodes of G GPUs, or a file with one 'name gpus' line per node."),
+    cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...|FILE", help="N nodes of G GPUs; several GPU types as TYPE:NODESxGPUS,... (e.g. k80:6x4,p100:3x8,v100:2x8); or a file with one 'name gpus [type]' line per node."),
     interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, seconds.", rich_help_panel=_ENGINE),
     restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), seconds.", rich_help_panel=_ENGINE),
     mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place.", rich_help_panel=_ENGINE),

@@ -23,11 +23,16 @@ What it does, in order (deterministic):
    the type holding most of its current GPUs first, then the type with the most free GPUs,
    then the cluster's type order; within the type the GPUs are packed on as few nodes as
    possible, the fullest node that fits first (`consolidated`, as policies place).
-3. A job no type has room for gets no GPUs this round (it is left out of the decision).
+3. A job given more GPUs than any type it may use has (a policy that scales a job out over
+   the whole cluster: pollux, optimus, ones) is shrunk to the most GPUs free on one such type
+   (the type order of step 2 breaks ties), its batch left to the job (`batch=None`), provided
+   that is at least its `min_gpus`; without this it would never run while the policy keeps
+   asking for that count.
+4. Any other job no type has room for gets no GPUs this round (it is left out of the decision).
 
-Decided here, where Sia says nothing: a job is never shrunk to fit a type (its count is the
-policy's choice; the layer only moves it), and jobs are re-placed in decision order, which for
-the policies here is their priority order.
+Decided here, where Sia says nothing: a job that some type could hold is never shrunk to fit
+(its count is the policy's choice; the layer only moves it), and jobs are re-placed in decision
+order, which for the policies here is their priority order.
 """
 
 from __future__ import annotations
@@ -73,7 +78,8 @@ def within_one_type(decision: Decision, cluster: Cluster,
         a = decision.assignments[name]
         spec = specs.get(name)
         wanted = spec.gpu_type if spec is not None else None
-        moved[name] = _replace(cluster, types, free, a, wanted)
+        moved[name] = _replace(cluster, types, free, a, wanted,
+                               spec.min_gpus if spec is not None else 1)
     out: dict[str, Assignment] = {}
     for name, a in decision.assignments.items():
         if name in moved:
@@ -86,14 +92,22 @@ def within_one_type(decision: Decision, cluster: Cluster,
 
 
 def _replace(cluster: Cluster, types: tuple[str, ...], free: list[int], a: Assignment,
-             wanted: str | None) -> Assignment | None:
-    """`a`'s GPU count and batch on one type with room (taken from `free`), or None."""
+             wanted: str | None, min_gpus: int = 1) -> Assignment | None:
+    """`a`'s GPU count and batch on one type with room (taken from `free`), or None; fewer GPUs
+    when no type it may use has `a`'s count at all (step 3 of the module docstring)."""
     k = a.placement.num_gpus
+    allowed = cluster.gpu_types if wanted is None else (wanted,)
+    batch = a.batch
+    if k > max(cluster.gpus_of_type(t) for t in allowed):
+        k = max(sum(free[n] for n in cluster.nodes_of_type(t)) for t in allowed)
+        if k < max(1, min_gpus):
+            return None
+        batch = None
     held: dict[str, int] = {}
     for node, gpus in a.placement.slots:
         held[types[node]] = held.get(types[node], 0) + gpus
     best: tuple[tuple[int, int, int], tuple[int, ...]] | None = None
-    for rank, t in enumerate(cluster.gpu_types if wanted is None else (wanted,)):
+    for rank, t in enumerate(allowed):
         nodes = cluster.nodes_of_type(t)
         room = sum(free[n] for n in nodes)
         if not nodes or room < k:
@@ -109,4 +123,4 @@ def _replace(cluster: Cluster, types: tuple[str, ...], free: list[int], a: Assig
     slots = tuple((chosen[i], gpus) for i, gpus in packed.slots)  # node order kept
     for node, gpus in slots:
         free[node] -= gpus
-    return Assignment(Placement(slots), a.batch)
+    return Assignment(Placement(slots), batch)

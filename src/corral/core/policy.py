@@ -39,7 +39,10 @@ class Reads(enum.Flag):
     ORACLE = enum.auto()
     #: Views of the jobs finished so far (`Snapshot.completed`); others get an empty tuple.
     COMPLETED = enum.auto()
-    #: Sees GPU types and keeps each job on one type itself (no layer re-places its jobs).
+    #: GPU types (`Node.gpu_type`, `JobSpec.gpu_type`): the policy is type-aware and keeps each
+    #: job on one GPU type (and on its `gpu_type`) itself. The round loop then does not re-place
+    #: its decisions (`corral.core.gpu_types.within_one_type`, applied to every other policy's
+    #: on a cluster of several types), but still refuses a placement over two types.
     GPU_TYPES = enum.auto()
 
 
@@ -78,6 +81,7 @@ class Promises:
     learns_from_completed: bool = dataclasses.field(init=False, repr=False, compare=False)
     on_change_only: bool = dataclasses.field(init=False, repr=False, compare=False)
     keeps_running: bool = dataclasses.field(init=False, repr=False, compare=False)
+    type_aware: bool = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         kinds = {"reads": (self.reads, Reads), "reacts_to": (self.reacts_to, Changes),
@@ -89,7 +93,8 @@ class Promises:
                    "placements_only": Reads.PLACEMENTS in self.reads,
                    "learns_from_completed": Reads.COMPLETED in self.reads,
                    "on_change_only": Keeps.DECISION_UNTIL_CHANGE in self.keeps,
-                   "keeps_running": Keeps.RUNNING_WHEN_NONE_WAITS in self.keeps}
+                   "keeps_running": Keeps.RUNNING_WHEN_NONE_WAITS in self.keeps,
+                   "type_aware": Reads.GPU_TYPES in self.reads}
         for name, holds in derived.items():
             object.__setattr__(self, name, holds)
 

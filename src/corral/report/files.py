@@ -80,14 +80,18 @@ def write_jobs_csv(path: str | Path, results: Mapping[str, Sequence[SimResult]])
     path = Path(path)
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(JOBS_CSV_COLUMNS)
+        typed = any(j.gpu_s_by_type for runs in results.values() for r in runs for j in r.jobs)
+        writer.writerow(JOBS_CSV_COLUMNS + (("gpu_s_by_type",) if typed else ()))
         for policy, runs in results.items():
             for key, r in zip(workload_keys(runs), runs):
                 for j in r.jobs:
-                    writer.writerow([_cell(v) for v in (
+                    row = [_cell(v) for v in (
                         policy, key, j.name, j.app, j.submit_s, j.first_start_s, j.finish_s,
                         j.jct_s, j.restarts, j.attained_gpu_s, j.requested_gpus,
-                        j.isolated_jct_s, job_ftf(j))])
+                        j.isolated_jct_s, job_ftf(j))]
+                    if typed:  # a cluster of several GPU types: `k80=120.0;v100=60.5`
+                        row.append(";".join(f"{t}={v!r}" for t, v in j.gpu_s_by_type.items()))
+                    writer.writerow(row)
     return path
 
 

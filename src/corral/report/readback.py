@@ -66,7 +66,10 @@ def _job(row: dict[str, str], line: int, path: Path) -> JobRecord:
             finish_s=_num(row["finish_s"]), restarts=int(row["restarts"]),
             attained_gpu_s=float(row["attained_gpu_s"] or 0.0),
             isolated_jct_s=_num(row["isolated_jct_s"]),
-            fair_share_jct_s=jct / ftf if jct is not None and ftf else None)
+            fair_share_jct_s=jct / ftf if jct is not None and ftf else None,
+            gpu_s_by_type={t: float(v) for t, _, v in (
+                part.partition("=") for part in (row.get("gpu_s_by_type") or "").split(";")
+                if part)})
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path}, row {line}: {exc}") from None
 

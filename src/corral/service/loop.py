@@ -26,8 +26,9 @@ from pydantic import ValidationError
 
 from corral.core.clock import WALL_CLOCK, Clock
 from corral.core.cluster import Cluster, Placement
+from corral.core.deciding import checked_decision
 from corral.core.errors import CorralError
-from corral.core.jobs import Assignment, Decision, JobView, Snapshot, check_decision
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
@@ -452,7 +453,9 @@ class ControlLoop:
         started = time.perf_counter()
         try:
             decision = self.policy.decide(snapshot)
-            check_decision(decision, set(self.jobs), self.cluster, self.policy.name)
+            decision = checked_decision(
+                decision, self.cluster, {name: job.spec for name, job in self.jobs.items()},
+                self.policy.name, self.policy.promises.type_aware)
         except Exception as exc:  # noqa: BLE001 - keep the previous assignments
             self.store.add_event(now, None, "policy-error", f"{type(exc).__name__}: {exc}")
             log.exception("policy %s failed; keeping the previous assignments", self.policy.name)

@@ -195,3 +195,141 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAUL
     return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots,
                    slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
                    solve_s=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class TypedBoundJob:
+    """One job as the bound sees it on a cluster of several GPU types.
+
+    `work` is in rate-seconds common to all types (`corral.sim.analysis.bound_jobs`); `rates`
+    maps each GPU type the job may run on to (pieces, max_gpus): its rate holding x GPUs of that
+    type is at most min over pieces of a x + b, for 0 <= x <= max_gpus. `alone_s` as `BoundJob`.
+    """
+
+    release_s: float
+    work: float
+    rates: tuple[tuple[str, tuple[tuple[float, float], ...], float], ...]
+    alone_s: float | None = None
+
+    @property
+    def max_rate(self) -> float:
+        """The fastest the job can go, on its fastest type."""
+        return max(min(a * cap + b for a, b in pieces) for _, pieces, cap in self.rates)
+
+    @property
+    def min_time_s(self) -> float:
+        return self.work / self.max_rate
+
+
+def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], *,
+                         slots: int = DEFAULT_SLOTS, horizon_s: float | None = None) -> LpBound:
+    """The LP of the module docstring on a cluster of several GPU types (`gpus`: per type).
+
+    Per job, slot and type it may use: GPUs `x_jtg` (capped per type) and work fractions
+    `y_jtg`, `W_j y_jtg <= len_t (a x_jtg + b)` per piece of its rate on type g; capacity
+    `sum_j x_jtg <= N_g` per type; a job's work in a slot is also at most `len_t` at its highest
+    rate (it runs on one type at a time). Mean busy time as before, with `p_j` the job's
+    shortest processing time on its fastest type. Letting a job use two types in one slot only
+    relaxes the schedule, so it stays a lower bound.
+    """
+    started = time.perf_counter()
+    n = len(jobs)
+    if n == 0:
+        raise ValueError("no jobs")
+    types = list(gpus)
+    releases = np.array([j.release_s for j in jobs], dtype=float)
+    t0 = float(releases.min())
+    horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))  # type: ignore[arg-type]
+    unit = max((horizon - t0) / 100.0, 1e-9)
+    grid = np.linspace(t0, horizon, max(1, slots) + 1)
+    bounds_t = np.unique(np.concatenate([grid, releases[releases < horizon]]))
+    starts, lens = bounds_t[:-1], np.diff(bounds_t)
+    keep = lens > 1e-9 * max(1.0, horizon - t0)
+    starts, lens = starts[keep], lens[keep]
+    num_slots = len(starts)
+    h = (horizon - t0) / unit
+    first_slot = np.searchsorted(starts + lens, releases, side="right")
+
+    # columns: per job, per type it may use, x and y for each slot at or after its release
+    layout: list[list[tuple[str, np.ndarray, tuple, float]]] = []
+    offset = 0
+    for j, job in enumerate(jobs):
+        cnt = num_slots - first_slot[j]
+        per = []
+        for t, pieces, cap in job.rates:
+            per.append((t, np.arange(offset, offset + 2 * cnt, 2), pieces, cap))
+            offset += 2 * cnt
+        layout.append(per)
+    z0 = offset
+    c0 = z0 + n
+    nvar = c0 + n
+
+    rows, cols, vals, rhs = [], [], [], []
+    eq_rows, eq_cols, eq_vals = [], [], []
+    row = 0
+    cap_rows: dict[str, list[list[int]]] = {t: [[] for _ in range(num_slots)] for t in types}
+    upper = np.full(nvar, np.inf)
+    lower = np.zeros(nvar)
+    for j, job in enumerate(jobs):
+        fs = first_slot[j]
+        seg = lens[fs:] / unit
+        all_ys = []
+        for t, xs, pieces, cap in layout[j]:
+            ys = xs + 1
+            all_ys.append(ys)
+            for a, b in pieces:
+                r = row + np.arange(len(xs))
+                rows += [r, r]
+                cols += [ys, xs]
+                vals += [np.full(len(xs), job.work / unit), -seg * a]
+                rhs.append(seg * b)
+                row += len(xs)
+            upper[xs] = cap
+            for k, s in enumerate(range(fs, num_slots)):
+                cap_rows[t][s].append(xs[k])
+        ys_all = np.concatenate(all_ys)
+        if len(layout[j]) > 1:  # one type at a time: the slot's work at most at the top rate
+            cnt = num_slots - fs
+            r = row + np.arange(cnt)
+            for ys in all_ys:
+                rows.append(r)
+                cols.append(ys)
+                vals.append(np.full(cnt, job.work / unit))
+            rhs.append(seg * job.max_rate)
+            row += cnt
+        eq_rows += [np.full(len(ys_all) + 1, j)]
+        eq_cols += [np.append(ys_all, z0 + j)]
+        eq_vals += [np.ones(len(ys_all) + 1)]
+        start_w = np.concatenate([(starts[fs:] - t0) / unit for _ in all_ys])
+        rows += [np.full(len(ys_all) + 2, row)]
+        cols += [np.concatenate([ys_all, [z0 + j, c0 + j]])]
+        vals += [np.concatenate([start_w, [h, -1.0]])]
+        rhs.append(np.array([-job.min_time_s / unit / 2.0]))
+        row += 1
+        lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
+    for t in types:
+        for s in range(num_slots):
+            if cap_rows[t][s]:
+                idx = np.asarray(cap_rows[t][s])
+                rows.append(np.full(len(idx), row))
+                cols.append(idx)
+                vals.append(np.ones(len(idx)))
+                rhs.append(np.array([float(gpus[t])]))
+                row += 1
+    a_ub = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(row, nvar))
+    a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
+                                                        np.concatenate(eq_cols))), shape=(n, nvar))
+    cost = np.zeros(nvar)
+    cost[c0:] = 1.0 / n
+    res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), A_eq=a_eq, b_eq=np.ones(n),
+                  bounds=np.column_stack([lower, upper]), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the bound's LP did not solve: {res.message}")
+    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(res.x[c0:]).max()))
+    c = res.x[c0:] * unit + t0
+    jct = tuple(float(v) - slack for v in c - releases)
+    avg = float(np.mean(c - releases)) - slack
+    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots,
+                   slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
+                   solve_s=time.perf_counter() - started)

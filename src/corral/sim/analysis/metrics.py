@@ -44,13 +44,26 @@ class Summary:
     wall_s: float
     #: Why the run ended before every job finished, in words; None when every job finished.
     stopped: str | None = None
+    #: On a cluster of several GPU types: the share of the faster types' GPU-seconds that went
+    #: to the jobs gaining most from them (`corral.sim.loop.results.fast_gpu_share`); left out
+    #: of `to_dict` (and summary.json) when None, so one-type runs' files are as before.
+    fast_gpu_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        for name in OPTIONAL_FIELDS:
+            if doc[name] is None:
+                del doc[name]
+        return doc
 
 
-#: Field names of `Summary`, in order (the keys of each summary object in `summary.json`).
-SUMMARY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Summary))
+#: Fields written only where they have a value (`Summary.to_dict`, `mean_summary`), after the
+#: others.
+OPTIONAL_FIELDS: tuple[str, ...] = ("fast_gpu_share",)
+#: Field names of `Summary`, in order, less the optional ones (the keys of each summary object
+#: in `summary.json`; an optional field follows them where it has a value).
+SUMMARY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Summary)
+                                        if f.name not in OPTIONAL_FIELDS)
 #: Fields that are words, not figures (left out of means).
 TEXT_FIELDS: frozenset[str] = frozenset({"stopped"})
 
@@ -149,6 +162,7 @@ def summarize(result: SimResult) -> Summary:
         unfinished=len(jobs) - len(done),
         wall_s=float(result.wall_s),
         stopped=result.stopped,
+        fast_gpu_share=result.fast_gpu_share,
     )
 
 
@@ -170,6 +184,10 @@ def mean_summary(summaries: Iterable[Summary | Mapping[str, Any]]) -> dict[str, 
     notes = [d["stopped"] for d in dicts if d.get("stopped")]
     out["stopped"] = (f"{len(notes)} of {len(dicts)} workloads stopped early: {notes[0]}"
                       if notes else None)
+    for name in OPTIONAL_FIELDS:
+        vals = [float(d[name]) for d in dicts if d.get(name) is not None]
+        if vals:
+            out[name] = _mean(vals)
     return out
 
 

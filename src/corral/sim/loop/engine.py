@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
+from corral.core.deciding import checked_decision
 from corral.core.errors import InfeasibleJobError
-from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot, check_decision
+from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
@@ -27,7 +28,7 @@ from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover
-from corral.sim.loop.results import JobRecord, SimResult
+from corral.sim.loop.results import JobRecord, SimResult, fast_gpu_share
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.truth.scaled import job_app
@@ -38,14 +39,46 @@ _NO_CHANGE, _COMPLETION = Changes.NONE, Changes.COMPLETION  # read once per step
 
 
 def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
-    """Reject a job that can never fit on the cluster, or whose application is unknown."""
+    """Reject a job that can never fit on the cluster, or whose application is unknown.
+
+    A job runs on one GPU type (`corral.core.deciding`): on a cluster of several types it must
+    fit on the largest type's GPUs (on its `gpu_type`'s, when it names one), a `gpu_type` the
+    cluster lacks is refused, and its application must know every type it may run on.
+    """
     total = cluster.total_gpus
+    types = cluster.gpu_types
+    largest = max((cluster.gpus_of_type(t) for t in types), default=0)
+    known: dict[str, tuple[str, ...]] = {}
     for spec in workload.jobs:
-        if spec.gpus > total or spec.min_gpus > total:
+        asks = max(spec.gpus, spec.min_gpus)
+        if spec.gpu_type is not None and spec.gpu_type not in types:
             raise InfeasibleJobError(
-                f"job {spec.name} in {workload.name} asks for {max(spec.gpus, spec.min_gpus)} GPUs "
+                f"job {spec.name} in {workload.name} may run only on {spec.gpu_type} GPUs, but "
+                f"the cluster ({cluster.describe()}) has none")
+        if asks > total:
+            raise InfeasibleJobError(
+                f"job {spec.name} in {workload.name} asks for {asks} GPUs "
                 f"but the cluster ({cluster.describe()}) has {total}")
+        if spec.gpu_type is not None and asks > cluster.gpus_of_type(spec.gpu_type):
+            raise InfeasibleJobError(
+                f"job {spec.name} in {workload.name} asks for {asks} {spec.gpu_type} GPUs but "
+                f"the cluster ({cluster.describe()}) has {cluster.gpus_of_type(spec.gpu_type)}")
+        if asks > largest:
+            raise InfeasibleJobError(
+                f"job {spec.name} in {workload.name} asks for {asks} GPUs but a job runs on one "
+                f"GPU type and the largest type of the cluster ({cluster.describe()}) has "
+                f"{largest}")
         truth.app(spec.app)
+        if types != ("",):
+            have = known.get(spec.app)
+            if have is None:
+                have = known[spec.app] = truth.gpu_types(spec.app)
+            for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+                if t not in have:
+                    raise InfeasibleJobError(
+                        f"job {spec.name} in {workload.name}: application {spec.app!r} has no "
+                        f"step times for GPU type {t!r} of the cluster ({cluster.describe()}); "
+                        f"it knows {', '.join(x or repr(x) for x in have)}")
 
 
 class Simulator:
@@ -69,7 +102,7 @@ class Simulator:
             finally:  # the run's jobs go with it, not with the simulator
                 self._arrivals, self._active, self._done = [], [], []
                 self._done_views, self._finished, self._finish_heap = [], [], []
-                self._predicted = {}
+                self._predicted, self._specs = {}, {}
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
@@ -77,6 +110,18 @@ class Simulator:
         cfg = self.config
         per_node = self.cluster.max_node_gpus
         jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
+        types = self.cluster.gpu_types
+        self._mixed = self.cluster.is_mixed
+        if len(types) == 1 and types[0]:  # one named type: every job runs on it throughout
+            for job in jobs:
+                job.set_truth(job.app_truth.for_type(types[0]))
+        #: on a mixed cluster, per job: GPU-seconds per type so far, and (type, attained GPU-s)
+        #: when its current placement began (`_account_type`)
+        self._by_type: dict[int, dict[str, float]] = {}
+        self._type_mark: dict[int, tuple[str, float]] = {}
+        self._specs = {}  # the active jobs' specs, by name (JobSpec)
+        self._restricted = any(spec.gpu_type is not None for spec in workload.jobs)
+        self._type_aware = self.policy.promises.type_aware
         self._arrivals = arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
         self._next_arrival = 0
         self._active: list[SimJob] = []
@@ -99,7 +144,8 @@ class Simulator:
         self._used = 0  # ... and in all
         self._waiting = 0  # active jobs without GPUs
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
-                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s)
+                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s,
+                              self.cluster.gpu_types or ("",))
         self._max_time_s = max_time = limit.limit_s
         active, done, finish_heap = self._active, self._done, self._finish_heap
         timeline: list[tuple[float, int]] = [(0.0, 0)]
@@ -141,6 +187,9 @@ class Simulator:
                            rounds=rounds.count)
         if len(done) < total:
             result.stopped = limit.stop_note(total - len(done), total)
+        if self._mixed:
+            result.fast_gpu_share = fast_gpu_share(result.jobs, {
+                j.spec.name: self._type_speeds(j) for j in jobs})
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -161,6 +210,8 @@ class Simulator:
         release_s = self.config.mechanism.overheads.release_s
         learns = self._rounds.promises.learns_from_completed
         for job in finished:
+            if self._mixed:
+                self._account_type(job)
             self._handover.released(job.placement, job.finish_s + release_s)
             self._hold(job.placement, -1)
             job.release()
@@ -168,6 +219,7 @@ class Simulator:
             if learns:
                 self._done_views.append(completed_view(job.view()))
             job.shed_training()
+            self._specs.pop(job.spec.name, None)
             self._predicted.pop(id(job), None)
             self.policy.job_left(job.spec.name)
         return _COMPLETION
@@ -184,6 +236,7 @@ class Simulator:
             job.clock_s = job.spec.submit_time_s
             job.advance(now_s)
             active.append(job)
+            self._specs[job.spec.name] = job.spec
             job.active_at_arrival = len(active)
             self._waiting += 1
         self._next_arrival = i
@@ -199,7 +252,7 @@ class Simulator:
             return False
         decision = self.policy.decide(self._snapshot(now_s, active, self._done_views,
                                                      self._previous))
-        self._validate(decision, active)
+        decision = self._validate(decision, active)
         moved = self._apply(now_s, decision, active)
         self._previous = decision
         if self._predict and moved:
@@ -254,8 +307,47 @@ class Simulator:
                                 spec.max_user_gpus(self.cluster.total_gpus))
         return OracleInfo(remaining_steps_user=steps, remaining_s_user=secs, step_s_user=speed)
 
-    def _validate(self, decision: Decision, active: list[SimJob]) -> None:
-        check_decision(decision, {j.spec.name for j in active}, self.cluster, self.policy.name)
+    def _validate(self, decision: Decision, active: list[SimJob]) -> Decision:
+        """The decision to apply (`corral.core.deciding.checked_decision`): within one GPU type
+        per job for a type-unaware policy on a mixed cluster, checked."""
+        return checked_decision(decision, self.cluster, self._specs, self.policy.name,
+                                self._type_aware, self._restricted)
+
+    def _retype(self, job: SimJob, new: Placement) -> None:
+        """On a mixed cluster, before `job` takes placement `new`: the truth of `new`'s GPU type
+        (once per assignment; a type change is a placement change, so it pays the restart)."""
+        if new.slots and new != job.placement:
+            t = self.cluster.placement_type(new)
+            assert t is not None, "checked_decision keeps a job within one type"
+            truth = job.app_truth.for_type(t)
+            if truth is not job.truth:
+                job.set_truth(truth)
+
+    def _type_speeds(self, job: SimJob) -> dict[str, float]:
+        """The job's training speed (steps/s at its own GPU count and batch, packed) on each
+        type it may run on, for `fast_gpu_share`."""
+        spec = job.spec
+        out = {}
+        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
+            nodes = self.cluster.nodes_of_type(t)
+            per_node = max(self.cluster.gpus_per_node[n] for n in nodes)
+            k = min(spec.gpus, self.cluster.gpus_of_type(t))
+            b = spec.user_batch(k)
+            step_s, sync_s = job.app_truth.for_type(t).step_time(packed_counts(k, per_node),
+                                                               b.local_bsz)
+            out[t] = 1.0 / (step_s + b.accum_steps * (step_s - sync_s))
+        return out
+
+    def _account_type(self, job: SimJob) -> None:
+        """Book the GPU-seconds `job` held since its placement began to that placement's type."""
+        key = id(job)
+        mark = self._type_mark.pop(key, None)
+        if mark is not None:
+            spent = self._by_type.setdefault(key, {})
+            spent[mark[0]] = spent.get(mark[0], 0.0) + job.attained_gpu_s - mark[1]
+        if job.placement.slots and job.finish_s is None:
+            t = self.cluster.placement_type(job.placement)
+            self._type_mark[key] = (t if t is not None else "", job.attained_gpu_s)
 
     def _hold(self, placement: Placement, sign: int) -> None:
         """Count `placement`'s GPUs as held (+1) or given back (-1)."""
@@ -286,10 +378,15 @@ class Simulator:
             (job.spec.app, job.placement, new.placement if new else NO_PLACEMENT)
             for job, new in touched], self._held)
         moved = []
+        mixed = self._mixed
         for (job, new), pause in zip(touched, pauses):
             before, held = job.batch, job.placement
+            if mixed:
+                self._retype(job, new.placement if new else NO_PLACEMENT)
             if job.assign(now, new, pause) or job.batch != before:
                 moved.append(job)
+            if mixed and job.placement != held:
+                self._account_type(job)
             if job.placement != held:
                 self._hold(held, -1)
                 self._hold(job.placement, +1)
@@ -316,29 +413,45 @@ class Simulator:
 
     def _record(self, job: SimJob) -> JobRecord:
         spec = job.spec
-        isolated, fair = isolated_jcts(spec, job.truth, self.cluster, job.total_epochs,
+        by_type: dict[str, float] = {}
+        if self._mixed:
+            self._account_type(job)  # an unfinished job's last placement
+            by_type = {t: gpu_s for t, gpu_s in self._by_type.get(id(job), {}).items() if gpu_s}
+        isolated, fair = isolated_jcts(spec, job.app_truth, self.cluster, job.total_epochs,
                                        job.active_at_arrival)
         return JobRecord(
             name=spec.name, app=spec.app, submit_s=spec.submit_time_s, requested_gpus=spec.gpus,
             first_start_s=job.first_start_s, finish_s=job.finish_s, restarts=job.restarts,
             attained_gpu_s=job.attained_gpu_s, run_time_s=job.run_time_s,
             queue_time_s=job.queue_time_s, active_at_arrival=job.active_at_arrival,
-            isolated_jct_s=isolated, fair_share_jct_s=fair)
+            isolated_jct_s=isolated, fair_share_jct_s=fair, gpu_s_by_type=by_type)
 
 
 def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs: int,
                   active_at_arrival: int) -> tuple[float, float]:
     """A job's JCT alone on the whole cluster and alone on a 1/N share of it (N: the jobs
     active when it arrived), each at its best configuration: the records' lower bound and
-    finish-time fairness basis (also for runs of the live service, `corral emulate`)."""
+    finish-time fairness basis (also for runs of the live service, `corral emulate`). On a
+    cluster of named GPU types (`truth` the job's type-less truth) a job runs on one type:
+    each figure is the best over the types it may run on, alone on that type's GPUs or on a 1/N
+    share of them."""
     per_node = cluster.max_node_gpus
     fixed = None if spec.adaptive else spec.batch_size
     max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
 
-    def alone(gpus: int) -> float:
-        return best_isolated_jct(truth, gpus, per_node, total_epochs, fixed,
+    def alone(gpus: int, app: AppTruth = truth) -> float:
+        return best_isolated_jct(app, gpus, per_node, total_epochs, fixed,
                                  spec.max_local_bsz, spec.min_local_bsz, max_bsz)
 
+    types = cluster.gpu_types
+    if len(types) > 1 or (types and types[0]):
+        # a job runs on one type: the best type alone, and a 1/N share of each type's GPUs
+        allowed = types if spec.gpu_type is None else (spec.gpu_type,)
+        n = max(1, active_at_arrival)
+        pairs = [(alone(cluster.gpus_of_type(t), truth.for_type(t)),
+                  alone(max(1, cluster.gpus_of_type(t) // n), truth.for_type(t)))
+                 for t in allowed]
+        return min(p[0] for p in pairs), min(p[1] for p in pairs)
     total = cluster.total_gpus
     share = max(1, total // max(1, active_at_arrival))
     return alone(total), alone(share)

@@ -36,10 +36,12 @@ class Horizon:
 
 
 def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
-                  restart_s: float, interval_s: float = 0.0) -> float:
+                  restart_s: float, interval_s: float = 0.0,
+                  gpu_types: Sequence[str] = ("",)) -> float:
     """Seconds every job takes alone on its requested (packed) GPUs at the user's batch (its
     time outside steps included), summed, with one `restart_s` pause and one wait for a
-    scheduling round (`interval_s`) per job."""
+    scheduling round (`interval_s`) per job. On a cluster of named GPU types (`gpu_types`),
+    each job's time on the slowest of them."""
     per_config: dict[tuple, float] = {}
     total = 0.0
     for spec in jobs:
@@ -50,7 +52,8 @@ def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
         secs = per_config.get(key)
         if secs is None:
             counts = packed_counts(spec.gpus, gpus_per_node)
-            secs = remaining_at(app, counts, spec.user_batch(spec.gpus), epochs, 0, 0.0)[0]
+            secs = max(remaining_at(app.for_type(t), counts, spec.user_batch(spec.gpus), epochs,
+                                    0, 0.0)[0] for t in gpu_types)
             secs += app.epoch_overhead_s * epochs
             per_config[key] = secs
         total += secs + restart_s + interval_s
@@ -59,7 +62,7 @@ def serial_work_s(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
 
 def trace_horizon(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
                   restart_s: float, max_time_s: float | None = None,
-                  interval_s: float = 0.0) -> Horizon:
+                  interval_s: float = 0.0, gpu_types: Sequence[str] = ("",)) -> Horizon:
     """The horizon of a run over `jobs`: `max_time_s` when given, else the trace's guard."""
     if max_time_s is not None:
         return Horizon(float(max_time_s), "the configured limit")
@@ -67,7 +70,7 @@ def trace_horizon(jobs: Sequence[JobSpec], truth: Truth, gpus_per_node: int,
         return Horizon(0.0, "no jobs")
     first = min(j.submit_time_s for j in jobs)
     last = max(j.submit_time_s for j in jobs)
-    work = serial_work_s(jobs, truth, gpus_per_node, restart_s, interval_s)
+    work = serial_work_s(jobs, truth, gpus_per_node, restart_s, interval_s, gpu_types)
     limit = last + GUARD_FACTOR * ((last - first) + work)
     return Horizon(limit, f"the guard: last submission + {GUARD_FACTOR:g} x (trace span "
                           f"{(last - first) / DAY_S:,.1f} d + serial work {work / DAY_S:,.1f} d)")

@@ -35,7 +35,7 @@ class SimJob(JobLedger):
     """State of one job in the simulator: its books (the ledger) and its training."""
 
     __slots__ = (
-        "truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
+        "truth", "app_truth", "boundaries", "estimator", "batch", "policy_batch", "pause_left_s", "clock_s",
         "epoch", "progress", "steps", "metrics", "slowdown", "_rate", "active_at_arrival", "dry",
         "epoch_start_steps", "ending", "_observed", "_shown_metrics", "_placement_view",
         "gpu_type",
@@ -45,6 +45,9 @@ class SimJob(JobLedger):
     def __init__(self, spec: JobSpec, truth: AppTruth) -> None:
         super().__init__(spec)
         self.truth = truth
+        #: the job's truth on no particular GPU type; `truth` is it on the placement's type,
+        #: set by the engine when a placement on a cluster of named types begins (`set_truth`)
+        self.app_truth = truth
         self.boundaries = truth.epoch_progress()
         epochs = spec.epochs or truth.limits.epochs
         self.boundaries = self.boundaries[: max(1, min(epochs, len(self.boundaries)))]
@@ -197,6 +200,12 @@ class SimJob(JobLedger):
         self._shown_metrics = ()
         self._placement_view = None
         self.estimator = None  # type: ignore[assignment]
+
+    def set_truth(self, truth: AppTruth) -> None:
+        """Train at `truth`'s speed from now on (the job's app on another GPU type): the rate
+        is measured anew. Its epochs are the same (a type changes step times only)."""
+        self.truth = truth
+        self._rate = None
 
     def set_slowdown(self, slowdown: float) -> None:
         if slowdown != self.slowdown:

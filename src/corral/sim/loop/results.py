@@ -23,6 +23,9 @@ class JobRecord:
     isolated_jct_s: float | None = None  # JCT alone on the whole cluster at its best config
     fair_share_jct_s: float | None = None  # JCT alone on a 1/N share (for finish-time fairness)
     queue: str | None = None  # the queue (team) it ran in (`corral.core.queues`)
+    #: GPU-seconds held per GPU type (restart pauses included, as `attained_gpu_s`); empty
+    #: on a cluster of one type, so its records and files are as before
+    gpu_s_by_type: dict[str, float] = field(default_factory=dict)
 
     @property
     def jct_s(self) -> float | None:
@@ -52,3 +55,49 @@ class SimResult:
     #: The workload's LP lower bound on the average JCT of any schedule
     #: (`corral.sim.analysis.bound_jobs.workload_lp_bound`); None when not computed.
     lp_bound_avg_jct_s: float | None = None
+    #: On a cluster of several GPU types: the share of the faster types' GPU-seconds that went
+    #: to the jobs that gain most from them (`fast_gpu_share`); None on one type.
+    fast_gpu_share: float | None = None
+
+
+def fast_gpu_share(jobs: list[JobRecord], speeds: dict[str, dict[str, float]]) -> float | None:
+    """Of the GPU-seconds held on every GPU type but the slowest, the share held by jobs whose
+    speed-up on that type (over the slowest type) is above the median speed-up there.
+
+    `speeds[job][type]` is a job's training speed on each type (any unit; its own GPU count and
+    batch). Types are ranked by the median over jobs of their speed relative to the job's on
+    the first type; the lowest is "the slowest type". Per faster type t, a job's speed-up is
+    speed(t) / speed(slowest); the median is over the workload's jobs that have both speeds.
+    About 0.5 when fast GPUs go to jobs regardless of their gain; 1.0 when they go only to the
+    jobs that gain most. None when no GPU-seconds were held on a faster type.
+    """
+    rows = [s for s in speeds.values() if s]
+    if not rows:
+        return None
+    types = list(dict.fromkeys(t for s in rows for t in s))
+    if len(types) < 2:
+        return None
+
+    def median(xs: list[float]) -> float:
+        xs = sorted(xs)
+        m = len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+    rel = {t: median([s[t] / s[types[0]] for s in rows if t in s and types[0] in s] or [0.0])
+           for t in types}
+    slowest = min(types, key=lambda t: (rel[t], types.index(t)))
+    gained = total = 0.0
+    for t in types:
+        if t == slowest:
+            continue
+        gains = {name: s[t] / s[slowest] for name, s in speeds.items()
+                 if t in s and slowest in s and s[slowest] > 0}
+        if not gains:
+            continue
+        mid = median(list(gains.values()))
+        for job in jobs:
+            gpu_s = job.gpu_s_by_type.get(t, 0.0)
+            total += gpu_s
+            if gains.get(job.name, -1.0) > mid:
+                gained += gpu_s
+    return gained / total if total > 0 else None

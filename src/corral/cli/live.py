@@ -56,7 +56,7 @@ def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", metavar="POLICY", help="Scheduling policy (`corral policies`)."),
     executor: str = typer.Option("local", metavar="EXECUTOR", help="Where workers run: local, ray or emulated (panels below)."),
     gpus: str | None = typer.Option(None, metavar="ID[,ID]", help="GPU ids to use (default: all visible)."),
-    slots: int | None = typer.Option(None, metavar="N", help="CPU slots to offer instead of GPUs (default: the GPUs, else one per CPU)."),
+    slots: str | None = typer.Option(None, metavar="N|TYPE:N,...", help="CPU slots to offer instead of GPUs (default: the GPUs, else one per CPU): N of one unnamed type, or TYPE:N,... of named GPU types (e.g. t4:2,a100:2; one node per type)."),
     host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
     port: int = typer.Option(8642, metavar="PORT", help="Port (0: any free one)."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
@@ -104,13 +104,17 @@ def serve(
             gpu_ids = [int(g) for g in gpus.split(",") if g.strip()]
         except ValueError:
             raise InputError(f"--gpus {gpus!r}: expected comma-separated GPU ids, e.g. 0,1") from None
-    if slots is not None and slots < 1:
-        raise InputError("--slots must be >= 1")
+    slot_types = None
+    if slots is not None:
+        from corral.executors.slots import parse_slots
+
+        slot_types = parse_slots(slots)
     from corral.executors.resize import MECHANISMS
 
     if mechanism is not None and mechanism not in MECHANISMS and executor != "emulated":
         raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
-    options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
+    options = dict(slots=len(slot_types) if slot_types else None, gpus=gpu_ids,
+                   max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
                    retry_backoff_s=retry_backoff)
     emulated_only = {"--cluster": cluster, "--profiles": profiles, "--catalog": catalog,
@@ -137,6 +141,9 @@ def serve(
         if tick is None:
             tick_s = min(0.2, max(0.01, 2.0 / time_scale))
     elif executor == "ray":
+        if slot_types and any(slot_types):
+            raise InputError("--slots TYPE:N,... needs --executor local (the Ray executor "
+                             "reads GPU types from its nodes)")
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource,
                        early_init=early_init)
         if mechanism is not None:
@@ -145,6 +152,8 @@ def serve(
         raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
     else:
         options.update(early_init=early_init)
+        if slot_types and any(slot_types):
+            options.update(slot_types=slot_types)
         if mechanism is not None:
             options.update(mechanism=mechanism)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,

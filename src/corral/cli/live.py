@@ -76,7 +76,7 @@ def serve(
     ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
     ray_storage: Path | None = typer.Option(None, metavar="PATH", help="Checkpoint/log path every Ray node can read (default: the data directory).", rich_help_panel=_RAY),
     ray_resource: str | None = typer.Option(None, metavar="RESOURCE", help="Ray resource a worker takes (default GPU, else CPU).", rich_help_panel=_RAY),
-    cluster: str | None = typer.Option(None, metavar="NxG|FILE", show_default="16x4", help="The emulated cluster: N nodes of G GPUs, or a file with one 'name gpus' line per node.", rich_help_panel=_EMULATED),
+    cluster: str | None = typer.Option(None, metavar="NxG|TYPE:NxG,...|FILE", show_default="16x4", help="The emulated cluster: N nodes of G GPUs, nodes of named GPU types (e.g. k80:1x4,v100:1x4: each job runs at its type's speed), or a file with one 'name gpus [type]' line per node.", rich_help_panel=_EMULATED),
     profiles: Path | None = typer.Option(None, metavar="DIR", help="Measured profiles (Pollux format) the jobs follow (default: the built-in catalog).", rich_help_panel=_EMULATED),
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_EMULATED),
     time_scale: float = typer.Option(1.0, metavar="FACTOR", help="Emulated seconds per real second.", rich_help_panel=_EMULATED),

@@ -56,7 +56,7 @@ def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", metavar="POLICY", help="Scheduling policy (`corral policies`)."),
     executor: str = typer.Option("local", metavar="EXECUTOR", help="Where workers run: local, ray or emulated (panels below)."),
     gpus: str | None = typer.Option(None, metavar="ID[,ID]", help="GPU ids to use (default: all visible)."),
-    slots: str | None = typer.Option(None, metavar="N|TYPE:N,...", help="CPU slots to offer instead of GPUs (default: the GPUs, else one per CPU): N of one unnamed type, or TYPE:N,... of named GPU types (e.g. t4:2,a100:2; one node per type)."),
+    slots: str | None = typer.Option(None, metavar="N|T:N,..", help="CPU slots instead of GPUs (default: the GPUs, else one per CPU), or TYPE:N,... of GPU types."),
     host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
     port: int = typer.Option(8642, metavar="PORT", help="Port (0: any free one)."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),

@@ -24,7 +24,8 @@ rank = int(os.environ["RANK"])
 config = json.loads(os.environ["CORRAL_JOB_CONFIG"])
 launch = config["launch"]
 keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "CORRAL_JOB_ID", "CORRAL_CHECKPOINT_DIR", "CORRAL_BACKEND", "CUDA_VISIBLE_DEVICES")
+        "CORRAL_JOB_ID", "CORRAL_CHECKPOINT_DIR", "CORRAL_BACKEND", "CUDA_VISIBLE_DEVICES",
+        "CORRAL_GPU_TYPE")
 with open(os.path.join(ckpt, "env.jsonl"), "a") as f:
     f.write(json.dumps({"pid": os.getpid(), "config": config,
                         **{k: os.environ.get(k) for k in keys}}) + "\n")

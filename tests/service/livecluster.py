@@ -42,13 +42,15 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s
 class LiveService:
     """One `corral serve` process on a data directory (restartable)."""
 
-    def __init__(self, data_dir: Path, policy: str, slots: int = 4, interval_s: float = 1.0,
+    def __init__(self, data_dir: Path, policy: str, slots: int | str = 4, interval_s: float = 1.0,
                  extra_args: tuple[str, ...] = (), gpus: str | None = None) -> None:
         self.data_dir = data_dir
         self.gpus = gpus  # "0,1": this machine's GPUs instead of CPU slots
         self.policy = policy
         self.extra_args = tuple(extra_args)
-        self.slots = len(gpus.split(",")) if gpus else slots
+        self.slots_arg = str(slots)  # `--slots`: N, or TYPE:N,... (CPU slots of named GPU types)
+        self.slots = len(gpus.split(",")) if gpus else sum(
+            int(part.rpartition(":")[2]) for part in self.slots_arg.split(","))
         self.interval_s = interval_s
         self.proc: subprocess.Popen | None = None
         self.client: Client | None = None
@@ -59,7 +61,7 @@ class LiveService:
     # -- the service process --------------------------------------------------------------
     def start(self, timeout_s: float = 60.0) -> LiveService:
         args = [*CLI, "serve", "--policy", self.policy, "--policy-module", str(SHARE_POLICY),
-                *(("--gpus", self.gpus) if self.gpus else ("--slots", str(self.slots))),
+                *(("--gpus", self.gpus) if self.gpus else ("--slots", self.slots_arg)),
                 "--interval", str(self.interval_s), "--port", "0",
                 "--report-interval", "1", "--stop-timeout", "20", "--checkpoint-interval", "3",
                 *self.extra_args]

@@ -360,7 +360,7 @@ def emulate(
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one."),
     policy: str = typer.Option("fifo", "--policy", "-p", metavar="POLICY[,POLICY]", help="Policy, or comma-separated policies (one service run each)."),
     set_: list[str] | None = typer.Option(None, "--set", metavar="KEY=VALUE", help="Policy parameter (repeatable)."),
-    cluster: str = typer.Option("16x4", metavar="NxG", help="The emulated cluster: N nodes of G GPUs."),
+    cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...", help="The emulated cluster: N nodes of G GPUs, or nodes of named GPU types (e.g. k80:1x4,v100:1x4)."),
     time_scale: float = typer.Option(100.0, metavar="FACTOR", help="Emulated seconds per real second."),
     interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, emulated seconds."),
     restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds."),

@@ -56,7 +56,7 @@ def serve(
     policy: str = typer.Option("pollux", "--policy", "-p", metavar="POLICY", help="Scheduling policy (`corral policies`)."),
     executor: str = typer.Option("local", metavar="EXECUTOR", help="Where workers run: local, ray or emulated (panels below)."),
     gpus: str | None = typer.Option(None, metavar="ID[,ID]", help="GPU ids to use (default: all visible)."),
-    slots: int | None = typer.Option(None, metavar="N", help="CPU slots to offer instead of GPUs (default: the GPUs, else one per CPU)."),
+    slots: str | None = typer.Option(None, metavar="N|T:N,..", help="CPU slots instead of GPUs (default: the GPUs, else one per CPU), or TYPE:N,... of GPU types."),
     host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
     port: int = typer.Option(8642, metavar="PORT", help="Port (0: any free one)."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
@@ -76,7 +76,7 @@ def serve(
     ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
     ray_storage: Path | None = typer.Option(None, metavar="PATH", help="Checkpoint/log path every Ray node can read (default: the data directory).", rich_help_panel=_RAY),
     ray_resource: str | None = typer.Option(None, metavar="RESOURCE", help="Ray resource a worker takes (default GPU, else CPU).", rich_help_panel=_RAY),
-    cluster: str | None = typer.Option(None, metavar="NxG|FILE", show_default="16x4", help="The emulated cluster: N nodes of G GPUs, or a file with one 'name gpus' line per node.", rich_help_panel=_EMULATED),
+    cluster: str | None = typer.Option(None, metavar="NxG|TYPE:NxG,...|FILE", show_default="16x4", help="The emulated cluster: N nodes of G GPUs, nodes of named GPU types (e.g. k80:1x4,v100:1x4: each job runs at its type's speed), or a file with one 'name gpus [type]' line per node.", rich_help_panel=_EMULATED),
     profiles: Path | None = typer.Option(None, metavar="DIR", help="Measured profiles (Pollux format) the jobs follow (default: the built-in catalog).", rich_help_panel=_EMULATED),
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_EMULATED),
     time_scale: float = typer.Option(1.0, metavar="FACTOR", help="Emulated seconds per real second.", rich_help_panel=_EMULATED),
@@ -104,13 +104,17 @@ def serve(
             gpu_ids = [int(g) for g in gpus.split(",") if g.strip()]
         except ValueError:
             raise InputError(f"--gpus {gpus!r}: expected comma-separated GPU ids, e.g. 0,1") from None
-    if slots is not None and slots < 1:
-        raise InputError("--slots must be >= 1")
+    slot_types = None
+    if slots is not None:
+        from corral.executors.slots import parse_slots
+
+        slot_types = parse_slots(slots)
     from corral.executors.resize import MECHANISMS
 
     if mechanism is not None and mechanism not in MECHANISMS and executor != "emulated":
         raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
-    options = dict(slots=slots, gpus=gpu_ids, max_retries=max_retries, stop_timeout_s=stop_timeout,
+    options = dict(slots=len(slot_types) if slot_types else None, gpus=gpu_ids,
+                   max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
                    retry_backoff_s=retry_backoff)
     emulated_only = {"--cluster": cluster, "--profiles": profiles, "--catalog": catalog,
@@ -137,6 +141,9 @@ def serve(
         if tick is None:
             tick_s = min(0.2, max(0.01, 2.0 / time_scale))
     elif executor == "ray":
+        if slot_types and any(slot_types):
+            raise InputError("--slots TYPE:N,... needs --executor local (the Ray executor "
+                             "reads GPU types from its nodes)")
         options.update(address=ray_address, storage=ray_storage, resource=ray_resource,
                        early_init=early_init)
         if mechanism is not None:
@@ -145,6 +152,8 @@ def serve(
         raise InputError("--ray-address, --ray-storage and --ray-resource need --executor ray")
     else:
         options.update(early_init=early_init)
+        if slot_types and any(slot_types):
+            options.update(slot_types=slot_types)
         if mechanism is not None:
             options.update(mechanism=mechanism)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
@@ -168,6 +177,7 @@ def submit(
     gpus: int | None = typer.Option(None, metavar="N", help="The GPUs the job is tuned for (default: --min-gpus)."),
     min_gpus: int = typer.Option(1, metavar="N", help="Fewest GPUs the job can run on."),
     max_gpus: int | None = typer.Option(None, metavar="N", help="Most GPUs the job can use (default: the cluster)."),
+    gpu_type: str | None = typer.Option(None, metavar="TYPE", help="Run only on GPUs of this type (e.g. a100; default: any type). The service refuses a type its cluster lacks, or a job larger than that type's GPUs."),
     batch_size: int = typer.Option(32, metavar="N", help="Total batch size the job is tuned for (M0)."),
     max_batch_size: int | None = typer.Option(None, metavar="N", help="Largest total batch (adaptive jobs; default 8x).", rich_help_panel=_BATCH),
     min_local_bsz: int | None = typer.Option(None, metavar="N", help="Smallest per-GPU batch.", rich_help_panel=_BATCH),
@@ -197,7 +207,8 @@ def submit(
             "env": extra, "gpus": gpus, "min_gpus": min_gpus, "max_gpus": max_gpus,
             "batch_size": batch_size, "max_batch_size": max_batch_size,
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
-            "adaptive": adaptive, "lr_rule": lr_rule, "early_init": early_init}
+            "adaptive": adaptive, "lr_rule": lr_rule, "early_init": early_init,
+            "gpu_type": gpu_type}
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
@@ -208,11 +219,25 @@ def submit(
 
 #: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.
 _JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("gpus", justify="right"),
+                Col("type", rank=1),
                 Col("batch", rank=1), Col("steps", rank=2, justify="right"),
                 Col("epoch", rank=4, justify="right"), Col("loss", rank=3, justify="right"),
                 Col("metric", rank=6, justify="right"), Col("launches", rank=7, justify="right"),
                 Col("preempted", rank=8, justify="right"), Col("retries", rank=9, justify="right"),
                 Col("restarts", rank=5, justify="right"), Col("message", wrap=True))
+
+
+def _gpu_type_text(job: dict) -> str:
+    """The GPU type a job runs on (from its placement; an ended job's, the last it reported)
+    and the one it is restricted to: `a100`, `a100 only` (restricted; placed on it or waiting
+    for it), `-` (neither, or the unnamed type)."""
+    wanted = (job.get("spec") or {}).get("gpu_type")
+    runs = job.get("gpu_type")
+    if runs is None and job.get("status") not in ("queued", "running"):
+        runs = job.get("reported_gpu_type")  # ended: the type it last reported training on
+    if wanted:
+        return f"{wanted} only" if runs in (None, wanted) else f"{runs or '-'} ({wanted} only)"
+    return runs or "-"
 
 
 def _jobs_table(rows: list[dict], width: int | None = None) -> Table:
@@ -222,13 +247,16 @@ def _jobs_table(rows: list[dict], width: int | None = None) -> Table:
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
         cells.append([str(c) for c in (
-            r["id"], r["name"], r["status"], r["gpus"], batch, r["steps"], r["epoch"],
+            r["id"], r["name"], r["status"], r["gpus"], _gpu_type_text(r), batch, r["steps"],
+            r["epoch"],
             fmt(r.get("loss")), fmt(r.get("metric")), r.get("launches", 0),
             r.get("preemptions", 0), r.get("crash_retries", 0), r["restarts"],
             r.get("message") or "")])
     cols = list(_JOB_COLUMNS)
     if not any(c[-1] for c in cells):
         cols, cells = cols[:-1], [c[:-1] for c in cells]
+    if all(c[4] == "-" for c in cells):  # a cluster without GPU types: no column of dashes
+        cols, cells = cols[:4] + cols[5:], [c[:4] + c[5:] for c in cells]
     # names and messages are user text: fitted_table escapes every cell
     return fitted_table(cols, cells, width, title="jobs", more="--wide or --json")[0]
 
@@ -350,8 +378,12 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     """`corral describe`'s output: a line, four tables (key columns on one line, text that
     wraps or folds, nothing cut at any width) and two lines."""
     out = console.print
+    runs = job.get("gpu_type")
+    wanted = (job.get("spec") or {}).get("gpu_type")
+    types = ((f", type {escape(runs)}" if runs else "")
+             + (f", only on {escape(wanted)}" if wanted else ""))
     out(f"[bold]{escape(job['id'])}[/] {escape(job['name'])}: {job['status']} on {job['gpus']} "
-        f"GPU(s) ({escape(job['placement'])}), {job['steps']} steps, epoch {job['epoch']}, "
+        f"GPU(s) ({escape(job['placement'])}{types}), {job['steps']} steps, epoch {job['epoch']}, "
         f"{job['launches']} launch(es), {job['restarts']} restart(s)"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
     spec = Table(title="spec", show_header=False)
@@ -368,16 +400,18 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         events.add_row(f"{e['time_s']:.1f}", escape(e["kind"]), escape(e["detail"]))
     out(events)
     launches = Table(title="launches (first report of each)")
-    for col in ("launch", "time (s)", "workers", "batch", "resumed\nfrom step", "how it\nstarted"):
-        launches.add_column(col, justify="left" if col in ("batch", "how it\nstarted") else "right",
-                            no_wrap=True, overflow="fold")
+    for col in ("launch", "time (s)", "workers", "GPU\ntype", "batch", "resumed\nfrom step",
+                "how it\nstarted"):
+        launches.add_column(col, justify="left" if col in ("batch", "how it\nstarted", "GPU\ntype")
+                            else "right", no_wrap=True, overflow="fold")
     seen: set = set()
     for t in telemetry:
         if t["launch"] is None or t["launch"] in seen:
             continue
         seen.add(t["launch"])
         batch = f"{t['local_bsz']}x{(t['accum_steps'] or 0) + 1}" if t["local_bsz"] else "-"
-        launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]), batch,
+        launches.add_row(str(t["launch"]), f"{t['time_s']:.1f}", str(t["world_size"]),
+                         escape(t.get("gpu_type") or "-"), batch,
                          "-" if t["resumed_steps"] is None else str(t["resumed_steps"]),
                          t.get("launch_start") or "-")  # corral.service.records' words
     out(launches)
@@ -394,8 +428,9 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     out("checkpoints: " + ("; ".join(escape(e["detail"]) for e in checkpoints) if checkpoints
                            else "no launch has resumed from one"), soft_wrap=True)
     report = job.get("report") or {}
-    brief = {k: report[k] for k in ("time", "state", "launch", "world_size", "steps", "epoch",
-                                    "progress", "loss", "batch", "total_bsz", "metrics", "resumed")
+    brief = {k: report[k] for k in ("time", "state", "launch", "world_size", "gpu_type", "steps",
+                                    "epoch", "progress", "loss", "batch", "total_bsz", "metrics",
+                                    "resumed")
              if k in report}
     out("last report: " + (escape(json.dumps(brief)) if brief else "none (the job has not "
                            "reported; a script without corral.train never does)"), soft_wrap=True)

@@ -7,6 +7,12 @@
 
 Workers get env:// (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots (gloo); files
 under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs.
+
+GPU types: each slot has one (the GPU's, from nvidia-smi; CPU slots: "" or the types `slot_types`
+names, `corral serve --slots t4:2,a100:2`); the slots of one type are one node of `cluster()`
+(`localhost` when there is one type, else `localhost-<type>`), so a placement's nodes say which
+slots a job gets. Each worker is told its slot's type (CORRAL_GPU_TYPE). A job that changes
+nodes is moved by checkpoint-restart (in place only within one node).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from corral.core.cluster import Cluster, Node
+from corral.core.cluster import Cluster, Node, Placement
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import (
     EARLY_READY_TIMEOUT_S,
@@ -46,9 +52,9 @@ from corral.executors.resize import (
     regroup_failure,
     runs_corral_train,
 )
-from corral.executors.slots import SlotPool, detect_gpus
+from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
 from corral.protocol.early import ENV_EARLY_START
-from corral.protocol.env import WorkerEnv
+from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["LocalExecutor"]
@@ -82,7 +88,8 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     _job_type = _Job
 
     def __init__(self, data_dir: str | Path, *, slots: int | None = None,
-                 gpus: Sequence[int] | None = None, max_retries: int = 3,
+                 gpus: Sequence[int] | None = None, slot_types: Sequence[str] | None = None,
+                 max_retries: int = 3,
                  stop_timeout_s: float = 30.0, crash_grace_s: float = 2.0,
                  report_interval_s: float = 30.0, checkpoint_interval_s: float = 600.0,
                  poll_s: float = 0.05, node_name: str = "localhost",
@@ -93,11 +100,28 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         self.mechanism = check_mechanism(mechanism)
         self.early_init = early_init
         self.early_timeout_s = early_timeout_s
-        ids = list(gpus) if gpus is not None else ([] if slots else detect_gpus())
-        if ids:
-            self.pool = SlotPool(ids, gpu=True)
+        typed = list(slot_types) if slot_types is not None else None
+        if gpus is not None:
+            ids = list(gpus)
+        elif slots or typed is not None:
+            ids = []  # CPU slots asked for
         else:
-            self.pool = SlotPool(range(slots or os.cpu_count() or 1), gpu=False)
+            ids = detect_gpus()
+        gpu = bool(ids)
+        if gpu and typed is None:
+            typed = detect_gpu_types(ids)
+        elif not gpu:
+            if typed is None:
+                typed = [""] * (slots or os.cpu_count() or 1)
+            elif slots and slots != len(typed):
+                raise ValueError(f"{slots} slots but {len(typed)} slot types")
+            ids = list(range(len(typed)))
+        if len(typed) != len(ids):
+            raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
+        #: the distinct slot types in slot order: node i of `cluster()` holds the slots of type i
+        self.types = list(dict.fromkeys(typed))
+        self.slot_type = dict(zip(ids, typed))
+        self.pool = SlotPool(ids, gpu=gpu, nodes=[self.types.index(t) for t in typed])
         self.node_name = node_name
         super().__init__(self.data_dir, thread_name="corral-local-executor",
                          max_retries=max_retries, stop_timeout_s=stop_timeout_s,
@@ -107,7 +131,17 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
 
     # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
     def cluster(self) -> Cluster:
-        return Cluster((Node(self.node_name, self.pool.size),))
+        if len(self.types) == 1:
+            return Cluster((Node(self.node_name, self.pool.size, self.types[0]),))
+        return Cluster(tuple(Node(f"{self.node_name}-{t or 'untyped'}", self.pool.on_node(n), t)
+                             for n, t in enumerate(self.types)))
+
+    def _per_node(self, placement: Placement) -> dict[int, int]:
+        """The slots `placement` takes on each node (on a one-node cluster, all on node 0,
+        whichever node it names)."""
+        if len(self.types) == 1:
+            return {0: placement.num_gpus}
+        return dict(placement.slots)
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         ids = {int(w) for w in [*workers, *self._recorded_workers(job_id)] if str(w).isdigit()}
@@ -127,6 +161,11 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         if plan.num_workers < 1 or plan.num_workers > self.pool.size:
             raise ValueError(f"job {job_id}: cannot run {plan.num_workers} workers on "
                              f"{self.pool.size} slots")
+        for node, count in self._per_node(plan.placement).items():
+            if not 0 <= node < len(self.types) or count > self.pool.on_node(node):
+                raise ValueError(f"job {job_id}: cannot run {count} workers on node {node} "
+                                 f"({self.pool.on_node(node) if 0 <= node < len(self.types) else 0}"
+                                 " slots)")
         return plan
 
     def _has_workers(self, j: _Job) -> bool:
@@ -179,7 +218,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
                 p.wait(timeout=5)
 
     def _try_start(self, j: _Job) -> None:
-        slots = self.pool.acquire(j.launch.job_id, j.target.num_workers, j.prefer)
+        slots = self.pool.acquire_on(j.launch.job_id, self._per_node(j.target.placement), j.prefer)
         if slots is not None:
             self._launch(j, j.target, slots)
 
@@ -224,7 +263,9 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
                                master_addr="127.0.0.1", master_port=port, backend=backend)
             log = open(self._log_path(job.job_id, rank), "ab")
             logs.append(log)
-            procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env()}, log))
+            procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env(),
+                                                      ENV_GPU_TYPE: self.slot_type[slots[rank]]},
+                               log))
         self._record_workers(job.job_id, [p.pid for p in procs], tag)
 
     # -- in-place resize (corral.executors.resize) ----------------------------------------------
@@ -232,14 +273,15 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         """Resize in place when the job allows it, else checkpoint-restart. A grow waits here
         (old workers training on) until the slots for its new workers are free."""
         current = self._launch_number(j) - 1
-        if self.mechanism != IN_PLACE or not j.procs or not runs_corral_train(
+        node = self._one_node(j)
+        if self.mechanism != IN_PLACE or not j.procs or node is None or not runs_corral_train(
                 self.report(j.launch.job_id), current, j.procs[0].pid):
             super()._resize(j)
             return
         plan, old = j.target, len(j.procs)
         extra: list[int] = []
         if plan.num_workers > old:
-            got = self.pool.acquire(j.launch.job_id, plan.num_workers - old)
+            got = self.pool.acquire(j.launch.job_id, plan.num_workers - old, node=node)
             if got is None:
                 return  # not free yet: asked again at the next pass
             extra = sorted(got)
@@ -253,6 +295,12 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         except (OSError, ValueError) as exc:
             self._fall_back(j, f"a new worker could not start: {exc}")
 
+    def _one_node(self, j: _Job) -> int | None:
+        """The node the job's workers are on and its target keeps it on, or None when it
+        moves between nodes (which in-place resizes do not do: they keep ranks' slots)."""
+        nodes = {self.pool.node[s] for s in j.slots} | set(self._per_node(j.target.placement))
+        return nodes.pop() if len(nodes) == 1 else None
+
     def _start_joiner(self, j: _Job, rank: int) -> None:
         r, job = j.resize, j.launch
         env = self._worker_env(j, r.plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
@@ -265,7 +313,9 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
                            master_port=r.port, backend="nccl" if self.pool.gpu else "gloo")
         log = open(self._log_path(job.job_id, rank), "ab")
         r.joiner_logs.append(log)
-        r.joiners.append(spawn(job.command, job.cwd, {**env, **worker.to_env()}, log))
+        slot = (j.slots + r.new_slots)[rank]
+        r.joiners.append(spawn(job.command, job.cwd, {**env, **worker.to_env(),
+                                                      ENV_GPU_TYPE: self.slot_type[slot]}, log))
 
     def _advance_resize(self, j: _Job) -> None:
         """One look at the resize under way: send the request once the new workers are ready,
@@ -332,31 +382,40 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
             f.close()
 
     # -- early initialisation (corral.executors.early: the sequence; here its slots) -----------
-    def _gives_up(self, d: _Job) -> int:
-        """How many of its slots running job `d` was told to give up and still holds."""
+    def _gives_up(self, d: _Job) -> dict[int, list[int]]:
+        """The slots running job `d` was told to give up and still holds, by node: on each
+        node, its highest ranks' beyond what its target keeps there (as an in-place shrink
+        frees them)."""
         if d.state is not ExecState.RUNNING or not d.procs or d.resize is not None:
-            return 0
-        return max(0, len(d.slots) - (d.target.num_workers if d.target is not None else 0))
+            return {}
+        keep = self._per_node(d.target.placement) if d.target is not None else {}
+        out: dict[int, list[int]] = {}
+        for node in {self.pool.node[s] for s in d.slots}:
+            held = [s for s in d.slots if self.pool.node[s] == node]
+            if len(held) > keep.get(node, 0):
+                out[node] = held[keep.get(node, 0):]
+        return out
 
     def _donor_slots(self) -> dict[str, dict[int, list[int]]]:
         """Running jobs that give slots up and are not let go yet: the slots each gives up
-        (its highest ranks', as an in-place shrink frees them) that nobody was promised, all
-        on this machine (node 0)."""
+        that nobody was promised, by node."""
         promised = set(self._promised_slots())
         let_go = self._let_go()
         found = {}
         for d in self._jobs.values():
-            n = self._gives_up(d)
-            if n and d.early is None and d.launch.job_id not in let_go:
-                slots = [s for s in d.slots[len(d.slots) - n:] if s not in promised]
-                if slots:
-                    found[d.launch.job_id] = {0: slots}
+            if d.early is not None or d.launch.job_id in let_go:
+                continue
+            slots = {node: left for node, held in self._gives_up(d).items()
+                     if (left := [s for s in held if s not in promised])}
+            if slots:
+                found[d.launch.job_id] = slots
         return found
 
     def _plan_early(self, j: _Job) -> tuple[list[int], dict[str, list[int]]] | None:
         if not os.path.isdir(j.launch.cwd):
             return None  # its normal start fails it with the reason
-        return plan_slots({0: j.target.num_workers}, {0: self.pool.free(j.launch.job_id)},
+        need = self._per_node(j.target.placement)
+        return plan_slots(need, {n: self.pool.free(j.launch.job_id, n) for n in need},
                           self._donor_slots())
 
     def _early_record(self, j: _Job, generation: int, free: list[int],
@@ -386,7 +445,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
 
     def _donor_keeps(self, d: _Job, slots: Sequence[int]) -> bool:
         return (d.state is ExecState.RUNNING and d.resize is None and d.target is not None
-                and d.target.num_workers >= len(d.slots) and bool(set(slots) & set(d.slots)))
+                and not self._gives_up(d) and bool(set(slots) & set(d.slots)))
 
     def _handed_over(self, j: _Job) -> bool:
         return set(self.pool.promised(j.launch.job_id)) <= set(self.pool.free(j.launch.job_id))

@@ -99,19 +99,21 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     @app.get("/cluster", dependencies=[Depends(authorized)])
     def cluster() -> dict[str, Any]:
         c = loop.cluster
-        return {"nodes": [{"name": n.name, "gpus": n.gpus} for n in c.nodes],
+        return {"nodes": [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
+                          for n in c.nodes],
+                "gpu_types": {t: c.gpus_of_type(t) for t in c.gpu_types},
                 "total_gpus": c.total_gpus, "policy": loop.policy.name,
                 "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
                 "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds)}
 
     @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
     def submit(sub: Submission) -> dict[str, Any]:
-        checked = sub.checked(loop.cluster.total_gpus)
+        checked = sub.checked(loop.cluster.total_gpus, loop.cluster)
         check_app(checked.app)  # the emulated executor needs a model it knows
         now = loop.now_s()
         doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
-        adjusted = sub.adjustments(loop.cluster.total_gpus)
+        adjusted = sub.adjustments(loop.cluster.total_gpus, loop.cluster)
         for change in adjusted:
             store.add_event(now, doc["id"], "adjusted", change)
         return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}

@@ -73,6 +73,9 @@ class LiveJob(JobLedger):
     #: why it waits to be placed again, having run: "" (it never ran, or is placed),
     #: AFTER_PREEMPTION or AFTER_SERVICE_RESTART (corral.service.records; said at its start)
     requeued_after: str = ""
+    #: the GPU type of its placement, as the loop placed it ("" the unnamed type; None when
+    #: not placed, or placed across types)
+    gpu_type: str | None = None
     #: resizes decided and not yet measured, oldest first (corral.service.resizes)
     pending_resizes: list[PendingResize] = field(default_factory=list)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
@@ -208,7 +211,7 @@ class LiveJob(JobLedger):
             "message": self.message, "workers": list(self.workers),
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
             "noted_launch": self.noted_launch, "resizes": self.resizes,
-            "requeued_after": self.requeued_after,
+            "requeued_after": self.requeued_after, "gpu_type": self.gpu_type,
         }
 
     @classmethod
@@ -222,7 +225,8 @@ class LiveJob(JobLedger):
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
             report=doc.get("report"), noted_launch=doc.get("noted_launch", -1),
             resizes=list(doc.get("resizes", [])),
-            requeued_after=str(doc.get("requeued_after") or ""))
+            requeued_after=str(doc.get("requeued_after") or ""),
+            gpu_type=doc.get("gpu_type") if isinstance(doc.get("gpu_type"), str) else None)
         job.restore(doc)
         if not job.status.active:
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)
@@ -241,7 +245,11 @@ class LiveJob(JobLedger):
         return {
             "id": self.id, "name": self.submission.display_name(), "status": self.status.value,
             "command": self.submission.command, "gpus": self.placement.num_gpus,
-            "placement": str(self.placement), "batch": [b.local_bsz, b.accum_steps] if b else None,
+            "placement": str(self.placement),
+            "gpu_type": self.gpu_type if self.placement else None,
+            "reported_gpu_type": report.get("gpu_type") if isinstance(
+                report.get("gpu_type"), str) else None,
+            "batch": [b.local_bsz, b.accum_steps] if b else None,
             "total_bsz": b.total(self.placement.num_gpus) if b and self.placement else None,
             "submit_time_s": self.spec.submit_time_s, "first_start_s": self.first_start_s,
             "finish_s": self.finish_s, "restarts": self.restarts, "launches": self.launches,

@@ -519,6 +519,7 @@ class ControlLoop:
         requeued_after = job.requeued_after  # why it waited, if it ran before
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
+        job.gpu_type = self.cluster.placement_type(placement)  # what it runs on, for the API
         if not changed and batch == old_batch:
             return
         self.restarts_total += job.restarts - restarts

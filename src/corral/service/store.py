@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS telemetry (
     launch INTEGER, world_size INTEGER, steps INTEGER, epoch INTEGER, progress REAL, loss REAL,
     local_bsz INTEGER, accum_steps INTEGER, total_bsz INTEGER, metric REAL, state TEXT,
     resumed_steps INTEGER, resumed_loss REAL, grad_sqr REAL, grad_var REAL, first_step_s REAL,
-    launch_start TEXT
+    launch_start TEXT, gpu_type TEXT
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE INDEX IF NOT EXISTS jobs_cancel ON jobs(cancel_requested) WHERE cancel_requested = 1;
@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 
 #: Columns added after the first release: databases made before get them on open.
 _TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL",
-                    "launch_start": "TEXT"}
+                    "launch_start": "TEXT", "gpu_type": "TEXT"}
 _JOBS_ADDED = {"summary": "TEXT"}
 
 
@@ -216,7 +216,8 @@ class Store:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
         in the simulator (corral.sim.analysis.measured_run), when its launch took its first step,
         and how its launch started (`launch_start`: corral.service.records.LaunchStart; NULL in
-        rows an older service stored)."""
+        rows an older service stored), and the GPU type it reported running on (`gpu_type`;
+        NULL where it said none)."""
         self.add_telemetry_rows([(time_s, job_id, report)])
 
     def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:
@@ -236,13 +237,14 @@ class Store:
                     metrics[-1][2] if metrics else None, report.get("state"),
                     resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
                     None if first is None else float(first) - origin,
-                    launch_start(report.get("resumed")).value)
+                    launch_start(report.get("resumed")).value,
+                    gpu if isinstance(gpu := report.get("gpu_type"), str) else None)
 
         self._exec_many(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "
             "loss, local_bsz, accum_steps, total_bsz, metric, state, resumed_steps, resumed_loss, "
-            "grad_sqr, grad_var, first_step_s, launch_start) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "grad_sqr, grad_var, first_step_s, launch_start, gpu_type) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [row(*r) for r in rows])
 
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:

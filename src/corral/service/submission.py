@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from corral.core.cluster import gpu_type_problem
+from corral.core.cluster import Cluster, gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
@@ -142,10 +142,24 @@ class Submission(BaseModel):
         "wait_for_start()); false: never, e.g. where two processes on one GPU do not fit; "
         "default: once the job has shown it runs corral.train")
 
-    def checked(self, cluster_gpus: int) -> Submission:
-        """The submission with defaults filled in; InputError (one line) when inconsistent."""
+    def _room(self, cluster_gpus: int, cluster: Cluster | None) -> tuple[int, str]:
+        """The GPUs the job may run on and what they are called in messages: the cluster's,
+        or, for a job restricted to a `gpu_type`, that type's (InputError, one line, when
+        `cluster` has none of it)."""
+        if self.gpu_type is None or cluster is None:
+            return cluster_gpus, "the cluster has"
+        if self.gpu_type not in cluster.gpu_types:
+            have = ", ".join(t or "(unnamed)" for t in cluster.gpu_types) or "none"
+            raise InputError(f"gpu_type {self.gpu_type}: the cluster has no GPUs of that type "
+                             f"(its types: {have})")
+        return cluster.gpus_of_type(self.gpu_type), f"the cluster has {self.gpu_type}:"
+
+    def checked(self, cluster_gpus: int, cluster: Cluster | None = None) -> Submission:
+        """The submission with defaults filled in; InputError (one line) when inconsistent.
+        With `cluster`, a job restricted to a `gpu_type` must fit that type's GPUs."""
         if not self.command[0].strip():
             raise InputError("command: the program name is empty")
+        cluster_gpus, has = self._room(cluster_gpus, cluster)
         max_gpus = self.max_gpus if self.max_gpus is not None else cluster_gpus
         gpus = self.gpus if self.gpus is not None else self.min_gpus
         if self.min_gpus > max_gpus:
@@ -154,8 +168,8 @@ class Submission(BaseModel):
             raise InputError(f"gpus ({gpus}) must lie within min_gpus..max_gpus "
                              f"({self.min_gpus}..{max_gpus})")
         if self.min_gpus > cluster_gpus or gpus > cluster_gpus:
-            raise InputError(f"the job needs {max(self.min_gpus, gpus)} GPUs but the cluster "
-                             f"has {cluster_gpus}")
+            raise InputError(f"the job needs {max(self.min_gpus, gpus)} GPUs but {has} "
+                             f"{cluster_gpus}")
         m0 = self.init_batch_size or self.batch_size
         max_bsz = self.max_batch_size or max(
             self.batch_size, m0 * ADAPTIVE_MAX_FACTOR if self.adaptive else m0)
@@ -170,15 +184,16 @@ class Submission(BaseModel):
                                        "max_batch_size": max_bsz, "min_local_bsz": lo,
                                        "max_local_bsz": hi, "init_batch_size": m0})
 
-    def adjustments(self, cluster_gpus: int) -> list[str]:
+    def adjustments(self, cluster_gpus: int, cluster: Cluster | None = None) -> list[str]:
         """What `checked(cluster_gpus)` changes of what the user asked for, one line each (the
         API answers them as the submission's `adjusted` and records each as an "adjusted"
         event): a max_gpus above the cluster's GPUs is capped to them. Defaults filled in where
         the user said nothing are not changes."""
         changes = []
+        cluster_gpus, has = self._room(cluster_gpus, cluster)
         if self.max_gpus is not None and self.max_gpus > cluster_gpus:
             changes.append(f"max_gpus capped from {self.max_gpus} to {cluster_gpus} "
-                           f"(the cluster has {cluster_gpus} GPUs)")
+                           f"({has} {cluster_gpus} GPUs)")
         return changes
 
     def display_name(self) -> str:

@@ -8,6 +8,12 @@ checkpoints in corral.executors.emulated.checkpoints. After a SIGKILL the jobs t
 `reclaim` advances them to now; the clock stands still while the service acts
 (`EmulatedClock.instant`); a submission's model is checked by `KnownApps`.
 Unlike the engine: decisions apply job by job, rounds fall on ticks, no interference.
+
+A cluster of several GPU types (`--cluster k80:1x4,v100:1x4`): a job runs at its placement
+type's speed (`AppTruth.for_type(cluster.placement_type(placement))`; a placement across types
+at its model's own), observes its steps as that type's (`SimJob.assign(..., gpu_type)`) and
+reports the type (`gpu_type`), as a corral.train job told CORRAL_GPU_TYPE does. A model that does
+not know a type it is placed on fails with the types it knows.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ class _Job:
     workers: tuple[str, ...] = ()  # the latest launch's worker ids (`status`)
     checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
     spec_doc: dict[str, Any] | None = None  # the spec as a checkpoint keeps it (`_spec_doc`)
+    truth: AppTruth | None = None  # the job's model on no particular type (`_on_type`)
 
 
 class EmulatedExecutor(Executor):
@@ -295,10 +302,13 @@ class EmulatedExecutor(Executor):
         self._check_plan(WorkerPlan(placement))
         batch = BatchConfig(*(int(v) for v in running["batch"]))
         at_s = float(state["time"]) - self.clock.start  # this executor's time base
-        sim = SimJob(spec, self._truth_of(spec))
+        truth = self._truth_of(spec)
+        sim = SimJob(spec, truth)
         sim.resume_training(state)
         sim.clock_s = at_s
-        sim.assign(at_s, Assignment(placement, batch), 0.0)  # no batch choice: it had one
+        gpu_type = self._cluster.placement_type(placement)
+        sim.truth = self._typed(truth, gpu_type)
+        sim.assign(at_s, Assignment(placement, batch), 0.0, gpu_type)  # it had a batch
         sim.policy_batch = bool(running["policy_batch"])
         sim.pause_left_s = float(running["pause_left_s"])
         sim.ending = bool(running["ending"])
@@ -306,7 +316,7 @@ class EmulatedExecutor(Executor):
         j = _Job(JobLaunch(job_id, ("emulated",), ".", config=JobConfig(job_id=job_id,
                                                                        launch=launch),
                            spec=spec), sim, ExecState.RUNNING, WorkerPlan(placement, batch))
-        j.launches, j.world, j.spec_doc = 1, placement.num_gpus, running["spec"]
+        j.launches, j.world, j.spec_doc, j.truth = 1, placement.num_gpus, running["spec"], truth
         j.workers = tuple(f"{job_id}/{r}" for r in range(j.world))
         j.first_step_s = float(running["first_step_time"]) - self.clock.start
         j.first_step_reported = True
@@ -319,6 +329,12 @@ class EmulatedExecutor(Executor):
         """The truth the job trains on, as the engine gives it (`job_app`: a trace job's model
         scaled to the trace's duration)."""
         return job_app(self.truth, spec, self._cluster.max_node_gpus)
+
+    @staticmethod
+    def _typed(truth: AppTruth, gpu_type: str | None) -> AppTruth:
+        """`truth` on `gpu_type` (its own where the type is unnamed or None: across types);
+        InputError naming the types it knows when it knows not this one."""
+        return truth.for_type(gpu_type) if gpu_type else truth
 
     def _check_plan(self, plan: WorkerPlan) -> None:
         caps = self._cluster.gpus_per_node
@@ -341,8 +357,17 @@ class EmulatedExecutor(Executor):
         assignment = Assignment(new, plan.batch) if plan is not None else None
         if new == old and (plan is None or sim.keeps(assignment)):
             return
+        gpu_type = self._cluster.placement_type(new) if new else sim.gpu_type
+        if new and new != old:  # runs at the speed of its new placement's type
+            if j.truth is None:
+                j.truth = sim.truth
+            try:
+                sim.truth = self._typed(j.truth, gpu_type)
+            except InputError as exc:
+                self._fail(j, f"cannot run on {new}: {exc}")
+                return
         pause = self._pause(now, sim.spec.app, old, new) if new != old else 0.0
-        sim.assign(now, assignment, pause)
+        sim.assign(now, assignment, pause, gpu_type)
         if new != old:
             self._hold(old, -1)
             self._hold(new, +1)
@@ -487,6 +512,7 @@ class EmulatedExecutor(Executor):
         doc = {
             "time": base + now, "state": state, "launch": j.launch.config.launch + j.launches - 1,
             "world_size": k, "num_nodes": sim.placement.num_nodes or 1, "device": "emulated",
+            "gpu_type": sim.gpu_type,
             "batch": [b.local_bsz, b.accum_steps] if b else None,
             "total_bsz": b.total(k) if b else None, "steps": int(sim.steps), "epoch": sim.epoch,
             "progress": sim.progress, "samples": None, "loss": None, "lr_scale": None,

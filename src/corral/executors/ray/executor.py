@@ -50,7 +50,7 @@ from corral.executors.ray.nodes import NodeTable
 from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
 from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
 from corral.protocol.early import ENV_EARLY_START
-from corral.protocol.env import WorkerEnv
+from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["RayExecutor", "connect"]
@@ -295,8 +295,9 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         envs = [{**base, **WorkerEnv(rank=rank, world_size=k, local_rank=local_rank,
                                      local_world_size=local_size, master_addr=master_addr,
                                      master_port=master_port,
-                                     backend=self.launcher.backend).to_env()}
-                for rank, (_, _, local_rank, local_size) in enumerate(ws.slots)]
+                                     backend=self.launcher.backend).to_env(),
+                 ENV_GPU_TYPE: self._table.type_of(node)}
+                for rank, (_, node, local_rank, local_size) in enumerate(ws.slots)]
         self._note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
                    f"{ws.placement} ({self.resource})"
                    + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
@@ -411,7 +412,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
             envs.append({**base, **WorkerEnv(
                 rank=first + i, world_size=r.plan.new_world, local_rank=local_rank,
                 local_world_size=local_size, master_addr=r.master[0], master_port=r.master[1],
-                backend=self.launcher.backend).to_env()})
+                backend=self.launcher.backend).to_env(),
+                ENV_GPU_TYPE: self._table.type_of(nodes[first + i])})
         self.launcher.start(js, job.command, job.cwd, envs,
                             [str(self._log_path(job.job_id, first + i)) for i in range(len(envs))])
 

@@ -1,6 +1,6 @@
 """Runs one worker's command for a Ray worker actor and dies with the actor.
 
-    python ray_guard.py COMMAND...
+    python guard.py COMMAND...
 
 A session leader with the command as its child in the same group. It ignores SIGTERM (the
 command decides) and SIGKILLs the group if its parent, the actor, disappears, so a worker never
@@ -34,7 +34,7 @@ def _dies_with(parent: int) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv:
-        sys.stderr.write("usage: ray_guard.py COMMAND...\n")
+        sys.stderr.write("usage: guard.py COMMAND...\n")
         return 2
     parent = os.getppid()
     # A Python handler (not SIG_IGN, which exec would pass on to the command).

@@ -155,7 +155,7 @@ class WorkerSet:
         """SIGKILL the process group of every worker whose status is not in yet, through its
         actor, and wait (at most `timeout_s`) until that is done. Before an actor is killed:
         a Ray worker that exits kills its direct children (Ray's
-        kill_child_processes_on_worker_exit), so the guard (ray_guard.py) can die before it
+        kill_child_processes_on_worker_exit), so the guard (guard.py) can die before it
         ends the job's command, which would then live on (e.g. an early worker at its gate)."""
         running = [a for a, c in zip(self.actors, self.codes or [None] * len(self.actors))
                    if c is None]

@@ -6,6 +6,11 @@ keep first-seen order (head first), leavers drop out and joiners append (Ray's i
 shuffle). `bundles_for`: one bundle per node, pinned by the `ray.io/node-id` label,
 STRICT_PACK on one node, STRICT_SPREAD on several; a job whose node has gone restarts on
 one-slot bundles with PACK. Pure functions of plain data; no Ray import.
+
+A node's GPU type (`node_gpu_type`) is its `ray.io/accelerator-type` label where Ray sets one,
+else the `accelerator_type:<NAME>` resource Ray gives GPU nodes (`accelerator_type:A100`), as
+corral's short lower-case name (`gpu_type_name`: A100-80G -> a100, T4 -> t4); "" (the unnamed
+type) for a node with neither.
 """
 
 from __future__ import annotations
@@ -15,12 +20,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral.core.cluster import Cluster, Node, Placement
+from corral.protocol.report import gpu_type_name
 
 __all__ = ["RayNode", "NodeTable", "Bundles", "bundles_for", "packed_bundles", "ranks_by_node",
-           "NODE_ID_LABEL"]
+           "NODE_ID_LABEL", "node_gpu_type"]
 
 NODE_ID_LABEL = "ray.io/node-id"
+ACCELERATOR_LABEL = "ray.io/accelerator-type"
+ACCELERATOR_RESOURCE = "accelerator_type:"
 _HEAD_RESOURCE = "node:__internal_head__"
+
+
+def node_gpu_type(raw: Mapping[str, Any]) -> str:
+    """The GPU type of one `ray.nodes()` entry (see the module docstring)."""
+    label = (raw.get("Labels") or {}).get(ACCELERATOR_LABEL)
+    if isinstance(label, str) and label.strip():
+        return gpu_type_name(label)
+    names = sorted(k[len(ACCELERATOR_RESOURCE):] for k in (raw.get("Resources") or {})
+                   if k.startswith(ACCELERATOR_RESOURCE))
+    return gpu_type_name(names[0]) if names else ""
 
 
 @dataclass(frozen=True)
@@ -29,6 +47,7 @@ class RayNode:
     address: str
     slots: int
     head: bool = False
+    gpu_type: str = ""
 
     @property
     def name(self) -> str:
@@ -50,14 +69,19 @@ class NodeTable:
             slots = int(n.get("Resources", {}).get(self.resource, 0))
             if n.get("Alive") and slots >= 1:
                 alive.append(RayNode(n["NodeID"], n.get("NodeManagerAddress", "?"), slots,
-                                     _HEAD_RESOURCE in n.get("Resources", {})))
+                                     _HEAD_RESOURCE in n.get("Resources", {}),
+                                     node_gpu_type(n)))
         for node in sorted(alive, key=lambda n: (not n.head, n.address, n.node_id)):
             self._seen.setdefault(node.node_id, len(self._seen))
         self.nodes = tuple(sorted(alive, key=lambda n: self._seen[n.node_id]))
         return self.nodes
 
     def cluster(self) -> Cluster:
-        return Cluster(tuple(Node(n.name, n.slots) for n in self.nodes))
+        return Cluster(tuple(Node(n.name, n.slots, n.gpu_type) for n in self.nodes))
+
+    def type_of(self, node_id: str) -> str:
+        """The GPU type of node `node_id` ("" for the unnamed type, or a node gone)."""
+        return next((n.gpu_type for n in self.nodes if n.node_id == node_id), "")
 
     @property
     def total_slots(self) -> int:

@@ -1,7 +1,7 @@
 """The Ray actor behind one worker of a job (corral.executors.ray.executor).
 
 One actor per worker, in its job's placement-group bundle, runs the job's command on its node
-through ray_guard.py with the executor's environment plus Ray's devices, and answers
+through guard.py with the executor's environment plus Ray's devices, and answers
 `address()`, `start()`, `wait()`, `signal()` and `devices()`. It is threaded so `signal()`
 reaches it while `wait()` blocks; a `signal()` before `start()` calls the launch off. If the
 raylet dies the worker process may linger: a watchdog SIGKILLs it and exits, so a job restarted
@@ -26,7 +26,7 @@ from corral.protocol.env import STOP_EXIT_CODE
 
 __all__ = ["WorkerActor", "GUARD"]
 
-GUARD = Path(__file__).resolve().with_name("ray_guard.py")
+GUARD = Path(__file__).resolve().with_name("guard.py")
 _WATCH_S = 0.2
 
 

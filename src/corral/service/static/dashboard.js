@@ -87,11 +87,18 @@ function drawCluster(cluster, jobs) {
         cells.push(el("div", {"class": "gpu idle"}, "idle"));
       }
     }
-    return el("div", {"class": "node", "data-node": n.name},
-              el("div", {"class": "node-name"}, n.name + " (" + n.gpus + ")"),
+    return el("div", {"class": "node", "data-node": n.name, "data-type": n.gpu_type || ""},
+              el("div", {"class": "node-name"},
+                 n.name + " (" + n.gpus + (n.gpu_type ? " " + n.gpu_type : "") + ")"),
               el("div", {"class": "gpus"}, ...cells));
   });
   box.replaceChildren(...nodes);
+}
+
+// The GPU type a job runs on (its placement's) and the one it is restricted to, as text.
+function typeText(j) {
+  const wanted = (j.spec || {}).gpu_type;
+  return (j.gpu_type ? " " + j.gpu_type : "") + (wanted ? " (" + wanted + " only)" : "");
 }
 
 function drawJobs(jobs) {
@@ -102,7 +109,7 @@ function drawJobs(jobs) {
       el("td", {}, j.name),
       el("td", {"class": "status status-" + j.status}, j.status),
       el("td", {"class": "gpus-count"}, j.gpus),
-      el("td", {}, j.placement),
+      el("td", {}, j.placement + typeText(j)),
       el("td", {}, batch),
       // `progress` is scale-invariant training progress (samples at M0), not a fraction done
       el("td", {}, "epoch " + j.epoch + ", " + j.steps + " steps"),
@@ -189,7 +196,8 @@ async function refreshJob(jobId) {
   const status = $("job-status");
   status.textContent = job.status;
   status.className = "status-" + job.status;
-  $("job-line").textContent = " on " + job.gpus + " GPU(s) (" + job.placement + "), " + job.steps +
+  $("job-line").textContent = " on " + job.gpus + " GPU(s) (" + job.placement + typeText(job) +
+    "), " + job.steps +
     " steps, epoch " + job.epoch + ", " + job.launches + " launch(es), " + job.restarts +
     " restart(s), queued " + duration(job.queue_time_s) + ", running " + duration(job.run_time_s) +
     (job.message ? " - " + job.message : "");

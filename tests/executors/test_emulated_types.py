@@ -1,0 +1,80 @@
+"""The emulated executor on a cluster of several GPU types: a job runs at its placement type's
+speed, observes its steps as that type's and reports the type; moved to another type it goes
+on at that type's speed; a type its model does not know fails it in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from corral.core.cluster import Placement
+from corral.core.jobs import Assignment
+from corral.executors.base import ExecState, JobLaunch, WorkerPlan
+from corral.executors.emulated.executor import EmulatedExecutor
+from corral.sim.loop.job import SimJob
+from corral.sim.workloads.common import make_job
+
+
+@pytest.fixture
+def executor(tmp_path: Path):
+    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,v100:1x4", time_scale=5000,
+                          report_interval_s=30)
+    yield ex
+    ex.shutdown()
+
+
+def _spec(ex: EmulatedExecutor, name: str, epochs: int = 3):
+    limits = ex.truth.limits()["cifar10"]
+    return dataclasses.replace(make_job(name, 0, "cifar10", limits, 4, 512), epochs=epochs)
+
+
+def _launch(spec) -> JobLaunch:
+    return JobLaunch(spec.name, ("emulated",), ".", spec=spec)
+
+
+def test_each_job_trains_at_its_types_speed_as_in_the_engine(executor) -> None:
+    durations = {}
+    for node, gpu_type in enumerate(("k80", "v100")):
+        spec = _spec(executor, gpu_type)
+        placement = Placement.of({node: 4})
+        executor.place(_launch(spec), WorkerPlan(placement))
+        sim = executor._jobs[gpu_type].sim
+        executor.wait_for(gpu_type, ExecState.DONE, timeout_s=60, poll_s=0.01)
+        assert executor.report(gpu_type)["gpu_type"] == gpu_type
+        assert sim.estimator.gpu_types() == (gpu_type,)  # observed as its type's steps
+        twin = SimJob(spec, executor.truth.app("cifar10").for_type(gpu_type))
+        twin.clock_s = sim.first_start_s
+        twin.assign(sim.first_start_s, Assignment(placement), 30.0, gpu_type)
+        twin.advance(1e9)
+        assert sim.finish_s == pytest.approx(twin.finish_s, rel=1e-6)
+        durations[gpu_type] = sim.finish_s - sim.first_start_s
+    assert durations["v100"] < durations["k80"]  # a V100 trains cifar10 faster than a K80
+
+
+def test_a_job_moved_to_another_type_reports_it_and_trains_at_its_speed(executor) -> None:
+    spec = _spec(executor, "m", epochs=50)
+    launch = _launch(spec)
+    executor.place(launch, WorkerPlan(Placement.of({0: 4})))
+    sim = executor._jobs["m"].sim
+    assert sim.gpu_type == "k80" and sim.truth is executor.truth.app("cifar10").for_type("k80")
+    executor.place(launch, WorkerPlan(Placement.of({1: 4})))
+    assert sim.gpu_type == "v100" and sim.truth is executor.truth.app("cifar10").for_type("v100")
+    deadline = time.monotonic() + 60
+    while (executor.report("m") or {}).get("launch") != 1:  # the launch on the V100s reports
+        assert time.monotonic() < deadline, "no report of the second launch"
+        time.sleep(0.01)
+    assert executor.report("m")["gpu_type"] == "v100"
+    executor.cancel("m")
+
+
+def test_a_type_the_model_does_not_know_fails_the_job(tmp_path: Path) -> None:
+    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,h100:1x4", time_scale=5000)
+    try:
+        ex.place(_launch(_spec(ex, "h")), WorkerPlan(Placement.of({1: 4})))
+        st = ex.status("h")
+        assert st.state is ExecState.FAILED and "h100" in st.message and "\n" not in st.message
+    finally:
+        ex.shutdown()

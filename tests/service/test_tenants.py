@@ -317,3 +317,18 @@ def test_corral_serve_refuses_a_bad_queues_file_in_one_line(tmp_path: Path, text
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
     assert not (home / "token").exists() and not (home / "state.db").exists()
     assert not (home / "tokens").exists()
+
+
+def test_a_start_whose_queues_file_drops_a_queue_with_active_jobs_is_refused(
+        svc: Service) -> None:
+    from corral.core.errors import InputError
+    from corral.service.store import stored_active_queues
+    from corral.service.tenants import check_change
+
+    a_job = svc.submit("a")
+    active = stored_active_queues(svc.dir / "state.db")  # read only, as `corral serve` reads it
+    assert active == {"a": [a_job]}
+    check_change(parse_queues(QUEUES, "queues.toml", 4), active)
+    with pytest.raises(InputError, match='queues.toml: queue "a" is gone but 1 active job'):
+        check_change(parse_queues("[queue.b]\nquota = 1\n", "queues.toml", 4), active)
+    assert stored_active_queues(svc.dir / "none.db") == {}

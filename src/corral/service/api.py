@@ -22,8 +22,8 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 import corral
 from corral.core.errors import CorralError, InputError
@@ -37,6 +37,12 @@ from corral.service.limits import BodyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
 from corral.service.store import Store
+from corral.service.submission import (
+    MAX_BODY_BYTES,
+    Submission,
+    one_line_validation_error,
+    safe_text,
+)
 from corral.service.tenants import (
     ADMIN,
     TOKENS_DIR,
@@ -46,12 +52,6 @@ from corral.service.tenants import (
     check_tree_names,
     queue_rows,
     tree_diff,
-)
-from corral.service.submission import (
-    MAX_BODY_BYTES,
-    Submission,
-    one_line_validation_error,
-    safe_text,
 )
 
 __all__ = ["create_app", "one_line_validation_error"]

@@ -167,7 +167,8 @@ class Store:
         `after_seq`, oldest first; the document only where no summary was stored (it is not
         read otherwise: listing thousands of jobs reads their short summaries). `queues`: only
         the jobs of those queues (a job stored without one is in `default`)."""
-        where, args = "", [after_seq]
+        where: str = ""
+        args: list[Any] = [after_seq]
         if queues is not None:
             qs = sorted(queues)
             where = f" AND COALESCE(queue, 'default') IN ({','.join('?' * len(qs))})"

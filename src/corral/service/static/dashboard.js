@@ -126,14 +126,27 @@ function drawScheduler(cluster) {
     el("p", {}, "recent rounds:"), el("ul", {"id": "rounds"}, ...list));
 }
 
+function drawQueues(doc) {
+  // GET /queues: every queue for the admin token, a tenant's own for a queue's token;
+  // null (a service without --queues answers 400): the section stays hidden
+  $("queues").hidden = !doc;
+  if (!doc) return;
+  const cell = v => el("td", {}, v === null || v === undefined ? "-" : String(v));
+  $("queues-table").tBodies[0].replaceChildren(...doc.queues.map(q => el("tr", {},
+    cell(q.name), cell(q.parent), cell(q.quota), cell(q.limit), cell(q.used), cell(q.borrowed),
+    cell(q.share), cell(q.jobs), cell(q.waiting))));
+}
+
 async function refreshOverview() {
-  const [cluster, jobs] = await Promise.all([api("/cluster"), api("/jobs")]);
+  const [cluster, jobs, queues] = await Promise.all([api("/cluster"), api("/jobs"),
+    api("/queues").catch(e => { if (e instanceof Unauthorized) throw e; return null; })]);
   $("service-info").textContent = cluster.policy + " on " + cluster.total_gpus + " GPUs, " +
     jobs.filter(j => j.status === "running").length + " running, " +
     jobs.filter(j => j.status === "queued").length + " queued";
   drawCluster(cluster, jobs);
   drawJobs(jobs);
   drawScheduler(cluster);
+  drawQueues(queues);
 }
 
 // ---- job page -------------------------------------------------------------------------

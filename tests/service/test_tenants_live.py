@@ -130,6 +130,16 @@ def test_two_tenants_share_two_slots_and_cannot_see_each_other(tmp_path: Path) -
         assert 'corral_queue_used_gpus{queue="a"} 1.0' in metrics
         assert 'corral_queue_borrowed_gpus{queue="a"} 0.0' in metrics
         note("isolation checked")
+        cli = [sys.executable, "-c", "from corral.cli.main import app; app()"]
+        done = subprocess.run([*cli, "submit", "--queue", "b", "--token", tokens["a"], "--",
+                               "emulated"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "cannot submit to queue" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        done = subprocess.run([*cli, "queues", "--json"], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert [q["name"] for q in json.loads(done.stdout)["queues"]] == ["a", "b", "default"]
+        note("corral submit --queue / corral queues checked")
         for client, job in ((a, a_job), (b, b_job)):
             client.cancel(job)
     finally:

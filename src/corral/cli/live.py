@@ -219,7 +219,9 @@ def queues_(
     url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
     token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
-    """The queues with their quota, limit, GPUs used and borrowed (a tenant: its own)."""
+    """Queues: quota, GPUs used and borrowed; --set changes them.
+
+    A queue's token sees its own queues only; --set needs the admin token."""
     with _client(data_dir, url, token) as client:
         if set_file is not None:
             try:

@@ -7,6 +7,10 @@ bodies are bounded (corral.service.submission) and client text is echoed only th
 `safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
 The API reads the store and logs and writes only submissions and cancels; the control loop does
 the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
+
+Under `corral serve --queues` each queue's token is a tenant's (corral.service.tenants): it
+submits to and sees its own queues' jobs only (403 one line for another's; `GET /jobs`
+filtered; `/cluster` and `/healthz` name no job), `/metrics` and `PUT /queues` are the admin's.
 """
 
 from __future__ import annotations
@@ -141,19 +145,21 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     @app.post("/jobs", status_code=201)
     def submit(sub: Submission, who: Principal = Depends(authorized)) -> dict[str, Any]:
-        checked = sub.checked(loop.cluster.total_gpus)
-        check_app(checked.app)  # the emulated executor needs a model it knows
         with tree_lock:  # the queue checked and the job stored before a PUT /queues swaps
+            queue = None  # first: a queue not the token's is 403 whatever else is wrong
             if tenancy is None:
                 if sub.queue is not None:
                     raise InputError(f'queue "{sub.queue}": this service runs without queues '
                                      "(corral serve --queues FILE)")
             else:
                 try:
-                    checked = checked.model_copy(
-                        update={"queue": tenancy.job_queue(who, sub.queue)})
+                    queue = tenancy.job_queue(who, sub.queue)
                 except PermissionError as exc:
                     raise HTTPException(403, str(exc)) from None
+            checked = sub.checked(loop.cluster.total_gpus)
+            if queue is not None:
+                checked = checked.model_copy(update={"queue": queue})
+            check_app(checked.app)  # the emulated executor needs a model it knows
             now = loop.now_s()
             doc = store.add_job(
                 lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())

@@ -175,6 +175,11 @@ def _get_queues(s: Service, a_job: str, b_job: str) -> None:
     assert names(s.token("b")) == ["b"]
     assert sorted(names(s.token("research"))) == ["a", "b", "research"]
     assert names(s.admin) == ["research", "a", "b", "prod", "default"]
+    # the dashboard draws other queues' GPUs as taken, without their jobs: counts per node
+    others = lambda h: s.client.get("/queues", headers=h).json()[  # noqa: E731
+        "other_queues_gpus_per_node"]
+    assert (others(s.admin), others(s.token("research")), others(s.token("b")),
+            others(s.token("prod"))) == ([0], [0], [1], [2])
 
 
 def _put_queues(s: Service, a_job: str, b_job: str) -> None:

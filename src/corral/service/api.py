@@ -221,7 +221,15 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         last = getattr(loop.policy, "last_shares", None)
         rows = queue_rows(tree, used, active, waiting,
                           dict(last.share) if last is not None else None, who)
+        others = [0] * len(loop.cluster.nodes)  # GPUs per node other queues' jobs hold
+        with loop.lock:
+            for j in loop.jobs.values():
+                if not who.sees(j.spec.queue):
+                    for n, g in j.placement.slots:
+                        if n < len(others):
+                            others[n] += g
         return {"queues": rows, "total_gpus": loop.cluster.total_gpus,
+                "other_queues_gpus_per_node": others,
                 "min_runtime_s": tree.min_runtime_s,
                 "usage_half_life_s": tree.usage_half_life_s}
 

@@ -65,7 +65,9 @@ function askToken(message) {
 
 // ---- overview -------------------------------------------------------------------------
 
-function drawCluster(cluster, jobs) {
+function drawCluster(cluster, jobs, others) {
+  // others: GPUs per node that other queues' jobs hold (GET /queues, a queue's token), shown
+  // as taken without naming the job
   const box = $("cluster");
   const perNode = cluster.nodes.map(n => []);  // node index -> [job per GPU]
   for (const j of jobs) {
@@ -83,6 +85,8 @@ function drawCluster(cluster, jobs) {
                                 "title": job.id + " " + job.name, "style": "background:" + colorOf(job.id)},
                         el("a", {"href": "#/job/" + encodeURIComponent(job.id)}, job.id));
         cells.push(cell);
+      } else if (others && g - perNode[i].length < (others[i] || 0)) {
+        cells.push(el("div", {"class": "gpu busy other", "title": "another queue's job"}, "other queue"));
       } else {
         cells.push(el("div", {"class": "gpu idle"}, "idle"));
       }
@@ -143,7 +147,7 @@ async function refreshOverview() {
   $("service-info").textContent = cluster.policy + " on " + cluster.total_gpus + " GPUs, " +
     jobs.filter(j => j.status === "running").length + " running, " +
     jobs.filter(j => j.status === "queued").length + " queued";
-  drawCluster(cluster, jobs);
+  drawCluster(cluster, jobs, queues ? queues.other_queues_gpus_per_node : null);
   drawJobs(jobs);
   drawScheduler(cluster);
   drawQueues(queues);

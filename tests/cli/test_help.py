@@ -61,7 +61,7 @@ def test_help_has_no_python_types_and_cuts_nothing(path, width):
 
 def test_metavars_say_what_to_type():
     text = help_text("simulate", width=120)
-    for metavar in ("FILE|DIR", "POLICY[,POLICY]", "NxG|FILE", "SECONDS", "[P.]KEY=VALUE"):
+    for metavar in ("FILE|DIR", "POLICY[,POLICY]", "NxG|TYPE:NxG,...|FILE", "SECONDS", "[P.]KEY=VALUE"):
         assert metavar in text, metavar
     assert "PATH" in help_text("serve", width=120)  # --ray-storage
     assert "JOB_ID" in help_text("describe") and "COMMAND" in help_text("submit")

@@ -23,9 +23,12 @@ with warnings.catch_warnings():  # starlette's test client warns about its httpx
     from fastapi.testclient import TestClient  # noqa: E402
 
 from corral.core.policy import create_policy  # noqa: E402
+from corral.core.queues import parse_queues  # noqa: E402
+from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402
+from corral.service.tenants import Tenancy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
@@ -64,9 +67,15 @@ def documented() -> tuple[Path, list[tuple[int, str]]]:
 @pytest.fixture
 def client(tmp_path: Path, fake_executor):
     store = Store(tmp_path / "state.db")
-    loop = ControlLoop(store, fake_executor, create_policy("fifo"), interval_s=1)
-    c = TestClient(create_app(store, fake_executor, loop, TOKEN, stall_after_s=30))
+    tree = parse_queues("[queue.team]\nquota = 1\n", "queues.toml", 4)
+    loop = ControlLoop(store, fake_executor,
+                       QueuedPolicy(lambda: create_policy("fifo"), tree), interval_s=1)
+    tenancy = Tenancy.start(tmp_path, store, tree)
+    c = TestClient(create_app(store, fake_executor, loop, TOKEN, stall_after_s=30,
+                              tenancy=tenancy, data_dir=tmp_path))
     c.loop = loop  # type: ignore[attr-defined]
+    c.tenant = {  # type: ignore[attr-defined]  # queue "team"'s token
+        "Authorization": f"Bearer {(tmp_path / 'tokens' / 'team').read_text().strip()}"}
     yield c
     c.close()
     store.close()
@@ -93,7 +102,13 @@ CASES: list[tuple[str, Callable]] = [
         f"/jobs/{c.post('/jobs', headers=AUTH, json=JOB).json()['id']}/cancel", headers=AUTH)),
     (r"inconsistent", lambda c: c.post("/jobs", headers=AUTH,
                                        json={**JOB, "min_gpus": 3, "max_gpus": 2})),
-    (r"token", lambda c: c.get("/jobs")),
+    (r"unknown queue", lambda c: c.post("/jobs", headers=AUTH, json={**JOB, "queue": "nope"})),
+    (r"cannot be honoured", lambda c: c.put("/queues", headers=AUTH,
+                                            content=b"[queue.team]\nquota = 99\n")),
+    (r"missing or wrong bearer token", lambda c: c.get("/jobs")),
+    (r"another queue's job", lambda c: c.get(
+        f"/jobs/{c.post('/jobs', headers=AUTH, json=JOB).json()['id']}", headers=c.tenant)),
+    (r"admin token", lambda c: c.get("/metrics", headers=c.tenant)),
     (r"unknown job", lambda c: c.get("/jobs/job-404", headers=AUTH)),
     (r"already ended", lambda c: c.post(f"/jobs/{_ended_job(c)}/cancel", headers=AUTH)),
     (r"1 MiB", lambda c: c.post("/jobs", headers=JSON, content=b"[" + b"0," * (1 << 20) + b"0]")),
@@ -106,7 +121,7 @@ CASES: list[tuple[str, Callable]] = [
     (r"healthz|stalled", _stalled),
 ]
 #: every error code the service answers on purpose: the table must list each
-ERROR_CODES = {400, 401, 404, 409, 413, 422, 503}
+ERROR_CODES = {400, 401, 403, 404, 409, 413, 422, 503}
 
 
 def test_an_unparsable_body_gets_a_one_line_422(client) -> None:
@@ -153,6 +168,7 @@ PROPOSED = """
 | 202 | `POST /jobs/{id}/cancel`: the cancel request was taken (the job ends at the next tick) |
 | 400 | a well-formed submission that is inconsistent: `min_gpus` > `max_gpus`, more GPUs than the cluster has, `max_batch_size` < `batch_size`, an empty program name; `--executor emulated`: a model it does not know |
 | 401 | a missing or wrong bearer token |
+| 403 | a queue's token: another queue's job, or what needs the admin token |
 | 404 | an unknown job id (unknown job) |
 | 409 | cancelling a job that has already ended |
 | 413 | a request body over 1 MiB |

@@ -1,5 +1,5 @@
-"""The tenancy layer runs in the live control loop unchanged (the service half of queues,
-per-queue submission, is not there yet: every live job is in the default queue)."""
+"""The tenancy layer runs in the live control loop unchanged (per-queue submission, tokens and
+isolation: test_tenants.py and test_tenants_live.py)."""
 
 from __future__ import annotations
 

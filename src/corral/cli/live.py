@@ -71,6 +71,7 @@ def serve(
     retry_backoff: float = typer.Option(1.0, metavar="SECONDS", help="Seconds before a crashed job's first retry; doubles at every retry (at most 300).", rich_help_panel=_JOBS),
     mechanism: str | None = typer.Option(None, metavar="MECHANISM", help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`).", rich_help_panel=_JOBS),
     tick: float | None = typer.Option(None, metavar="SECONDS", help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2).", rich_help_panel=_JOBS),
+    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues (docs/queues.md). The policy runs once per queue on the queue's share; each queue gets a token (DATA_DIR/tokens/QUEUE) that sees only its own jobs; PUT /queues (`corral queues --set FILE`) changes them while the service runs.", rich_help_panel=_POLICY),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does.", rich_help_panel=_START),
     early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`).", rich_help_panel=_START),
     ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
@@ -159,7 +160,7 @@ def serve(
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout,
-                        tick_s=tick_s, fill_in=fill_in)
+                        tick_s=tick_s, fill_in=fill_in, queues=queues)
 
     def ready(url: str, _token: str) -> None:
         err_console.print(f"corral: serving {url} (policy {policy}, executor {executor}, "
@@ -174,6 +175,7 @@ def submit(
     command: list[str] = typer.Argument(..., metavar="COMMAND", help="The command to run, after --."),
     name: str | None = typer.Option(None, metavar="NAME", help="A name to show (default: the script's name)."),
     app: str | None = typer.Option(None, "--app", metavar="MODEL", help="The job's model (needed by --executor emulated: a catalog or profile name)."),
+    queue: str | None = typer.Option(None, "--queue", "-q", metavar="NAME", help="The queue (team) to run in (corral serve --queues; default: the token's queue, or `default` for the admin token)."),
     gpus: int | None = typer.Option(None, metavar="N", help="The GPUs the job is tuned for (default: --min-gpus)."),
     min_gpus: int = typer.Option(1, metavar="N", help="Fewest GPUs the job can run on."),
     max_gpus: int | None = typer.Option(None, metavar="N", help="Most GPUs the job can use (default: the cluster)."),
@@ -209,12 +211,51 @@ def submit(
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
             "adaptive": adaptive, "lr_rule": lr_rule, "early_init": early_init,
             "gpu_type": gpu_type}
+    if queue is not None:
+        body["queue"] = queue
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)
     with _client(data_dir, url, token) as client:
         job = client.submit(body)
     for change in job.get("adjusted") or []:
         err_console.print(f"note: {escape(change)}", soft_wrap=True)
     console.print(job["id"])
+
+
+@app.command("queues")
+@user_errors
+def queues_(
+    set_file: Path | None = typer.Option(None, "--set", metavar="FILE", help="Replace the running service's queues with this TOML file (admin token; the old ones stay on an error)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
+    url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
+    token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
+) -> None:
+    """Queues: quota, GPUs used and borrowed; --set changes them.
+
+    A queue's token sees its own queues only; --set needs the admin token."""
+    with _client(data_dir, url, token) as client:
+        if set_file is not None:
+            try:
+                text = set_file.read_text()
+            except OSError as exc:
+                raise InputError(f"{set_file}: {exc.strerror or exc}") from None
+            done = client.put_queues(text)
+            err_console.print(f"queues changed: {escape(done['changed'])}", soft_wrap=True)
+            for path in done.get("new_tokens") or []:
+                err_console.print(f"new token: DATA_DIR/{escape(path)}", soft_wrap=True)
+        doc = client.queues()
+    if as_json:
+        console.print_json(json.dumps(doc))
+        return
+    table = Table(title="queues")
+    for col in ("queue", "parent", "quota", "limit", "used", "borrowed", "share", "jobs",
+                "waiting"):
+        table.add_column(col, justify="left" if col in ("queue", "parent") else "right")
+    for r in doc["queues"]:
+        table.add_row(*(escape(str("-" if r[k] is None else r[k])) for k in (
+            "name", "parent", "quota", "limit", "used", "borrowed", "share", "jobs",
+            "waiting")))
+    print_table(table, True)
 
 
 #: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.

@@ -7,13 +7,19 @@ bodies are bounded (corral.service.submission) and client text is echoed only th
 `safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
 The API reads the store and logs and writes only submissions and cancels; the control loop does
 the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
+
+Under `corral serve --queues` each queue's token is a tenant's (corral.service.tenants): it
+submits to and sees its own queues' jobs only (403 one line for another's; `GET /jobs`
+filtered; `/cluster` and `/healthz` name no job), `/metrics` and `PUT /queues` are the admin's.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
@@ -21,9 +27,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 import corral
-from corral.core.errors import CorralError
+from corral.core.errors import CorralError, InputError
+from corral.core.queues import parse_queues
 from corral.executors.backend import any_app
 from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
@@ -39,6 +47,16 @@ from corral.service.submission import (
     one_line_validation_error,
     safe_text,
 )
+from corral.service.tenants import (
+    ADMIN,
+    TOKENS_DIR,
+    Principal,
+    Tenancy,
+    check_change,
+    check_tree_names,
+    queue_rows,
+    tree_diff,
+)
 
 __all__ = ["create_app", "one_line_validation_error"]
 
@@ -51,10 +69,14 @@ _MAX_RANK = 1 << 16
 
 def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                stall_after_s: float = 30.0,
-               check_app: Callable[[str | None], None] = any_app) -> FastAPI:
+               check_app: Callable[[str | None], None] = any_app,
+               tenancy: Tenancy | None = None, data_dir: Path | None = None) -> FastAPI:
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
     not finished a round for `stall_after_s` seconds. Each submission's model passes
-    `check_app` (the executor's: `Backend.check_app`)."""
+    `check_app` (the executor's: `Backend.check_app`). With `tenancy` (the loop's policy a
+    `QueuedPolicy` on its tree) each queue's token is a tenant's (corral.service.tenants):
+    it sees and acts on its own queues' jobs only (403 otherwise); `token` is the admin's.
+    `data_dir`: where `PUT /queues` writes the tokens of queues it adds."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.",
                   docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead
@@ -62,11 +84,24 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     health = Health(loop, executor, stall_after_s)
     bearer = HTTPBearer(auto_error=False)
     registry = service_registry(store, loop)
+    tree_lock = threading.Lock()
 
-    def authorized(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
+    def authorized(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
+        """The admin (the service's token) or a queue's tenant (its token); else 401."""
+        if creds is not None:
+            given = creds.credentials
+            tenant = tenancy.principal(given) if tenancy is not None else None
+            if hmac.compare_digest(given.encode(), token.encode()):
+                return ADMIN
+            if tenant is not None:
+                return tenant
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    def admin_only(who: Principal = Depends(authorized)) -> Principal:
+        if not who.admin:
+            raise HTTPException(403, f'this needs the admin token (this is queue "{who.queue}"\'s)')
+        return who
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -85,10 +120,14 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         return JSONResponse({"detail": safe_text(f"internal error: {type(exc).__name__}: {exc}",
                                                  300)}, status_code=500)
 
-    def job_or_404(job_id: str) -> LiveJob:
+    def job_or_404(job_id: str, who: Principal) -> LiveJob:
+        """The job, if it exists (404) and `who` may see it (403: another queue's)."""
         doc = store.job(job_id)
         if doc is None:
             raise HTTPException(404, f"no job '{safe_text(job_id, 80)}'")
+        if not who.sees((doc.get("submission") or {}).get("queue")):
+            raise HTTPException(403, f"job {safe_text(job_id, 80)} is not in your queue(s) "
+                                f"({', '.join(sorted(who.queues))})")
         return LiveJob.from_doc(doc)
 
     @app.get("/healthz")
@@ -97,7 +136,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         return JSONResponse(doc, status_code=200 if doc["status"] == "ok" else 503)
 
     @app.get("/cluster", dependencies=[Depends(authorized)])
-    def cluster() -> dict[str, Any]:
+    def cluster() -> dict[str, Any]:  # no job ids: the same for every tenant
         c = loop.cluster
         return {"nodes": [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
                           for n in c.nodes],
@@ -106,65 +145,130 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                 "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
                 "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds)}
 
-    @app.post("/jobs", status_code=201, dependencies=[Depends(authorized)])
-    def submit(sub: Submission) -> dict[str, Any]:
-        checked = sub.checked(loop.cluster.total_gpus, loop.cluster)
-        check_app(checked.app)  # the emulated executor needs a model it knows
-        now = loop.now_s()
-        doc = store.add_job(lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
+    @app.post("/jobs", status_code=201)
+    def submit(sub: Submission, who: Principal = Depends(authorized)) -> dict[str, Any]:
+        with tree_lock:  # the queue checked and the job stored before a PUT /queues swaps
+            queue = None  # first: a queue not the token's is 403 whatever else is wrong
+            if tenancy is None:
+                if sub.queue is not None:
+                    raise InputError(f'queue "{sub.queue}": this service runs without queues '
+                                     "(corral serve --queues FILE)")
+            else:
+                try:
+                    queue = tenancy.job_queue(who, sub.queue)
+                except PermissionError as exc:
+                    raise HTTPException(403, str(exc)) from None
+            checked = sub.checked(loop.cluster.total_gpus, loop.cluster)
+            if queue is not None:
+                checked = checked.model_copy(update={"queue": queue})
+            check_app(checked.app)  # the emulated executor needs a model it knows
+            now = loop.now_s()
+            doc = store.add_job(
+                lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
         adjusted = sub.adjustments(loop.cluster.total_gpus, loop.cluster)
         for change in adjusted:
             store.add_event(now, doc["id"], "adjusted", change)
         return {**LiveJob.from_doc(doc).summary(), "adjusted": adjusted}
 
-    @app.get("/jobs", dependencies=[Depends(authorized)])
-    def jobs() -> StreamingResponse:
+    @app.get("/jobs")
+    def jobs(who: Principal = Depends(authorized)) -> StreamingResponse:
         # the summaries the control loop stored, sent as they are, a page at a time: making
-        # them from the documents is slow and memory-hungry with thousands of jobs
-        return StreamingResponse(_job_list(store), media_type="application/json")
+        # them from the documents is slow and memory-hungry with thousands of jobs; a tenant
+        # gets its own queues' jobs only
+        return StreamingResponse(_job_list(store, None if who.admin else who.queues),
+                                 media_type="application/json")
 
-    @app.get("/jobs/{job_id}", dependencies=[Depends(authorized)])
-    def job(job_id: str) -> dict[str, Any]:
-        j = job_or_404(job_id)
+    @app.get("/jobs/{job_id}")
+    def job(job_id: str, who: Principal = Depends(authorized)) -> dict[str, Any]:
+        j = job_or_404(job_id, who)
         return {**j.summary(), "events": store.events(job_id),
                 "assignments": store.assignments(job_id), "report": j.report}
 
-    @app.get("/jobs/{job_id}/telemetry", dependencies=[Depends(authorized)])
-    def telemetry(job_id: str) -> list[dict[str, Any]]:
-        job_or_404(job_id)
+    @app.get("/jobs/{job_id}/telemetry")
+    def telemetry(job_id: str, who: Principal = Depends(authorized)) -> list[dict[str, Any]]:
+        job_or_404(job_id, who)
         return store.telemetry(job_id)
 
-    @app.post("/jobs/{job_id}/cancel", status_code=202, dependencies=[Depends(authorized)])
-    def cancel(job_id: str) -> dict[str, Any]:
-        j = job_or_404(job_id)
+    @app.post("/jobs/{job_id}/cancel", status_code=202)
+    def cancel(job_id: str, who: Principal = Depends(authorized)) -> dict[str, Any]:
+        j = job_or_404(job_id, who)
         if not j.status.active:
             raise HTTPException(409, f"job {job_id} is already {j.status.value}")
         store.request_cancel(job_id)
         return {"id": job_id, "status": "cancelling"}
 
-    @app.get("/jobs/{job_id}/logs", response_class=PlainTextResponse,
-             dependencies=[Depends(authorized)])
+    @app.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
     def logs(job_id: str, rank: int = Query(0, ge=0, le=_MAX_RANK),
-             tail: int | None = Query(None, ge=0, le=MAX_LOG_BYTES)) -> str:
-        job_or_404(job_id)
+             tail: int | None = Query(None, ge=0, le=MAX_LOG_BYTES),
+             who: Principal = Depends(authorized)) -> str:
+        job_or_404(job_id, who)
         return executor.read_log(job_id, rank, MAX_LOG_BYTES if tail is None else tail)
 
-    @app.get("/metrics", dependencies=[Depends(authorized)])
-    def metrics() -> Response:
+    @app.get("/metrics", dependencies=[Depends(admin_only)])
+    def metrics() -> Response:  # per-job series name every job: the admin's only
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    def queues_or_400() -> Tenancy:
+        if tenancy is None:
+            raise InputError("this service runs without queues (start it with corral serve "
+                             "--queues FILE)")
+        return tenancy
+
+    @app.get("/queues")
+    def queues(who: Principal = Depends(authorized)) -> dict[str, Any]:
+        t = queues_or_400()
+        tree = t.tree
+        used, active, waiting = loop.queue_usage()
+        last = getattr(loop.policy, "last_shares", None)
+        rows = queue_rows(tree, used, active, waiting,
+                          dict(last.share) if last is not None else None, who)
+        others = [0] * len(loop.cluster.nodes)  # GPUs per node other queues' jobs hold
+        with loop.lock:
+            for j in loop.jobs.values():
+                if not who.sees(j.spec.queue):
+                    for n, g in j.placement.slots:
+                        if n < len(others):
+                            others[n] += g
+        return {"queues": rows, "total_gpus": loop.cluster.total_gpus,
+                "other_queues_gpus_per_node": others,
+                "min_runtime_s": tree.min_runtime_s,
+                "usage_half_life_s": tree.usage_half_life_s}
+
+    @app.put("/queues", dependencies=[Depends(admin_only)])
+    async def put_queues(request: Request) -> dict[str, Any]:
+        body = await request.body()
+        return await run_in_threadpool(_swap_queues, body)
+
+    def _swap_queues(body: bytes) -> dict[str, Any]:
+        t = queues_or_400()
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError("PUT /queues: the body is not UTF-8 TOML text") from None
+        with tree_lock:
+            new = parse_queues(text, "PUT /queues", loop.cluster.total_gpus)
+            check_tree_names(new)
+            check_change(new, store.active_by_queue())
+            old = t.tree
+            diff = tree_diff(old, new)
+            t.tree = new
+            loop.set_queues(new, diff)
+        minted = t.mint(data_dir, store) if data_dir is not None else []
+        return {"changed": diff, "new_tokens": [f"{TOKENS_DIR}/{q}" for q in minted]}
 
     mount_dashboard(app)
     return app
 
 
-def _job_list(store: Store) -> Iterator[str]:
-    """GET /jobs's body: every submitted job's stored summary, oldest first, as one JSON list;
-    a job stored without one (by an older service) is summarised from its document."""
+def _job_list(store: Store, queues: frozenset[str] | None = None) -> Iterator[str]:
+    """GET /jobs's body: every submitted job's stored summary (of `queues` only, unless None),
+    oldest first, as one JSON list; a job stored without one (by an older service) is
+    summarised from its document."""
     yield "["
     after, first = 0, True
     while True:
-        page = store.summaries(after, _LIST_PAGE)
+        page = store.summaries(after, _LIST_PAGE, queues)
         for after, text, doc in page:  # noqa: B007 - `after` pages the next read
             if text is None:
                 text = summary_json(LiveJob.from_doc(doc).summary())

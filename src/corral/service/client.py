@@ -67,5 +67,12 @@ class Client:
     def cluster(self) -> dict[str, Any]:
         return self._call("GET", "/cluster").json()
 
+    def queues(self) -> dict[str, Any]:
+        return self._call("GET", "/queues").json()
+
+    def put_queues(self, toml_text: str) -> dict[str, Any]:
+        return self._call("PUT", "/queues", content=toml_text.encode(),
+                          headers={"Content-Type": "application/toml"}).json()
+
     def metrics(self) -> str:
         return self._call("GET", "/metrics").text

@@ -257,6 +257,29 @@ class ControlLoop:
         """The policy the rounds ask (fixed for the loop's life: `Rounds` reads its promises)."""
         return self._rounds.policy
 
+    def set_queues(self, tree: Any, diff: str) -> None:
+        """Swap the queue tree of a `QueuedPolicy` (`PUT /queues`, checked by the caller): the
+        next round shares the cluster by it; a `queues-changed` event says what changed."""
+        with self.lock:  # not inside a round: the next one reads the new tree whole
+            self.policy.queues = tree  # type: ignore[attr-defined]
+            self.store.add_event(self.now_s(), None, "queues-changed", diff)
+
+    def queue_usage(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """Per leaf queue of the policy's tree: GPUs its active jobs hold, its active jobs,
+        its waiting jobs (`GET /queues`, `/metrics`)."""
+        tree = self.policy.queues  # type: ignore[attr-defined]
+        used: dict[str, int] = {}
+        jobs: dict[str, int] = {}
+        waiting: dict[str, int] = {}
+        with self.lock:
+            for job in self.jobs.values():
+                q = tree.leaf_for(job.spec.queue)
+                used[q] = used.get(q, 0) + job.placement.num_gpus
+                jobs[q] = jobs.get(q, 0) + 1
+                if not job.placement:
+                    waiting[q] = waiting.get(q, 0) + 1
+        return used, jobs, waiting
+
     @property
     def rounds(self) -> int:
         """Rounds held: the policy asked (fill-in rounds too), or its last decision kept."""

@@ -3,7 +3,8 @@
 Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the policy) and running
 (with live workers), and per active job its slots, steps, progress and restarts. Counters (since
 this service started): scheduling rounds, policy time, restarts, completions, failures,
-preemptions and crash retries. A summary: the pause of every resize, by mechanism.
+preemptions and crash retries. A summary: the pause of every resize, by mechanism. Under
+`corral serve --queues`, per queue: its quota, GPUs used and borrowed, active jobs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.records import RESIZE_MECHANISMS
 from corral.service.store import Store
+from corral.service.tenants import queue_rows
 
 __all__ = ["service_registry"]
 
@@ -78,11 +80,31 @@ class _ServiceCollector(Collector):
             count, seconds = pauses.get(mechanism, (0, 0.0))
             resize.add_metric([mechanism], count_value=count, sum_value=seconds)
         yield resize
+        yield from self._queues()
         yield GaugeMetricFamily("corral_gpus_running",
                                 "Slots whose workers run now (reserved slots wait for workers to "
                                 "start, or for a stopping job to free them)", value=running)
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(name, f"{doc} since the service started", value=value)
+
+
+    def _queues(self) -> Iterator[GaugeMetricFamily]:
+        """Per queue (a `QueuedPolicy`'s tree, cohorts included): quota, GPUs used, borrowed."""
+        tree = getattr(self.loop.policy, "queues", None)
+        if tree is None:
+            return
+        used, active, waiting = self.loop.queue_usage()
+        rows = queue_rows(tree, used, active, waiting, None)
+        for name, doc, key in (
+                ("corral_queue_quota_gpus", "GPUs guaranteed to a queue", "quota"),
+                ("corral_queue_used_gpus", "GPUs a queue's jobs hold (a cohort: its subtree's)",
+                 "used"),
+                ("corral_queue_borrowed_gpus", "GPUs a queue holds above its quota", "borrowed"),
+                ("corral_queue_jobs", "Active jobs of a queue", "jobs")):
+            family = GaugeMetricFamily(name, doc, labels=["queue"])
+            for row in rows:
+                family.add_metric([row["name"]], row[key])
+            yield family
 
 
 def service_registry(store: Store, loop: ControlLoop) -> CollectorRegistry:

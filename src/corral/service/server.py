@@ -25,7 +25,9 @@ from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
+from corral.core.queues import QueueTree, load_queues
 from corral.executors import create_backend
+from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
     ServiceLock,
     clear_address,
@@ -36,7 +38,8 @@ from corral.service.endpoint import (
 )
 from corral.service.loop import ControlLoop, check_live_policy
 from corral.service.records import note_shutdown
-from corral.service.store import Store
+from corral.service.store import Store, stored_active_queues
+from corral.service.tenants import Tenancy, check_change, check_tree_names
 
 __all__ = ["ServeOptions", "serve"]
 
@@ -58,6 +61,7 @@ class ServeOptions:
     stall_after_s: float = 30.0  # /healthz answers 503 after this long without a round
     tick_s: float = 0.2  # real seconds between the control loop's looks at jobs
     fill_in: bool = True  # fill-in rounds for arrivals on idle GPUs (corral.service.loop)
+    queues: Path | None = None  # a queues file: the policy runs per queue (QueuedPolicy)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -96,15 +100,21 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     """Run the service until SIGINT/SIGTERM (the data directory locked all along)."""
     policy = create_policy(opts.policy, opts.policy_params)
     check_live_policy(policy)
+    tree = None
+    if opts.queues is not None:  # the file read and checked (but for the cluster) up front
+        tree = load_queues(opts.queues)
+        check_tree_names(tree)
+        policy = QueuedPolicy(lambda: create_policy(opts.policy, opts.policy_params), tree)
     _log_to_stderr()
     lock = ServiceLock(opts.data_dir)
     try:
-        _serve_locked(opts, policy, on_ready)
+        _serve_locked(opts, policy, on_ready, tree)
     finally:
         lock.release()
 
 
-def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
+def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
+                  tree: QueueTree | None = None) -> None:
     import uvicorn
 
     from corral.service.api import create_app
@@ -117,6 +127,14 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
     except BaseException:
         sock.close()
         raise
+    if tree is not None:
+        try:  # against the cluster, and the stored active jobs' queues: nothing written yet
+            tree.validate(executor.cluster().total_gpus)
+            check_change(tree, stored_active_queues(directory / "state.db"))
+        except BaseException:
+            sock.close()
+            executor.shutdown(0)
+            raise
     store = None
     loop: ControlLoop | None = None
     try:
@@ -125,10 +143,11 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any) -> None:
         secure_dir(directory)
         store_token(directory, token)
         store = Store(directory / "state.db")
+        tenancy = Tenancy.start(directory, store, tree) if tree is not None else None
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
                            tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in)
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,
-                         check_app=backend.check_app)
+                         check_app=backend.check_app, tenancy=tenancy, data_dir=directory)
         loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from corral.service.records import launch_start
 
-__all__ = ["Store"]
+__all__ = ["Store", "stored_active_queues"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -54,7 +54,7 @@ CREATE INDEX IF NOT EXISTS telemetry_job ON telemetry(job_id);
 #: Columns added after the first release: databases made before get them on open.
 _TELEMETRY_ADDED = {"grad_sqr": "REAL", "grad_var": "REAL", "first_step_s": "REAL",
                     "launch_start": "TEXT", "gpu_type": "TEXT"}
-_JOBS_ADDED = {"summary": "TEXT"}
+_JOBS_ADDED = {"summary": "TEXT", "queue": "TEXT"}  # queue: the job's (NULL: default)
 
 
 class Store:
@@ -117,9 +117,11 @@ class Store:
             cur = self._db.execute("INSERT INTO jobs(id, status, doc) VALUES('', 'new', '{}')")
             job_id = f"job-{cur.lastrowid}"
             doc, summary = make(job_id)
-            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ?, summary = ? "
-                             "WHERE seq = ?",
-                             (job_id, doc["status"], json.dumps(doc), summary, cur.lastrowid))
+            queue = (doc.get("submission") or {}).get("queue")
+            self._db.execute("UPDATE jobs SET id = ?, status = ?, doc = ?, summary = ?, "
+                             "queue = ? WHERE seq = ?",
+                             (job_id, doc["status"], json.dumps(doc), summary, queue,
+                              cur.lastrowid))
         return doc
 
     def save_job(self, doc: dict[str, Any], summary: str | None = None) -> None:
@@ -158,14 +160,22 @@ class Store:
                               "ORDER BY seq", st)
         return [json.loads(r["doc"]) for r in rows]
 
-    def summaries(self, after_seq: int = 0, limit: int = 500
+    def summaries(self, after_seq: int = 0, limit: int = 500,
+                  queues: Iterable[str] | None = None
                   ) -> list[tuple[int, str | None, dict[str, Any] | None]]:
         """(seq, summary JSON text, document) of at most `limit` submitted jobs after
         `after_seq`, oldest first; the document only where no summary was stored (it is not
-        read otherwise: listing thousands of jobs reads their short summaries)."""
+        read otherwise: listing thousands of jobs reads their short summaries). `queues`: only
+        the jobs of those queues (a job stored without one is in `default`)."""
+        where: str = ""
+        args: list[Any] = [after_seq]
+        if queues is not None:
+            qs = sorted(queues)
+            where = f" AND COALESCE(queue, 'default') IN ({','.join('?' * len(qs))})"
+            args += qs
         rows = self._exec("SELECT seq, summary, CASE WHEN summary IS NULL THEN doc END AS doc "
-                          "FROM jobs WHERE seq > ? AND status != 'new' ORDER BY seq LIMIT ?",
-                          (after_seq, limit))
+                          f"FROM jobs WHERE seq > ? AND status != 'new'{where} ORDER BY seq "
+                          "LIMIT ?", (*args, limit))
         return [(r["seq"], r["summary"], None if r["doc"] is None else json.loads(r["doc"]))
                 for r in rows]
 
@@ -174,6 +184,15 @@ class Store:
         rows = self._exec("SELECT status, COUNT(*) AS n FROM jobs WHERE status != 'new' "
                           "GROUP BY status")
         return {r["status"]: r["n"] for r in rows}
+
+    def active_by_queue(self) -> dict[str, list[str]]:
+        """{queue: ids of its active jobs} (a job stored without a queue: `default`)."""
+        rows = self._exec("SELECT id, COALESCE(queue, 'default') AS queue FROM jobs "
+                          "WHERE status IN ('queued', 'running') ORDER BY seq")
+        out: dict[str, list[str]] = {}
+        for r in rows:
+            out.setdefault(r["queue"], []).append(r["id"])
+        return out
 
     def jobs_after(self, seq: int, limit: int = -1) -> list[tuple[int, dict[str, Any]]]:
         """(seq, document) of jobs submitted after `seq`, oldest first (at most `limit`)."""
@@ -250,3 +269,30 @@ class Store:
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:
         rows = self._exec("SELECT * FROM telemetry WHERE job_id = ? ORDER BY seq", (job_id,))
         return [dict(r) for r in rows]
+
+
+def stored_active_queues(path: Path) -> dict[str, list[str]]:
+    """{queue: active job ids} of the database at `path`, read only (nothing when there is
+    none): `corral serve --queues` checks them before it writes anything."""
+    if not path.is_file():
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = db.execute("SELECT id, COALESCE(queue, 'default') FROM jobs "
+                          "WHERE status IN ('queued', 'running') ORDER BY seq").fetchall()
+    except sqlite3.OperationalError as exc:  # an older database: no queue column: default
+        try:
+            rows = [(r[0], "default") for r in db.execute(
+                "SELECT id FROM jobs WHERE status IN ('queued', 'running')").fetchall()] \
+                if "no such column" in str(exc) else []
+        except sqlite3.Error:
+            rows = []
+    finally:
+        db.close()
+    out: dict[str, list[str]] = {}
+    for job_id, queue in rows:
+        out.setdefault(queue, []).append(job_id)
+    return out

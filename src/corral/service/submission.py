@@ -66,6 +66,14 @@ def _gpu_type(name: str) -> str:
     return name
 
 
+def _queue_name(name: str) -> str:
+    from corral.service.tenants import queue_name_problem
+
+    if problem := queue_name_problem(name):
+        raise ValueError(problem)
+    return name
+
+
 def safe_text(text: str, limit: int = 80) -> str:
     """`text` shortened, with every unprintable character (NUL, newline, lone surrogate)
     escaped as Python writes it, for one-line messages and repaired records."""
@@ -135,6 +143,9 @@ class Submission(BaseModel):
     gpu_type: Annotated[str, Field(max_length=32), AfterValidator(_gpu_type)] | None = Field(
         None, description="the GPU type the job may run on (e.g. v100; JobSpec.gpu_type); "
         "default: any")
+    queue: Annotated[str, Field(max_length=64), AfterValidator(_queue_name)] | None = Field(
+        None, description="the queue (team) the job runs in (`corral serve --queues`); "
+        "default: the token's own queue, or `default` for the admin token")
     early_init: bool | None = Field(
         None, description="may its workers start (and initialise) on GPUs a job giving them up "
         "still trains on (SideCar's early initialisation)? true: the job waits at the start gate "
@@ -212,7 +223,8 @@ class Submission(BaseModel):
             min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,
             min_gpus=self.min_gpus, max_gpus=self.max_gpus, adaptive=self.adaptive,
             lr_rule=self.lr_rule, epochs=self.epochs, trace_duration_s=self.trace_duration_s,
-            one_gpu_split_bsz=self.one_gpu_split_bsz, gpu_type=self.gpu_type)
+            one_gpu_split_bsz=self.one_gpu_split_bsz, gpu_type=self.gpu_type,
+            queue=self.queue)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""

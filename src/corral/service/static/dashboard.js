@@ -65,7 +65,9 @@ function askToken(message) {
 
 // ---- overview -------------------------------------------------------------------------
 
-function drawCluster(cluster, jobs) {
+function drawCluster(cluster, jobs, others) {
+  // others: GPUs per node that other queues' jobs hold (GET /queues, a queue's token), shown
+  // as taken without naming the job
   const box = $("cluster");
   const perNode = cluster.nodes.map(n => []);  // node index -> [job per GPU]
   for (const j of jobs) {
@@ -83,6 +85,8 @@ function drawCluster(cluster, jobs) {
                                 "title": job.id + " " + job.name, "style": "background:" + colorOf(job.id)},
                         el("a", {"href": "#/job/" + encodeURIComponent(job.id)}, job.id));
         cells.push(cell);
+      } else if (others && g - perNode[i].length < (others[i] || 0)) {
+        cells.push(el("div", {"class": "gpu busy other", "title": "another queue's job"}, "other queue"));
       } else {
         cells.push(el("div", {"class": "gpu idle"}, "idle"));
       }
@@ -133,14 +137,27 @@ function drawScheduler(cluster) {
     el("p", {}, "recent rounds:"), el("ul", {"id": "rounds"}, ...list));
 }
 
+function drawQueues(doc) {
+  // GET /queues: every queue for the admin token, a tenant's own for a queue's token;
+  // null (a service without --queues answers 400): the section stays hidden
+  $("queues").hidden = !doc;
+  if (!doc) return;
+  const cell = v => el("td", {}, v === null || v === undefined ? "-" : String(v));
+  $("queues-table").tBodies[0].replaceChildren(...doc.queues.map(q => el("tr", {},
+    cell(q.name), cell(q.parent), cell(q.quota), cell(q.limit), cell(q.used), cell(q.borrowed),
+    cell(q.share), cell(q.jobs), cell(q.waiting))));
+}
+
 async function refreshOverview() {
-  const [cluster, jobs] = await Promise.all([api("/cluster"), api("/jobs")]);
+  const [cluster, jobs, queues] = await Promise.all([api("/cluster"), api("/jobs"),
+    api("/queues").catch(e => { if (e instanceof Unauthorized) throw e; return null; })]);
   $("service-info").textContent = cluster.policy + " on " + cluster.total_gpus + " GPUs, " +
     jobs.filter(j => j.status === "running").length + " running, " +
     jobs.filter(j => j.status === "queued").length + " queued";
-  drawCluster(cluster, jobs);
+  drawCluster(cluster, jobs, queues ? queues.other_queues_gpus_per_node : null);
   drawJobs(jobs);
   drawScheduler(cluster);
+  drawQueues(queues);
 }
 
 // ---- job page -------------------------------------------------------------------------

@@ -8,12 +8,9 @@ import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement, gpu_type_problem
-
-if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
-    from corral.perf.estimator import JobEstimator
 
 
 class LrRule(str, enum.Enum):
@@ -221,6 +218,35 @@ class MetricHistory(Sequence[MetricRecord]):
         return f"MetricHistory({tuple(self)!r})"
 
 
+class FittedModels(Protocol):
+    """What policies read of a job's fitted models (`JobView.estimator`).
+
+    `corral.perf.estimator.JobEstimator` has this shape; core does not import it (layers). The
+    fitted throughput model and goodput function are perf's objects, which core cannot name:
+    they are typed Any here, and a policy (which may import perf) names their types.
+    """
+
+    @property
+    def gpu_type(self) -> str: ...
+    def gpu_types(self) -> tuple[str, ...]: ...
+    def has_model(self, gpu_type: str | None = None) -> bool: ...
+    def max_gpus(self, gpu_type: str | None = None) -> int: ...
+    @property
+    def max_gpus_observed(self) -> int: ...
+    @property
+    def num_configs(self) -> int: ...
+    @property
+    def has_observations(self) -> bool: ...
+    @property
+    def is_stale(self) -> bool: ...
+    def profile(self, gpu_type: str | None = None
+                ) -> Mapping[tuple[int, int, int], tuple[int, float, float]]: ...
+    def throughput_params(self, gpu_type: str | None = None) -> Any: ...  # ThroughputParams | None
+    def goodput_fn(self, gpu_type: str | None = None) -> Any: ...  # GoodputFunction | None
+    def goodput(self, gpu_type: str, gpus: int, nodes: int
+                ) -> tuple[float, BatchConfig | None] | None: ...
+
+
 @dataclass(slots=True)
 class JobView:
     """What a policy sees of one job now. Read-only by convention; rebuilt for every snapshot
@@ -241,7 +267,7 @@ class JobView:
     first_start_s: float | None
     last_change_s: float | None  # when the job's placement last changed
     batch: BatchConfig | None  # batch configuration it is training with now
-    estimator: JobEstimator | None  # the job's own fitted models (throughput, noise, goodput)
+    estimator: FittedModels | None  # the job's own fitted models (throughput, noise, goodput)
     metrics: Sequence[MetricRecord] = ()  # (steps, epoch, validation metric) history, oldest first
     epochs_since_change: int = 0  # epochs completed since its last placement change
     oracle: OracleInfo | None = None

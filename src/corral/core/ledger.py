@@ -28,8 +28,7 @@ from corral.core.jobs import (
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from collections.abc import Sequence
 
-    from corral.core.jobs import MetricRecord
-    from corral.perf.estimator import JobEstimator
+    from corral.core.jobs import FittedModels, MetricRecord
 
 __all__ = ["JobLedger", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 
@@ -121,7 +120,7 @@ class JobLedger:
         return STATUS_RUNNING if self.placement.slots else STATUS_PENDING
 
     def view(self, epoch: int, steps: int, progress: float, batch: BatchConfig | None,
-             fixed_batch: BatchConfig | None, estimator: JobEstimator | None,
+             fixed_batch: BatchConfig | None, estimator: FittedModels | None,
              metrics: Sequence[MetricRecord],
              oracle: OracleInfo | None = None) -> JobView:
         """The `JobView` of these books and of what the job measured: its `epoch`, `steps`,

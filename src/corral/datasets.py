@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from corral.core.errors import CorralError
 
@@ -216,12 +217,12 @@ def _chunks(url: str, timeout: float) -> Iterator[bytes]:
                         "mirror)") from None
 
 
-def _download(url: str, out, timeout: float) -> None:
+def _download(url: str, out: IO[bytes], timeout: float) -> None:
     for chunk in _chunks(url, timeout):
         out.write(chunk)
 
 
-def _extract_member(url: str, member: str, out, tmpdir: Path, timeout: float) -> None:
+def _extract_member(url: str, member: str, out: IO[bytes], tmpdir: Path, timeout: float) -> None:
     """Download the archive at `url` into `tmpdir` and copy its file named `member` into `out`."""
     with tempfile.NamedTemporaryFile(dir=tmpdir, prefix=".archive.", suffix=".part") as arch:
         _download(url, arch, timeout)

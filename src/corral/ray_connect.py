@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from corral.core.errors import CorralError
@@ -42,7 +43,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     host = check_address(address) if address else None
     if address is None or host in _LOOPBACK:
         _use_loopback()
-    common = dict(include_dashboard=False, log_to_driver=False, logging_level="warning")
+    common: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
+                                  logging_level="warning")
     try:
         if address:
             ray.init(address=address, **common)

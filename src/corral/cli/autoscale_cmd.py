@@ -7,7 +7,9 @@ calls `corral.sim.analysis.autoscale`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -16,8 +18,11 @@ from corral.cli.main import _truth, app, console, user_errors
 from corral.core.errors import InputError
 from corral.report.tables import Col, fitted_table
 
+if TYPE_CHECKING:  # the simulator is imported when the command runs
+    from corral.sim.analysis.autoscale import AutoscaleResult
 
-def autoscale_table(results, title: str) -> Table:
+
+def autoscale_table(results: Sequence[AutoscaleResult], title: str) -> Table:
     """One row per autoscaler: every column always (six narrow ones), none cut."""
     cols = [Col("autoscaler", style="bold")] + [
         Col(h, justify="right") for h in ("JCT", "node\nhours", "GPU\nhours", "resizes", "most\nnodes")]

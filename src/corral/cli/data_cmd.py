@@ -20,7 +20,7 @@ data_app = typer.Typer(no_args_is_help=True,
 app.add_typer(data_app, name="data")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB"):
         if n < 1000 or unit == "MB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

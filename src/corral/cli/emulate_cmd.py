@@ -29,6 +29,7 @@ from corral.core.cluster import Cluster
 from corral.core.errors import CorralError
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the CLI starts
+    from corral.service.client import Client
     from corral.sim.loop.results import SimResult
     from corral.sim.truth.base import Truth
     from corral.sim.workloads import Workload
@@ -102,7 +103,7 @@ class EmulatedService:
         with open(data_dir / "service.log", "ab") as log:
             self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
-        self.client = None
+        self.client: Client | None = None
 
     def log_tail(self) -> str:
         try:

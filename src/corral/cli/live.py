@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -17,6 +18,9 @@ from rich.table import Table
 from corral.cli.main import app, console, err_console, print_table, user_errors
 from corral.core.errors import CorralError, InputError
 from corral.report.tables import Col, fitted_table
+
+if TYPE_CHECKING:  # the service is imported when a command runs, not when the CLI starts
+    from corral.service.client import Client
 
 _DATA_DIR_HELP = "Service data directory (default: $CORRAL_HOME or ~/.corral)."
 # `corral serve --help`: what every operator sets first, then these panels.
@@ -36,12 +40,14 @@ def _load_policy_modules(paths: list[Path]) -> None:
         if not path.is_file():
             raise InputError(f"--policy-module {path}: no such file")
         spec = importlib.util.spec_from_file_location(f"corral_user_policies_{i}", path)
+        if spec is None or spec.loader is None:  # (not a .py file: no loader for it)
+            raise InputError(f"--policy-module {path}: not a Python file")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
 
 
-def _client(data_dir: Path | None, url: str | None, token: str | None):
+def _client(data_dir: Path | None, url: str | None, token: str | None) -> Client:
     from corral.service.client import Client
     from corral.service.endpoint import client_token, read_url
     from corral.service.endpoint import data_dir as resolve
@@ -114,6 +120,7 @@ def serve(
 
     if mechanism is not None and mechanism not in MECHANISMS and executor != "emulated":
         raise InputError(f"--mechanism {mechanism!r}: choose one of {', '.join(MECHANISMS)}")
+    options: dict[str, Any]
     options = dict(slots=len(slot_types) if slot_types else None, gpus=gpu_ids,
                    max_retries=max_retries, stop_timeout_s=stop_timeout,
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,

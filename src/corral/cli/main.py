@@ -12,8 +12,9 @@ import functools  # noqa: E402
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -25,18 +26,29 @@ from corral.cli.progress import Counter
 from corral.core.cluster import Cluster
 from corral.core.errors import CorralError
 
+if TYPE_CHECKING:  # loaded lazily where used: `corral --help` stays quick
+    import click
+
+    from corral.core.queues import QueueTree
+    from corral.sim.analysis.metrics import Summary
+    from corral.sim.analysis.queue_metrics import QueueSetup
+    from corral.sim.loop.results import SimResult
+    from corral.sim.truth.base import Truth
+    from corral.sim.workloads import Workload
+
 # What an option without its own metavar shows in --help, by the type typer would name.
 _PLAIN_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "path": "PATH", "file": "FILE",
                    "directory": "DIR"}
 
 
-def _plain_metavars(params: list, ctx) -> list:
+def _plain_metavars(params: list, ctx: click.Context) -> list:
     """Help that says what to type: a flag shows no value (not `<bool>`), an option without a
     metavar shows N, NUMBER, TEXT or PATH (not `<int>`, `<list[str]>`), an argument its
     metavar (its name by default) without a Python type beside it."""
     for param in params:
         if isinstance(param, TyperArgument):
-            param.display_type_rich = lambda ctx: None
+            # (per argument: its type is not shown beside its metavar)
+            param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
             continue
         if param.metavar is not None:
             continue
@@ -106,7 +118,7 @@ console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
 
 
-def print_table(table, wide: bool = False) -> None:
+def print_table(table: Table, wide: bool = False) -> None:
     """Print a table on stdout; `wide`: at the width its columns need, past the terminal's."""
     if not wide:
         console.print(table)
@@ -135,7 +147,7 @@ def user_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _truth(profiles: Path | None, catalog: Path | None):
+def _truth(profiles: Path | None, catalog: Path | None) -> Truth:
     from corral.sim.truth.source import TruthSource
 
     return TruthSource.of(profiles, catalog).load()
@@ -248,7 +260,7 @@ def simulate(
                             on_job_progress=jobs_done, bound=lp_bound,
                             store=CellStore(out / "cells") if out is not None else None,
                             reuse=resume, queues=tenancy)
-    if matrix.reused:
+    if matrix.reused and out is not None:  # (only a run with --out reuses cells)
         err_console.print(f"[dim]{matrix.reused} of {runs} simulation(s) taken from "
                           f"{out / 'cells'} (kept by an earlier run of the same inputs)[/]")
     for note in matrix.notes:
@@ -259,7 +271,7 @@ def simulate(
     if not results:
         raise typer.Exit(1)
     summaries = {p: [summarize(r) for r in rs] for p, rs in results.items()}
-    rows = []
+    rows: list[tuple[str, str, Summary | Mapping[str, Any]]] = []
     for p, sums in summaries.items():
         if len(sums) > 1:
             rows += [(p, r.workload, s) for r, s in zip(results[p], sums)]
@@ -279,14 +291,14 @@ def simulate(
     if out is not None:
         paths = write_outputs(out, results, summaries, queues=per_queue)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
-    own, child = peak_rss_mib()
-    console.print(f"[dim]peak memory (RSS): {own:,.0f} MiB here"
+    rss, child = peak_rss_mib()
+    console.print(f"[dim]peak memory (RSS): {rss:,.0f} MiB here"
                   + (f", {child:,.0f} MiB in the largest worker process" if child else "") + "[/]")
     if matrix.failures:
         raise typer.Exit(1)
 
 
-def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster):
+def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster) -> QueueTree | str | None:
     """The queue tree of `--queues`, "proportional" for `--quotas proportional`, or None."""
     from corral.core.queues import load_queues
 
@@ -299,10 +311,10 @@ def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster):
     return None if queues is None else load_queues(queues, shape.total_gpus)
 
 
-def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
+def _per_queue(results: Mapping[str, Sequence[SimResult]], workloads: Sequence[Workload],
+               tenancy: QueueSetup, shape: Cluster) -> dict:
     """{policy: [per-queue figures per run]} (`corral.sim.analysis.queue_metrics`)."""
     from corral.sim.analysis.queue_metrics import queue_summary, resolve_queues
-    from corral.sim.workloads import Workload
 
     by_name: dict[str, Workload] = {}
     for w in workloads:
@@ -311,7 +323,8 @@ def _per_queue(results, workloads, tenancy, shape: Cluster) -> dict:
                 for r in rs] for p, rs in results.items()}
 
 
-def _queue_table(results, per_queue: dict, width: int | None):
+def _queue_table(results: Mapping[str, Sequence[SimResult]], per_queue: dict,
+                 width: int | None) -> Table:
     from corral.report.queues import queue_table
 
     return queue_table(((p, r.workload, q) for p, rs in results.items()
@@ -418,7 +431,7 @@ def main() -> None:  # pragma: no cover - entry point
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()
 from corral.cli import autoscale_cmd as _autoscale  # noqa: E402,F401
 from corral.cli import data_cmd as _data  # noqa: E402,F401
 from corral.cli import emulate_cmd as _emulate  # noqa: E402,F401

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,7 +44,7 @@ class Counter:
             self._task = self.bar.add_task("", total=self.total, count=self._count())
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:  # (type, value, traceback), as Progress takes them
         if self.bar is not None:
             self.bar.__exit__(*exc)
         elif exc[0] is None and self._printed != (self.done, self.note):

@@ -9,7 +9,9 @@ joins `corral.service.run_record` (reads the run) and `corral.sim.analysis.measu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -19,8 +21,13 @@ from corral.cli.live import _DATA_DIR_HELP, _load_policy_modules
 from corral.cli.main import app, console, user_errors
 from corral.report.tables import Col, fitted_table
 
+if TYPE_CHECKING:  # the simulator is imported when the command runs
+    from corral.sim.analysis.measured_run import ReplayedJob
+    from corral.sim.loop.mechanism import ReshapeOverheads
 
-def replay_table(rows, run_policy: str, policy: str, o) -> Table:
+
+def replay_table(rows: Sequence[ReplayedJob], run_policy: str, policy: str,
+                 o: ReshapeOverheads) -> Table:
     """Each job's real and simulated JCT; `o` the measured overheads replayed. Every column
     always (five narrow ones): ids and numbers on one line, the title wraps."""
     cols = [Col("job", style="bold"), Col("app"), Col("real JCT (s)", justify="right"),

@@ -29,6 +29,7 @@ __all__ = ["EarlyStart", "EarlyJobRecord", "EarlyStartExecutor", "EARLY_READY_TI
 EARLY_READY_TIMEOUT_S = 120.0
 
 S = TypeVar("S", bound=Hashable)  # a slot, in the executor's terms
+N = TypeVar("N", bound=Hashable)  # a node, in the executor's terms
 
 
 def allows_early_start(early_init: bool | None, report: Mapping[str, Any] | None) -> bool:
@@ -38,11 +39,13 @@ def allows_early_start(early_init: bool | None, report: Mapping[str, Any] | None
     does not wait at the gate would train on GPUs the donor still uses."""
     if early_init is not None:
         return early_init
+    if report is None:
+        return False
     return bool(report) and isinstance(report.get("estimator"), dict)  # corral.train writes it
 
 
-def plan_slots(need: Mapping[Hashable, int], free: Mapping[Hashable, Sequence[S]],
-               donors: Mapping[str, Mapping[Hashable, Sequence[S]]]
+def plan_slots(need: Mapping[N, int], free: Mapping[N, Sequence[S]],
+               donors: Mapping[str, Mapping[N, Sequence[S]]]
                ) -> tuple[list[S], dict[str, list[S]]] | None:
     """The slots a job that needs `need[n]` workers on each node n starts early on: on each
     node, first the `free` ones, then those the `donors` give up there (donor id -> node ->
@@ -174,6 +177,7 @@ class EarlyStartExecutor(JobTableExecutor[J]):
         """One look at the early start under way: call it off, let the donors go once every
         worker is ready, start it once the donors' slots are free."""
         e = j.early
+        assert e is not None
         if j.state is ExecState.STOPPING:  # stopped, cancelled or shut down meanwhile
             self._exited(j)
             return
@@ -199,16 +203,18 @@ class EarlyStartExecutor(JobTableExecutor[J]):
     def _let_donors_go(self, j: J) -> None:
         """Every early worker is ready: the donors now give their slots up."""
         e = j.early
-        e.ready_at = time.monotonic()
+        assert e is not None
+        e.ready_at = now = time.monotonic()
         for donor, slots in e.donors.items():
             d = self._jobs.get(donor)
             if d is not None:
-                self._event(d, "donated", f"trained on for {e.ready_at - e.started:.2f} s while "
+                self._event(d, "donated", f"trained on for {now - e.started:.2f} s while "
                             f"{j.launch.job_id} initialised early; now gives up slots {slots}")
 
     def _start_now(self, j: J) -> None:
         """The slots are free: the waiting workers are the job's new launch; open the gate."""
         e, j.early = j.early, None
+        assert e is not None
         self._take_early_set(j, e)
         j.state, j.started_at = ExecState.RUNNING, time.time()
         j.launches += 1
@@ -217,6 +223,7 @@ class EarlyStartExecutor(JobTableExecutor[J]):
 
     def _call_off(self, j: J, why: str) -> None:
         """The early start failed or is not wanted: end it; the job starts normally later."""
+        assert j.early is not None
         generation = j.early.generation
         self._drop_early(j)
         j.no_early_for = generation

@@ -69,6 +69,7 @@ class _Job(EarlyJobRecord):
     tag: str | None = None  # the current launch's tag
     slots: list[int] = field(default_factory=list)  # the slot of each rank of the current launch
     resize: InPlaceResize | None = None  # an in-place resize under way
+    early: _EarlyProcs | None = None  # its next launch, started early
 
 
 @dataclass(kw_only=True)
@@ -116,6 +117,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
             elif slots and slots != len(typed):
                 raise ValueError(f"{slots} slots but {len(typed)} slot types")
             ids = list(range(len(typed)))
+        assert typed is not None  # (given, detected, or one unnamed type per slot)
         if len(typed) != len(ids):
             raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
         #: the distinct slot types in slot order: node i of `cluster()` holds the slots of type i
@@ -218,6 +220,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
                 p.wait(timeout=5)
 
     def _try_start(self, j: _Job) -> None:
+        assert j.target is not None
         slots = self.pool.acquire_on(j.launch.job_id, self._per_node(j.target.placement), j.prefer)
         if slots is not None:
             self._launch(j, j.target, slots)
@@ -279,6 +282,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
             super()._resize(j)
             return
         plan, old = j.target, len(j.procs)
+        assert plan is not None
         extra: list[int] = []
         if plan.num_workers > old:
             got = self.pool.acquire(j.launch.job_id, plan.num_workers - old, node=node)
@@ -298,11 +302,13 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _one_node(self, j: _Job) -> int | None:
         """The node the job's workers are on and its target keeps it on, or None when it
         moves between nodes (which in-place resizes do not do: they keep ranks' slots)."""
+        assert j.target is not None  # (resizing: it has a target)
         nodes = {self.pool.node[s] for s in j.slots} | set(self._per_node(j.target.placement))
         return nodes.pop() if len(nodes) == 1 else None
 
     def _start_joiner(self, j: _Job, rank: int) -> None:
         r, job = j.resize, j.launch
+        assert r is not None and j.tag is not None
         env = self._worker_env(j, r.plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
         env[ENV_LAUNCH_TAG] = j.tag
         env[ENV_JOIN_GENERATION] = str(r.generation)
@@ -321,6 +327,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         """One look at the resize under way: send the request once the new workers are ready,
         take the new worker set once it reports, or fall back to checkpoint-restart."""
         r = j.resize
+        assert r is not None
         old_codes = [p.poll() for p in j.procs]
         joiner_codes = [p.poll() for p in r.joiners]
         if r.phase == "joining":
@@ -341,6 +348,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
 
     def _send_request(self, j: _Job) -> None:
         r = j.resize
+        assert r is not None
         batch = (r.plan.batch.local_bsz, r.plan.batch.accum_steps) if r.plan.batch else None
         write_request(self._control_dir(j.launch.job_id), ResizeRequest(
             r.generation, r.new_world, "127.0.0.1", r.port, r.ranks(), batch=batch,
@@ -353,6 +361,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _take_new_set(self, j: _Job) -> None:
         """The new process group trains: it is the job's worker set from now on."""
         r, job = j.resize, j.launch
+        assert r is not None
         keep = min(r.old_world, r.new_world)
         for p in j.procs[keep:]:  # leavers: gone already, or on their way out
             signal_group(p.pid, signal.SIGKILL)
@@ -372,6 +381,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and free their slots."""
         r, j.resize = j.resize, None
+        assert r is not None
         self.pool.release(j.launch.job_id, r.new_slots)
         for p in r.joiners:
             signal_group(p.pid, signal.SIGKILL)
@@ -401,7 +411,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         that nobody was promised, by node."""
         promised = set(self._promised_slots())
         let_go = self._let_go()
-        found = {}
+        found: dict[str, dict[int, list[int]]] = {}
         for d in self._jobs.values():
             if d.early is not None or d.launch.job_id in let_go:
                 continue
@@ -414,6 +424,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _plan_early(self, j: _Job) -> tuple[list[int], dict[str, list[int]]] | None:
         if not os.path.isdir(j.launch.cwd):
             return None  # its normal start fails it with the reason
+        assert j.target is not None
         need = self._per_node(j.target.placement)
         return plan_slots(need, {n: self.pool.free(j.launch.job_id, n) for n in need},
                           self._donor_slots())
@@ -430,6 +441,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
 
     def _start_early(self, j: _Job) -> str | None:
         e = j.early
+        assert e is not None
         try:
             self._spawn_set(j, e.target, e.slots, e.port, e.tag, e.procs, e.logs,
                             {ENV_EARLY_START: str(e.generation)})
@@ -438,6 +450,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         return None
 
     def _early_failure(self, j: _Job) -> str | None:
+        assert j.early is not None
         codes = [p.poll() for p in j.early.procs]
         if any(c is not None for c in codes):
             return f"a worker exited (statuses {codes}) before it was ready"
@@ -450,7 +463,8 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _handed_over(self, j: _Job) -> bool:
         return set(self.pool.promised(j.launch.job_id)) <= set(self.pool.free(j.launch.job_id))
 
-    def _take_early_set(self, j: _Job, e: _EarlyProcs) -> None:
+    def _take_early_set(self, j: _Job, e: EarlyStart) -> None:
+        assert isinstance(e, _EarlyProcs)
         promised = self.pool.promised(j.launch.job_id)
         self.pool.acquire(j.launch.job_id, len(promised), promised)
         j.procs, j.logs, j.slots, j.tag, j.plan = e.procs, e.logs, e.slots, e.tag, e.target
@@ -458,6 +472,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _drop_early(self, j: _Job) -> None:
         """End the early workers; free the slots the job held for them and its promises."""
         e, j.early = j.early, None
+        assert e is not None
         job_id = j.launch.job_id
         self.pool.withdraw(job_id)
         self.pool.release(job_id)  # a queued job holds only its early workers' slots

@@ -43,6 +43,8 @@ def check_mechanism(name: str) -> str:
 def runs_corral_train(report: Mapping[str, Any] | None, launch: int, rank0_pid: int) -> bool:
     """The running launch `launch` is a corral.train job whose rank-0 process is `rank0_pid`
     and which has taken a step (so every rank has its SIGUSR1 handler installed)."""
+    if report is None:
+        return False
     return bool(report) and report.get("launch") == launch and report.get("pid") == rank0_pid \
         and report.get("state") == "running" and report.get("first_step_time") is not None
 

@@ -166,13 +166,16 @@ def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: A
         parts = []
         for rows in np.split(order, firsts[1:]):
             fn_i = idx[rows[0]]
-            parts.append(_MANY_JOBS.rows(
-                fns[fn_i].model_key(), counts[0][rows], counts[1][rows],
-                lambda n, k, fn=fns[fn_i]: _column_candidates([fn], np.zeros(n.size, np.int64),
-                                                              n, k)))
+
+            def compute(n: np.ndarray, k: np.ndarray, fn: GoodputFunction = fns[fn_i]
+                        ) -> Candidates:
+                return _column_candidates([fn], np.zeros(n.size, np.int64), n, k)
+            parts.append(_MANY_JOBS.rows(fns[fn_i].model_key(), counts[0][rows], counts[1][rows],
+                                         compute))
         cands, idx = Candidates.concat(parts), idx[order]
-    best, local, accum = _best(cands, GradStats(sqr=stats[idx, 0:1], var=stats[idx, 1:2]),
-                               init[idx, None])
+    # columns of statistics: GradStats holds floats, but `efficiency` broadcasts over arrays
+    columns = GradStats(sqr=stats[idx, 0:1], var=stats[idx, 1:2])  # type: ignore[arg-type]
+    best, local, accum = _best(cands, columns, init[idx, None])
     if order is None:
         return best, local, accum
     out = (np.empty_like(best), np.empty_like(local), np.empty_like(accum))

@@ -54,7 +54,7 @@ def _direct(fun: Objective, x0: np.ndarray, lower: np.ndarray, upper: np.ndarray
     n = x.size
     m = _MAXCOR
     nbd = np.full(n, 2, dtype=np.int32)  # bounded below and above
-    f = np.array(0.0, dtype=np.float64)
+    f: np.ndarray | float = np.array(0.0, dtype=np.float64)  # (then the value at x, as scipy's)
     g = np.zeros(n, dtype=np.float64)
     wa = np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m, np.float64)
     iwa = np.zeros(3 * n, dtype=np.int32)

@@ -51,7 +51,8 @@ class GaussianProcess:
 
     def __init__(self) -> None:
         self.log_theta: np.ndarray | None = None  # log length-scales..., log sf, log sn
-        self._x_mu = self._x_sd = None
+        self._x_mu: np.ndarray | None = None
+        self._x_sd: np.ndarray | None = None
         self._y_mu, self._y_sd = 0.0, 1.0
         self._x: np.ndarray | None = None
         self._alpha: np.ndarray | None = None
@@ -111,6 +112,8 @@ class GaussianProcess:
         """Posterior mean at each row of `x`."""
         if self._x is None:
             raise RuntimeError("GaussianProcess.predict before fit")
+        assert (self.log_theta is not None and self._alpha is not None
+                and self._x_mu is not None and self._x_sd is not None)  # (fit sets them with _x)
         xs = (np.asarray(x, dtype=float) - self._x_mu) / self._x_sd
         return self._kernel(self.log_theta, xs, self._x) @ self._alpha * self._y_sd + self._y_mu
 

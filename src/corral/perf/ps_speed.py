@@ -20,7 +20,7 @@ from scipy.optimize import nnls
 __all__ = ["PsSpeedModel", "fit_ps_speed"]
 
 
-def _features(num_ps: np.ndarray, num_workers: np.ndarray, global_bsz: float | None) -> np.ndarray:
+def _features(num_ps: ArrayLike, num_workers: ArrayLike, global_bsz: float | None) -> np.ndarray:
     p = np.asarray(num_ps, dtype=float)
     w = np.asarray(num_workers, dtype=float)
     if global_bsz is None:  # asynchronous, Eq. 3: w/f = θ0 + θ1 w/p + θ2 w + θ3 p

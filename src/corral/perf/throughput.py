@@ -38,7 +38,7 @@ _RATIO_REG = 1e-2
 _RMSE_FLOOR = 1e-12  # keeps the sqrt differentiable at a perfect fit
 # scipy's default ftol stops L-BFGS-B early on this objective (the RMSEs have a kink at a
 # perfect fit, so steps shrink while the loss is still above its minimum); tighten it.
-_LBFGSB_OPTIONS = {"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500}
+_LBFGSB_OPTIONS: dict[str, Any] = {"ftol": 1e-12, "gtol": 1e-9, "maxiter": 500}
 # The fit runs over log(alpha), log(beta): bounds in that space. The upper one is "unbounded"
 # for any real job (1e9 s) but keeps exp() finite during line searches.
 _LOG_LOWER = float(np.log(PARAM_LOWER_BOUND))

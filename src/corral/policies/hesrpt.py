@@ -14,7 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corral.core.jobs import Assignment, Decision, Snapshot
+from corral.core.cluster import Placement
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import anywhere, consolidated, free_gpus, take
 
@@ -71,7 +72,7 @@ class HeSrpt(Policy):
         p = self.params.p
         cluster = snapshot.cluster
 
-        def size(view) -> float:
+        def size(view: JobView) -> float:
             if view.oracle is None:
                 raise RuntimeError("hesrpt needs JobView.oracle; run it where oracle data exists")
             return view.oracle.remaining_s_user * view.spec.gpus ** p
@@ -100,7 +101,7 @@ class HeSrpt(Policy):
         return Decision(out)
 
     @staticmethod
-    def _assignment(view, placement) -> Assignment:
+    def _assignment(view: JobView, placement: Placement) -> Assignment:
         if view.spec.adaptive:
             return Assignment(placement)
         return Assignment.user_config(view.spec, placement)

@@ -324,7 +324,7 @@ class OptimusOracle(Policy):
             return self._oracle_step_times(view, max_gpus)
         est = view.estimator
         params = est.throughput_params() if est is not None else None
-        if params is None:
+        if est is None or params is None:
             return None
         key = (params, est.num_configs)
         cached = self._tables.get(view.name)
@@ -354,7 +354,8 @@ class OptimusOracle(Policy):
     def _ps_step_times(self, view: JobView, ks: np.ndarray) -> np.ndarray | None:
         """Optimus Eq. 4 (p = w = K) fitted to the optimizer-step times the job has run."""
         points: dict[int, float] = {}
-        for (_, k, m), (_, step_s, sync_s) in view.estimator.profile().items():
+        profile = view.estimator.profile() if view.estimator is not None else {}
+        for (_, k, m), (_, step_s, sync_s) in profile.items():
             accum = max(round(view.spec.batch_size / (k * m)) - 1, 0)
             points[k] = step_s + accum * (step_s - sync_s)
         if len(points) < MIN_PS_POINTS:

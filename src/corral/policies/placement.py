@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 # consolidated lives in core (the GPU-type layer packs with it too); policies take it from here
+from collections.abc import Callable, Sequence
+
 from corral.core.cluster import Cluster, Placement, consolidated
-from corral.core.jobs import Assignment, Decision
+from corral.core.jobs import Assignment, BatchConfig, Decision, JobView
+
+#: Places `num_gpus` GPUs on the free GPUs per node (`consolidated`, `anywhere`); None: no room.
+Placer = Callable[[list[int], int], Placement | None]
 
 
 def free_gpus(cluster: Cluster, decision_so_far: Decision | dict) -> list[int]:
@@ -46,15 +51,17 @@ def fits(free: list[int], placement: Placement) -> bool:
 
 
 def keep_or_place(free: list[int], current: Placement, num_gpus: int,
-                  place=consolidated) -> Placement | None:
+                  place: Placer = consolidated) -> Placement | None:
     """Keep a running job where it is when its size is unchanged (no restart), else place it."""
     if current and current.num_gpus == num_gpus and fits(free, current):
         return current
     return place(free, num_gpus)
 
 
-def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidated,
-                  stop_at_first_miss: bool = False, batch_of=None, place_of=None) -> dict:
+def gang_allocate(cluster: Cluster, ordered: Sequence[JobView], gpus_of: Callable[[JobView], int],
+                  *, place: Placer = consolidated, stop_at_first_miss: bool = False,
+                  batch_of: Callable[[JobView, Placement], BatchConfig | None] | None = None,
+                  place_of: Callable[[JobView], Placer] | None = None) -> dict:
     """Give each job in `ordered` (JobViews, highest priority first) all of its GPUs or none.
 
     Jobs are admitted by GPU count in priority order; admitted running jobs keep their current
@@ -78,7 +85,8 @@ def gang_allocate(cluster: Cluster, ordered: list, gpus_of, *, place=consolidate
     for view, k in chosen:
         shown = view.assignment
         cur = shown.placement if shown is not None else None
-        if cur is not None and cur.slots and cur.num_gpus == k and fits(free, cur):
+        if (shown is not None and cur is not None and cur.slots and cur.num_gpus == k
+                and fits(free, cur)):
             take(free, cur)
             batch = batch_of(view, cur) if batch_of else None
             same = shown.batch is batch or shown.batch == batch

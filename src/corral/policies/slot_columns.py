@@ -73,7 +73,7 @@ def extend_runs(x: np.ndarray, add: np.ndarray) -> np.ndarray:
     return out
 
 
-def pick(mask: np.ndarray, a, b) -> np.ndarray:
+def pick(mask: np.ndarray, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     """np.where(mask, a, b) for integers, by arithmetic (np.where is several times slower on
     the unpredictable masks of a GA)."""
     return b + mask * (a - b)

@@ -8,7 +8,7 @@ preempted when shorter ones need its GPUs. Admitted running jobs stay where they
 
 from __future__ import annotations
 
-from corral.core.jobs import Assignment, Decision, Snapshot
+from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.policies.placement import gang_allocate
 
@@ -22,7 +22,7 @@ class Srtf(Policy):
                         keeps=Keeps.DECISION_UNTIL_CHANGE | Keeps.RUNNING_WHEN_NONE_WAITS)
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        def remaining(view) -> tuple[float, float]:
+        def remaining(view: JobView) -> tuple[float, float]:
             if view.oracle is None:
                 raise RuntimeError("srtf needs JobView.oracle; run it where oracle data exists")
             return (view.oracle.remaining_s_user, view.spec.submit_time_s)

@@ -21,7 +21,7 @@ from corral.core.cluster import Placement
 from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
-from corral.policies.placement import consolidated, gang_allocate
+from corral.policies.placement import Placer, consolidated, gang_allocate
 
 #: Largest tensor / model size of the Tiresias reference simulator's models (its `models.py`
 #: tensor lists); GoogLeNet falls back to Inception-v3 there too.
@@ -230,7 +230,7 @@ class TiresiasLas(Policy):
                              place_of=self._placer,
                              batch_of=lambda v, p: v.spec.user_batch(p.num_gpus))
 
-    def _placer(self, view: JobView):
+    def _placer(self, view: JobView) -> Placer:
         """Consolidate a skewed model (or every job with `placement=consolidate`), else fill
         fragments."""
         mode = self.params.placement

@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["JobConfig", "WorkerEnv", "ENV_CONFIG", "ENV_JOB_ID", "ENV_CHECKPOINT_DIR",
            "ENV_BACKEND", "ENV_GPU_TYPE", "STOP_EXIT_CODE"]
@@ -72,7 +73,7 @@ class JobConfig:
         text = (os.environ if environ is None else environ).get(ENV_CONFIG)
         return cls.from_json(text) if text else None
 
-    def replace(self, **changes: object) -> JobConfig:
+    def replace(self, **changes: Any) -> JobConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod

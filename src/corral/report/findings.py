@@ -41,7 +41,7 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
     if len(jct) < 2:
         return [] if not jct else [f"Only {_label(next(iter(jct)))} ran: nothing to compare."]
     best, best_jct = min(jct.items(), key=lambda pv: pv[1])
-    base = "fifo" if "fifo" in jct and best != "fifo" else max(jct, key=jct.get)
+    base = "fifo" if "fifo" in jct and best != "fifo" else max(jct, key=lambda p: jct[p])
     spread = (max(jct.values()) - best_jct) / best_jct
     lines = []
     if spread < CLOSE:

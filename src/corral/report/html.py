@@ -47,7 +47,7 @@ def _table(headers: Iterable[str], rows: Iterable[tuple[str, list[str]]],
 
 
 def _metric_rows(by_policy: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    jcts = [d.get("avg_jct_s") for d in by_policy.values() if d.get("avg_jct_s") is not None]
+    jcts = [j for d in by_policy.values() if (j := d.get("avg_jct_s")) is not None]
     best = min(jcts) if jcts else None
     rows = []
     for policy, d in by_policy.items():

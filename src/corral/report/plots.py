@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -134,7 +135,7 @@ def gpu_usage_figure(results: Mapping[str, Sequence[SimResult]], cluster_gpus: i
     return fig
 
 
-def _cdf(ax, values: list[float], label: str) -> bool:
+def _cdf(ax: Axes, values: list[float], label: str) -> bool:
     values = sorted(values)
     if not values:
         return False
@@ -195,9 +196,9 @@ def allocation_figure(results: Mapping[str, Sequence[SimResult]],
     """Which job held how many GPUs when, on one workload (default: the first): one panel
     per policy, each job a band of its colour stacked over time (jobs in submission order)."""
     workload = workload if workload is not None else next(iter(_workload_names(results)), None)
-    chosen = [(p, next((r for r in runs if r.workload == workload), None))
-              for p, runs in results.items()]
-    chosen = [(p, r) for p, r in chosen if r is not None]
+    found = [(p, next((r for r in runs if r.workload == workload), None))
+             for p, runs in results.items()]
+    chosen = [(p, r) for p, r in found if r is not None]
     fig = Figure(figsize=(11, 2.3 * max(len(chosen), 1) + 0.6))
     if not chosen:
         ax = fig.add_subplot()

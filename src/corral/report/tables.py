@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.cells import cell_len
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -58,7 +59,7 @@ class Col:
 
     header: str
     rank: int = 0
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     style: str | None = None
     wrap: bool = False
 
@@ -149,10 +150,10 @@ def comparison_table(rows: Iterable[tuple[str, str, Summary | Mapping[str, Any]]
     always; a metric no row has comes last), the caption naming the others and `more`, the option that shows them; when every
     row has the same workload it is named in the title instead of a column.
     """
-    rows = [(policy, workload, _as_dict(summary)) for policy, workload, summary in rows]
-    stops = any(d.get("stopped") for _, _, d in rows)
+    dicts = [(policy, workload, _as_dict(summary)) for policy, workload, summary in rows]
+    stops = any(d.get("stopped") for _, _, d in dicts)
     if width is not None:
-        return _fitted_comparison(rows, title, width, stops, more)
+        return _fitted_comparison(dicts, title, width, stops, more)
     table = Table(title=title)
     table.add_column("policy", style="bold")
     table.add_column("workload")
@@ -160,7 +161,7 @@ def comparison_table(rows: Iterable[tuple[str, str, Summary | Mapping[str, Any]]
         table.add_column(header, justify="right")
     if stops:
         table.add_column("stopped early", style="yellow")
-    for policy, workload, d in rows:
+    for policy, workload, d in dicts:
         cells = [fmt(d.get(key)) for _, key, fmt in METRIC_COLUMNS]
         if stops:
             cells.append(d.get("stopped") or MISSING)
@@ -264,7 +265,7 @@ def per_workload_table(by_policy: Mapping[str, Mapping[str, Summary | Mapping[st
         if reference.get("mean") is not None:
             ref_mean = reference["mean"]
         else:
-            vals = [reference[w] for w in workloads if reference.get(w) is not None]
+            vals = [v for w in workloads if (v := reference.get(w)) is not None]
             ref_mean = sum(vals) / len(vals) if vals else None
         mean_cells.append(fmt_seconds(ref_mean))
     table.add_section()

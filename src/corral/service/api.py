@@ -271,6 +271,7 @@ def _job_list(store: Store, queues: frozenset[str] | None = None) -> Iterator[st
         page = store.summaries(after, _LIST_PAGE, queues)
         for after, text, doc in page:  # noqa: B007 - `after` pages the next read
             if text is None:
+                assert doc is not None  # (the document is read where no summary was stored)
                 text = summary_json(LiveJob.from_doc(doc).summary())
             yield text if first else "," + text
             first = False

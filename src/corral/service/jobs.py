@@ -158,7 +158,8 @@ class LiveJob(JobLedger):
         return float(efficiency(stats, self.spec.init_bsz, b.total(self.placement.num_gpus)))
 
     # -- what the policy sees -------------------------------------------------------------
-    def view(self) -> JobView:
+    # (JobLedger.view takes what the job measured; a LiveJob passes its own)
+    def view(self) -> JobView:  # type: ignore[override]
         return super().view(epoch=self.epoch, steps=self.steps, progress=self.progress,
                             batch=self.batch, fixed_batch=self.policy_batch,
                             estimator=self.estimator, metrics=self.metrics)
@@ -318,8 +319,8 @@ def repaired_doc(doc: dict[str, Any], problem: str, now_s: float) -> dict[str, A
     accepted it), made readable: its command escaped, the rest of the submission reset to
     defaults, and the job failed if it was still active (it could never start). `problem` is
     one line saying what was wrong."""
-    sub = doc.get("submission") if isinstance(doc.get("submission"), dict) else {}
-    command = sub.get("command") if isinstance(sub.get("command"), list) else []
+    sub = s if isinstance(s := doc.get("submission"), dict) else {}
+    command = c if isinstance(c := sub.get("command"), list) else []
     safe = [safe_text(str(a), 200) for a in command[:20]] or ["?"]
     readable = Submission(command=safe, cwd="/").checked(1)
     doc = {**doc, "submission": readable.model_dump(mode="json")}

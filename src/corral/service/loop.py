@@ -32,7 +32,7 @@ from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
-from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
+from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
 from corral.service.resizes import PendingResize, measure_resize
@@ -52,7 +52,8 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
     """What a replay of this run in the simulator needs to schedule as the service did."""
     params = policy.params
     return {"policy": policy.name,
-            "params": dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {},
+            "params": (dataclasses.asdict(params) if dataclasses.is_dataclass(params)
+                       and not isinstance(params, type) else {}),
             "interval_s": interval_s,
             "nodes": [[node.name, node.gpus] for node in cluster.nodes]}
 
@@ -386,7 +387,7 @@ class ControlLoop:
         self.store.add_telemetry_rows(reports)  # one commit for the tick's reports
         return finished
 
-    def _sync_job(self, now: float, job: LiveJob, st) -> bool:
+    def _sync_job(self, now: float, job: LiveJob, st: ExecStatus) -> bool:
         """One job's executor status and report into it; True when it ended."""
         for kind, detail in st.events[job.exec_events_seen:]:
             self.store.add_event(now, job.id, kind, detail)

@@ -78,14 +78,14 @@ class _ServiceCollector(Collector):
                                      "started, by mechanism", labels=["mechanism"])
         for mechanism in RESIZE_MECHANISMS:
             count, seconds = pauses.get(mechanism, (0, 0.0))
-            resize.add_metric([mechanism], count_value=count, sum_value=seconds)
+            resize.add_metric([mechanism], count_value=int(count), sum_value=seconds)
         yield resize
         yield from self._queues()
         yield GaugeMetricFamily("corral_gpus_running",
                                 "Slots whose workers run now (reserved slots wait for workers to "
                                 "start, or for a stopping job to free them)", value=running)
-        for name, (doc, value) in counters.items():
-            yield CounterMetricFamily(name, f"{doc} since the service started", value=value)
+        for name, (doc, total) in counters.items():
+            yield CounterMetricFamily(name, f"{doc} since the service started", value=total)
 
 
     def _queues(self) -> Iterator[GaugeMetricFamily]:

@@ -216,6 +216,9 @@ class Submission(BaseModel):
 
     def spec(self, job_id: str, submit_time_s: float) -> JobSpec:
         """The JobSpec policies see (call on a `checked()` submission)."""
+        assert (self.gpus is not None and self.max_batch_size is not None
+                and self.min_local_bsz is not None and self.max_local_bsz is not None
+                and self.max_gpus is not None), "not a checked() submission"
         return JobSpec(
             name=job_id, submit_time_s=submit_time_s, app=self.app or self.display_name(),
             gpus=self.gpus, batch_size=self.batch_size,
@@ -228,6 +231,8 @@ class Submission(BaseModel):
 
     def job_config(self, job_id: str) -> JobConfig:
         """The limits the job's workers are told (call on a `checked()` submission)."""
+        assert (self.max_batch_size is not None and self.min_local_bsz is not None
+                and self.max_local_bsz is not None), "not a checked() submission"
         return JobConfig(job_id=job_id, init_bsz=self.init_batch_size or self.batch_size,
                          max_bsz=self.max_batch_size,
                          min_local_bsz=self.min_local_bsz, max_local_bsz=self.max_local_bsz,

@@ -65,7 +65,8 @@ class CheckpointStore:
 
     def _next_path(self) -> Path:
         existing = self._listed()
-        newest = int(_NAME.fullmatch(existing[0].name).group(1)) if existing else 0
+        match = _NAME.fullmatch(existing[0].name) if existing else None  # (listed: they match)
+        newest = int(match.group(1)) if match else 0
         self._last_seq = max(self._last_seq, newest) + 1
         return self.directory / f"ckpt-{self._last_seq:08d}.pt"
 

@@ -26,7 +26,10 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> A
     if isinstance(batch, dict):
         return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
     if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):
-        return type(batch)(to_device(b, device, non_blocking) for b in batch)
+        # the batch's own sequence type (a list, a tuple) from an iterable: typeshed's abstract
+        # Sequence takes no arguments
+        items = (to_device(b, device, non_blocking) for b in batch)
+        return type(batch)(items)  # type: ignore[call-arg]
     return batch
 
 
@@ -36,7 +39,7 @@ def _pin(batch: Any) -> Any:
     if isinstance(batch, dict):
         return {k: _pin(v) for k, v in batch.items()}
     if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):
-        return type(batch)(_pin(b) for b in batch)
+        return type(batch)(_pin(b) for b in batch)  # type: ignore[call-arg]  # (as in to_device)
     return batch
 
 
@@ -87,6 +90,7 @@ class BatchFetcher:
         if batch is None:
             batch, event = self._load(indices)
         stream = torch.cuda.current_stream(self.device)
+        assert event is not None  # (every fetched batch comes with its copy's event)
         stream.wait_event(event)
         for t in _tensors(batch):
             t.record_stream(stream)  # the caching allocator must not reuse it under the step

@@ -62,6 +62,7 @@ class DeviceNoise:
         """Fold the pending steps into the EMA (device work only: no host read)."""
         if not self._pending:
             return
+        assert self._run is not None  # (set with the pending steps)
         count, scale = self._run[:2]
         local = torch.stack([p[0] for p in self._pending]).double() / count
         total = torch.stack([p[1] for p in self._pending]).double()

@@ -117,10 +117,12 @@ class Group:
         the state), so DDP need not broadcast them again; every rank must pass the same."""
         if not self.active:
             return module
+        options: dict[str, Any] = {_NO_BUFFER_SYNC: False}  # (names vary with torch's version)
+        if synced and _HAS_INIT_SYNC:
+            options["init_sync"] = False
         ddp = DistributedDataParallel(
             module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            gradient_as_bucket_view=True, **{_NO_BUFFER_SYNC: False},
-            **({"init_sync": False} if synced and _HAS_INIT_SYNC else {}))
+            gradient_as_bucket_view=True, **options)
         # DDP checks a hook's annotations against the real classes; string annotations (this
         # package's `from __future__ import annotations`) fail that check, a lambda has none
         ddp.register_comm_hook(None, lambda state, bucket: hook(state, bucket))

@@ -12,6 +12,7 @@ to corral.train.device_noise; foreach or per-bucket kernels, never one per tenso
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -153,7 +154,7 @@ class GradientSampler:
                     pinv: Sequence[torch.Tensor] | None) -> torch.Tensor:
         if prev is None and pinv is None:
             return _sqnorm(grads)
-        sample = list(grads)
+        sample: list[torch.Tensor] | tuple[torch.Tensor, ...] = list(grads)
         if prev is not None:
             sample = torch._foreach_sub(sample, list(prev))
         if pinv is not None:
@@ -173,6 +174,7 @@ class GradientSampler:
         if not self._hooked:
             self._hooked = True
             self.sync_timer.start()
+        assert dist.group.WORLD is not None  # (DDP calls it: the default group exists)
         buf = bucket.buffer()
         index = len(self._buckets)
         self._local_sqr(bucket, buf, self._local_slots(buf)[index])
@@ -232,6 +234,7 @@ class GradientSampler:
                 continue
             params = bucket.parameters()
             pinv = self._subset(pinv_all, params)
+            assert pinv is not None  # (of pinv_all)
             chunks = [c.view_as(q) for c, q in zip(grad.split([p.numel() for p in params]),
                                                     pinv)]
             totals.append(_sqnorm(torch._foreach_div(chunks, pinv)))
@@ -239,6 +242,7 @@ class GradientSampler:
         total = totals[0] if len(totals) == 1 else torch.stack(
             [t.double() for t in totals]).sum()
         # a copy: the send buffer (and this view of it) is rewritten by the next step
+        assert self._reduced_local is not None  # (the last bucket's hook set it)
         return self._reduced_local.clone(), total
 
     # -- the end of a step ------------------------------------------------------------------
@@ -271,7 +275,8 @@ class GradientSampler:
         unscale = self._grad_scale().double().reciprocal().square()
         out = tuple(x * unscale for x in norms)
         if this_step:
-            self.step_skipped.copy_((~torch.isfinite(sum(out))).double())
+            # (norms is not empty: the sum is a tensor)
+            self.step_skipped.copy_((~torch.isfinite(cast(torch.Tensor, sum(out)))).double())
         return out
 
     def _differenced(self, grads: list[torch.Tensor], scale: float) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -43,7 +43,9 @@ class Precision:
         """A reader of the current loss scale as a device tensor (None: gradients unscaled)."""
         if self.scaler is None:
             return None
-        return self.scaler._get_scale_async  # the scale tensor itself: no host read
+        # the scale tensor itself: no host read (set once the scaler scaled a loss, before
+        # any gradient is read)
+        return cast(Callable[[], torch.Tensor], self.scaler._get_scale_async)
 
     def unscale(self, optimizer: torch.optim.Optimizer) -> None:
         if self.scaler is not None:

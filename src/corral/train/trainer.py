@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import torch
 
@@ -66,6 +66,9 @@ from corral.train.recovery import LastGoodState, TrainingDiverged
 from corral.train.signals import StopSignal
 from corral.train.state import counter_state, load_trainer_state, tensor_state, trainer_state
 from corral.train.stream import SampleStream
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
 
 __all__ = ["ElasticTrainer", "TrainingDiverged"]
 
@@ -284,7 +287,8 @@ class ElasticTrainer:
                     self._step_started = time.perf_counter()
                 self._micro = micro
                 if self.model is not self.module:  # DDP syncs on the last micro-batch only
-                    self.model.require_backward_grad_sync = micro == b.accum_steps
+                    cast("DistributedDataParallel", self.model).require_backward_grad_sync = \
+                        micro == b.accum_steps
                 expected = state.steps
                 yield self.fetcher.fetch(self._indices(b, micro), self._indices_after(b, micro))
                 if self._restored:
@@ -403,6 +407,7 @@ class ElasticTrainer:
     def _act_on_view(self) -> bool:
         """Take in the lagged figures; True when the step ended the launch or rolled back."""
         values = self._view.values
+        assert values is not None  # (the view refreshed: a copy arrived)
         stats = DeviceNoise.stats_from(values[:3])
         self._host_stats = None if stats is None else GradStats(max(stats[0], 0.0),
                                                                 max(stats[1], _MIN_VAR))
@@ -467,7 +472,8 @@ class ElasticTrainer:
             self._restored = False
             return
         saved = self._checkpoint(wait=False, tensors=tensors) if self.is_chief else None
-        self.good_state.keep(lambda: tensors.including(counter_state(self)),
+        # (state() is called only without a store, when the tensors were taken above)
+        self.good_state.keep(lambda: cast(HostCopy, tensors).including(counter_state(self)),
                              self._healthy_now(), saved)
         if self.is_chief:
             self._report("running")
@@ -652,7 +658,7 @@ class ElasticTrainer:
             _log(message)
             self._report("running")
 
-    def _exit(self, status: int) -> None:
+    def _exit(self, status: int) -> NoReturn:
         store = getattr(self, "store", None)  # None too when called off before it was made
         if store is not None:  # a checkpoint still being written is finished first
             try:

@@ -214,6 +214,7 @@ class EmulatedExecutor(Executor):
             running = (state or {}).get("running")
             if not running:
                 return
+            assert state is not None  # (it has a running launch)
             try:
                 j, at_s = self._running_from(job_id, state, running)
             except (KeyError, TypeError, ValueError, IndexError, InputError) as exc:
@@ -225,6 +226,7 @@ class EmulatedExecutor(Executor):
                             f"{exc}): resumes from its checkpoint when placed\n")
                 return
             self._jobs[job_id] = j
+            assert j.sim is not None
             now = self._now_s()
             self._note(j, f"workers left running by an earlier service: launch "
                           f"{running['launch']} on {j.sim.placement}, checkpointed at emulated "
@@ -233,6 +235,7 @@ class EmulatedExecutor(Executor):
                 self._change(j, now, None)  # advances it; finished, or checkpoints and stops
                 j.launches = 0  # that launch was the earlier service's (`JobLaunch.config`)
                 if j.state is not ExecState.DONE:
+                    assert j.sim is not None  # (only a DONE job drops its twin here)
                     j.state = ExecState.STOPPED
                     self._note(j, f"stopped at its checkpoint: epoch {j.sim.epoch}, step "
                                   f"{int(j.sim.steps)}, progress {j.sim.progress:.4g}")
@@ -346,6 +349,7 @@ class EmulatedExecutor(Executor):
     def _change(self, j: _Job, now: float, plan: WorkerPlan | None) -> None:
         """Apply a new assignment (None: no GPUs) at emulated time `now`, as the engine does."""
         sim = j.sim
+        assert sim is not None
         if not sim.placement:  # waiting is the service's to count: the job's time starts now
             sim.clock_s = now
         sim.advance(now)
@@ -379,6 +383,7 @@ class EmulatedExecutor(Executor):
             self._write_report(j, now, "stopped")
             return
         j.plan = plan
+        assert sim.batch is not None  # (placed: it trains with a batch)
         if new != old:  # a new launch: the workers restart on the new placement
             j.state = ExecState.RUNNING
             j.launches += 1
@@ -453,6 +458,7 @@ class EmulatedExecutor(Executor):
         """The simulated job trained its last epoch: DONE, its GPUs released as the engine
         releases them."""
         sim = j.sim
+        assert sim is not None and sim.finish_s is not None
         placement = sim.placement
         self._handover.released(placement, sim.finish_s + self.mechanism.overheads.release_s)
         self._hold(placement, -1)
@@ -482,10 +488,12 @@ class EmulatedExecutor(Executor):
 
     def _advance(self, j: _Job, now: float) -> None:
         sim = j.sim
+        assert sim is not None
         sim.advance(now)
         if sim.finish_s is not None:
             self._finish(j)
             return
+        assert j.first_step_s is not None  # (set when the launch started)
         if not j.first_step_reported and now >= j.first_step_s:
             j.first_step_reported = True
             self._write_report(j, now, "running")
@@ -506,6 +514,7 @@ class EmulatedExecutor(Executor):
         """The report a corral.train job writes (corral.protocol.report), at emulated `now`;
         to the job's report file too when it is a launch's last (see the module docstring)."""
         sim = j.sim
+        assert sim is not None
         b = sim.batch
         k = sim.placement.num_gpus or j.world
         base = self.clock.start
@@ -518,7 +527,8 @@ class EmulatedExecutor(Executor):
             "progress": sim.progress, "samples": None, "loss": None, "lr_scale": None,
             "metrics": [list(m) for m in sim.metrics], "estimator": sim.estimator.to_dict(),
             "resumed": j.resumed,
-            "first_step_time": base + j.first_step_s if j.first_step_reported else None,
+            "first_step_time": (base + j.first_step_s if j.first_step_reported
+                                and j.first_step_s is not None else None),
             "pid": None, "events": [],
         }
         j.report, j.reported_s, j.reported_epoch = doc, now, sim.epoch
@@ -531,6 +541,7 @@ class EmulatedExecutor(Executor):
         launch started or ended, a batch changed - when the call or round that made it ends
         (`_write_launches`), so that what a job runs is on disk whenever the service dies."""
         sim = j.sim
+        assert sim is not None
         state = sim.training_state()
         state["time"] = self.clock.start + now
         state["running"] = self._launch_doc(j) if sim.placement and sim.finish_s is None else None
@@ -544,7 +555,9 @@ class EmulatedExecutor(Executor):
         """The running launch, as `reclaim` rebuilds it on a restarted service: the job's spec
         (the truth it trains on), placement and batch, the pause it has left (a restart's, or
         an epoch end's), its launch number and the emulated time of its first step."""
-        sim, b = j.sim, j.sim.batch
+        sim = j.sim
+        assert sim is not None and sim.batch is not None and j.first_step_s is not None
+        b = sim.batch
         if j.spec_doc is None:
             j.spec_doc = _spec_doc(sim.spec)
         return {"spec": j.spec_doc, "placement": [list(s) for s in sim.placement.slots],

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -66,6 +67,7 @@ class _Job(EarlyJobRecord):
     ws: WorkerSet | None = None  # the worker set being started, running or stopping
     resize: RayResize | None = None  # an in-place resize under way
     pid_lookup: PidLookup | None = None  # rank 0's command pid, asked of its actor
+    early: RayEarlyStart | None = None  # its next launch, started early
 
 
 class RayExecutor(EarlyStartExecutor[_Job]):
@@ -136,7 +138,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """Actors of an earlier executor in a Ray driver that is still alive (one whose driver
         died took its actors along: nothing is left to stop)."""
         prefix = f"corral-{job_id}-"
-        actors = []
+        actors: list[Any] = []  # (like WorkerSet.actors: ray types a handle's methods as Never)
         for name in sorted({str(w) for w in [*workers, *self._recorded_workers(job_id)]
                             if str(w).startswith(prefix)}):
             try:
@@ -228,6 +230,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     def _escalate(self, j: _Job) -> None:
         """SIGKILL the workers, then kill their actors."""
+        assert j.ws is not None
         if j.killed == 0:
             j.ws.signal(signal.SIGKILL)
         else:
@@ -255,6 +258,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     # -- launching ----------------------------------------------------------------------------
     def _try_start(self, j: _Job) -> None:
+        assert j.target is not None
         if j.target.nodes is not None and not self._table.still_fits(j.target.nodes):
             count = min(j.target.count, max(self._table.total_slots, 1))
             self._note(j.launch.job_id, f"a node of its placement has left; packing {count} "
@@ -266,11 +270,13 @@ class RayExecutor(EarlyStartExecutor[_Job]):
             self._fail(j, str(exc))
 
     def _create_actors(self, j: _Job) -> None:
+        assert j.ws is not None
         self.launcher.create_actors(j.ws, j.launch.job_id, j.launches, self._table)
         j.plan = WorkerPlan(j.ws.placement, j.ws.target.plan.batch)
 
     def _start_workers(self, j: _Job) -> None:
         """Rank 0's actor is up: start every worker with the rendezvous at its node."""
+        assert j.ws is not None
         if not self._start_set(j, j.ws):
             self._requeue(j)
             return
@@ -311,27 +317,29 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """Resize in place when the job and the move allow it, else checkpoint-restart (the
         lifecycle calls this at every look while the job's target differs from its workers',
         so a look that is still waiting for rank 0's pid returns and a later one decides)."""
-        ws = j.ws
-        plan = (plan_in_place(ws.nodes, j.target.nodes)
+        ws, target = j.ws, j.target
+        assert ws is not None and target is not None
+        plan = (plan_in_place(ws.nodes, target.nodes)
                 if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
-                and j.target.nodes is not None else None)
+                and target.nodes is not None else None)
         trainer = self._runs_trainer(j) if plan is not None else False
         if trainer is None:
             return
         if not trainer:
             super()._resize(j)
             return
+        assert plan is not None  # (trainer is only true with a plan)
         joiners = None
         if plan.joiners:
             try:
-                joiners = self.launcher.reserve(Target.of(j.target.plan, plan.joiners,
+                joiners = self.launcher.reserve(Target.of(target.plan, plan.joiners,
                                                           sum(c for _, c in plan.joiners)))
             except LaunchError as exc:
                 self._event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
                             "checkpoint-restart instead")
                 super()._resize(j)
                 return
-        j.resize = RayResize(j.target, self._launch_number(j), plan, joiners,
+        j.resize = RayResize(target, self._launch_number(j), plan, joiners,
                              [ws.actors[0].address.remote()])
         self._note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
                    f"{plan.new_world} worker(s) (generation {j.resize.generation})")
@@ -341,6 +349,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
         being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
         `_pid_timeout_s` counts as not a trainer)."""
+        assert j.ws is not None
         name, lookup = j.ws.names[0], j.pid_lookup
         if lookup is None or lookup.actor != name:
             lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
@@ -365,6 +374,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """One look at the resize under way: start the new workers, send the request once
         they are ready, take the new worker set once it reports, or fall back."""
         r, ws = j.resize, j.ws
+        assert r is not None and ws is not None
         ws.collect()
         if r.joiners is not None and r.joiners.started:
             r.joiners.collect()
@@ -396,7 +406,9 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     def _start_joiners(self, j: _Job) -> None:
         """The joiners' groups are reserved: create their actors, then start them with the new
         rendezvous once their actors are up (the next looks)."""
-        r, job, js = j.resize, j.launch, j.resize.joiners
+        r, job, ws = j.resize, j.launch, j.ws
+        assert r is not None and r.joiners is not None and ws is not None
+        js = r.joiners
         if js.phase == "pg":
             if ready(*js.waiting):
                 self.launcher.create_actors(js, job.job_id, r.generation, self._table,
@@ -404,7 +416,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
             return
         if not ready(*js.waiting):
             return
-        nodes = [j.ws.nodes[rank] for rank in r.plan.staying] + js.nodes
+        assert r.master is not None
+        nodes = [ws.nodes[rank] for rank in r.plan.staying] + js.nodes
         base = self._worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.launcher.gpu)
         base[ENV_JOIN_GENERATION] = str(r.generation)
         envs, first = [], len(r.plan.staying)
@@ -418,16 +431,17 @@ class RayExecutor(EarlyStartExecutor[_Job]):
                             [str(self._log_path(job.job_id, first + i)) for i in range(len(envs))])
 
     def _send_request(self, j: _Job) -> None:
-        r = j.resize
+        r, ws = j.resize, j.ws
+        assert r is not None and r.master is not None and ws is not None
         batch = r.target.plan.batch
-        nodes = {j.ws.nodes[rank] for rank in r.plan.staying} | set(
+        nodes = {ws.nodes[rank] for rank in r.plan.staying} | set(
             r.joiners.nodes if r.joiners is not None else ())
         write_request(self._control_dir(j.launch.job_id), ResizeRequest(
             r.generation, r.plan.new_world, r.master[0], r.master[1], dict(r.plan.ranks),
             batch=(batch.local_bsz, batch.accum_steps) if batch else None,
             num_nodes=len(nodes), launch=r.generation))
         r.switch()
-        for actor, code in zip(j.ws.actors, j.ws.codes):
+        for actor, code in zip(ws.actors, ws.codes):
             if code is None:
                 actor.signal_command.remote(signal.SIGUSR1)
 
@@ -435,6 +449,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """The new process group trains: it is the job's worker set from now on; the leavers'
         actors end and their slots are given back."""
         r, old, job = j.resize, j.ws, j.launch
+        assert r is not None and old is not None
         for rank in r.plan.leaving:
             ray.kill(old.actors[rank], no_restart=True)
         remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving],
@@ -450,6 +465,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     def _drop_joiners(self, j: _Job) -> None:
         """End the resize's new workers and give back their slots."""
         r, j.resize = j.resize, None
+        assert r is not None
         if r.joiners is not None:
             r.joiners.release()
 
@@ -505,6 +521,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         return leaving_ranks(d.ws.nodes, new)
 
     def _donated_seat(self, d: _Job, rank: int) -> Seat:
+        assert d.ws is not None
         pg, bundle = d.ws.seats[d.ws.slots[rank][0]]
         node = d.ws.nodes[rank]
         index = self._table.index_of(node)
@@ -530,10 +547,13 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     def _donor_holds(self, seat: Seat) -> bool:
         """The donor still has `seat` in its worker set."""
+        if seat.donor is None:  # a free seat: no donor
+            return False
         d = self._jobs.get(seat.donor)
         return d is not None and d.ws is not None and seat.key in d.ws.seat_keys()
 
     def _plan_early(self, j: _Job) -> tuple[list[Seat], dict[str, list[Seat]]] | None:
+        assert j.target is not None  # (a queued job with a target: `_plan_starts`)
         if j.target.nodes is None or not self._table.still_fits(j.target.nodes):
             return None
         free = self._free_seats()
@@ -547,6 +567,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     def _early_record(self, j: _Job, generation: int, free: list[Seat],
                       donors: dict[str, list[Seat]]) -> RayEarlyStart:
         donated = [s for seats in donors.values() for s in seats]
+        assert j.target is not None
         return RayEarlyStart(j.target, generation, free + donated, donors,
                              timeout_s=self.early_timeout_s, ws=WorkerSet(j.target, []),
                              free=free, donated=donated)
@@ -555,6 +576,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """Reserve the free seats (placement groups pinned to their nodes) and ask the donors'
         actors for their GPUs; the actors and workers start at the next looks."""
         e = j.early
+        assert e is not None and j.target is not None
         nodes: Counter[str] = Counter(s.node for s in e.free)
         try:
             e.ws = self.launcher.reserve(Target.of(j.target.plan, tuple(nodes.items()),
@@ -568,6 +590,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     def _early_failure(self, j: _Job) -> str | None:
         e, job_id = j.early, j.launch.job_id
+        assert e is not None and j.target is not None and j.target.nodes is not None
         ws = e.ws
         if not self._table.still_fits(j.target.nodes):
             return "a node of its placement has left"
@@ -608,11 +631,13 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     def _handed_over(self, j: _Job) -> bool:
         e = j.early
+        assert e is not None
         return e.ws.phase == "run" and all(not self._donor_holds(s) and ready(s.done)
                                            for s in e.donated)
 
     def _take_early_set(self, j: _Job, e: EarlyStart) -> None:
         """The early worker set, with the donated placement groups now its own."""
+        assert isinstance(e, RayEarlyStart) and j.target is not None
         ws = e.ws
         ws.pgs.extend(s.pg for s in e.donated)
         j.ws = ws
@@ -623,5 +648,6 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """End the early workers and free the placement groups they reserved, and the donated
         ones whose donor has already given them up (the others stay the donor's)."""
         e, j.early = j.early, None
+        assert e is not None
         e.ws.release()
         remove_groups([s.pg for s in e.donated if not self._donor_holds(s)])

@@ -33,7 +33,7 @@ class InPlacePlan:
     @property
     def staying(self) -> list[int]:
         """Old ranks that stay, in their new rank order."""
-        return sorted((r for r, n in self.ranks.items() if n is not None), key=self.ranks.__getitem__)
+        return [r for n, r in sorted((n, r) for r, n in self.ranks.items() if n is not None)]
 
     @property
     def leaving(self) -> list[int]:

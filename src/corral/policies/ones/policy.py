@@ -20,7 +20,7 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, BatchConfig, Decision, JobView, Snapshot
 from corral.core.policy import Changes, Policy, Promises, Reads, register_policy
 from corral.perf.progress import EpochLog, JobLog, ProgressPredictor
-from corral.perf.throughput import iteration_time
+from corral.perf.throughput import ThroughputParams, iteration_time
 from corral.policies.ones.search import IDLE, Round, Search
 from corral.policies.placement import anywhere, free_gpus, take
 
@@ -277,7 +277,9 @@ class Ones(Policy):
             wanted = Placement.from_dense(
                 np.bincount(per_node[genome == i], minlength=cluster.num_nodes).tolist())
             if not all(free[n] >= g for n, g in wanted.slots):
-                wanted = anywhere(free, int(counts[i]))
+                placed = anywhere(free, int(counts[i]))
+                assert placed is not None  # (the genome's GPU counts fit the cluster)
+                wanted = placed
             take(free, wanted)
             out[v.name] = self._assignment(v, states[i], wanted)
         return Decision(out)
@@ -289,7 +291,7 @@ class Ones(Policy):
         return Assignment(placement, BatchConfig(st.local_bsz))
 
 
-def _seconds_per_sample(view: JobView, local_bsz: int, params, total_gpus: int,
+def _seconds_per_sample(view: JobView, local_bsz: int, params: ThroughputParams, total_gpus: int,
                         per_node: int) -> np.ndarray:
     """Step time / global batch on 0..G packed GPUs (index 0 unused, 1.0)."""
     spec = view.spec

@@ -10,6 +10,8 @@ all nodes; smaller clusters are searched whole, draw for draw.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 __all__ = ["SEARCH_ALL_NODES_UP_TO", "search_nodes", "move_columns"]
@@ -29,7 +31,7 @@ def search_nodes(node_gpus: np.ndarray, base: np.ndarray, max_gpus: np.ndarray,
     if count <= SEARCH_ALL_NODES_UP_TO:
         return np.arange(count)
     node_gpus = np.asarray(node_gpus, dtype=np.int64)
-    spanned = np.asarray(base).any(axis=0)
+    spanned = cast(np.ndarray, np.asarray(base).any(axis=0))  # (base is 2-D: an array)
     if seeded is not None and len(seeded):
         spanned[seeded] = True
     need = int(np.sum(max_gpus)) + int(node_gpus.max(initial=0))

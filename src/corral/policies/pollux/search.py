@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from corral.policies.slot_columns import (
     count_true,
@@ -156,7 +157,7 @@ def remap_population(slots: np.ndarray, old_to_new: np.ndarray, num_jobs: int) -
     returns the slots in the new indices (left jobs' GPUs freed), nodes re-sorted.
     """
     old_j = len(old_to_new)
-    table = np.empty(old_j + 2, dtype=slot_dtype(num_jobs))
+    table: np.ndarray = np.empty(old_j + 2, dtype=slot_dtype(num_jobs))
     table[:old_j] = np.where(old_to_new >= 0, old_to_new, num_jobs)
     table[old_j] = num_jobs  # FREE
     table[old_j + 1] = num_jobs + 1  # BLOCK
@@ -208,6 +209,7 @@ class _Searcher:
         self.terms = self._fitness_terms()
         self.base_slots = self.encode(np.asarray(problem.base, dtype=np.int64))  # (C, nodes)
         k, _, h = self._per_job(self.base_slots[:, None])
+        assert h is not None  # (with_hash)
         self.base_k, self.base_h = k[0, :J], h[0, :J]
 
     def _fitness_terms(self) -> np.ndarray:
@@ -232,7 +234,7 @@ class _Searcher:
         node_start = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=self.num_nodes))])
         slot = np.arange(len(node)) - node_start[node]
         fits = slot < self.caps[node]
-        out = np.full((self.C, self.num_nodes), self.free, dtype=self.dtype)
+        out: np.ndarray = np.full((self.C, self.num_nodes), self.free, dtype=self.dtype)
         out[slot[fits], node[fits]] = job[fits]
         out[self.blocked] = self.block
         return out
@@ -242,7 +244,7 @@ class _Searcher:
         return SearchResult(slots, self.J, 0.0, slots[:, None], 0).allocation
 
     @staticmethod
-    def to_columns(slots: np.ndarray, dtype) -> np.ndarray:
+    def to_columns(slots: np.ndarray, dtype: npt.DTypeLike) -> np.ndarray:
         """(P, nodes, C) slots (the public layout) -> (C, P, nodes)."""
         return np.ascontiguousarray(np.moveaxis(slots, -1, 0), dtype=dtype)
 
@@ -272,7 +274,8 @@ class _Searcher:
         return self._weights[:size]
 
     def _per_job(self, S: np.ndarray, with_hash: bool = True, starts: np.ndarray | None = None,
-                 flat: np.ndarray | None = None):
+                 flat: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """GPUs (K), nodes (N) and allocation hash of every (individual, job); (P, J + 2);
         `flat` is `_flat(S)` if known."""
         size = S.shape[1] * (self.J + 2)
@@ -304,6 +307,7 @@ class _Searcher:
         if J == 0:
             return np.zeros(S.shape[1])
         K, N, H = self._per_job(S)
+        assert H is not None  # (with_hash)
         K, N, H = K[:, :J], N[:, :J], H[:, :J]
         changed = (H != self.base_h) | (K != self.base_k)
         table = self.pb.speedup
@@ -383,7 +387,7 @@ class _Searcher:
         # the first jobs (in priority order) picking this node, each w.p. 1/|free nodes|:
         # geometric gaps between successive requesters
         q = 1.0 / np.maximum(has_free.sum(axis=1, keepdims=True), 1)  # per individual
-        drawn = []
+        drawn: list[np.ndarray] = []
         job = np.full(has_free.shape, -1, dtype=np.int64)
         for _ in range(GROWTH_REQUESTERS):
             job = job + geometric_draws(rng, q, has_free.shape)
@@ -569,7 +573,7 @@ def _inverted(rng: np.random.Generator, p: np.ndarray, shape: tuple[int, ...]) -
     return np.where(small, z, 0.0).astype(np.int64) + (~small) * np.iinfo(np.int64).max
 
 
-def _uniform_to(rng: np.random.Generator, low: np.ndarray, high) -> np.ndarray:
+def _uniform_to(rng: np.random.Generator, low: np.ndarray, high: np.ndarray | int) -> np.ndarray:
     """A uniform integer in [low, high] for each entry (int64; one float draw each, cheaper
     than `Generator.integers` with array bounds)."""
     return low + (rng.random(np.shape(low)) * (high + 1 - low)).astype(np.int64)

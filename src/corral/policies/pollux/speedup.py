@@ -118,6 +118,7 @@ class SpeedupGrids:
         copies: list[np.ndarray] = []  # grids whose rows N > 2 take row 2's values
         for i in todo:
             name, fn, max_nodes, max_gpus = jobs[i]
+            assert fn is not None  # (todo: the jobs with a goodput function)
             memo = self._memo.get(name)
             rows, cols = max_nodes + 1, max(max_gpus, fair_gpus) + 1
             if memo is None or memo.fn is not fn:

@@ -12,6 +12,7 @@ give GPUs on their freest nodes; off-node growth costs `cross_host_s`; the user'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
@@ -137,7 +138,7 @@ class Sidecar(Policy):
     name = "sidecar"
     summary = ("SideCar's adaptive GPU scheduler: reshape down for incoming jobs, up into idle "
                "GPUs, min predicted makespan")
-    Params = SidecarParams
+    Params: ClassVar[type] = SidecarParams
     promises = Promises(reads=Reads.VIEWS | Reads.ORACLE,
                         reacts_to=Changes.ARRIVAL | Changes.COMPLETION | Changes.NODES,
                         keeps=Keeps.DECISION_UNTIL_CHANGE)

@@ -61,6 +61,7 @@ class SidecarTermination(Sidecar):
                 if step is None or step - cur > sum(plan.free):
                     continue
                 placement = grow_placement(a.placement, step - cur, plan.free)
+                assert placement is not None  # (step - cur GPUs are free)
                 new_host = len(placement.slots) > len(a.placement.slots)
                 left = model.running_s(view, step, new_host)
                 gain = plan.left_s[name] - left

@@ -149,6 +149,7 @@ def simulate_autoscaling(truth: Truth, spec: JobSpec, autoscaler: Autoscaler, *,
                                    autoscaler.batch(spec, k)), restart_s)
 
     resize(0.0, nodes)
+    assert job.batch is not None  # (placed: it trains with a batch)
     timeline = [(0.0, nodes, job.batch.total(nodes * gpus_per_node))]
     node_s = 0.0
     resizes = 0

@@ -238,7 +238,7 @@ def resize_cost_s(resize: Mapping[str, Any], rate_ratio: float | None = None) ->
     return pause + ahead * (1.0 - kept)
 
 
-def _mean_resize_s(resizes: list[tuple[Mapping[int, float], Mapping[str, Any]]],
+def _mean_resize_s(resizes: Sequence[tuple[Mapping[int, float], Mapping[str, Any]]],
                    grow: bool) -> float | None:
     """Mean `resize_cost_s` of the (job's launch rates, resize) pairs that grow (or shrink)."""
     costs = [resize_cost_s(r, resize_rate_ratio(rates, r)) for rates, r in resizes
@@ -275,6 +275,7 @@ def measured_mechanism(run: MeasuredRun, name: str | None = None) -> Mechanism:
     fallback = start if name == CHECKPOINT_RESTART else None
     grow = grow if grow is not None else (shrink if fallback is None else fallback)
     shrink = shrink if shrink is not None else (grow if fallback is None else fallback)
+    assert grow is not None and shrink is not None  # (in place: it resized some job in place)
     return Mechanism(ReshapeOverheads(name, start_s=start, shrink_s=shrink, grow_s=grow,
                                       cross_host_s=grow))
 

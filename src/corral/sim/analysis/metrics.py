@@ -117,10 +117,10 @@ def summarize(result: SimResult) -> Summary:
     """Summarise one run (see the module docstring for each definition)."""
     jobs = result.jobs
     done = [j for j in jobs if j.finish_s is not None]
-    jcts = [j.jct_s for j in done]
+    jcts = [jct for j in done if (jct := j.jct_s) is not None]  # (all: they finished)
 
     first_submit = min((j.submit_s for j in jobs), default=None)
-    last_finish = max((j.finish_s for j in done), default=None)
+    last_finish = max((j.finish_s for j in done if j.finish_s is not None), default=None)
     makespan = (last_finish - first_submit
                 if first_submit is not None and last_finish is not None else None)
 
@@ -129,14 +129,14 @@ def summarize(result: SimResult) -> Summary:
 
     util = None
     if (result.gpu_timeline and result.cluster_gpus > 0 and makespan is not None
-            and makespan > 0):
+            and makespan > 0 and first_submit is not None and last_finish is not None):
         busy = busy_gpu_seconds(result.gpu_timeline, first_submit, last_finish)
         util = busy / (result.cluster_gpus * makespan)
 
     avg_jct = _mean(jcts)
     lb = None
     if done and all(j.isolated_jct_s is not None for j in done):
-        lb = _mean([j.isolated_jct_s for j in done])
+        lb = _mean([x for j in done if (x := j.isolated_jct_s) is not None])
     ratio = avg_jct / lb if avg_jct is not None and lb else None
     lp = result.lp_bound_avg_jct_s
     if lp is not None and lb is not None and len(done) == len(jobs):
@@ -166,7 +166,7 @@ def summarize(result: SimResult) -> Summary:
     )
 
 
-def mean_summary(summaries: Iterable[Summary | Mapping[str, Any]]) -> dict[str, float | None]:
+def mean_summary(summaries: Iterable[Summary | Mapping[str, Any]]) -> dict[str, Any]:
     """Field-wise mean over workloads, keyed by `SUMMARY_FIELDS`.
 
     None-safe: a field's mean is over the summaries where it is not None, and None when it is None

@@ -22,7 +22,7 @@ from corral.sim.analysis.allocations import record_allocations
 from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
 from corral.sim.analysis.queue_metrics import QueueSetup, resolve_queues
 from corral.sim.batch.cellstore import CellStore, cell_key, workload_digest
-from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner
+from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner, Task
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.results import SimResult
@@ -194,7 +194,7 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
             return None
         return lambda fraction: on_job_progress(choice.name, workload.name, fraction)
     bounds = list(workloads) if bound else []
-    tasks = [(bound_cell, (source, workload, cluster)) for workload in bounds]
+    tasks: list[Task] = [(bound_cell, (source, workload, cluster)) for workload in bounds]
     tasks += [(run_cell, (source, cells[i][0], cells[i][1], cluster, config, hook(*cells[i]),
                           queues)) for i in todo]
     lp: dict[int, tuple[float | None, str | None]] = {}
@@ -215,15 +215,16 @@ def run_matrix(source: TruthSource, choices: Sequence[PolicyChoice],
             choice, workload = cells[index]
             on_cell_done(len(outcomes), len(cells), choice.name, workload.name, outcome[1] is None)
     by_workload = {id(w): lp[i][0] for i, w in enumerate(bounds)}
-    notes = [lp[i][1] for i in range(len(bounds)) if lp[i][1]] + store_notes
+    notes = [n for i in range(len(bounds)) if (n := lp[i][1])] + store_notes
     results: dict[str, list[SimResult]] = {c.name: [] for c in choices}
-    failures = []
+    failures: list[CellFailure] = []
     for index in range(len(cells)):
         result, failure = outcomes[index]
         if result is not None:
             result.lp_bound_avg_jct_s = by_workload.get(id(cells[index][1]))
             results[cells[index][0].name].append(result)
         else:
+            assert failure is not None  # (a cell has its result or its failure)
             failures.append(failure)
     if store is not None and not failures:  # complete: earlier runs' cells are not needed
         gone = store.prune(set(keys))

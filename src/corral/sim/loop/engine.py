@@ -85,6 +85,16 @@ class Simulator:
     """Runs one policy on one workload over a simulated cluster: the time loop finds the next
     moment anything can happen and hands it to `Rounds.step`, with itself as the `World`."""
 
+    # a run's jobs (`_run`), let go when it ends (`run`)
+    _arrivals: list[SimJob]
+    _active: list[SimJob]
+    _done: list[SimJob]
+    _done_views: list
+    _finished: list[SimJob]  # the jobs that finished at the last step
+    _finish_heap: list[tuple[float, int, SimJob]]  # predicted finishes (hints)
+    _predicted: dict[int, float]  # the live prediction per job; older heap entries are stale
+    _specs: dict[str, JobSpec]  # the active jobs' specs, by name
+
     def __init__(self, truth: Truth, policy: Policy, cluster: Cluster,
                  config: EngineConfig | None = None) -> None:
         self.truth = truth
@@ -124,13 +134,13 @@ class Simulator:
         self._type_aware = self.policy.promises.type_aware
         self._arrivals = arrivals = sorted(jobs, key=lambda j: j.spec.submit_time_s)
         self._next_arrival = 0
-        self._active: list[SimJob] = []
-        self._done: list[SimJob] = []
-        self._done_views: list = []
-        self._finished: list[SimJob] = []  # the jobs that finished at the last step
+        self._active = []
+        self._done = []
+        self._done_views = []
+        self._finished = []
         self._previous = Decision({})
-        self._finish_heap: list[tuple[float, int, SimJob]] = []  # predicted finishes (hints)
-        self._predicted: dict[int, float] = {}  # the live prediction per job; older heap entries are stale
+        self._finish_heap = []
+        self._predicted = {}
         first_submit = arrivals[0].spec.submit_time_s if arrivals else 0.0
         self._rounds = rounds = Rounds(self.policy, cfg.interval_s, first_submit,
                                        cfg.trust_promises)
@@ -212,6 +222,7 @@ class Simulator:
         for job in finished:
             if self._mixed:
                 self._account_type(job)
+            assert job.finish_s is not None
             self._handover.released(job.placement, job.finish_s + release_s)
             self._hold(job.placement, -1)
             job.release()

@@ -76,7 +76,8 @@ class SimJob(JobLedger):
         self.gpu_type: str | None = ""
 
     # -- what the policy sees -----------------------------------------------------------------
-    def view(self, oracle: OracleInfo | None = None) -> JobView:
+    # (JobLedger.view takes what the job measured; a SimJob passes its own)
+    def view(self, oracle: OracleInfo | None = None) -> JobView:  # type: ignore[override]
         batch = self.batch
         return JobLedger.view(self, self.epoch, int(self.steps), self.progress, batch,
                               batch if self.policy_batch else None, self.estimator,
@@ -118,6 +119,7 @@ class SimJob(JobLedger):
             return False
         if not new.slots:
             return True
+        assert assignment is not None  # (it has slots)
         wanted = assignment.batch
         if wanted is None:
             return not self.policy_batch and self.batch is not None
@@ -217,6 +219,7 @@ class SimJob(JobLedger):
         """(gain per epoch, steps/s, total batch) of the current configuration, kept in `_rate`
         until the configuration changes. A new configuration is observed (step and sync time)."""
         b = self.batch
+        assert b is not None  # (placed: it trains with a batch)
         k = self.placement.num_gpus
         total = b.total(k)
         step_s, sync_s = self.truth.step_time(self.placement.counts, b.local_bsz)

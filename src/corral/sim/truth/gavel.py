@@ -37,7 +37,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -94,7 +94,7 @@ class GavelApp(AppTruth):
                                 max_local_bsz=self.bsz, epochs=1, lr_rule=LrRule.LINEAR, adaptive=False)
         self.step_time = lru_cache(maxsize=65536)(self._step_fn(self.gpu_type))  # type: ignore[method-assign]
 
-    def _step_fn(self, gpu_type: str):
+    def _step_fn(self, gpu_type: str) -> Callable[[tuple[int, ...], float], tuple[float, float]]:
         # (batch, consolidated, unconsolidated) of the model's job types measured on this type
         sizes = [(b, *t[gpu_type]) for b, t in self._family.items() if gpu_type in t]
         logs = [math.log2(b) for b, _, _ in sizes]

@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class _StepTable:
                            cols["step_time"], cols["sync_time"]))
         self._nd_points = np.array(points, dtype=float)
         self._max_gpus = float(self._nd_points[:, 1].max())
-        self._interp = None  # built on first unlisted placement
+        self._interp: tuple[Any, Any] | None = None  # built on first unlisted placement
 
     def _nd(self, num_nodes: float, num_gpus: float, local_bsz: float) -> tuple[float, float]:
         from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator

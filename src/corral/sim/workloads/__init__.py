@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from corral.core.errors import InputError
@@ -57,7 +57,7 @@ __all__ = [
 #: File name endings a directory of workloads is read for.
 WORKLOAD_SUFFIXES: tuple[str, ...] = (".csv", ".trace")
 
-_FORMATS = (
+_FORMATS: tuple[tuple[str, Sequence[str], Callable[..., Workload]], ...] = (
     ("Pollux", POLLUX_COLUMNS, load_pollux_csv),
     ("Tiresias", TIRESIAS_COLUMNS, load_tiresias_csv),
     ("Philly", PHILLY_COLUMNS, load_philly),

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from corral.core.errors import InputError
+from corral.core.jobs import JobSpec
 from corral.sim.truth.base import AppLimits
 from corral.sim.workloads.common import (
     Workload,
@@ -133,7 +134,7 @@ def load_columns(path: str | Path, apps: Mapping[str, AppLimits], *,
                     trace_gpu_s=trace, columns=read)
 
 
-def _with_duration(spec, duration_s: float, queue: str | None = None):
+def _with_duration(spec: JobSpec, duration_s: float, queue: str | None = None) -> JobSpec:
     from dataclasses import replace
 
     return replace(spec, trace_duration_s=float(duration_s), queue=queue)

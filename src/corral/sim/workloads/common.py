@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -113,6 +114,7 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
     init, top = limits.init_bsz, limits.max_bsz
     if limits.fixed_bsz is not None:
         batch_size = init = top = int(limits.fixed_bsz)
+    cap: dict[str, Any] = {} if limits.max_gpus is None else {"max_gpus": int(limits.max_gpus)}
     try:
         return JobSpec(
             name=name, submit_time_s=float(submit_s), app=app, gpus=int(gpus),
@@ -120,7 +122,7 @@ def make_job(name: str, submit_s: float, app: str, limits: AppLimits, gpus: int,
             min_local_bsz=limits.min_local_bsz, max_local_bsz=limits.max_local_bsz,
             adaptive=limits.adaptive, lr_rule=limits.lr_rule, epochs=limits.epochs,
             one_gpu_split_bsz=limits.init_bsz,
-            **({} if limits.max_gpus is None else {"max_gpus": int(limits.max_gpus)}))
+            **cap)
     except ValueError as exc:
         raise InputError(f"{where or name}: {exc}") from None
 

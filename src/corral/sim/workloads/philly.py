@@ -93,7 +93,7 @@ def _window_start(path: Path, start: str | float | None, t_all: np.ndarray,
         except ValueError:
             pass
         try:
-            when = np.datetime64(start.strip(), "s")
+            when: np.datetime64 = np.datetime64(start.strip(), "s")
         except ValueError:
             when = np.datetime64("NaT")
         if np.isnat(when):

@@ -26,7 +26,7 @@ from corral.protocol.env import STOP_EXIT_CODE
 
 __all__ = ["WorkerActor", "GUARD"]
 
-GUARD = Path(__file__).resolve().with_name("ray_guard.py")
+GUARD = Path(__file__).resolve().with_name("guard.py")
 _WATCH_S = 0.2
 
 

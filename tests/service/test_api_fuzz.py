@@ -151,6 +151,7 @@ def reproductions(test):
 
 
 
+@pytest.mark.slow
 @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(request=requests, job_id=job_ids, authorized=st.sampled_from([True] * 9 + [False]))

@@ -53,6 +53,8 @@ def test_worker_processes_match_serial_exactly(serial):
     assert figures(matrix) == figures(serial[0])
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("serial")  # a Ray of its own: not beside the other Ray tests
 @pytest.mark.timeout(300)
 def test_ray_tasks_match_serial_exactly(serial):
     ray = pytest.importorskip("ray")

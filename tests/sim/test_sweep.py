@@ -46,6 +46,7 @@ def test_serial_matrix_reports_every_cell_in_order(serial):
     assert [p[0] for p in progress] == list(range(1, 7)) and all(p[1] == 6 for p in progress)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_worker_processes_match_serial_exactly(serial):
     matrix = run_matrix(SOURCE, _choices(), _workloads(), CLUSTER, CONFIG, ProcessRunner(2))

@@ -17,6 +17,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 import livecluster as live  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
+
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 SHOWN_WITHIN_S = 5.0  # the dashboard polls every second
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from corral.cli.main import DEFAULT_POLICIES
 from corral.core.cluster import Cluster
 from corral.report import write_outputs
@@ -9,6 +11,8 @@ from corral.sim.batch.sweep import parse_settings, run_matrix
 from corral.sim.loop.config import EngineConfig
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import synthetic
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 
 def test_report_renders_every_policy(browser, tmp_path):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import datafiles
+import pytest
 from typer.testing import CliRunner
 
 from corral.cli.main import app
@@ -95,6 +96,7 @@ def test_workloads_describes_file(tmp_path):
     assert "cifar10" in result.output and "bert" in result.output
 
 
+@pytest.mark.slow
 def test_calibrate_writes_catalog(tmp_path):
     profiles = datafiles.need("pollux-profiles")
     out = tmp_path / "cat.json"
@@ -119,6 +121,7 @@ def test_submit_refuses_what_the_service_would_in_one_line(tmp_path):
                                  "--", "python", "x.py"), "batch_size")
 
 
+@pytest.mark.slow
 def test_window_and_worker_processes(tmp_path):
     trace = datafiles.need("tiresias") / "60_job.csv"
     result = invoke("simulate", "-w", str(trace), "--window", "600:1", "-p", "fifo,srtf",

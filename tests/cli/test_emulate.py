@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import datafiles
+import pytest
 
 from corral.cli.emulate_cmd import submission_body
 from corral.core.jobs import JobSpec, LrRule
@@ -20,6 +21,7 @@ from corral.service.submission import Submission
 CLI = [sys.executable, "-m", "corral"]
 
 
+@pytest.mark.slow
 def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6(tmp_path) -> None:
     profiles, workloads = datafiles.need("pollux-profiles"), datafiles.need("pollux-workloads")
     out = tmp_path / "out"

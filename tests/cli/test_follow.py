@@ -14,6 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 import livecluster as live  # noqa: E402
 
+pytestmark = [pytest.mark.slow]
+
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 
 

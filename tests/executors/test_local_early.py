@@ -20,7 +20,7 @@ from trainjobs import TIMEOUT_S, on_node0, tiny, trains_on, wait  # noqa: E402  
 from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 def _tiny(job_id: str, hold: Path | None = None, early_init: bool | None = True) -> JobLaunch:

@@ -22,7 +22,7 @@ from corral.executors.local import LocalExecutor  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 @pytest.fixture

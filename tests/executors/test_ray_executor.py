@@ -33,7 +33,7 @@ from corral.executors.ray.launch import check_address  # noqa: E402
 from corral.executors.ray.nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
 from corral.executors.ray.resize import PidLookup, plan_in_place  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 #: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
 FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,

@@ -38,6 +38,11 @@ from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402
 
 MAX_EXAMPLES = 150
+
+#: slow: 150 requests to a live app. One xdist group: test_the_fuzzing_ran reads the count the
+#: property left in this process, so both run on the same worker, in file order.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("api_fuzz")]
+
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COUNT = {"requests": 0}

@@ -39,7 +39,7 @@ DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local
 FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
                    "health_check_failure_threshold": 3}
 
-pytestmark = pytest.mark.timeout(480)
+pytestmark = [pytest.mark.timeout(480), pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 
 @pytest.fixture

@@ -14,9 +14,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from corral.cli.emulate_cmd import EmulatedService, EmulationOptions, submission_body
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads.common import make_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 SCALE = 200.0  # emulated seconds per real second
 CHECKPOINT_S = 60.0  # emulated seconds between a job's checkpoints

@@ -26,6 +26,8 @@ import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftes
 from corral.core.policy import policy_names  # noqa: E402
 from corral.executors.procs import is_job_worker  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
+
 TARGET = 0.95  # the examples' stated accuracy after their default epochs
 JOB_TIMEOUT_S = 240
 #: Far more epochs than a test needs (the stated accuracy takes 5): minutes of training, at

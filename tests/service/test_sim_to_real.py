@@ -22,6 +22,8 @@ import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftes
 from corral.service.run_record import read_run  # noqa: E402
 from corral.sim.analysis.measured_run import MeasuredRun, replay  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
+
 JOB = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64, min_local_bsz=8,
            max_gpus=2)
 ARGS = ("--epochs", "20", "--width", "128")

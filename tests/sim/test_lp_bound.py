@@ -134,6 +134,7 @@ def test_workload_bound_between_the_isolated_bound_and_every_policy():
         assert s.unfinished == 0 and s.gap >= 1.0, (policy, s.avg_jct_s, bound.avg_jct_s)
 
 
+@pytest.mark.slow
 @datafiles.needs("pollux-profiles", "pollux-workloads")
 def test_a_shared_160_job_workload_bound_is_above_the_isolated_bound():
     from corral.sim.truth.profiles import ProfileTruth

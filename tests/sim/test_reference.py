@@ -42,6 +42,10 @@ def current_figures() -> dict[tuple[str, str], dict]:
     return figures_in_subprocess(CI_CELLS)
 
 
+# slow: the module fixture runs the cells (a minute); one xdist group, so it runs once, not on
+# every worker that gets a cell.
+@pytest.mark.slow
+@pytest.mark.xdist_group("sim_reference")
 @pytest.mark.parametrize("policy,workload", CI_CELLS)
 def test_summary_figures_unchanged(policy, workload, current_figures):
     stored = load_reference()[policy][workload]

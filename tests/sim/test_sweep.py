@@ -46,6 +46,7 @@ def test_serial_matrix_reports_every_cell_in_order(serial):
     assert [p[0] for p in progress] == list(range(1, 7)) and all(p[1] == 6 for p in progress)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_worker_processes_match_serial_exactly(serial):
     matrix = run_matrix(SOURCE, _choices(), _workloads(), CLUSTER, CONFIG, ProcessRunner(2))
@@ -53,6 +54,8 @@ def test_worker_processes_match_serial_exactly(serial):
     assert figures(matrix) == figures(serial[0])
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("serial")  # a Ray of its own: not beside the other Ray tests
 @pytest.mark.timeout(300)
 def test_ray_tasks_match_serial_exactly(serial):
     ray = pytest.importorskip("ray")

@@ -23,6 +23,8 @@ from corral.train import ElasticTrainer  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from digits_common import TARGET_ACCURACY, accuracy, digits, make_model  # noqa: E402
 
+pytestmark = [pytest.mark.slow]
+
 EPOCHS = 12
 
 

@@ -23,6 +23,8 @@ from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.noise import GradNoise  # noqa: E402
 from corral.train.stream import SampleStream  # noqa: E402
 
+pytestmark = [pytest.mark.slow]
+
 JOB = Path(__file__).resolve().parent / "ddp_stats_job.py"
 TIMEOUT_S = 120
 WORKERS = 2

@@ -35,6 +35,9 @@ from corral.train.checkpoint import CheckpointStore  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_resume import JOB, finish, reference, run_job  # noqa: E402,F401  (reference: a fixture)
 
+# one xdist group: the module fixture (an uninterrupted reference run) runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train_inplace")]
+
 TIMEOUT_S = 120
 HOLD_AT = 10
 

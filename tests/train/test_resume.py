@@ -17,6 +17,9 @@ from corral.executors.procs import free_port  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
 
+# one xdist group: the module fixture (an uninterrupted reference run) runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train_resume")]
+
 JOB = Path(__file__).resolve().parent / "tiny_job.py"
 TIMEOUT_S = 90
 

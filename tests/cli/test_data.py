@@ -3,17 +3,15 @@ that verifies, a tampered file, and no server at all."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import os
 import socket
 import tarfile
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from loopback import serve  # noqa: F401 - the fixture
 from typer.testing import CliRunner
 
 from corral import datasets
@@ -40,40 +38,6 @@ def assert_one_line_error(result, *needles: str) -> None:
         assert needle in text, text
     assert "Traceback" not in text
     assert len([ln for ln in text.splitlines() if ln.strip()]) == 1, text
-
-
-class _Handler(SimpleHTTPRequestHandler):
-    requests: list[str]
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_GET(self) -> None:
-        self.requests.append(self.path)
-        super().do_GET()
-
-
-@pytest.fixture
-def serve():
-    """serve(directory) -> (base URL, list of request paths): a loopback HTTP server in a thread,
-    shut down after the test."""
-    servers = []
-
-    def start(directory: Path) -> tuple[str, list[str]]:
-        log: list[str] = []
-        handler = type("Handler", (_Handler,), {"requests": log})
-        server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                     functools.partial(handler, directory=str(directory)))
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_address[1]}", log
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture(autouse=True)

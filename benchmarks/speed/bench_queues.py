@@ -48,7 +48,7 @@ import dataclasses
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -271,6 +271,8 @@ def main() -> None:
     def out(line: str) -> None:
         print(line, flush=True)
         lines.append(line)
+        if args.out:  # written as it goes: a run stopped early keeps what it printed
+            Path(args.out).write_text("\n".join(lines) + "\n")
     started = time.perf_counter()
     out(f"bench_queues: {machine()}; load average {os.getloadavg()[0]:.1f}")
     policies = [p for p in args.policies.split(",") if p]
@@ -281,14 +283,19 @@ def main() -> None:
         + (f"; each run stopped after {args.max_hours} simulated hours" if args.max_hours else ""))
     tasks = [(p, window_of[p], args.cluster, queued, args.max_hours)
              for p in policies for queued in (True, False)]
+    by: dict[tuple[str, bool], dict] = {}
+
+    def done(r: dict) -> None:  # a policy's figures as soon as both of its runs are in
+        by[(r["policy"], r["queued"])] = r
+        if (r["policy"], not r["queued"]) in by:
+            report_policy(out, by[(r["policy"], True)], by[(r["policy"], False)])
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(one_run, tasks))
+            for future in as_completed([pool.submit(one_run, t) for t in tasks]):
+                done(future.result())
     else:
-        results = [one_run(t) for t in tasks]
-    by = {(r["policy"], r["queued"]): r for r in results}
-    for p in policies:
-        report_policy(out, by[(p, True)], by[(p, False)])
+        for t in tasks:
+            done(one_run(t))
     if not args.skip_reclaim:
         report_reclaim(out, [reclaim_run("pollux"), reclaim_run("fifo")])
     out(f"\ntotal wall {time.perf_counter() - started:.0f} s")

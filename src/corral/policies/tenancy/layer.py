@@ -22,6 +22,21 @@ their limits. A gang is never split: the inner policy places each job whole or n
 
 With `usage_half_life_s`, the weights that share idle GPUs fall with each queue's decayed past
 usage (Slurm's fair-share factor 2^(-usage/shares), usage and shares normalised over queues).
+
+The layer is asked every round with full views (its `promises` take none of the inner policy's
+shortcuts), but it lets the inner policies' own promises through where it can keep them, with
+the same decisions (`fast=False` asks every inner policy every round, as a reference;
+tests/policies/test_tenancy.py compares the two):
+
+* a queue whose jobs the carve shows exactly as they run is not asked when none of them waits
+  and its inner policy keeps running jobs then (`Keeps.RUNNING_WHEN_NONE_WAITS`), nor when its
+  sub-cluster, its jobs and what they run are those of its last decision and the inner policy
+  promised that decision stands (`Keeps.DECISION_UNTIL_CHANGE`, or `stands_until`);
+* where no queue was asked and none holds more than its share, the layer's own `stands_until`
+  is the earliest of those promises (without decayed usage: then the shares' inputs stand too),
+  so the engine keeps the decision without asking until a job comes or goes;
+* each queue's sub-cluster and index map are reused while its GPUs per node stay the same, the
+  shares while their inputs do, and finished jobs are grouped by queue once.
 """
 
 from __future__ import annotations

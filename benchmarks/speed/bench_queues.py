@@ -39,6 +39,23 @@ Run (from the repository root, shared data beside the repository or at $CORRAL_S
     python benchmarks/speed/bench_queues.py --window day --pollux-window 8h --jobs 3
 
 What it printed is kept in benchmarks/results/bench_queues_<commit>.txt.
+
+Last run (2026-11-28, at a18bd3d, on the 2-core shared AMD EPYC, load average 3-20 from other
+work; CPU times are each run's own; benchmarks/results/bench_queues_a18bd3d.txt): the busiest
+week (14,046 jobs, 11 queues with jobs) on 256x8 under fifo and tiresias-las; pollux on the
+busiest day (3,987 jobs): a day of pollux with queues took 890 s wall (134 s CPU) here, so a
+week (about 3.5 times the jobs) does not finish within 10 minutes:
+
+* fifo (week): with queues 13.7 s CPU, one queue 3.9 s; longest below quota 59 s (bound 90 s:
+  met); utilisation ratio 1.008 (met); average JCT ratio 1.002 (met).
+* tiresias-las (week): 14.5 s against 6.4 s; 59 s (met); 0.990 (met); 0.995 (met).
+* pollux (day): 133.7 s against 156.7 s; 805 s (not met: queue b436b2, 3,037 of the 3,987
+  jobs, quota 520); utilisation ratio 0.870 (not met); JCT ratio 1.096 (met). On the busiest
+  8 hours (bench_queues_6b337d0.txt): 859 s, 0.791, 1.173 (none met).
+* elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
+  preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four
+  jobs in place, b's jobs hold GPUs one round later (pollux starts a job on its second round)
+  and 9 of the 16 after 10 minutes (pollux's own choice within b's share).
 """
 
 from __future__ import annotations

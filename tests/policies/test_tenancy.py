@@ -259,3 +259,57 @@ def test_decayed_usage_lowers_the_borrowing_weight_of_the_queue_that_used_most()
     layer._weights(0.0, {"a": 8})
     layer.decide(Snapshot(3600.0, cluster, jobs, Decision()))
     assert layer.last_shares.share["b"] > layer.last_shares.share["a"]
+
+
+# --- the fast path decides as the plain one ------------------------------------------------------
+
+THREE = "[queue.a]\nquota = 8\n[queue.b]\nquota = 4\n[queue.c]\nquota = 4\n"
+COHORT = ("min_runtime_s = 900\n[queue.r]\nquota = 8\nlimit = 12\n[queue.a]\nparent = \"r\"\n"
+          "quota = 4\n[queue.b]\nparent = \"r\"\nquota = 4\n[queue.c]\nquota = 4\n")
+
+
+def _mixed_jobs(truth, n: int, seed: int, apps: tuple[str, ...]) -> list[JobSpec]:
+    import random
+
+    rng = random.Random(seed)
+    jobs = []
+    for i in range(n):
+        queue = rng.choice(["a", "a", "b", "c", None])
+        jobs.append(_job(truth, f"j{i}", rng.uniform(0, 7200), queue or "nowhere",
+                         rng.choice([1, 1, 2, 4, 8]), rng.choice(apps)))
+    return jobs
+
+
+GANG_APPS = ("cifar10", "ncf", "imagenet")
+
+
+@pytest.mark.parametrize("inner,queues,n,apps", [
+    ("fifo", THREE, 40, GANG_APPS), ("tiresias-las", THREE, 40, GANG_APPS),
+    ("fifo", COHORT, 40, GANG_APPS), ("tiresias-las", COHORT, 40, GANG_APPS),
+    ("pollux", THREE, 6, ("cifar10", "ncf"))], ids=["fifo", "las", "fifo-cohort", "las-cohort",
+                                                   "pollux"])
+def test_the_fast_path_decides_exactly_as_the_plain_one(truth, inner, queues, n, apps):
+    jobs = _mixed_jobs(truth, n, seed=len(queues) + n, apps=apps)
+    runs = []
+    for fast in (True, False):
+        shape = Cluster.parse("4x4")
+        policy = QueuedPolicy(lambda: create_policy(inner),
+                              parse_queues(queues, total_gpus=shape.total_gpus), fast=fast)
+        asked = [0]
+        for q in policy.queues.leaves:  # count the inner policies' rounds
+            instance = policy.inner(q)
+            decide = instance.decide
+
+            def counted(snapshot, decide=decide):
+                asked[0] += 1
+                return decide(snapshot)
+            instance.decide = counted  # type: ignore[method-assign]
+        book = record_allocations(policy)
+        result = Simulator(truth, policy, shape).run(Workload("w", jobs, "test"))
+        runs.append((result, book, asked[0]))
+    (fast, fast_book, fast_asked), (plain, plain_book, plain_asked) = runs
+    assert [dataclasses.asdict(r) for r in fast.jobs] == [dataclasses.asdict(r) for r in plain.jobs]
+    assert fast_book == plain_book and fast.gpu_timeline == plain.gpu_timeline
+    assert sum(r.finish_s is not None for r in fast.jobs) >= n // 2
+    if inner != "pollux":  # the gang schedulers' promises let rounds through unasked
+        assert fast_asked < plain_asked and fast.rounds == plain.rounds

@@ -22,6 +22,21 @@ their limits. A gang is never split: the inner policy places each job whole or n
 
 With `usage_half_life_s`, the weights that share idle GPUs fall with each queue's decayed past
 usage (Slurm's fair-share factor 2^(-usage/shares), usage and shares normalised over queues).
+
+The layer is asked every round with full views (its `promises` take none of the inner policy's
+shortcuts), but it lets the inner policies' own promises through where it can keep them, with
+the same decisions (`fast=False` asks every inner policy every round, as a reference;
+tests/policies/test_tenancy.py compares the two):
+
+* a queue whose jobs the carve shows exactly as they run is not asked when none of them waits
+  and its inner policy keeps running jobs then (`Keeps.RUNNING_WHEN_NONE_WAITS`), nor when its
+  sub-cluster, its jobs and what they run are those of its last decision and the inner policy
+  promised that decision stands (`Keeps.DECISION_UNTIL_CHANGE`, or `stands_until`);
+* where no queue was asked and none holds more than its share, the layer's own `stands_until`
+  is the earliest of those promises (without decayed usage: then the shares' inputs stand too),
+  so the engine keeps the decision without asking until a job comes or goes;
+* each queue's sub-cluster and index map are reused while its GPUs per node stay the same, the
+  shares while their inputs do, and finished jobs are grouped by queue once.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ from collections.abc import Callable, Mapping
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import (
     STATUS_PENDING,
+    STATUS_RUNNING,
     Assignment,
     Decision,
     JobView,
@@ -72,7 +88,8 @@ def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]
 class QueuedPolicy(Policy):
     """One inner policy per queue, each on its share of the cluster (module docstring)."""
 
-    def __init__(self, inner_factory: Callable[[], Policy], queues: QueueTree) -> None:
+    def __init__(self, inner_factory: Callable[[], Policy], queues: QueueTree,
+                 fast: bool = True) -> None:
         probe = inner_factory()
         super().__init__(probe.params)
         self.name = probe.name  # type: ignore[misc]  # results keep the inner policy's name
@@ -93,6 +110,17 @@ class QueuedPolicy(Policy):
         # between rounds; it reads oracle information or finished jobs, and reacts to
         # arrivals and completions, only where the inner policy does.
         self.promises = probe.promises.without_shortcuts()
+        #: Take the inner policies' promises and reuse sub-clusters and shares between rounds
+        #: (same decisions; False: ask every inner policy every round, as a reference).
+        self.fast = fast
+        self._asked: dict[str, _Asked] = {}  # per queue: what its inner policy last decided
+        self._parts: dict[str, tuple] = {}  # per queue: its last sub-cluster
+        self._last_split: tuple | None = None
+        self._done_seen = 0
+        self._done_grouped: dict[str, list[JobView]] = {}
+        self._done_last: JobView | None = None
+        self._leaf_of: dict[str | None, str] = {}  # a job's queue -> the leaf it runs in
+        self._stands = -math.inf
 
     # -- the inner instances -----------------------------------------------------------------
     def inner(self, queue: str) -> Policy:
@@ -133,48 +161,177 @@ class QueuedPolicy(Policy):
     def decide(self, snapshot: Snapshot) -> Decision:
         tree, cluster, now = self.queues, snapshot.cluster, snapshot.time_s
         total = cluster.total_gpus
+        self._stands = -math.inf  # until this round's decision is made
         by_queue: dict[str, list[JobView]] = {}
+        queue_of, leaf_of = self._queue_of, self._leaf_of
         for view in snapshot.jobs:
-            q = tree.leaf_for(view.spec.queue)
-            self._queue_of[view.name] = q
-            by_queue.setdefault(q, []).append(view)
-        usage = {q: sum(v.num_gpus for v in views if v.is_running)
-                 for q, views in by_queue.items()}
-        base, demand = {}, {}
+            spec = view.spec
+            q = leaf_of.get(spec.queue)
+            if q is None:
+                q = leaf_of[spec.queue] = tree.leaf_for(spec.queue)
+            queue_of[spec.name] = q
+            views = by_queue.get(q)
+            if views is None:
+                by_queue[q] = [view]
+            else:
+                views.append(view)
+        usage, base, demand = {}, {}, {}
+        elastic = self.elastic
         for q, views in by_queue.items():
-            pairs = [job_demand(v, total, self.elastic) for v in views]
-            base[q] = sum(b for b, _ in pairs)
-            demand[q] = sum(d for _, d in pairs)
-        split = shares(tree, demand, usage, total, self._weights(now, usage), base)
+            held = b = d = 0
+            for v in views:
+                if v.status is STATUS_RUNNING and v.assignment is not None:
+                    g = v.assignment.placement.num_gpus
+                    held += g
+                    if not elastic:  # a gang: what it holds (job_demand, inlined)
+                        b += g
+                        d += g
+                        continue
+                vb, vd = job_demand(v, total, elastic)
+                b += vb
+                d += vd
+            usage[q], base[q], demand[q] = held, b, d
+        split = self._shares(now, demand, usage, total, base)
         self.last_shares = split
         kept, sub = self._carve(now, cluster, by_queue, split)
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
-        completed = snapshot.completed
+        completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
+        previous_all = snapshot.previous.assignments
+        fast = self.fast
+        stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
         for q, views in by_queue.items():
-            nodes = sorted(n for n, g in sub.get(q, {}).items() if g > 0)
-            if not nodes:
+            key = tuple(sorted((n, g) for n, g in sub.get(q, {}).items() if g > 0))
+            if not key:
+                self._asked.pop(q, None)
                 continue
-            local = {n: i for i, n in enumerate(nodes)}
-            part = Cluster(tuple(dataclasses.replace(cluster.nodes[n], gpus=sub[q][n])
-                                 for n in nodes))  # names and GPU types kept
+            inner = self.inner(q)
+            if fast:
+                known = self._known(q, inner, key, views, kept, now)
+                if known is not None:
+                    merged.update(known[0])
+                    stands = min(stands, known[1])
+                    continue
+            stands = -math.inf  # asked: its decision may change what runs
+            nodes, local, part = self._part(q, key, cluster)
             shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
             names = {v.name for v in views}
             previous = {}
-            for name, a in snapshot.previous.assignments.items():
-                if name in names and all(n in local for n, _ in a.placement.slots):
-                    previous[name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
-            done = (tuple(v for v in completed if tree.leaf_for(v.spec.queue) == q)
-                    if completed else ())
-            inner = self.inner(q)
+            for v in views:
+                a = previous_all.get(v.name)
+                if a is not None and all(n in local for n, _ in a.placement.slots):
+                    previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
+            done = tuple(completed.get(q, ()))
             decision = inner.decide(Snapshot(time_s=now, cluster=part, jobs=shown,
                                              previous=Decision(previous), completed=done))
             check_decision(decision, names, part, f"{inner.name} (queue {q})")
+            decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
-                    merged[name] = dataclasses.replace(
+                    decided[name] = dataclasses.replace(
                         a, placement=Placement(tuple((nodes[n], g) for n, g in a.placement.slots)))
+            merged.update(decided)
+            if fast:
+                self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
+        if stands > now and all(usage[q] <= split.share.get(q, 0) for q in usage):
+            # Every queue's decision is what runs, known from its inner policy's promises,
+            # and no queue holds more than its share: until a job comes or goes (or an inner
+            # policy's decision may change), the next round has the same shares, the same
+            # sub-clusters and the same answers.
+            self._stands = stands
         return Decision(merged)
+
+    def stands_until(self) -> float:
+        """After `decide`: until when the same decision would come again while no job comes
+        or goes (`Policy.stands_until`): where every queue's decision was known without asking
+        (`_known`), the earliest of their inner policies' promises; else -inf."""
+        return self._stands
+
+    # -- the fast path: what is known without asking, and what is kept between rounds ---------
+    def _known(self, q: str, inner: Policy, key: tuple, views: list[JobView],
+               kept: Mapping[str, Placement], now: float,
+               ) -> tuple[dict[str, Assignment], float] | None:
+        """Queue `q`'s decision when its inner policy's own promises give it without asking
+        (None: ask). Every job of the queue must be shown exactly as it runs (the carve took
+        nothing from it). Then, either every job runs and the inner policy keeps running jobs
+        when none waits (`Keeps.RUNNING_WHEN_NONE_WAITS`): each keeps its assignment; or the
+        queue's sub-cluster and jobs are those it last decided for, its decision is what runs,
+        and the inner policy promised that decision stands (`Keeps.DECISION_UNTIL_CHANGE`, or
+        `stands_until` later than now): that decision again. With it: until when it
+        stands while no job comes or goes."""
+        promises = inner.promises
+        none_waits = True
+        for v in views:
+            p = kept.get(v.name)
+            if p is None:
+                if v.assignment is not None and v.is_running:
+                    return None  # taken out by the carve: shown as waiting
+                none_waits = False
+            elif v.assignment is None or p != v.assignment.placement:
+                return None  # shrunk by the carve
+        if none_waits and promises.keeps_running:
+            self._asked.pop(q, None)  # not asked: its stands_until is not renewed
+            return {v.name: v.assignment for v in views if v.assignment is not None}, math.inf
+        last = self._asked.get(q)
+        if last is None or last.sub != key or len(last.names) != len(views):
+            return None
+        until = math.inf if promises.on_change_only else inner.stands_until()
+        if not now < until:
+            return None
+        decided = last.decided
+        for v, name in zip(views, last.names):
+            if v.name != name:
+                return None
+            a = decided.get(name)
+            if a is None:
+                if v.assignment is not None and v.is_running:
+                    return None
+            elif v.assignment is None or not v.is_running or v.assignment.placement != a.placement:
+                return None
+        return decided, until
+
+    def _part(self, q: str, key: tuple, cluster: Cluster) -> tuple[list[int], dict[int, int],
+                                                                   Cluster]:
+        """Queue `q`'s sub-cluster for `key` ((node, GPUs) pairs): its nodes (global indices),
+        the global-to-local index map and the Cluster, reused while the key stays the same."""
+        cached = self._parts.get(q)
+        if cached is not None and cached[0] == key and cached[1] is cluster:
+            return cached[2], cached[3], cached[4]
+        nodes = [n for n, _ in key]
+        local = {n: i for i, n in enumerate(nodes)}
+        part = Cluster(tuple(dataclasses.replace(cluster.nodes[n], gpus=g)
+                             for n, g in key))  # names and GPU types kept
+        if self.fast:
+            self._parts[q] = (key, cluster, nodes, local, part)
+        return nodes, local, part
+
+    def _shares(self, now: float, demand: dict[str, int], usage: dict[str, int], total: int,
+                base: dict[str, int]) -> Shares:
+        """`shares` of this round; without decayed usage, the last round's when the inputs are
+        the same (a pure function of them)."""
+        weights = self._weights(now, usage)
+        if weights is not None or not self.fast:
+            return shares(self.queues, demand, usage, total, weights, base)
+        key = (total, tuple(sorted(demand.items())), tuple(sorted(usage.items())),
+               tuple(sorted(base.items())))
+        if self._last_split is not None and self._last_split[0] == key:
+            return self._last_split[1]
+        split = shares(self.queues, demand, usage, total, None, base)
+        self._last_split = (key, split)
+        return split
+
+    def _completed_by_queue(self, completed: tuple[JobView, ...]) -> dict[str, list[JobView]]:
+        """The finished jobs per leaf queue, grown from the last round's where `completed`
+        extends it (the engine's list only grows)."""
+        seen, grouped = self._done_seen, self._done_grouped
+        if not (0 < seen <= len(completed) and completed[seen - 1] is self._done_last):
+            seen, grouped = 0, {}
+        leaf_for = self.queues.leaf_for
+        for v in completed[seen:]:
+            grouped.setdefault(leaf_for(v.spec.queue), []).append(v)
+        self._done_seen, self._done_grouped = len(completed), grouped
+        self._done_last = completed[-1] if completed else None
+        return grouped
 
     @staticmethod
     def _local_view(view: JobView, placement: Placement | None, local: Mapping[int, int]) -> JobView:
@@ -262,6 +419,15 @@ class QueuedPolicy(Policy):
                 per[n] = per.get(n, 0) + take
                 free[n] -= take
                 want -= take
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a queue's inner policy was last asked about and answered (global node indices)."""
+
+    sub: tuple[tuple[int, int], ...]  # its sub-cluster: (node, GPUs) pairs
+    names: tuple[str, ...]  # its jobs, in the snapshot's order
+    decided: dict[str, Assignment]  # what it placed
 
 
 def _started(view: JobView) -> float:

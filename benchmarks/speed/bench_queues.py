@@ -1,0 +1,324 @@
+"""Teams' queues at datacenter scale (issue 36): what the tenancy layer costs and guarantees.
+
+A Philly window (`--window week|day|8h`: the trace's busiest week, day or 8 hours, picked as
+`bench_scale.busiest_day` picks its day) on `--cluster` (default 256x8, 2,048 GPUs) with
+Philly's virtual clusters as queues under `--quotas proportional` (each VC's quota its share of
+the window's GPU-time), under each policy of `--policies` (default fifo, tiresias-las, pollux),
+each also with one queue (the policy alone on the whole cluster, the same jobs). Per policy,
+measured in this one run:
+
+* the longest a queue with waiting work stayed below its quota while another queue borrowed
+  (`queue_metrics.longest_starved_s`, over all queues), against the bound it must meet: one
+  round (the engine's interval) plus the preemption/resize time (the mechanism's start pause and
+  its release delay after a shrink or preemption);
+* GPU utilisation with queues over one queue's (target: no more than 5 % lower);
+* average JCT (finished jobs) with queues over one queue's (target: no more than 10 % higher);
+* each queue's finish-time fairness (mean, max), with queues and with one queue;
+* each run's wall and CPU time (`time.process_time` of the process that ran it: the machine may
+  be shared).
+
+`--pollux-window` runs pollux on another window (default: the same): a week at 2,048 GPUs under
+pollux takes far longer than the others. Every line names the window it ran on and how long it
+took. `--max-hours` stops each simulation after that much simulated time (unfinished jobs are
+then counted and printed; averages cover finished jobs).
+
+Then the **elastic reclaim** figure, simulated: on 4x8 (32 GPUs) with two queues of quota 16,
+queue a's four 8-GPU imagenet jobs borrow queue b's idle quota; at t = 3,600 s two 8-GPU
+imagenet jobs of b arrive. Printed side by side for an elastic inner policy (pollux: the borrowers shrink in place)
+and a gang one (fifo: a borrower is preempted whole): the seconds from b's arrival until the
+layer gives b its quota, until b's first job and until all its jobs hold GPUs, until b holds
+its quota (or what its jobs asked, when less), and what a's jobs went through (shrunk in place,
+preempted).
+
+Options: `--window`, `--pollux-window`, `--cluster`, `--policies`, `--max-hours`, `--jobs N`
+(runs in N worker processes; CPU times are each run's own), `--skip-reclaim`, `--out FILE`
+(the printed output also written there).
+
+Run (from the repository root, shared data beside the repository or at $CORRAL_SHARED_DATA)::
+
+    python benchmarks/speed/bench_queues.py --window day --pollux-window 8h --jobs 3
+
+What it printed is kept in benchmarks/results/bench_queues_<commit>.txt.
+
+Last run (2026-11-28, at a18bd3d, on the 2-core shared AMD EPYC, load average 3-20 from other
+work; CPU times are each run's own; benchmarks/results/bench_queues_a18bd3d.txt): the busiest
+week (14,046 jobs, 11 queues with jobs) on 256x8 under fifo and tiresias-las; pollux on the
+busiest day (3,987 jobs): a day of pollux with queues took 890 s wall (134 s CPU) here, so a
+week (about 3.5 times the jobs) does not finish within 10 minutes:
+
+* fifo (week): with queues 13.7 s CPU, one queue 3.9 s; longest below quota 59 s (bound 90 s:
+  met); utilisation ratio 1.008 (met); average JCT ratio 1.002 (met).
+* tiresias-las (week): 14.5 s against 6.4 s; 59 s (met); 0.990 (met); 0.995 (met).
+* pollux (day): 133.7 s against 156.7 s; 805 s (not met: queue b436b2, 3,037 of the 3,987
+  jobs, quota 520); utilisation ratio 0.870 (not met); JCT ratio 1.096 (met). On the busiest
+  8 hours (bench_queues_6b337d0.txt): 859 s, 0.791, 1.173 (none met).
+* elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
+  preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four
+  jobs in place, b's jobs hold GPUs one round later (pollux starts a job on its second round)
+  and 9 of the 16 after 10 minutes (pollux's own choice within b's share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import POLLUX, machine, require  # noqa: E402
+
+from corral.core import Cluster, create_policy  # noqa: E402
+from corral.core.queues import parse_queues  # noqa: E402
+from corral.policies.tenancy import QueuedPolicy  # noqa: E402
+from corral.sim.analysis.allocations import record_allocations  # noqa: E402
+from corral.sim.analysis.metrics import summarize  # noqa: E402
+from corral.sim.analysis.queue_metrics import queue_summary, resolve_queues  # noqa: E402
+from corral.sim.loop.config import EngineConfig  # noqa: E402
+from corral.sim.loop.engine import Simulator  # noqa: E402
+from corral.sim.truth.catalog import CatalogTruth  # noqa: E402
+from corral.sim.workloads import Workload, load_philly  # noqa: E402
+from corral.sim.workloads.common import make_job  # noqa: E402
+
+WINDOWS = {"week": 168.0, "day": 24.0, "8h": 8.0}
+UTIL_TARGET = 0.05  # queues' utilisation at most 5 % below one queue's
+JCT_TARGET = 0.10  # queues' average JCT at most 10 % above one queue's
+
+
+def philly_window(truth, window: str) -> Workload:
+    """The busiest `window` of the Philly trace (the window with most jobs, as
+    `bench_scale.busiest_day`)."""
+    return load_philly(require(POLLUX / "philly.csv"), truth.limits(), start=None,
+                       hours=WINDOWS[window])
+
+
+def engine_config(max_hours: float | None) -> EngineConfig:
+    return EngineConfig(max_time_s=None if max_hours is None else max_hours * 3600.0)
+
+
+def one_run(task: tuple[str, str, str, bool, float | None]) -> dict:
+    """One simulation: `policy` on `window` on `cluster`, with the proportional queues or with
+    one queue; its figures, per-queue ones included (for one queue: grouped by the same VCs)."""
+    policy_name, window, cluster_text, queued, max_hours = task
+    truth = CatalogTruth()
+    workload = philly_window(truth, window)
+    cluster = Cluster.parse(cluster_text)
+    tree = resolve_queues("proportional", workload, cluster.total_gpus)
+    policy = (QueuedPolicy(lambda: create_policy(policy_name), tree) if queued
+              else create_policy(policy_name))
+    book = record_allocations(policy)
+    cfg = engine_config(max_hours)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = Simulator(truth, policy, cluster, cfg).run(workload)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    result.allocations = book
+    named = {spec.name: spec.queue for spec in workload.jobs}
+    for record in result.jobs:
+        record.queue = tree.leaf_for(named.get(record.name))
+    s = summarize(result)
+    overheads = cfg.mechanism.overheads
+    return {
+        "policy": policy_name, "window": window, "queued": queued, "jobs": len(workload.jobs),
+        "wall_s": wall, "cpu_s": cpu, "rounds": result.rounds, "avg_jct_s": s.avg_jct_s,
+        "gpu_util": s.gpu_util, "finished": s.finished, "unfinished": s.unfinished,
+        "stopped": s.stopped, "queues": queue_summary(result, tree),
+        "quotas": {q: tree.quota(q) for q in tree.leaves},
+        "bound_s": cfg.interval_s + max(overheads.start_s, overheads.shrink_s)
+        + overheads.resize_release_s,
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt(x: float | None, spec: str = ".0f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def report_policy(out, q: dict, one: dict) -> None:
+    p = q["policy"]
+    out(f"\n== {p}: busiest {q['window']} of Philly ({q['jobs']} jobs), "
+        f"{len(q['queues'])} queues with jobs (proportional quotas) vs one queue ==")
+    for label, r in (("queues", q), ("one queue", one)):
+        out(f"  {label:9s}: wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, {r['rounds']} rounds, "
+            f"{r['finished']} finished, {r['unfinished']} unfinished"
+            + (f" ({r['stopped']})" if r["stopped"] else ""))
+    starved = {name: f["longest_starved_s"] or 0.0 for name, f in q["queues"].items()}
+    worst = max(starved, key=lambda k: starved[k]) if starved else None
+    longest = starved[worst] if worst else 0.0
+    one_starved = {name: f["longest_starved_s"] or 0.0 for name, f in one["queues"].items()}
+    one_worst = max(one_starved.values(), default=0.0)
+    bound = q["bound_s"]
+    out(f"  longest a queue with waiting work stayed below its quota while another borrowed: "
+        f"{longest:.0f} s (queue {worst}; one queue, judged by the same quotas: {one_worst:.0f} s);"
+        f" bound one round + preemption/resize = {bound:.0f} s: "
+        f"{'MET' if longest <= bound else 'NOT MET'}")
+    u = ratio(q["gpu_util"], one["gpu_util"])
+    out(f"  GPU utilisation: queues {fmt(q['gpu_util'], '.3f')}, one queue "
+        f"{fmt(one['gpu_util'], '.3f')}, ratio {fmt(u, '.3f')} (target >= {1 - UTIL_TARGET:.2f}): "
+        f"{'-' if u is None else ('MET' if u >= 1 - UTIL_TARGET else 'NOT MET')}")
+    j = ratio(q["avg_jct_s"], one["avg_jct_s"])
+    out(f"  average JCT: queues {fmt(q['avg_jct_s'])} s, one queue {fmt(one['avg_jct_s'])} s, "
+        f"ratio {fmt(j, '.3f')} (target <= {1 + JCT_TARGET:.2f}): "
+        f"{'-' if j is None else ('MET' if j <= 1 + JCT_TARGET else 'NOT MET')}"
+        + ("" if q["finished"] == one["finished"] else
+           f" (finished jobs differ: {q['finished']} vs {one['finished']})"))
+    out(f"  {'queue':>10s} {'quota':>6s} {'jobs':>5s} {'FTF mean':>9s} {'FTF max':>9s} "
+        f"{'1q mean':>9s} {'1q max':>9s} {'starved s':>9s} {'1q starved':>10s}")
+    for name, f in sorted(q["queues"].items(), key=lambda kv: -kv[1]["quota_gpus"]):
+        o = one["queues"].get(name, {})
+        out(f"  {name:>10s} {f['quota_gpus']:6d} {f['jobs']:5d} {fmt(f['ftf_mean'], '9.2f')} "
+            f"{fmt(f['ftf_max'], '9.2f')} {fmt(o.get('ftf_mean'), '9.2f')} "
+            f"{fmt(o.get('ftf_max'), '9.2f')} {fmt(f['longest_starved_s'], '9.0f')} "
+            f"{fmt(o.get('longest_starved_s'), '10.0f')}")
+
+
+# --- elastic reclaim ----------------------------------------------------------------------------
+
+RECLAIM_QUEUES = "[queue.a]\nquota = 16\n[queue.b]\nquota = 16\n"
+RECLAIM_AT_S = 3600.0
+
+
+def reclaim_run(policy_name: str) -> dict:
+    """Queue a borrows b's quota; b's work arrives at RECLAIM_AT_S (module docstring)."""
+    truth = CatalogTruth()
+    limits = truth.limits()
+    cluster = Cluster.parse("4x8")
+    tree = parse_queues(RECLAIM_QUEUES, total_gpus=cluster.total_gpus)
+
+    def job(name: str, t: float, queue: str, app: str) -> object:
+        lim = limits[app]
+        return dataclasses.replace(make_job(name, t, app, lim, 8, lim.init_bsz), queue=queue)
+    jobs = [job(f"a{i}", 10.0 * i, "a", "imagenet") for i in range(4)]
+    jobs += [job(f"b{i}", RECLAIM_AT_S, "b", "imagenet") for i in range(2)]
+    policy = QueuedPolicy(lambda: create_policy(policy_name), tree)
+    book = record_allocations(policy)
+    carved: list[tuple[float, int]] = []
+    decide = policy.decide
+
+    def watching(snapshot):
+        decision = decide(snapshot)
+        carved.append((snapshot.time_s, policy.last_carve.get("b", 0)))
+        return decision
+    policy.decide = watching  # type: ignore[method-assign]
+    cfg = EngineConfig(max_time_s=RECLAIM_AT_S + 6 * 3600.0)
+    Simulator(truth, policy, cluster, cfg).run(Workload("reclaim", jobs, "bench_queues"))
+    quota = tree.quota("b")
+    want = min(quota, sum(s.gpus for s in jobs if s.queue == "b"))
+
+    def held_by(prefix: str, t: float) -> dict[str, int]:
+        out = {}
+        for name, hist in book.items():
+            if name.startswith(prefix):
+                g = 0
+                for at, gpus in hist:
+                    if at <= t:
+                        g = gpus
+                out[name] = g
+        return out
+    times = sorted({t for hist in book.values() for t, _ in hist if t >= RECLAIM_AT_S}
+                   | {t for t, _ in carved if t >= RECLAIM_AT_S})
+
+    def first(pred) -> float | None:
+        for t in times:
+            if pred(t):
+                return t - RECLAIM_AT_S
+        return None
+    b_first = first(lambda t: any(g > 0 for g in held_by("b", t).values()))
+    b_all = first(lambda t: all(g > 0 for g in held_by("b", t).values()))
+    b_quota = first(lambda t: sum(held_by("b", t).values()) >= want)
+    carve_quota = first(lambda t: any(at == t and g >= want for at, g in carved))
+    shrunk = preempted = 0
+    for name, hist in book.items():
+        if name.startswith("a"):
+            before = [g for t, g in hist if t < RECLAIM_AT_S]
+            g0 = before[-1] if before else 0
+            after = [g for t, g in hist if RECLAIM_AT_S <= t <= RECLAIM_AT_S + 600]
+            if g0 > 0 and after:
+                if 0 in after:
+                    preempted += 1
+                elif min(after) < g0:
+                    shrunk += 1
+    a_before = sum(held_by("a", RECLAIM_AT_S - 1).values())
+    b_10min = sum(held_by("b", RECLAIM_AT_S + 600).values())
+    return {"policy": policy_name, "carve": carve_quota, "first": b_first, "all": b_all,
+            "quota": b_quota, "want": want, "shrunk": shrunk, "preempted": preempted,
+            "a_before": a_before, "b_10min": b_10min, "start_s": cfg.mechanism.overheads.start_s,
+            "interval_s": cfg.interval_s}
+
+
+def report_reclaim(out, rows: list[dict]) -> None:
+    out("\n== elastic reclaim (simulated): 4x8, queues a and b of quota 16; a's four 8-GPU "
+        "imagenet jobs borrow b's idle quota; two 8-GPU imagenet jobs of b arrive at 3600 s ==")
+    out(f"  seconds after b's arrival (decision times; a job then starts after the "
+        f"{rows[0]['start_s']:.0f} s start pause; rounds every {rows[0]['interval_s']:.0f} s)")
+    out(f"  {'':44s}" + "".join(f"{r['policy'] + (' (elastic)' if r['policy'] == 'pollux' else ' (gang)'):>20s}"
+                                 for r in rows))
+    lines = (("GPUs a held just before b arrived", "a_before", "d"),
+             ("layer carves b its quota (sub-cluster)", "carve", ".0f"),
+             ("b's first job holds GPUs", "first", ".0f"),
+             ("all of b's jobs hold GPUs", "all", ".0f"),
+             ("b holds its quota (16 GPUs)", "quota", ".0f"),
+             ("GPUs b holds 10 min after it arrived", "b_10min", "d"),
+             ("a's jobs shrunk in place (first 10 min)", "shrunk", "d"),
+             ("a's jobs preempted (first 10 min)", "preempted", "d"))
+    for label, key, spec in lines:
+        out(f"  {label:44s}" + "".join(f"{fmt(r[key], spec) if r[key] is not None else 'never':>20s}"
+                                       for r in rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--window", choices=sorted(WINDOWS), default="week")
+    ap.add_argument("--pollux-window", choices=sorted(WINDOWS), default=None)
+    ap.add_argument("--cluster", default="256x8")
+    ap.add_argument("--quotas", choices=["proportional"], default="proportional")
+    ap.add_argument("--policies", default="fifo,tiresias-las,pollux")
+    ap.add_argument("--max-hours", type=float, default=None)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--skip-reclaim", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+        if args.out:  # written as it goes: a run stopped early keeps what it printed
+            Path(args.out).write_text("\n".join(lines) + "\n")
+    started = time.perf_counter()
+    out(f"bench_queues: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    policies = [p for p in args.policies.split(",") if p]
+    window_of = {p: (args.pollux_window or args.window) if p == "pollux" else args.window
+                 for p in policies}
+    out(f"cluster {args.cluster} ({Cluster.parse(args.cluster).total_gpus} GPUs), quotas "
+        f"{args.quotas}; windows: " + ", ".join(f"{p} {w}" for p, w in window_of.items())
+        + (f"; each run stopped after {args.max_hours} simulated hours" if args.max_hours else ""))
+    tasks = [(p, window_of[p], args.cluster, queued, args.max_hours)
+             for p in policies for queued in (True, False)]
+    by: dict[tuple[str, bool], dict] = {}
+
+    def done(r: dict) -> None:  # a policy's figures as soon as both of its runs are in
+        by[(r["policy"], r["queued"])] = r
+        if (r["policy"], not r["queued"]) in by:
+            report_policy(out, by[(r["policy"], True)], by[(r["policy"], False)])
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for future in as_completed([pool.submit(one_run, t) for t in tasks]):
+                done(future.result())
+    else:
+        for t in tasks:
+            done(one_run(t))
+    if not args.skip_reclaim:
+        report_reclaim(out, [reclaim_run("pollux"), reclaim_run("fifo")])
+    out(f"\ntotal wall {time.perf_counter() - started:.0f} s")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

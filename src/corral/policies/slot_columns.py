@@ -1,7 +1,7 @@
 """Small integer lists stored column-wise: sorting networks, merges and runs, with numpy.
 
 The Pollux search keeps each node's GPU slots as a short sorted list (one entry per GPU, see
-`pollux_search`). Stored slot-major, as an array `X` of shape (C, ...) whose `X[c]` holds slot
+`corral.policies.pollux.search`). Stored slot-major, as an array `X` of shape (C, ...) whose `X[c]` holds slot
 `c` of every list, each step below is a handful of operations on contiguous arrays, where
 `np.sort(..., axis=-1)` on many short rows costs about 30 ns per element. Integer results are
 exact, so any correct sort gives the same lists.

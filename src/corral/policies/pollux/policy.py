@@ -1,7 +1,7 @@
 """`pollux`: goodput-optimised co-adaptive scheduling (Qiao et al., OSDI'21, §4.2 PolluxSched).
 
 Each round turns every job's fitted goodput into SPEEDUP_j (Eq. 15, `pollux_speedup`) and
-searches (`pollux_search`) for the allocation maximising FITNESS_p (Eq. 14), a changed job's
+searches (`corral.policies.pollux.search`) for the allocation maximising FITNESS_p (Eq. 14), a changed job's
 speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from last round; jobs
 pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
 share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twice the most GPUs

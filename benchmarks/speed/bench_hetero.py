@@ -19,6 +19,14 @@ Cells run through `corral.sim.batch.sweep.run_matrix` on `--jobs` worker process
 `--quick`: the first two workloads only (a check, not the figures).
 
     python benchmarks/speed/bench_hetero.py [--quick] [--jobs 2]
+
+Last run (`--quick`, at 8bc6d73, 2-core AMD EPYC shared with other work, 1,165 s wall;
+`benchmarks/results/bench_hetero_8bc6d73.txt`): (a) avg JCT sia 0.82 h, pollux 1.55 h, gavel
+1.61 h, tiresias-las 4.00 h, fifo 9.13 h (sia 47 % below pollux, 49 % below gavel; gaps to the
+typed LP bound 2.23x / 4.21x / 4.40x); (b) one type sia / pollux 1.001; (c) tiresias-las /
+gavel 3.46x; (d) sia round 0.71 s CPU, pollux 0.08 s. Every target met on two workloads; the
+full eight-workload run has not been made yet. `fast_gpu_share` is ~0.9 for every policy in
+(a), fifo included: on these workloads it does not tell the policies apart.
 """
 
 from __future__ import annotations

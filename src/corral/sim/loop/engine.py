@@ -250,8 +250,28 @@ class Simulator:
             self._specs[job.spec.name] = job.spec
             job.active_at_arrival = len(active)
             self._waiting += 1
+            if self._mixed:
+                self._profile(job)
         self._next_arrival = i
         return True
+
+    def _profile(self, job: SimJob) -> None:
+        """Seed a newly arrived job's estimator with a one-GPU profile of each GPU type it may
+        use (Sia (SOSP'23) §4: each new job is profiled on one GPU of every type, its
+        per-(type, count) goodput bootstrapped from that and refined as it runs).
+
+        The profile is the truth's one-GPU step time at the job's initial per-GPU batch on that
+        type: what a real scheduler measures by running a few steps of the job there, so it is
+        not an oracle (no multi-GPU, sync or gradient figure is read). Only on a cluster of
+        several types (`self._mixed`), once per job; without it gavel and sia would take every
+        type the job has not run on as fast as its current one (`policies/_typed.py`)."""
+        spec = job.spec
+        local = max(spec.min_local_bsz, min(spec.init_bsz, spec.max_local_bsz)) \
+            if spec.adaptive else spec.user_batch(1).local_bsz
+        est = job.estimator
+        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
+            step_s, _ = job.app_truth.for_type(t).step_time((1,), local)
+            est.bootstrap(t, step_s, local)
 
     def none_waits(self) -> bool:
         return self._waiting == 0

@@ -179,4 +179,7 @@ def test_no_request_breaks_the_service(service, request, job_id, authorized) -> 
 
 def test_the_fuzzing_ran(service) -> None:
     """Runs after the property (file order): it sent what it was set to send."""
+    if COUNT["requests"] == 0 and os.environ.get("PYTEST_XDIST_WORKER"):
+        # xdist_group does not keep the two on one worker with pytest 9 and xdist 3.8 here
+        pytest.skip("the property ran in another xdist worker: its count is not in this process")
     assert COUNT["requests"] >= MAX_EXAMPLES

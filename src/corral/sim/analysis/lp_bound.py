@@ -182,19 +182,8 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAUL
                              shape=(row, nvar))
     a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
                                                         np.concatenate(eq_cols))), shape=(n, nvar))
-    cost = np.zeros(nvar)
-    cost[c0:] = 1.0 / n
-    res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), A_eq=a_eq, b_eq=np.ones(n),
-                  bounds=np.column_stack([lower, upper]), method="highs")
-    if res.status != 0:
-        raise RuntimeError(f"the bound's LP did not solve: {res.message}")
-    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(res.x[c0:]).max()))
-    c = res.x[c0:] * unit + t0
-    jct = tuple(float(v) - slack for v in c - releases)
-    avg = float(np.mean(c - releases)) - slack
-    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots,
-                   slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
-                   solve_s=time.perf_counter() - started)
+    return _solve(a_ub, np.concatenate(rhs), a_eq, c0, lower, upper, unit, t0, releases,
+                  num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
 
 
 @dataclass(frozen=True)
@@ -320,9 +309,19 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
                              shape=(row, nvar))
     a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
                                                         np.concatenate(eq_cols))), shape=(n, nvar))
-    cost = np.zeros(nvar)
+    return _solve(a_ub, np.concatenate(rhs), a_eq, c0, lower, upper, unit, t0, releases,
+                  num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
+
+
+def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c0: int,
+           lower: np.ndarray, upper: np.ndarray, unit: float, t0: float, releases: np.ndarray,
+           num_slots: int, slot_s: float, horizon: float, started: float) -> LpBound:
+    """Minimise the mean completion time (variables from `c0` on, in `unit`s after `t0`) under
+    the built constraints with HiGHS; the bound is each JCT less the solver's slack."""
+    n = a_eq.shape[0]
+    cost = np.zeros(a_ub.shape[1])
     cost[c0:] = 1.0 / n
-    res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), A_eq=a_eq, b_eq=np.ones(n),
+    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(n),
                   bounds=np.column_stack([lower, upper]), method="highs")
     if res.status != 0:
         raise RuntimeError(f"the bound's LP did not solve: {res.message}")
@@ -330,6 +329,5 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
     c = res.x[c0:] * unit + t0
     jct = tuple(float(v) - slack for v in c - releases)
     avg = float(np.mean(c - releases)) - slack
-    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots,
-                   slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
+    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots, slot_s=slot_s, horizon_s=horizon,
                    solve_s=time.perf_counter() - started)

@@ -243,3 +243,21 @@ def test_simulate_at_80_columns_then_wide(monkeypatch, tmp_path):
     assert "…" not in result.stdout
     for header, _, _ in METRIC_COLUMNS:
         assert header in result.stdout
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_per_queue_table_fits(width):
+    from corral.report.queues import queue_table
+
+    figures = {"jobs": 3037, "finished": 3001, "quota_gpus": 520, "avg_jct_s": 43308.2,
+               "avg_queueing_s": 12011.0, "gpu_hours": 10234.5, "guaranteed_gpu_hours": 12480.0,
+               "received_vs_guaranteed": 0.82, "longest_starved_s": 805.0, "ftf_mean": 7.03,
+               "ftf_max": 112.5}
+    runs = [(p, "philly-busiest-day", {"b436b2": figures, "vc-with-a-long-name": figures})
+            for p in ("tiresias-las", "pollux")]
+    text = render(queue_table(runs, width), width)
+    assert_whole(text, width, ("tiresias-las", "b436b2", "vc-with-a-long-name", "43308 s",
+                               "805 s"))
+    assert "--wide" in text  # the columns left out are named
+    every = render(queue_table(runs, None), 400)
+    assert "3037" in every and "philly-busiest-day" in every

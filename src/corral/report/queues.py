@@ -53,9 +53,9 @@ def queue_rows(runs: Iterable[tuple[str, str, Mapping[str, Mapping[str, Any]]]])
 
 
 #: The order in which `queue_table` adds columns while they fit (rank 0: always shown).
-_RANKS = {"policy": 0, "queue": 0, "avg JCT": 0, "received/guaranteed": 0, "longest starved": 0,
-          "FTF max": 1, "quota": 2, "avg queueing": 3, "GPU-h received": 4,
-          "GPU-h guaranteed": 5, "FTF mean": 6, "jobs": 7, "finished": 8, "workload": 9}
+_RANKS = {"policy": 0, "queue": 0, "avg JCT": 0, "longest starved": 0, "received/guaranteed": 1,
+          "FTF max": 2, "quota": 3, "avg queueing": 4, "GPU-h received": 5,
+          "GPU-h guaranteed": 6, "FTF mean": 7, "jobs": 8, "finished": 9, "workload": 10}
 
 
 def queue_table(runs: Iterable[tuple[str, str, Mapping[str, Mapping[str, Any]]]],

@@ -83,11 +83,12 @@ def max_min_allocation(tput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
                        ) -> tuple[np.ndarray, float]:
     """Gavel's LAS program (§4.1), an LP solved with HiGHS. X[j][t] is the time fraction job j runs
     on type t at s_j = `gpus[j]` GPUs; tput_eq(j) = sum_t tput(j,t) c_t / sum_t c_t. Maximise
-    min_j s_j sum_t X[j][t] tput(j,t) / tput_eq(j) s.t. sum_t X[j][t] <= 1, sum_j s_j X[j][t] <= c_t,
-    X[j][t] = 0 where tput(j,t) = 0. The factor s_j makes it LAS over GPU time; per-user weights
-    are all 1; ties go to more total normalised throughput (a 1e-6 weight on its sum). `tput` is
-    samples/s on s_j GPUs of t packed on fewest nodes (0: not allowed: s_j > c_t or excluded by
-    the job's `gpu_type`), `capacity` c_t. Returns X (jobs, types) and the optimal min."""
+    min_j s_j sum_t X[j][t] tput(j,t) / tput_eq(j) s.t. sum_t X[j][t] <= 1, sum_j s_j X[j][t] <=
+    c_t, X[j][t] = 0 where tput(j,t) = 0. The factor s_j makes it LAS over GPU time; per-user
+    weights are all 1; ties go to more total normalised throughput (a 1e-6 weight on its sum).
+    `tput` is samples/s on s_j GPUs of t packed on fewest nodes (0: not allowed: s_j > c_t or
+    excluded by the job's `gpu_type`), `capacity` c_t. Returns X (jobs, types) and the optimal
+    min."""
     num_jobs, num_types = tput.shape
     if num_jobs == 0 or num_types == 0:
         return np.zeros((num_jobs, num_types)), 0.0
@@ -210,12 +211,13 @@ class Gavel(Policy):
 
     def _assign(self, snapshot: Snapshot, keep: dict[str, tuple[str, Assignment]]
                 ) -> dict[str, tuple[str, Assignment]]:
-        """Keep `keep`, then take (job, type) pairs in priority order (§5), each job once, while the type
-        has s_j GPUs left, packed on as few nodes as possible (`consolidated`). Priority is X[j][t] over
-        the fraction of the time since X was computed that j ran on t (`_priority`; never ran there:
-        infinite, by X); ties go by submission time, name, then the cluster's type order. A job kept
-        on its type at its size keeps its GPUs. Between round boundaries the assignments stand
-        (`stands_until`); arrivals and departures only let waiting jobs take idle GPUs."""
+        """Keep `keep`, then take (job, type) pairs in priority order (§5), each job once, while the
+        type has s_j GPUs left, packed on as few nodes as possible (`consolidated`). Priority is
+        X[j][t] over the fraction of the time since X was computed that j ran on t (`_priority`;
+        never ran there: infinite, by X); ties go by submission time, name, then the cluster's
+        type order. A job kept on its type at its size keeps its GPUs. Between round boundaries
+        the assignments stand (`stands_until`); arrivals and departures only let waiting jobs
+        take idle GPUs."""
         cluster, now = snapshot.cluster, snapshot.time_s
         types = cluster.gpu_types
         free = list(cluster.gpus_per_node)

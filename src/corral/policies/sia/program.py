@@ -124,7 +124,7 @@ def solve(program: Program) -> tuple[list[int | None], float]:
         p > 0:  maximise  sum_jc A[j][c] (r Ĝ[j][c])^p - λ_n (J - sum_jc A[j][c]) - λ_a C(A)
         s.t.    sum_c A[j][c] <= 1;  sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs)
     C(A) counts jobs holding a configuration now that are given another (or none). With p < 0 an
-    allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not, when it fits."""
+    allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not (if it fits)."""
     num_jobs, num_configs = program.goodput.shape
     if num_jobs == 0:
         return [], 0.0

@@ -44,8 +44,8 @@ def load_gavel_trace(path: str | Path, apps: Mapping[str, AppLimits] | None = No
     Columns, no header: `job_type, command, working_directory, num_steps_arg, needs_data_dir,
     total_steps, scale_factor, priority_weight, SLO, arrival_time`: a job of `job_type` running
     `total_steps` iterations on `scale_factor` GPUs (`min_gpus` = `max_gpus`, total batch
-    `scale_factor` x the type's batch), submitted at `arrival_time` s; the other columns belong to
-    Gavel's own runs. `apps` (the truth in use) is not consulted: the jobs' truth is Gavel's table."""
+    `scale_factor` x the type's batch), submitted at `arrival_time` s; the other columns are
+    Gavel's own. `apps` (the truth in use) is not consulted: the jobs' truth is Gavel's table."""
     from corral.sim.truth.gavel import GavelApp
 
     path = Path(path)

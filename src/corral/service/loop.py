@@ -4,11 +4,10 @@ Each tick takes in submissions and cancels, reads executor states and reports, a
 time. At each interval (and on arrivals and completions if the policy asks) it builds the
 simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
 checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
-fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
-The round itself is `corral.core.rounds.Rounds` (this loop its `World`), as in the simulator.
-Time is the `corral.core.clock.Clock` it is given, each tick inside `clock.instant()`. `recover()` rebuilds every
-job from the Store (a restart recorded as one: corral.service.records); an executor error fails
-that one job. No oracle policies.
+fill-in round on idle GPUs only (`fill_in=False`: as the simulator). The round is
+`corral.core.rounds.Rounds` (this loop its `World`), on the `Clock` given, each tick inside
+`clock.instant()`. `recover()` rebuilds every job from the Store; an executor error fails that
+one job. No oracle policies.
 """
 
 from __future__ import annotations

@@ -118,10 +118,9 @@ class ControlLoop:
     def recover(self) -> None:
         """Load every job; stop workers left by an earlier service; requeue unfinished jobs.
 
-        The unfinished jobs are reclaimed after every stored job is read, the last thing
-        before the loop's first round: workers left running train on until then, as they
-        would have had the service never stopped (10,000 stored jobs take a second or two to
-        read: 3,000 emulated seconds a second at `corral serve --time-scale 3000`)."""
+        The unfinished jobs are reclaimed after every stored job is read, the last thing before
+        the loop's first round: workers left running train on until then, as they would have had
+        the service never stopped. A restart is recorded as one (corral.service.records)."""
         now = self.now_s()
         shutdown_s = take_shutdown(self.store)  # None: the last service was killed
         active: list[LiveJob] = []

@@ -2,8 +2,8 @@
 
 GPUs come from CUDA_VISIBLE_DEVICES, else `nvidia-smi`; their GPU types from `nvidia-smi`'s
 device names (`gpu_type_name`; torch-free). Without GPUs the machine offers a configured number
-of CPU slots (one worker, one BLAS thread each), of one unnamed type or of the types `--slots
-t4:2,a100:2` names (`parse_slots`). The slots of one type are one node of the executor's
+of CPU slots (one worker, one BLAS thread each), of one unnamed type or of the types
+`--slots t4:2,a100:2` names (`parse_slots`). The slots of one type are one node of the executor's
 cluster; a job takes the slots its placement names on each node (`acquire_on`), and one
 restarted on no more slots keeps those it held. A slot has one holder and may be *promised* to
 one job starting early on it (corral.executors.early; SideCar (SC'20) §III-B-1's `reserved`).

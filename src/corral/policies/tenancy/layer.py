@@ -5,8 +5,8 @@ carves the cluster into one sub-cluster per queue (`_carve`) and asks one inner 
 instance per queue (`inner_factory()`, so per-job state stays per queue) to decide for that
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
 A gang is never split. Where the inner policies' promises give a queue's decision without
-asking (`_known`), it is not asked; `fast=False` asks every round, as a reference (tests/
-policies/test_tenancy.py compares the two). docs/queues.md ("The layer") describes the rules.
+asking (`_known`), it is not asked; `fast=False` asks every round, as a reference
+(tests/policies/test_tenancy.py compares the two). docs/queues.md, "The layer", has the rules.
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@
 `checked_decision` is what both the simulator's engine and the live control loop call on every
 decision a policy returns: on a cluster of several GPU types, a policy that is not type-aware
 (no `Reads.GPU_TYPES` in its promises) has its decision re-placed so that each job's GPUs are
-of one type, and of the job's `gpu_type` where it names one (`within_one_type`); then every
-decision is checked (`check_decision`) against the active jobs' specs, so a placement over two
-types, or on a type the job's `gpu_type` excludes, is refused whoever made it.
-
-On a cluster of one type this is the plain capacity check: `within_one_type` returns the
-decision itself, and unless some active job names a `gpu_type` (`restricted`), the specs'
-names are checked as a set would be (no per-job type look-up).
+of one type (`within_one_type`); then every decision is checked (`check_decision`) against the
+active jobs' specs, so a placement over two types, or on a type the job's `gpu_type` excludes,
+is refused whoever made it. On one type this is the plain capacity check.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Teams sharing a cluster: a tree of queues with quotas, and each queue's GPU share per round.
 
-A queues file (TOML, read with `tomllib`) declares one table per queue::
-
-    min_runtime_s = 600          # a job that (re)started less than this ago is not preempted
-    usage_half_life_s = 86400    # optional: borrowing weights fall with decayed past usage
-
-    [queue.research]
-    quota = 32                   # GPUs guaranteed to the queue (a cohort: to its subtree)
-    [queue.vision]
-    parent = "research"          # cohorts nest: at least two levels
-    quota = 16
-    limit = 24                   # never more than this many GPUs (default: no limit)
-    weight = 2                   # share of idle GPUs lent by weight (default 1)
-    priority = 1                 # reclaimed last; placed first (default 0)
-
-Jobs run in leaf queues (queues no other queue names as parent); a job whose queue is unset
-or not a leaf of the file runs in `default`, implicit with quota 0 when not declared. A cohort
-without a `quota` guarantees the sum of its children's.
-
-`shares` is the pure function the tenancy layer (`corral.policies.tenancy`) calls every round:
-guaranteed quota first, idle quota lent by weight through the parent cohort before the root,
-limits respected, and a queue below its quota with waiting work takes its quota back from the
-queues furthest above their fair share, lowest priority first (Kueue's cohorts and
-reclaimWithinCohort, KAI's deserved quota and over-quota weight).
+A queues file (TOML, `parse_queues`; docs/queues.md, "The queues file", shows one) declares
+one table per queue: `quota`, `parent` (cohorts nest), `limit`, `weight`, `priority`, with
+`min_runtime_s` and `usage_half_life_s` at the top. Jobs run in leaf queues; a job whose queue
+is unset or not a leaf runs in `default` (quota 0 when not declared). A cohort without a
+`quota` guarantees the sum of its children's. `shares` is the pure function the tenancy layer
+calls every round (after Kueue's cohorts and reclaimWithinCohort, KAI's deserved quota and
+over-quota weight).
 """
 
 from __future__ import annotations
@@ -346,19 +330,15 @@ def _allocate(tree: QueueTree, capacity: int, top_cap: Mapping[str, int],
 def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
            capacity: int, weights: Mapping[str, float] | None = None,
            base: Mapping[str, int] | None = None) -> Shares:
-    """Each leaf queue's GPU share this round (module docstring).
-
-    `demand`: GPUs each leaf's jobs could use now (waiting jobs' GPUs plus what running jobs
-    hold, or could grow to under an elastic policy); `usage`: GPUs its running jobs hold;
-    `weights`: borrowing weights when not the declared ones (decayed-usage fair share);
-    `base`: the part of each leaf's demand its quota guarantees (default: all of it; an
-    elastic job's growth beyond what it asked for is only ever borrowed).
-    A queue keeps what it holds unless a queue below its quota needs it back: then GPUs are
-    taken from the leaves furthest above their fair share (per weight), lowest priority first,
-    never below that fair share. A queue below its fair share of what its jobs asked for
-    (`base`) takes GPUs no job asked for (elastic growth) from leaves above theirs. Free GPUs go to the leaves below their fair share, largest
-    gap per weight first, then to any leaf with demand left, limits always respected.
-    """
+    """Each leaf queue's GPU share this round: guaranteed quota first, idle quota lent by weight
+    through the parent cohort before the root, limits respected. `demand`: GPUs each leaf's jobs
+    could use now (waiting plus held, or growable under an elastic policy); `usage`: GPUs held;
+    `weights`: borrowing weights when not the declared ones; `base`: the part of demand the quota
+    guarantees (default all; elastic growth is only borrowed). A queue below its quota takes GPUs
+    back from leaves furthest above their fair share (per weight), lowest priority first, never
+    below that share; one below its fair share of `base` takes elastic growth from leaves above
+    theirs. Free GPUs go to leaves below their fair share, largest gap per weight first, then to
+    any leaf with demand left."""
     weights = dict(weights or {})
     leaves = tree.leaves
     d = _subtree_demand(tree, demand)

@@ -6,13 +6,8 @@
     RUNNING --a worker dies--> STOPPING --> QUEUED | FAILED (after max_retries crashes)
 
 Workers get env:// (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots (gloo); files
-under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs.
-
-GPU types: each slot has one (the GPU's, from nvidia-smi; CPU slots: "" or the types `slot_types`
-names, `corral serve --slots t4:2,a100:2`); the slots of one type are one node of `cluster()`
-(`localhost` when there is one type, else `localhost-<type>`), so a placement's nodes say which
-slots a job gets. Each worker is told its slot's type (CORRAL_GPU_TYPE). A job that changes
-nodes is moved by checkpoint-restart (in place only within one node).
+under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs; GPU types:
+`LocalExecutor`.
 """
 
 from __future__ import annotations
@@ -83,7 +78,11 @@ class _EarlyProcs(EarlyStart):
 
 
 class LocalExecutor(EarlyStartExecutor[_Job]):
-    """Runs workers as local processes; see the module docstring."""
+    """Runs workers as local processes; see the module docstring. GPU types: each slot has one (from
+    nvidia-smi; CPU slots: "" or the types `slot_types` names, `corral serve --slots
+    t4:2,a100:2`); the slots of one type are one node of `cluster()` (`localhost` with one type,
+    else `localhost-<type>`), so a placement's nodes say which slots a job gets. Each worker is
+    told its slot's type (CORRAL_GPU_TYPE); a job that changes nodes moves by checkpoint-restart."""
 
     name = "local"
     _job_type = _Job

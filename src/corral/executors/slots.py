@@ -1,14 +1,12 @@
 """Which devices of this machine a job's workers get: GPU ids, or numbered CPU slots.
 
 GPUs come from CUDA_VISIBLE_DEVICES, else `nvidia-smi`; their GPU types from `nvidia-smi`'s
-device names (`gpu_type_name`; torch-free, as the service is). Without GPUs the machine offers a
-configured number of CPU slots (one worker, one BLAS thread each), of one unnamed type or of the
-types `--slots t4:2,a100:2` names (`parse_slots`). The slots of one type are one node of the
-executor's cluster; a slot belongs to its node (`SlotPool(nodes=...)`) and a job takes the slots
-its placement names on each node (`acquire_on`). A job restarted on no more
-slots keeps those it held (fewer moves). A slot has at most one holder and may be *promised* to
-one other job, the one starting early on it (corral.executors.early): SideCar (SC'20)
-§III-B-1's `reserved` state; once released, only that job can acquire it.
+device names (`gpu_type_name`; torch-free). Without GPUs the machine offers a configured number
+of CPU slots (one worker, one BLAS thread each), of one unnamed type or of the types
+`--slots t4:2,a100:2` names (`parse_slots`). The slots of one type are one node of the executor's
+cluster; a job takes the slots its placement names on each node (`acquire_on`), and one
+restarted on no more slots keeps those it held. A slot has one holder and may be *promised* to
+one job starting early on it (corral.executors.early; SideCar (SC'20) §III-B-1's `reserved`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """What a job has learned about itself from what it ran: step-time profile, fitted throughput
 model, latest gradient statistics, and the goodput function they make.
 
-The simulator and a training library feed a `JobEstimator` alike (`observe_step` per measured
-configuration, `observe_grad`), so scheduler and job see identical models in both worlds. The
-throughput model is fitted lazily and kept until the profile changes materially (a new (N, K,
-m), or a mean moving > 1%). Fitting follows PolluxAgent (Pollux (OSDI'21) §4.1).
-
-GPU types (Sia (SOSP'23) §4): one throughput model per GPU type, each fitted only from the
-steps seen on that type; the gradient statistics (hence statistical efficiency) are the job's,
-shared by all types. The unnamed type "" is the single model of a cluster without types.
-`observe_step(..., gpu_type=t)` feeds type t and makes it the job's *current* type; every query
-left without a type (`goodput_fn()`, `throughput_params()`, `max_gpus_observed`, `profile()`,
-...) answers for the current type ("" until a step of a named type is seen), so a job on one
-type, named or not, is modelled exactly as before types existed.
-
-A type the job has not run on is seeded from a one-GPU profile (`bootstrap`): that step is a
-one-GPU observation of the type (the compute part; the fit splits it evenly between the constant
-and the per-sample cost, as for any single batch size). The sync parameters cannot come from one
-GPU: `bootstrap` borrows, unscaled, those (alpha/beta local and node, gamma) of the type fitted
-with the most GPUs (at least 2) at that moment - the all-reduce moves the same gradient bytes
-whatever computes them - and the type keeps them until it sees multi-GPU steps of its own.
-Without such a type, the default prior of a one-type job applies (sync assumed free: perfect
-scaling, Pollux §4.1).
-
-What a policy calls per type (Sia's and Gavel's): `throughput(gpu_type, gpus, nodes,
-local_bsz=None)` -> samples/s, `goodput(gpu_type, gpus, nodes)` -> (goodput, best BatchConfig),
-both None for a type without a model; results are remembered per type until its model or the
-gradient statistics change, so asking many configurations per round stays cheap.
+The simulator and a training library feed a `JobEstimator` alike (`observe_step`,
+`observe_grad`), so scheduler and job see identical models in both worlds. The throughput model
+is fitted lazily, as PolluxAgent does (Pollux (OSDI'21) §4.1), and kept until the profile
+changes materially (a new (N, K, m), or a mean moving > 1%). One model per GPU type (Sia
+(SOSP'23) §4), fitted from that type's steps; the gradient statistics are shared by all types.
+What policies call per type: `throughput` and `goodput`, remembered until a model changes.
 """
 
 from __future__ import annotations
@@ -141,8 +121,12 @@ class _TypeModel:
 
 
 class JobEstimator:
-    """One job's measured profile and the models fitted from it, one per GPU type (see the
-    module docstring: `observe_step`, `bootstrap`, `goodput_fn`, `throughput`, `goodput`)."""
+    """One job's measured profile and the models fitted from it, one per GPU type. The unnamed type
+    "" is the single model of a cluster without types. `observe_step(..., gpu_type=t)` makes t
+    the job's current type; every query left without a type (`goodput_fn()`,
+    `throughput_params()`, `max_gpus_observed`, `profile()`, ...) answers for it ("" until a step
+    of a named type is seen), so a job on one type, named or not, is modelled as before types
+    existed. A type the job has not run on is seeded by `bootstrap`."""
 
     def __init__(self, init_bsz: int, max_bsz: int, min_local_bsz: int, max_local_bsz: int,
                  accumulation: bool = True, adaptive: bool = True) -> None:
@@ -208,10 +192,13 @@ class JobEstimator:
     def bootstrap(self, gpu_type: str, step_time_s: float, local_bsz: int, *,
                   max_local_bsz: int | None = None) -> None:
         """Seed `gpu_type`'s model from a one-GPU profile: one step of `step_time_s` at per-GPU
-        batch `local_bsz` (recorded as a one-GPU observation of the type). Its sync parameters
-        are borrowed from the type fitted with the most GPUs, if one has seen >= 2 (module
-        docstring); `max_local_bsz`, when given, is the type's per-GPU batch limit (its
-        memory), used in place of the job's. Does not change the current type."""
+        batch `local_bsz`, a one-GPU observation of the type (the fit splits it evenly between
+        the constant and the per-sample cost). Sync parameters cannot come from one GPU: they are
+        borrowed, unscaled, from the type fitted with the most GPUs (>= 2, `_sync_donor`; the
+        all-reduce moves the same bytes whatever computes them) until the type sees multi-GPU
+        steps; without one, sync is free (perfect scaling, Pollux §4.1). `max_local_bsz`, when
+        given, is the type's per-GPU batch limit (its memory), used in place of the job's. Does
+        not change the current type."""
         if not (step_time_s > 0 and np.isfinite(step_time_s)) or local_bsz < 1:
             raise ValueError(f"bad one-GPU profile: step {step_time_s} s at batch {local_bsz}")
         if max_local_bsz is not None and max_local_bsz < self.min_local_bsz:

@@ -1,57 +1,12 @@
-"""`gavel`: Gavel's heterogeneity-aware max-min fairness (its LAS policy), realised in rounds.
+"""`gavel` and `gavel-ftf`: Gavel's heterogeneity-aware max-min fairness (LAS) and finish-time
+fairness over per-type throughputs, realised in rounds.
 
-Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
-Workloads", OSDI'20: §4.1 (max-min fairness / LAS as an optimisation over the allocation X)
-and §5 (the round-based mechanism). The paper is not among the shared seeds; this follows its
-formulation as published and as its public artifact (stanford-futuredata/gavel) solves it.
-
-**The program (§4.1), an LP solved with HiGHS (`scipy.optimize.linprog`).** X[j][t] is the
-fraction of time job j runs on GPU type t, at its requested GPU count s_j = `spec.gpus`
-(Gavel's scale factor) and the user's batch. tput(j, t) is j's throughput (samples/s) on s_j
-GPUs of t packed on as few nodes as possible, from the job's own per-type model
-(`corral.policies._typed`; a type it has not run on comes from its one-GPU bootstrap). The
-normaliser is the throughput j would get from an equal share of the cluster, time on each type
-in proportion to the type's GPUs: tput_eq(j) = sum_t tput(j, t) c_t / sum_t c_t (the factor
-"1/number of jobs" of an equal share is common to all jobs and cancels in a max-min). Then
-
-    maximise  min_j  s_j * sum_t X[j][t] tput(j, t) / tput_eq(j)
-    s.t.      sum_t X[j][t] <= 1                  (a job runs at most all the time)
-              sum_j s_j X[j][t] <= c_t            (type t's GPUs)
-              X[j][t] = 0 where s_j > c_t or the job's `gpu_type` excludes t.
-
-The factor s_j makes it LAS over GPU time: on one type every job gets an equal share of
-GPU-seconds (a job on 4 GPUs a quarter of the time of a job on 1), as Gavel multiplies
-throughputs by scale factors. Gavel's LAS weights w_m are per-user priorities, all 1 here
-(a JobSpec has none); the paper's LAS takes no attained-service term in the program: least
-attained service comes from the mechanism below, which gives each job the time X promises
-(attained service enters through the fractions received so far). Ties between optima are
-broken towards more total normalised throughput (a 1e-6 weight on its sum).
-
-**The mechanism (§5).** Rounds of `round_s` (Gavel's 6 minutes). X is recomputed when the set
-of jobs changes, and what each job received is counted from then. At each round boundary
-every job's priority on type t is X[j][t] / (fraction of the time since then it ran on t),
-infinite (ordered by X) where it has not run there; (job, type) pairs are taken in priority
-order, each job at most once, while the type has s_j GPUs left; a job kept on its type at its
-size keeps its GPUs (no restart), the others are packed on as few nodes of the type as
-possible (`consolidated`). A whole gang is always on one type. Between boundaries the round's
-assignments stand (`stands_until`), but when jobs arrive or leave, waiting jobs may take GPUs
-left idle, in the same priority order (Gavel leaves them idle until the round ends; decided
-here: work conservation within a round, no preemption before it ends).
-
-Decided here, where the paper says nothing: a job that asks for more GPUs than the largest
-type it may use runs at that type's GPU count (`gang_gpus`: a gang never spans types); X is
-recomputed only when the set of jobs changes (throughputs learned in between wait for it); a
-job without any throughput model (nothing observed, no one-GPU profile) counts as equally fast
-on every type; pairs of equal priority go
-by submission time, then name, then the cluster's type order.
-
-`gavel-ftf` (§4.2, finish-time fairness after Themis): the same throughputs, mechanism and
-rounds, X minimising max_j rho_j(X) = (t_j + R_j / tput_j(X)) / (t_j + R_j / tput_eq_j) with
-t_j the time since arrival, R_j the remaining samples and tput_eq_j the throughput of an equal
-share (total GPUs / jobs, at most the whole time). rho is not linear in X, so the bound is
-bisected over LP feasibility problems (`finish_time_fair_allocation`). Gavel's jobs declare
-their total steps; here nothing a job reports says how much is left, so `gavel-ftf` reads the
-true remaining work (`JobView.oracle`): an oracle policy, simulator only.
+Gavel (OSDI'20) §4.1 (LAS as an LP over the allocation X: `max_min_allocation`), §4.2
+(finish-time fairness: `finish_time_fair_allocation`) and §5 (rounds: `Gavel._assign`), as
+published and as its public artifact solves them; docs/policies.md describes both. Decided here,
+where the paper says nothing: a gang never spans types, at most the GPUs of its largest allowed
+type (`gang_gpus`); X is recomputed only when the set of jobs changes; a job with no throughput
+model counts as equally fast on every type; idle GPUs go to waiting jobs within a round.
 """
 
 from __future__ import annotations
@@ -126,9 +81,14 @@ def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...
 
 def max_min_allocation(tput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
                        ) -> tuple[np.ndarray, float]:
-    """Gavel's heterogeneity-aware LAS program (module docstring): X (jobs, types) and the
-    optimal min_j of s_j * effective throughput / equal-share throughput. `tput` is samples/s
-    (0: not allowed), `gpus` s_j, `capacity` c_t."""
+    """Gavel's LAS program (§4.1), an LP solved with HiGHS. X[j][t] is the time fraction job j runs
+    on type t at s_j = `gpus[j]` GPUs; tput_eq(j) = sum_t tput(j,t) c_t / sum_t c_t. Maximise
+    min_j s_j sum_t X[j][t] tput(j,t) / tput_eq(j) s.t. sum_t X[j][t] <= 1, sum_j s_j X[j][t] <=
+    c_t, X[j][t] = 0 where tput(j,t) = 0. The factor s_j makes it LAS over GPU time; per-user
+    weights are all 1; ties go to more total normalised throughput (a 1e-6 weight on its sum).
+    `tput` is samples/s on s_j GPUs of t packed on fewest nodes (0: not allowed: s_j > c_t or
+    excluded by the job's `gpu_type`), `capacity` c_t. Returns X (jobs, types) and the optimal
+    min."""
     num_jobs, num_types = tput.shape
     if num_jobs == 0 or num_types == 0:
         return np.zeros((num_jobs, num_types)), 0.0
@@ -251,7 +211,13 @@ class Gavel(Policy):
 
     def _assign(self, snapshot: Snapshot, keep: dict[str, tuple[str, Assignment]]
                 ) -> dict[str, tuple[str, Assignment]]:
-        """Keep `keep`, then give jobs to types by priority (module docstring)."""
+        """Keep `keep`, then take (job, type) pairs in priority order (§5), each job once, while the
+        type has s_j GPUs left, packed on as few nodes as possible (`consolidated`). Priority is
+        X[j][t] over the fraction of the time since X was computed that j ran on t (`_priority`;
+        never ran there: infinite, by X); ties go by submission time, name, then the cluster's
+        type order. A job kept on its type at its size keeps its GPUs. Between round boundaries
+        the assignments stand (`stands_until`); arrivals and departures only let waiting jobs
+        take idle GPUs."""
         cluster, now = snapshot.cluster, snapshot.time_s
         types = cluster.gpu_types
         free = list(cluster.gpus_per_node)

@@ -3,12 +3,10 @@
 Every worker gets the `torch.distributed` rendezvous variables (RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so any `init_process_group("env://")` script runs
 unchanged, plus `CORRAL_JOB_ID`, `CORRAL_CHECKPOINT_DIR` and `CORRAL_BACKEND` (enough for a
-plain script that checkpoints on SIGTERM, SideCar (SC'20) §III-B-4) and `CORRAL_JOB_CONFIG`, the
-JSON `JobConfig` `corral.train` reads: batch limits (Pollux (OSDI'21) §4.1 `initBatchSize`,
-`maxBatchSize`, `localBszBounds`), any batch a policy fixed, report and checkpoint paths.
-`CORRAL_GPU_TYPE` names the GPU type of the worker's slot as the cluster names it (`v100`, ""
-for the unnamed type); a job reports its steps as that type's (corral.protocol.report).
-Torch-free.
+plain script that checkpoints on SIGTERM, SideCar (SC'20) §III-B-4), `CORRAL_JOB_CONFIG` (the
+JSON `JobConfig` `corral.train` reads: batch limits as Pollux (OSDI'21) §4.1's, any batch a
+policy fixed, report and checkpoint paths) and `CORRAL_GPU_TYPE` (the slot's GPU type as the
+cluster names it, "" unnamed; steps are reported as that type's). Torch-free.
 """
 
 from __future__ import annotations

@@ -4,11 +4,9 @@ Rank 0 of a `corral.train` job rewrites one JSON file atomically every report in
 each launch's first step, at epoch ends and on stop/finish; the executor reads it (SideCar
 (SC'20) §III-B-4's monitoring report). Keys: time (Unix s), state (running|stopped|finished),
 launch, world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz, steps, epoch,
-progress (scale-invariant iterations), samples, loss (mean over the interval), lr_scale,
-metrics [[steps, epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (the checkpoint
-this launch started from, or null), first_step_time, gpu_type (the GPU type the job runs on,
-"" for the unnamed one: its steps are that type's in the estimator; `gpu_type_name` makes it
-from a device name). Torch-free.
+progress (scale-invariant iterations), samples, loss (interval mean), lr_scale, metrics [[steps,
+epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (checkpoint or null),
+first_step_time, gpu_type (the type its steps are, "" unnamed; `gpu_type_name`). Torch-free.
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ bodies are bounded (corral.service.submission) and client text is echoed only th
 `safe_text`. A submission's answer lists what the service changed (`adjusted`, also events).
 The API reads the store and logs and writes only submissions and cancels; the control loop does
 the rest. `/healthz`: corral.service.health; `/` and `/docs`: corral.service.dashboard.
-
-Under `corral serve --queues` each queue's token is a tenant's (corral.service.tenants): it
-submits to and sees its own queues' jobs only (403 one line for another's; `GET /jobs`
-filtered; `/cluster` and `/healthz` name no job), `/metrics` and `PUT /queues` are the admin's.
 """
 
 from __future__ import annotations
@@ -71,12 +67,13 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                stall_after_s: float = 30.0,
                check_app: Callable[[str | None], None] = any_app,
                tenancy: Tenancy | None = None, data_dir: Path | None = None) -> FastAPI:
-    """The API over `store`; `/healthz` answers 503 when the control loop or the executor has
-    not finished a round for `stall_after_s` seconds. Each submission's model passes
-    `check_app` (the executor's: `Backend.check_app`). With `tenancy` (the loop's policy a
-    `QueuedPolicy` on its tree) each queue's token is a tenant's (corral.service.tenants):
-    it sees and acts on its own queues' jobs only (403 otherwise); `token` is the admin's.
-    `data_dir`: where `PUT /queues` writes the tokens of queues it adds."""
+    """The API over `store`; `/healthz` answers 503 when the control loop or the executor has not
+    finished a round for `stall_after_s` seconds. Each submission's model passes `check_app` (the
+    executor's: `Backend.check_app`). With `tenancy` (the loop's policy a `QueuedPolicy` on its
+    tree) each queue's token is a tenant's (corral.service.tenants): it submits to and sees its
+    own queues' jobs only (403, one line, for another's; `GET /jobs` filtered; `/cluster` and
+    `/healthz` name no job); `/metrics` and `PUT /queues` are the admin's (`token`). `data_dir`:
+    where `PUT /queues` writes the tokens of queues it adds."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.",
                   docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead

@@ -4,11 +4,10 @@ Each tick takes in submissions and cancels, reads executor states and reports, a
 time. At each interval (and on arrivals and completions if the policy asks) it builds the
 simulator's `Snapshot` (books in `JobLedger`), asks the same policy under `should_decide`,
 checks the `Decision` and hands changes to the executor. A job arriving while GPUs idle gets a
-fill-in round that only places waiting jobs on idle GPUs (`fill_in=False`: as the simulator).
-The round itself is `corral.core.rounds.Rounds` (this loop its `World`), as in the simulator.
-Time is the `corral.core.clock.Clock` it is given, each tick inside `clock.instant()`. `recover()` rebuilds every
-job from the Store (a restart recorded as one: corral.service.records); an executor error fails
-that one job. No oracle policies.
+fill-in round on idle GPUs only (`fill_in=False`: as the simulator). The round is
+`corral.core.rounds.Rounds` (this loop its `World`), on the `Clock` given, each tick inside
+`clock.instant()`. `recover()` rebuilds every job from the Store; an executor error fails that
+one job. No oracle policies.
 """
 
 from __future__ import annotations
@@ -119,10 +118,9 @@ class ControlLoop:
     def recover(self) -> None:
         """Load every job; stop workers left by an earlier service; requeue unfinished jobs.
 
-        The unfinished jobs are reclaimed after every stored job is read, the last thing
-        before the loop's first round: workers left running train on until then, as they
-        would have had the service never stopped (10,000 stored jobs take a second or two to
-        read: 3,000 emulated seconds a second at `corral serve --time-scale 3000`)."""
+        The unfinished jobs are reclaimed after every stored job is read, the last thing before
+        the loop's first round: workers left running train on until then, as they would have had
+        the service never stopped. A restart is recorded as one (corral.service.records)."""
         now = self.now_s()
         shutdown_s = take_shutdown(self.store)  # None: the last service was killed
         active: list[LiveJob] = []

@@ -1,16 +1,10 @@
 """Tenants of the live service: one token per queue, who may see which job, and quota changes.
 
 `corral serve --queues FILE` gives every queue of the file (cohorts and `default` included) a
-token of its own. The service keeps only a salted SHA-256 hash of each (in state.db, meta
-`queue_tokens`) and writes the token itself once, at the start that makes it, to
-`DATA_DIR/tokens/QUEUE` (mode 0600) for the admin to hand out; a token kept survives restarts
-(the file may be deleted: the hash stays), and a queue new to the file gets one at the next start
-(or at the `PUT /queues` that adds it). Tokens are 192 random bits, so a fast salted hash is as
-safe as a slow one; comparisons use `hmac.compare_digest`.
-
-A queue's token covers the queue and, for a cohort, every queue below it (`Principal.queues`):
-it submits to those leaves, and sees, cancels and reads logs of their jobs only. The admin
-token (`DATA_DIR/token`) covers everything.
+token of its own, written once to `DATA_DIR/tokens/QUEUE` (mode 0600) for the admin to hand
+out; the service keeps only a salted hash (`hash_token`). A queue's token covers the queue and,
+for a cohort, every queue below it (`Principal.queues`): it submits to those leaves, and sees,
+cancels and reads logs of their jobs only. The admin token (`DATA_DIR/token`) covers everything.
 """
 
 from __future__ import annotations
@@ -81,6 +75,10 @@ def subtree(tree: QueueTree, name: str) -> frozenset[str]:
 
 
 def hash_token(token: str, salt: str | None = None) -> str:
+    """Salted SHA-256 of a token, kept in state.db (meta `queue_tokens`): tokens are 192 random
+    bits, so a fast salted hash is as safe as a slow one; `token_matches` compares with
+    `hmac.compare_digest`. A token kept survives restarts (its file may be deleted: the hash
+    stays); a queue new to the file gets one at the next start or the `PUT /queues` adding it."""
     salt = salt or secrets.token_hex(16)
     digest = hashlib.sha256(bytes.fromhex(salt) + token.encode()).hexdigest()
     return f"sha256${salt}${digest}"

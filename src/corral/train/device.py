@@ -4,11 +4,8 @@ Under an executor (`CORRAL_BACKEND`): `nccl` uses the GPU LOCAL_RANK names among
 CUDA_VISIBLE_DEVICES, `gloo` the CPU. Standalone: cuda:LOCAL_RANK if CUDA is present (wrapping
 round the GPUs seen), else the CPU; more workers on a node than GPUs with all GPUs visible is a
 clear error (nccl would fail deep inside with "duplicate GPU"). `requested` (the trainer's
-`device=`) overrides both. Every tensor the trainer makes goes on `Placement.device`.
-The GPU type a worker reports (`gpu_type_of`): the executor's `CORRAL_GPU_TYPE` whenever it is
-set, even to "" (the cluster's name for the slot's type: the scheduler's models must be keyed as
-its cluster names types, "" on a cluster without types), else (standalone) the CUDA device's
-name made short (corral.protocol.report.gpu_type_name), else "" (the CPU).
+`device=`) overrides both. Every tensor the trainer makes goes on `Placement.device`. The GPU
+type a worker reports: `gpu_type_of`.
 """
 
 from __future__ import annotations
@@ -72,8 +69,10 @@ def _check_one_gpu_each(worker: WorkerEnv) -> None:
 
 
 def gpu_type_of(device: torch.device, environ: Mapping[str, str] | None = None) -> str:
-    """The GPU type a worker on `device` reports (module docstring): the executor's, else the
-    CUDA device's short name, else ""."""
+    """The GPU type a worker on `device` reports: the executor's `CORRAL_GPU_TYPE` whenever it is
+    set, even to "" (the cluster's name for the slot's type: the scheduler's models must be keyed
+    as its cluster names types), else (standalone) the CUDA device's name made short
+    (corral.protocol.report.gpu_type_name), else "" (the CPU)."""
     given = (os.environ if environ is None else environ).get(ENV_GPU_TYPE)
     if given is not None:
         return given

@@ -4,16 +4,8 @@
 on the ground truth), so `corral emulate` can compare it with `corral simulate`. A job's model
 is its spec's `app`; its command never runs. A thread advances placed jobs with `SimJob.advance`
 as the engine does; reports as corral.protocol.report, resizes as corral.sim.loop.mechanism,
-checkpoints in corral.executors.emulated.checkpoints. After a SIGKILL the jobs train on and
-`reclaim` advances them to now; the clock stands still while the service acts
-(`EmulatedClock.instant`); a submission's model is checked by `KnownApps`.
-Unlike the engine: decisions apply job by job, rounds fall on ticks, no interference.
-
-A cluster of several GPU types (`--cluster k80:1x4,v100:1x4`): a job runs at its placement
-type's speed (`AppTruth.for_type(cluster.placement_type(placement))`; a placement across types
-at its model's own), observes its steps as that type's (`SimJob.assign(..., gpu_type)`) and
-reports the type (`gpu_type`), as a corral.train job told CORRAL_GPU_TYPE does. A model that does
-not know a type it is placed on fails with the types it knows.
+checkpoints in corral.executors.emulated.checkpoints. Unlike the engine: decisions apply job by
+job, rounds fall on ticks, no interference. Restarts and GPU types: `EmulatedExecutor`.
 """
 
 from __future__ import annotations
@@ -73,7 +65,13 @@ class _Job:
 
 
 class EmulatedExecutor(Executor):
-    """Simulated jobs on a simulated cluster, on an emulated clock (see the module docstring)."""
+    """Simulated jobs on a simulated cluster, on an emulated clock. After a SIGKILL the jobs train
+    on and `reclaim` advances them to now; the clock stands still while the service acts
+    (`EmulatedClock.instant`); a submission's model is checked by `KnownApps`. On a cluster of
+    several GPU types (`--cluster k80:1x4,v100:1x4`) a job runs at its placement type's speed
+    (`AppTruth.for_type`; across types at its model's own), observes and reports its steps as
+    that type's, as a corral.train job told CORRAL_GPU_TYPE does; a model that does not know the
+    type fails with the types it knows."""
 
     name = "emulated"
 

@@ -6,11 +6,6 @@ keep first-seen order (head first), leavers drop out and joiners append (Ray's i
 shuffle). `bundles_for`: one bundle per node, pinned by the `ray.io/node-id` label,
 STRICT_PACK on one node, STRICT_SPREAD on several; a job whose node has gone restarts on
 one-slot bundles with PACK. Pure functions of plain data; no Ray import.
-
-A node's GPU type (`node_gpu_type`) is its `ray.io/accelerator-type` label where Ray sets one,
-else the `accelerator_type:<NAME>` resource Ray gives GPU nodes (`accelerator_type:A100`), as
-corral's short lower-case name (`gpu_type_name`: A100-80G -> a100, T4 -> t4); "" (the unnamed
-type) for a node with neither.
 """
 
 from __future__ import annotations
@@ -32,7 +27,10 @@ _HEAD_RESOURCE = "node:__internal_head__"
 
 
 def node_gpu_type(raw: Mapping[str, Any]) -> str:
-    """The GPU type of one `ray.nodes()` entry (see the module docstring)."""
+    """The GPU type of one `ray.nodes()` entry: its `ray.io/accelerator-type` label where Ray sets
+    one, else the `accelerator_type:<NAME>` resource Ray gives GPU nodes
+    (`accelerator_type:A100`), as corral's short lower-case name (`gpu_type_name`: A100-80G ->
+    a100, T4 -> t4); "" (the unnamed type) for a node with neither."""
     label = (raw.get("Labels") or {}).get(ACCELERATOR_LABEL)
     if isinstance(label, str) and label.strip():
         return gpu_type_name(label)

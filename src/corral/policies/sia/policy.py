@@ -1,36 +1,12 @@
-"""`sia`: Sia's heterogeneity-aware, goodput-optimised scheduling (Jayaram Subramanya et al.,
-"Sia: Heterogeneity-aware, goodput-optimized ML-cluster scheduling", SOSP'23).
+"""`sia`: Sia's heterogeneity-aware, goodput-optimised scheduling (Sia (SOSP'23) §3, as published
+and as its public artifact's MIP policy runs it), every round (Sia's 60 s: the engine's interval).
 
-The paper is not among the shared seeds; this follows its §3 as published and its public
-artifact's MIP policy. Every round (Sia's 60 s: the engine's interval):
-
-1. **Goodputs per configuration** (§3.2). For each job, each type and each of Sia's
-   configurations of that type (`program.configurations`: 1, 2, 4, ... GPUs within a node,
-   then whole nodes), the job's best goodput there (`JobEstimator.goodput`: Pollux's Eq. 13
-   batch optimum under the type's throughput model, refined as the job runs; a type it has not
-   run on from its one-GPU profile, `JobEstimator.bootstrap`). A configuration is offered up to
-   the job's cap: twice the most GPUs it was seen on (any type), at least what it holds and its
-   `min_gpus`, within `max_gpus` and its batch limit (Pollux's exploration cap, which Sia
-   keeps); only on the job's `gpu_type` when it names one.
-2. **The program** (§3.3, `program.py`): at most one configuration per job under each type's
-   GPU count, objective over normalised goodputs with fairness power `p` (-0.5), no-allocation
-   penalty `lambda_n` (1.1), change penalty `lambda_a` (0.01), solved with
-   `scipy.optimize.milp` (HiGHS).
-3. **Restart cost** (§3.4): a configuration other than the current one has its goodput scaled
-   by the restart factor, by default Pollux's re-allocation factor as Sia's artifact computes it,
-   max(T - R δ, 0) / (T + δ) with T the job's age, R its restarts, δ = `restart_penalty_s`
-   (1 while the job is younger than δ); `restart_discount=round` uses (round - δ) / round
-   instead, the restart pause over one round of `round_s`.
-4. **Placement** (§3.5): per type, jobs kept at their configuration keep their GPUs; the others
-   are packed largest first on as few nodes as possible (`consolidated`). Where that leaves a
-   job without room, the type is packed again from empty, largest first (current placements
-   reused where they still fit); a job that still finds no room waits a round. Each job picks
-   its batch for its GPUs (`batch=None`).
-
-Decided here, where the paper says nothing: a job with no model at all (nothing observed, no
-one-GPU profile) gets the 1-GPU configurations with goodput 1 on every type; a job that never
-reports (`pollux.is_silent`) is offered its requested GPU count only, with linear goodput;
-between choices of equal objective HiGHS picks.
+Each job's best goodput per type and configuration (§3.2, `Sia.program`), capped by `job_cap`
+and scaled off its current configuration by `restart_factor` (§3.4); the integer program
+(§3.3, `program.py`) picks at most one configuration per job; `_pack` places them (§3.5).
+Decided here, where the paper says nothing: a job with no model at all gets the 1-GPU
+configurations with goodput 1 on every type; a job that never reports (`pollux.is_silent`) is
+offered its requested GPU count only, with linear goodput; HiGHS picks between equal optima.
 """
 
 from __future__ import annotations
@@ -76,7 +52,9 @@ class SiaParams:
 
 
 def job_cap(view: JobView, total_gpus: int) -> int:
-    """The most GPUs Sia offers a job (module docstring, step 1)."""
+    """The most GPUs Sia offers a job: twice the most GPUs it was seen on (any type), at least what
+    it holds and its `min_gpus`, within `max_gpus` and its batch limit (Pollux's exploration cap,
+    which Sia keeps)."""
     spec, est = view.spec, view.estimator
     seen = max((est.max_gpus(t) for t in est.gpu_types()), default=0) if est is not None else 0
     explore = max(2 * seen, view.num_gpus, spec.min_gpus, 1)
@@ -85,7 +63,10 @@ def job_cap(view: JobView, total_gpus: int) -> int:
 
 
 def restart_factor(view: JobView, now_s: float, params: SiaParams) -> float:
-    """The factor a configuration other than the job's current one is scaled by (step 3)."""
+    """The factor a configuration other than the job's current one is scaled by (§3.4): by default
+    Pollux's re-allocation factor as Sia's artifact computes it, max(T - R δ, 0) / (T + δ) with T
+    the job's age, R its restarts, δ = `restart_penalty_s` (1 while the job is younger than δ);
+    `restart_discount=round` uses (round - δ) / round, the restart pause over one round."""
     delay = params.restart_penalty_s
     if params.restart_discount == "round":
         return max(0.0, 1.0 - delay / params.round_s)
@@ -116,7 +97,11 @@ class Sia(Policy):
         return self._configs[1]
 
     def program(self, snapshot: Snapshot) -> Program:
-        """This round's program (steps 1 and 3)."""
+        """This round's program: for each job, type and configuration (`program.configurations`),
+        the job's best goodput there (`JobEstimator.goodput`: Pollux's batch optimum under the
+        type's throughput model; a type it has not run on from its one-GPU profile,
+        `JobEstimator.bootstrap`), up to `job_cap`, only on the job's `gpu_type` when it names
+        one; restart-scaled (`restart_factor`)."""
         cluster, prm = snapshot.cluster, self.params
         configs = self.configurations(cluster)
         jobs = snapshot.jobs
@@ -179,7 +164,11 @@ class Sia(Policy):
 
 def _pack(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]]
           ) -> dict[str, Placement]:
-    """Placements (by job name) on `gpu_type`'s nodes for jobs wanting that many GPUs (step 4)."""
+    """Placements (by job name) on `gpu_type`'s nodes for jobs wanting that many GPUs (§3.5): jobs
+    kept at their configuration keep their GPUs, the others are packed largest first on as few
+    nodes as possible (`consolidated`); where one finds no room, the type is packed again from
+    empty, largest first (current placements reused where they fit); a job still without room
+    waits a round. Each job picks its batch (`batch=None`)."""
     first = _pack_once(cluster, gpu_type, wanted, keep_first=True)
     if len(first) == len(wanted):
         return first

@@ -1,22 +1,11 @@
 """Sia's integer program: at most one (GPU type, nodes, GPUs) configuration per job.
 
-Sia (Jayaram Subramanya et al., SOSP'23) §3.3-3.4, as its artifact solves it. For each job j
-and configuration c, Ĝ[j][c] is j's goodput on c divided by its smallest goodput over its
-configurations (its least useful one, 1 GPU of its slowest type, is 1); a configuration other
-than the job's current one is scaled by the job's restart factor r_j (§3.4). With
-A[j][c] in {0, 1}:
-
-    p < 0:  minimise  sum_jc A[j][c] (r Ĝ[j][c])^p + λ_n (J - sum_jc A[j][c]) + λ_a C(A)
-    p > 0:  maximise  sum_jc A[j][c] (r Ĝ[j][c])^p - λ_n (J - sum_jc A[j][c]) - λ_a C(A)
-    s.t.    sum_c A[j][c] <= 1                    (one configuration per job, or none)
-            sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs)
-
-J is the number of jobs, so λ_n is paid per job left without GPUs: with p < 0 every allocated
-job costs at most 1 and λ_n = 1.1 makes running a job always better than not, when it fits.
-C(A) counts the jobs holding a configuration now that are given another (or none): the change
-penalty λ_a (the artifact carries λ_a = 0.01 as a parameter; here it is this term). Solved with
-HiGHS (`scipy.optimize.milp`); `objective` evaluates the same sum for any choice, so the two
-can be compared (tests/policies/test_sia.py enumerates every choice on small instances).
+Sia (SOSP'23) §3.3-3.4, as its artifact solves it, over normalised goodputs Ĝ[j][c] (j's
+goodput on c over its smallest over its configurations), restart-scaled off the job's current
+configuration (§3.4), with fairness power p, no-allocation penalty λ_n and change penalty λ_a.
+`solve` states the program and solves it with HiGHS (`scipy.optimize.milp`); `objective`
+evaluates the same sum for any choice, so the two can be compared (tests/policies/test_sia.py
+enumerates every choice on small instances).
 """
 
 from __future__ import annotations
@@ -129,8 +118,13 @@ def objective(program: Program, choice: Sequence[int | None]) -> float:
 
 
 def solve(program: Program) -> tuple[list[int | None], float]:
-    """The optimal choice (a configuration index or None per job) and its objective (the
-    minimised form: negate for the maximised one when p > 0)."""
+    """The optimal choice (a configuration index or None per job) and its objective (the minimised
+    form: negate for the maximised one when p > 0). With A[j][c] in {0, 1}, J jobs:
+        p < 0:  minimise  sum_jc A[j][c] (r Ĝ[j][c])^p + λ_n (J - sum_jc A[j][c]) + λ_a C(A)
+        p > 0:  maximise  sum_jc A[j][c] (r Ĝ[j][c])^p - λ_n (J - sum_jc A[j][c]) - λ_a C(A)
+        s.t.    sum_c A[j][c] <= 1;  sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs)
+    C(A) counts jobs holding a configuration now that are given another (or none). With p < 0 an
+    allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not (if it fits)."""
     num_jobs, num_configs = program.goodput.shape
     if num_jobs == 0:
         return [], 0.0

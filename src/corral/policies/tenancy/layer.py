@@ -1,42 +1,12 @@
 """`QueuedPolicy`: teams share the cluster through queues, each scheduled by its own inner policy.
 
 Every round the layer computes each leaf queue's GPU share (`corral.core.queues.shares`),
-carves the cluster into one sub-cluster per queue and asks one inner policy instance per queue
-(`inner_factory()`, so per-job state stays per queue) to decide for that queue's jobs alone on
-its sub-cluster; node indices are mapped back and the decisions merged.
-
-Carving keeps what runs where it runs: a queue within its share keeps its running jobs' GPUs
-and gets the rest of its share from free GPUs (on its own nodes first, then the emptiest). A
-queue above its share gives GPUs back, its most recently (re)started jobs first:
-
-* under an elastic inner policy (one that moves running jobs: not a gang scheduler promising
-  to keep running jobs, `Keeps.RUNNING_WHEN_NONE_WAITS`), each such job is first shown shrunk
-  in place, down to its `min_gpus`, on the nodes it has most GPUs on; only then are whole jobs
-  taken out;
-* under a gang scheduler, whole jobs are taken out (shown to the inner policy as waiting).
-
-A job that (re)started less than `min_runtime_s` ago is never taken out (its queue then holds
-more than its share until it may be). GPUs left over once every queue has its share (a
-gang given back whole can free more than was needed) go to queues with demand left, within
-their limits. A gang is never split: the inner policy places each job whole or not at all.
-
-With `usage_half_life_s`, the weights that share idle GPUs fall with each queue's decayed past
-usage (Slurm's fair-share factor 2^(-usage/shares), usage and shares normalised over queues).
-
-The layer is asked every round with full views (its `promises` take none of the inner policy's
-shortcuts), but it lets the inner policies' own promises through where it can keep them, with
-the same decisions (`fast=False` asks every inner policy every round, as a reference;
-tests/policies/test_tenancy.py compares the two):
-
-* a queue whose jobs the carve shows exactly as they run is not asked when none of them waits
-  and its inner policy keeps running jobs then (`Keeps.RUNNING_WHEN_NONE_WAITS`), nor when its
-  sub-cluster, its jobs and what they run are those of its last decision and the inner policy
-  promised that decision stands (`Keeps.DECISION_UNTIL_CHANGE`, or `stands_until`);
-* where no queue was asked and none holds more than its share, the layer's own `stands_until`
-  is the earliest of those promises (without decayed usage: then the shares' inputs stand too),
-  so the engine keeps the decision without asking until a job comes or goes;
-* each queue's sub-cluster and index map are reused while its GPUs per node stay the same, the
-  shares while their inputs do, and finished jobs are grouped by queue once.
+carves the cluster into one sub-cluster per queue (`_carve`) and asks one inner policy
+instance per queue (`inner_factory()`, so per-job state stays per queue) to decide for that
+queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
+A gang is never split. Where the inner policies' promises give a queue's decision without
+asking (`_known`), it is not asked; `fast=False` asks every round, as a reference
+(tests/policies/test_tenancy.py compares the two). docs/queues.md, "The layer", has the rules.
 """
 
 from __future__ import annotations
@@ -138,6 +108,9 @@ class QueuedPolicy(Policy):
 
     # -- a round -----------------------------------------------------------------------------
     def _weights(self, now: float, usage: Mapping[str, int]) -> dict[str, float] | None:
+        """The weights that share idle GPUs, with `usage_half_life_s`: each queue's weight falls
+        with its decayed past usage (Slurm's fair-share factor 2^(-usage/shares), usage and
+        shares normalised over queues). None without it."""
         half = self.queues.usage_half_life_s
         if half is None:
             return None
@@ -345,7 +318,13 @@ class QueuedPolicy(Policy):
 
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
                split: Shares) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
-        """Which running jobs keep which GPUs, and each queue's GPUs per node (global)."""
+        """Which running jobs keep which GPUs, and each queue's GPUs per node (global). A queue
+        within its share keeps its running jobs' GPUs, the rest from free GPUs (its own nodes
+        first, then the emptiest). A queue above its share gives GPUs back, most recently
+        (re)started jobs first: under an elastic inner policy (`is_elastic`) each is first shrunk
+        in place down to its `min_gpus`, then whole jobs are taken out (shown as waiting); never
+        one that (re)started less than `min_runtime_s` ago. GPUs left over go to queues with
+        demand left, within their limits."""
         tree = self.queues
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}

@@ -5,12 +5,8 @@ Epoch e's reference cost is its least GPU-seconds over GPU counts k at the best 
 sum_e ref_e` and its rate on k GPUs at most `S(k) = max_e ref_e / t_e(k)`, taken as a concave
 hull up to its GPU limit. Assumed, as `best_isolated_jct`: packed GPUs are fastest, and the
 best batch is on a grid (`RATE_POINTS`). Time outside steps is left out (only lowers the
-bound); `alone_s` is the isolated bound, so the LP is never below it.
-
-On a cluster of several GPU types the same is done per type (`typed_bound_job`): the epoch's
-reference cost is its least GPU-seconds over types and counts, each type's rate is measured
-against it on that type's step times (`AppTruth.for_type`), up to that type's GPUs, and the LP
-has a capacity per type (`corral.sim.analysis.lp_bound.lp_lower_bound_typed`).
+bound); `alone_s` is the isolated bound, so the LP is never below it. Several GPU types:
+`typed_bound_job`, with a capacity per type (`lp_bound.lp_lower_bound_typed`).
 """
 
 from __future__ import annotations

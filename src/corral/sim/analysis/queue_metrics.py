@@ -1,20 +1,12 @@
 """Per-queue figures of a simulation run under queues (`corral simulate --queues/--quotas`).
 
-For each leaf queue (`corral.core.queues`), from the run's job records (`JobRecord.queue`) and
-its allocation history (`SimResult.allocations`):
-
-* `jobs`, `finished`, `avg_jct_s` (finished jobs), `avg_queueing_s` (seconds active without
-  GPUs, per job);
-* `quota_gpus`, `gpu_hours` (GPU-hours its jobs held) against `guaranteed_gpu_hours` (its quota
-  over the run, from the first submission to the last finish) and their ratio;
-* `longest_starved_s`: the longest stretch during which the queue had a job waiting, held fewer
-  GPUs than its quota, and another queue held more than its own quota (borrowed);
-* `ftf_mean`, `ftf_max`: finish-time fairness of its finished jobs (JCT over the JCT alone on a
-  1/N share of the cluster, `metrics.job_ftf`).
-
-`resolve_queues` turns `--quotas proportional` into a tree for one workload: each tenant's
-quota its share of the trace's GPU-time (`Workload.trace_gpu_s` where the trace says, else
-GPUs x duration, else GPUs).
+For each leaf queue, from the run's job records (`JobRecord.queue`) and allocation history
+(`SimResult.allocations`), `queue_summary` gives: `jobs`, `finished`, `avg_jct_s`,
+`avg_queueing_s` (active without GPUs, per job); `quota_gpus`, `gpu_hours` held against
+`guaranteed_gpu_hours` (quota from first submission to last finish) and their ratio;
+`longest_starved_s` (`_longest_starved`); `ftf_mean`, `ftf_max` (finish-time fairness of
+finished jobs, `metrics.job_ftf`). `resolve_queues` turns `--quotas proportional` into a tree:
+each tenant's quota its share of the trace's GPU-time (`workload_queue_gpu_s`).
 """
 
 from __future__ import annotations
@@ -38,7 +30,8 @@ QUEUE_FIELDS: tuple[str, ...] = (
 
 
 def workload_queue_gpu_s(workload: Workload) -> dict[str | None, float]:
-    """GPU-seconds of the source trace per tenant (module docstring)."""
+    """GPU-seconds of the source trace per tenant: `Workload.trace_gpu_s` where the trace says, else
+    GPUs x duration, else GPUs."""
     trace = workload.trace_gpu_s or {}
     out: dict[str | None, float] = {}
     for spec in workload.jobs:
@@ -63,7 +56,8 @@ def resolve_queues(setup: QueueSetup, workload: Workload, total_gpus: int) -> Qu
 
 def _longest_starved(result: SimResult, tree: QueueTree, leaf_of: Mapping[str, str],
                      end_s: float) -> dict[str, float]:
-    """Per leaf: the longest stretch waiting below quota while another queue borrowed."""
+    """Per leaf: the longest stretch during which the queue had a job waiting, held fewer GPUs than
+    its quota, and another queue held more than its own quota (borrowed)."""
     events: list[tuple[float, int, str, int]] = []  # (time, order, job, gpus from then on)
     for j in result.jobs:
         events.append((j.submit_s, 0, j.name, 0))

@@ -2,13 +2,10 @@
 
 Three sources implement it: measured profiles (`profiles.py`), the built-in catalog
 (`catalog.py`) and Gavel's throughput table (`gavel.py`). Policies never see a truth; simulated
-jobs observe it through what they run.
-
-GPU types: an `AppTruth` answers `step_time` for its own type (`gpu_type`, "" = the one
-unnamed type of a homogeneous cluster); `for_type(t)` gives the same application on type `t`
-(same limits, gradient statistics and progress; that type's step and sync times), made once and
-kept, so a caller holds the view and pays nothing more per step-time query than today.
-`gpu_types()` lists the types an application knows, its own first.
+jobs observe it through what they run. GPU types: an `AppTruth` answers `step_time` for its own
+type (`gpu_type`, "" = the one unnamed type of a homogeneous cluster); `for_type(t)` gives the
+same application on type `t` (same limits, gradient statistics and progress; that type's step
+and sync times), made once and kept; `gpu_types()` lists the types it knows, its own first.
 """
 
 from __future__ import annotations

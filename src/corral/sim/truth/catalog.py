@@ -1,16 +1,11 @@
 """Ground truth from the built-in catalog: compact per-model figures fitted from measurements.
 
 The catalog (`corral/data/catalog.json`, made by `corral calibrate PROFILES_DIR -o FILE`) holds,
-per model: the seven throughput-model parameters (Pollux Eq. 12) fitted to every measured step
-time; a low-order polynomial of the log gradient-noise scale over (training fraction, log batch
+per model: the throughput-model parameters (Pollux Eq. 12) fitted to every measured step time;
+a low-order polynomial of the log gradient-noise scale over (training fraction, log batch
 size); the progress one epoch takes; the batch-size limits and LR rule; and a fitted validation
 metric curve. It lets `corral simulate` run on a fresh install with no data files, at the cost of
-the error `corral calibrate` reports against the measurements.
-
-GPU types: the built-in catalog's own figures are the unnamed type "" (the T4s they were
-measured on); `corral/data/gpu_types.json` adds `k80`, `p100` and `v100`, derived from Gavel's
-measurements (`corral.sim.truth.gputypes` says how and what is assumed). A catalog file given
-with `--catalog` has the unnamed type only.
+the error `corral calibrate` reports. GPU types: `CatalogTruth`.
 """
 
 from __future__ import annotations
@@ -144,7 +139,10 @@ class CatalogApp(AppTruth):
 
 
 class CatalogTruth(Truth):
-    """Every model of a catalog file (the built-in one by default)."""
+    """Every model of a catalog file (the built-in one by default). The built-in catalog's own
+    figures are the unnamed type "" (the T4s they were measured on); `corral/data/gpu_types.json`
+    adds `k80`, `p100` and `v100` (`corral.sim.truth.gputypes`). A catalog file given with
+    `--catalog` has the unnamed type only."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:

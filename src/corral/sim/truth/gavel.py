@@ -1,34 +1,12 @@
 """Ground truth from Gavel's throughput table, for the jobs of Gavel's `.trace` files.
 
-Gavel (Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
-Workloads", OSDI'20; stanford-futuredata/gavel, MIT) measured each job type's training
-throughput, in iterations per second at the type's per-GPU batch `b`, alone on 1, 2, 4 and 8
-GPUs of each of `k80`, `p100` and `v100`, on one server (`<type>`) and spread over servers
-(`<type>_unconsolidated`). Its `simulation_throughputs.json` is read in place (the shared data's
-`gavel/`); nothing of it is copied into corral.
-
-One application per Gavel job type (`"ResNet-50 (batch size 64)"`), M0 = `b`; progress is
-counted in Gavel's iterations (one GPU's step at batch `b`). Decided here:
-
-* Throughput on `g` GPUs counts the iterations of all `g` (Gavel's scale factors are linear in
-  it), so per-GPU throughput `p(g) = tput(g) / g` and a step at the type's batch `b` takes
-  `1 / p(g)` seconds. A step makes `g m / b` iterations at per-GPU batch `m` (gradient
-  statistics with no noise-scale limit: gain = total batch / b).
-* Another per-GPU batch `m` (a job placed on other GPU counts than its own): the step time is
-  interpolated over log2(m) between the job types of the same model at other batch sizes
-  (Gavel measured ResNet-50 at 16, 32, 64 and 128), each at its `1 / p(g)`; below the smallest
-  held at its time (a smaller batch is not assumed faster), above the largest proportional to
-  `m` (as is a model measured at one batch only: A3C, CycleGAN).
-* `p(g)` between measured scale factors: linear over log2(g); past 8 GPUs (or below the
-  smallest): held at the nearest measured one. A zero entry (Gavel's k80 ResNet-50 at batch 128
-  on 2+ GPUs) counts as not measured.
-* A placement on one node reads the consolidated table, on several nodes the unconsolidated
-  one (the consolidated one where that has no entry).
-* Sync time: the part of a step above the one-GPU step at the same per-GPU batch, so an
-  accumulation micro-step costs the one-GPU step.
-* The application's own type (what `step_time` answers, and "" of an unnamed cluster) is the
-  first of its types by name (`k80`); `for_type` gives the others. A type is known for an
-  application when its single-GPU throughput was measured there.
+Gavel (OSDI'20; stanford-futuredata/gavel, MIT) measured each job type's throughput, in
+iterations/s at the type's per-GPU batch `b`, alone on 1, 2, 4 and 8 GPUs of `k80`, `p100` and
+`v100`, on one server (`<type>`) and spread over servers (`<type>_unconsolidated`). Its
+`simulation_throughputs.json` is read in place (the shared data's `gavel/`), never copied. One
+application per Gavel job type, M0 = `b`; progress counts Gavel's iterations (one GPU's step at
+batch `b`): a step on `g` GPUs at per-GPU batch `m` makes `g m / b` of them (gain = total batch
+/ b). How other GPU counts and batches are read: `_per_gpu` and `GavelApp._step_fn`.
 """
 
 from __future__ import annotations
@@ -52,7 +30,10 @@ Table = dict[int, float]
 
 
 def _per_gpu(table: Table, gpus: int) -> float:
-    """p(g): per-GPU throughput on `gpus` GPUs (see the module docstring)."""
+    """p(g) = tput(g) / g, per-GPU throughput on `gpus` GPUs (Gavel's scale factors are linear in
+    g): linear over log2(g) between measured counts, held at the nearest measured one past 8 GPUs
+    (or below the smallest). A zero entry (Gavel's k80 ResNet-50 at batch 128 on 2+ GPUs) counts
+    as not measured."""
     keys = sorted(table)
     if gpus <= keys[0]:
         return table[keys[0]] / keys[0]
@@ -79,7 +60,9 @@ def family_of(job_type: str) -> str:
 
 
 class GavelApp(AppTruth):
-    """One Gavel job type's measured throughputs on every GPU type."""
+    """One Gavel job type's measured throughputs on every GPU type. Its own type (what `step_time`
+    answers, and "" of an unnamed cluster) is the first of its types by name (`k80`); `for_type`
+    gives the others. A type is known when its single-GPU throughput was measured there."""
 
     def __init__(self, name: str, tables: Mapping[str, tuple[Table, Table]],
                  family: Mapping[int, Mapping[str, tuple[Table, Table]]] | None = None) -> None:
@@ -96,6 +79,13 @@ class GavelApp(AppTruth):
 
     def _step_fn(self, gpu_type: str) -> Callable[[tuple[int, ...], float], tuple[float, float]]:
         # (batch, consolidated, unconsolidated) of the model's job types measured on this type
+        """The step time on `gpu_type`: 1 / p(g) at the type's batch `b`, from the consolidated
+        table on one node, else the unconsolidated one (the consolidated one where that has no
+        entry). Another per-GPU batch `m` is interpolated over log2(m) between the job types of
+        the same model at other batches, each at its 1 / p(g); below the smallest held at its
+        time, above the largest proportional to `m` (as a model measured at one batch only: A3C,
+        CycleGAN). Sync time is the part above the one-GPU step at the same per-GPU batch, so an
+        accumulation micro-step costs the one-GPU step."""
         sizes = [(b, *t[gpu_type]) for b, t in self._family.items() if gpu_type in t]
         logs = [math.log2(b) for b, _, _ in sizes]
 

@@ -1,17 +1,12 @@
 """Per-GPU-type speed of the built-in catalog's models, derived from Gavel's measurements.
 
-The figures live in `corral/data/gpu_types.json`; `derive(throughputs_json)` makes them from
-Gavel's `simulation_throughputs.json` (the shared data's `gavel/`, MIT; Narayanan et al.,
-"Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning Workloads", OSDI'20,
-stanford-futuredata/gavel), and tests/sim/test_truth_types.py checks the shipped figures
-against it when the file is there. `python -m corral.sim.truth.gputypes THROUGHPUTS -o FILE`
-rewrites the data file.
-
-What a type changes (`CatalogApp.for_type`): the compute part of a step (Pollux's T_grad) is
-divided by the type's speed relative to the anchor type at that per-GPU batch (the model's
-Gavel single-GPU throughput ratio, interpolated over log2 of the batch between Gavel's batch
-sizes, held at the ends); the synchronisation part is the catalog's, times the type's
-`sync_factor` (1.0 for all three: see `ASSUMPTIONS`).
+The figures live in `corral/data/gpu_types.json`; `derive` makes them from Gavel's
+`simulation_throughputs.json` (the shared data's `gavel/`; Gavel (OSDI'20), MIT), and
+tests/sim/test_truth_types.py checks the shipped figures against it; `python -m
+corral.sim.truth.gputypes THROUGHPUTS -o FILE` rewrites the file. A type divides a step's
+compute part (Pollux's T_grad) by its speed relative to the anchor type at that per-GPU batch
+(`speed_at`, from Gavel's single-GPU throughput ratios) and multiplies the sync part by its
+`sync_factor` (1.0 for all three: see `ASSUMPTIONS`); `CatalogApp.for_type` applies it.
 """
 
 from __future__ import annotations

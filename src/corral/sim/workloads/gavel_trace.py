@@ -1,20 +1,12 @@
 """Load one of Gavel's `.trace` files: its jobs, with Gavel's throughput table as their truth.
 
-Gavel's physical-cluster traces (Narayanan et al., OSDI'20; stanford-futuredata/gavel, MIT) are
-tab-separated, without a header: `job_type, command, working_directory, num_steps_arg,
-needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time`. Each line is a
-job of `job_type` running `total_steps` iterations on `scale_factor` GPUs, submitted at
-`arrival_time` seconds. `command`, `working_directory`, `num_steps_arg`, `needs_data_dir`,
-`priority_weight` and `SLO` belong to Gavel's own runs and are not used.
-
-The jobs' application is their Gavel job type, answered by `corral.sim.truth.gavel.GavelTruth`
-from `simulation_throughputs.json` (found beside the trace or one folder up, as in Gavel's
-repository and the shared data, unless given): the workload names it (`Workload.truth`) and
-`corral simulate` runs on it. Each job trains at a fixed total batch (`scale_factor` x the job
-type's batch) and its work is `total_steps` iterations whatever its placement: it runs as a
-duration-based job (`corral.sim.truth.scaled`) whose duration is `total_steps / throughput` on
-`scale_factor` GPUs of one server of the application's own GPU type. As in Gavel, a job runs
-on exactly `scale_factor` GPUs (`min_gpus` = `max_gpus`).
+Gavel's physical-cluster traces (Gavel (OSDI'20); stanford-futuredata/gavel, MIT) are
+tab-separated lines, one job each (`load_gavel_trace` names the columns). The jobs' application
+is their Gavel job type, answered by `corral.sim.truth.gavel.GavelTruth` from
+`simulation_throughputs.json` (`find_throughputs`): the workload names it (`Workload.truth`).
+Each job trains at a fixed total batch on exactly `scale_factor` GPUs, as in Gavel, for
+`total_steps` iterations: a duration-based job (`corral.sim.truth.scaled`) of `total_steps /
+throughput` on `scale_factor` GPUs of one server of the application's own GPU type.
 """
 
 from __future__ import annotations
@@ -49,8 +41,11 @@ def load_gavel_trace(path: str | Path, apps: Mapping[str, AppLimits] | None = No
                      throughputs: str | Path | None = None) -> Workload:
     """Read a Gavel trace; bad input raises a one-line `InputError` naming the file and line.
 
-    `apps` (the truth in use) is not consulted: the jobs' truth is Gavel's table.
-    """
+    Columns, no header: `job_type, command, working_directory, num_steps_arg, needs_data_dir,
+    total_steps, scale_factor, priority_weight, SLO, arrival_time`: a job of `job_type` running
+    `total_steps` iterations on `scale_factor` GPUs (`min_gpus` = `max_gpus`, total batch
+    `scale_factor` x the type's batch), submitted at `arrival_time` s; the other columns are
+    Gavel's own. `apps` (the truth in use) is not consulted: the jobs' truth is Gavel's table."""
     from corral.sim.truth.gavel import GavelApp
 
     path = Path(path)

@@ -135,6 +135,9 @@ def test_prometheus_metrics(api) -> None:
     assert "corral_scheduling_rounds_total 1.0" in text
     cluster = client.get("/cluster", headers=AUTH).json()
     assert cluster["total_gpus"] == 4 and cluster["policy"] == "fifo"
+    # without --queues the dashboard does not ask GET /queues, which answers 400 here
+    assert cluster["queues"] is False
+    assert client.get("/queues", headers=AUTH).status_code == 400
 
 
 def test_metrics_count_completions_failures_preemptions_and_running_gpus(api, fake_executor) -> None:

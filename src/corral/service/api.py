@@ -140,7 +140,8 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                 "gpu_types": {t: c.gpus_of_type(t) for t in c.gpu_types},
                 "total_gpus": c.total_gpus, "policy": loop.policy.name,
                 "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
-                "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds)}
+                "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds),
+                "queues": tenancy is not None}  # does GET /queues answer (--queues)?
 
     @app.post("/jobs", status_code=201)
     def submit(sub: Submission, who: Principal = Depends(authorized)) -> dict[str, Any]:

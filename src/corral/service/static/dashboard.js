@@ -139,7 +139,7 @@ function drawScheduler(cluster) {
 
 function drawQueues(doc) {
   // GET /queues: every queue for the admin token, a tenant's own for a queue's token;
-  // null (a service without --queues answers 400): the section stays hidden
+  // null on a service without --queues: the section stays hidden
   $("queues").hidden = !doc;
   if (!doc) return;
   const cell = v => el("td", {}, v === null || v === undefined ? "-" : String(v));
@@ -149,8 +149,10 @@ function drawQueues(doc) {
 }
 
 async function refreshOverview() {
-  const [cluster, jobs, queues] = await Promise.all([api("/cluster"), api("/jobs"),
-    api("/queues").catch(e => { if (e instanceof Unauthorized) throw e; return null; })]);
+  const [cluster, jobs] = await Promise.all([api("/cluster"), api("/jobs")]);
+  // GET /queues only where the service runs with queues (cluster.queues), so a service
+  // without them is not asked for what it answers 400 to
+  const queues = cluster.queues ? await api("/queues") : null;
   $("service-info").textContent = cluster.policy + " on " + cluster.total_gpus + " GPUs, " +
     jobs.filter(j => j.status === "running").length + " running, " +
     jobs.filter(j => j.status === "queued").length + " queued";

@@ -113,14 +113,8 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAUL
     if n == 0:
         raise ValueError("no jobs")
     releases = np.array([j.release_s for j in jobs], dtype=float)
-    t0 = float(releases.min())
     horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))
-    unit = max((horizon - t0) / 100.0, 1e-9)  # time in these units inside the LP (conditioning)
-    grid = np.linspace(t0, horizon, max(1, slots) + 1)
-    bounds_t = np.unique(np.concatenate([grid, releases[releases < horizon]]))
-    starts, lens = bounds_t[:-1], np.diff(bounds_t)
-    keep = lens > 1e-9 * max(1.0, horizon - t0)
-    starts, lens = starts[keep], lens[keep]
+    t0, unit, starts, lens = _time_slots(releases, horizon, slots)
     num_slots = len(starts)
     h = (horizon - t0) / unit
 
@@ -227,14 +221,8 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
         raise ValueError("no jobs")
     types = list(gpus)
     releases = np.array([j.release_s for j in jobs], dtype=float)
-    t0 = float(releases.min())
     horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))  # type: ignore[arg-type]
-    unit = max((horizon - t0) / 100.0, 1e-9)
-    grid = np.linspace(t0, horizon, max(1, slots) + 1)
-    bounds_t = np.unique(np.concatenate([grid, releases[releases < horizon]]))
-    starts, lens = bounds_t[:-1], np.diff(bounds_t)
-    keep = lens > 1e-9 * max(1.0, horizon - t0)
-    starts, lens = starts[keep], lens[keep]
+    t0, unit, starts, lens = _time_slots(releases, horizon, slots)
     num_slots = len(starts)
     h = (horizon - t0) / unit
     first_slot = np.searchsorted(starts + lens, releases, side="right")
@@ -311,6 +299,20 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
                                                         np.concatenate(eq_cols))), shape=(n, nvar))
     return _solve(a_ub, np.concatenate(rhs), a_eq, c0, lower, upper, unit, t0, releases,
                   num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
+
+
+def _time_slots(releases: np.ndarray, horizon: float,
+                slots: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """The LP's time grid: (t0, unit, slot starts, slot lengths) for `slots` equal slots from
+    the first release to `horizon`, cut at every release so a release is a slot boundary;
+    `unit` scales time inside the LP (conditioning)."""
+    t0 = float(releases.min())
+    unit = max((horizon - t0) / 100.0, 1e-9)
+    grid = np.linspace(t0, horizon, max(1, slots) + 1)
+    bounds_t = np.unique(np.concatenate([grid, releases[releases < horizon]]))
+    starts, lens = bounds_t[:-1], np.diff(bounds_t)
+    keep = lens > 1e-9 * max(1.0, horizon - t0)
+    return t0, unit, starts[keep], lens[keep]
 
 
 def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c0: int,

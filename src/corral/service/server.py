@@ -5,7 +5,9 @@ shutdown every job checkpoints and stops, so the next `corral serve` on the dire
 them (the service logs what it stops, on stderr); after kill -9 the next one reclaims the
 workers (`ControlLoop.recover`). Start-up takes the directory's `ServiceLock`, then checks
 everything the user can fix (policy, port, executor), and only then writes (token, modes
-0700/0600 with umask 077, database): a failed start leaves the directory as it was.
+0700/0600 with umask 077, database): a failed start leaves the directory as it was. Under
+`--queues` the tree a `PUT /queues` kept may be in force instead of the file's
+(corral.service.kept_queues).
 """
 
 from __future__ import annotations

@@ -180,6 +180,13 @@ def test_a_queues_file_edited_since_wins_and_the_stored_tree_is_set_aside(
         s.close()
     s = Service(tmp_path, fake_executor, edited)  # said once: the next start is a plain one
     assert s.start.event is None and s.events("queues-superseded") == [detail]
+    assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+    s.close()
+    s = Service(tmp_path, fake_executor, QUEUES)  # superseded again: the older one stays
+    assert s.events("queues-superseded")[-1].endswith(f"kept as {SUPERSEDED[:-5]}.1.toml")
+    assert (tmp_path / SUPERSEDED).read_text() == stored_text
+    assert "# start it is in force instead of the --queues file queues.toml" in \
+        (tmp_path / f"{SUPERSEDED[:-5]}.1.toml").read_text()
     s.close()
 
 

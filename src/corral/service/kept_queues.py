@@ -71,8 +71,9 @@ class KeptQueues:
         """Write `tree` (0600), atomically: a crash leaves the old file or the new one whole.
         OSError if it cannot be written (the caller keeps the old tree)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        name = " ".join(self.file_tree.source.split())  # a comment line stays one line
         text = (f"# The queue tree PUT /queues set (corral serve; docs/queues.md). At the next\n"
-                f"# start it is in force instead of the --queues file {self.file_tree.source}\n"
+                f"# start it is in force instead of the --queues file {name}\n"
                 f"# unless that file's queues have changed since; then the file wins and this\n"
                 f"# is kept as {SUPERSEDED}.\n"
                 f"# replaces: sha256:{self.base}\n"
@@ -98,15 +99,17 @@ class KeptQueues:
         try:
             stored, base, set_at = self._read(total_gpus)
         except InputError as exc:
+            aside = _free_name(self.directory, UNREADABLE)
             return StartTree(self.file_tree, "queues-unreadable",
                              f"the stored queue tree cannot be used ({exc}): {name} is in force; "
-                             f"the stored one is kept as {UNREADABLE}", UNREADABLE)
+                             f"the stored one is kept as {aside}", aside)
         if base != self.base:
+            aside = _free_name(self.directory, SUPERSEDED)
             return StartTree(self.file_tree, "queues-superseded",
                              f"{name} has changed since PUT /queues set the stored tree "
                              f"({set_at}): the file is in force (from the stored tree: "
                              f"{tree_diff(stored, self.file_tree)}); the stored one is kept as "
-                             f"{SUPERSEDED}", SUPERSEDED)
+                             f"{aside}", aside)
         return StartTree(stored, "queues-restored",
                          f"the tree PUT /queues set ({set_at}, {STORED}) is in force, not "
                          f"{name} (unchanged since): {tree_diff(self.file_tree, stored)}")
@@ -138,6 +141,17 @@ class KeptQueues:
                             exc.strerror or exc)
         (log.warning if start.event == "queues-unreadable" else log.info)("%s", start.detail)
         store.add_event(now_s, None, start.event, start.detail)
+
+
+def _free_name(directory: Path, name: str) -> str:
+    """`directory/name`, or NAME.1.toml, NAME.2.toml, ... if taken: an older tree set aside
+    is not overwritten."""
+    stem, suffix = os.path.splitext(name)
+    path, n = directory / name, 1
+    while path.exists():
+        path = directory / f"{stem}.{n}{suffix}"
+        n += 1
+    return path.name
 
 
 def _sync_dir(directory: Path) -> None:

@@ -195,9 +195,29 @@ def test_fast_gpu_share_definition():
               "c": {"k80": 1.0, "v100": 2.0}}
     jobs = [rec("a", {"v100": 30.0, "k80": 5.0}), rec("b", {"v100": 60.0}),
             rec("c", {"v100": 10.0})]
-    assert fast_gpu_share(jobs, speeds) == pytest.approx(30.0 / 100.0)
+    # high: a spent 30 of 35 GPU-s on v100; low: b and c all of theirs
+    assert fast_gpu_share(jobs, speeds) == pytest.approx((30 / 35) / (30 / 35 + 1.0))
     assert fast_gpu_share([rec("a", {"k80": 1.0})], speeds) is None
     assert fast_gpu_share([], {}) is None
+
+
+def test_fast_gpu_share_is_one_half_when_fast_gpus_ignore_the_gain_whatever_the_job_sizes():
+    def rec(name, by_type):
+        return JobRecord(name=name, app="a", submit_s=0.0, requested_gpus=1,
+                         gpu_s_by_type=by_type)
+
+    speeds = {n: {"k80": 1.0, "v100": g} for n, g in (("a", 7.0), ("b", 5.0), ("c", 2.0),
+                                                       ("d", 1.5))}
+    # every job a quarter of its time on v100, the big gainers also the big jobs
+    blind = [rec("a", {"k80": 300.0, "v100": 100.0}), rec("b", {"k80": 150.0, "v100": 50.0}),
+             rec("c", {"k80": 3.0, "v100": 1.0}), rec("d", {"k80": 6.0, "v100": 2.0})]
+    assert fast_gpu_share(blind, speeds) == pytest.approx(0.5)
+    aware = [rec("a", {"v100": 400.0}), rec("b", {"v100": 200.0}), rec("c", {"k80": 4.0}),
+             rec("d", {"k80": 8.0})]
+    assert fast_gpu_share(aware, speeds) == pytest.approx(1.0)
+    backwards = [rec("a", {"k80": 400.0}), rec("b", {"k80": 200.0}), rec("c", {"v100": 4.0}),
+                 rec("d", {"v100": 8.0})]
+    assert fast_gpu_share(backwards, speeds) == pytest.approx(0.0)
 
 
 def test_pollux_csv_gpu_type_column(truth, tmp_path):

@@ -61,15 +61,17 @@ class SimResult:
 
 
 def fast_gpu_share(jobs: list[JobRecord], speeds: dict[str, dict[str, float]]) -> float | None:
-    """Of the GPU-seconds held on every GPU type but the slowest, the share held by jobs whose
-    speed-up on that type (over the slowest type) is above the median speed-up there.
+    """How much more of their GPU time the jobs that gain most from the faster GPU types spent
+    on them than the other jobs did, as a share: 0.5 when fast GPUs go to jobs regardless of
+    their gain, 1.0 when only to the jobs that gain most, 0.0 when only to the others.
 
     `speeds[job][type]` is a job's training speed on each type (any unit; its own GPU count and
     batch). Types are ranked by the median over jobs of their speed relative to the job's on
-    the first type; the lowest is "the slowest type". Per faster type t, a job's speed-up is
-    speed(t) / speed(slowest); the median is over the workload's jobs that have both speeds.
-    About 0.5 when fast GPUs go to jobs regardless of their gain; 1.0 when they go only to the
-    jobs that gain most. None when no GPU-seconds were held on a faster type.
+    the first type; the lowest is "the slowest type". Per faster type t, a job's gain is
+    speed(t) / speed(slowest); jobs above the median gain are "high", the rest "low"; each
+    job's fraction of its GPU-seconds held on t is averaged per group (every job counts once,
+    so large jobs do not decide it), and t's figure is high / (high + low). The result weighs
+    the faster types by the GPU-seconds held on them. None when nothing ran on a faster type.
     """
     rows = [s for s in speeds.values() if s]
     if not rows:
@@ -86,7 +88,8 @@ def fast_gpu_share(jobs: list[JobRecord], speeds: dict[str, dict[str, float]]) -
     rel = {t: median([s[t] / s[types[0]] for s in rows if t in s and types[0] in s] or [0.0])
            for t in types}
     slowest = min(types, key=lambda t: (rel[t], types.index(t)))
-    gained = total = 0.0
+    held = {job.name: sum(job.gpu_s_by_type.values()) for job in jobs}
+    weighted = weight = 0.0
     for t in types:
         if t == slowest:
             continue
@@ -95,9 +98,18 @@ def fast_gpu_share(jobs: list[JobRecord], speeds: dict[str, dict[str, float]]) -
         if not gains:
             continue
         mid = median(list(gains.values()))
+        # high gain or not: each job's fraction of its GPU-seconds held on t
+        on_t: dict[bool, list[float]] = {True: [], False: []}
+        spent = 0.0
         for job in jobs:
-            gpu_s = job.gpu_s_by_type.get(t, 0.0)
-            total += gpu_s
-            if gains.get(job.name, -1.0) > mid:
-                gained += gpu_s
-    return gained / total if total > 0 else None
+            if job.name in gains and held[job.name] > 0:
+                gpu_s = job.gpu_s_by_type.get(t, 0.0)
+                on_t[gains[job.name] > mid].append(gpu_s / held[job.name])
+                spent += gpu_s
+        if not on_t[True] or not on_t[False] or spent <= 0:
+            continue  # every job gains alike on t, or nothing ran there
+        high = sum(on_t[True]) / len(on_t[True])
+        low = sum(on_t[False]) / len(on_t[False])
+        weighted += spent * high / (high + low)
+        weight += spent
+    return weighted / weight if weight > 0 else None

@@ -28,6 +28,13 @@ default 180 s); a run takes 15-25 s on the 2-core development machine. The table
 measurement's median and range over the runs. `--only` picks setups by label, `--keep DIR`
 keeps each run's data directory, `--out FILE` also writes what was printed there.
 
+Last run (2026-11-28, at cc485d2, on the 2-core shared AMD EPYC, load average 6-7 from other
+work; 3 runs each, medians; benchmarks/results/bench_reclaim_live_cc485d2.txt): the layer gave
+b its slot 0.65 s (in place), 0.43 s (checkpoint-restart) and 0.93 s (fifo) after b submitted,
+the slot was free at 1.63, 0.92 and 1.44 s, b's first step came at 5.69, 6.11 and 5.58 s (its
+own start-up on the loaded cores dominates); a paused 0.52 s shrunk in place against 5.87 s by
+checkpoint-restart, and fifo preempted a's gang whole.
+
 Run: python benchmarks/live/bench_reclaim_live.py [--repeats 3] [--only pollux/in-place,fifo/gang]
          [--budget 180] [--device-ms 3] [--keep DIR] [--out FILE]
 """

@@ -135,10 +135,19 @@ class LiveService:
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    def submit(self, script: str, *script_args: str, **fields: Any) -> str:
+    def tenant(self, queue: str) -> Client:
+        """A client holding queue `queue`'s token (`--queues`: DATA_DIR/tokens/QUEUE); the
+        caller closes it."""
+        assert self.client is not None
+        token = (self.data_dir / "tokens" / queue).read_text().strip()
+        return Client(self.client.url, token, timeout_s=20)
+
+    def submit(self, script: str, *script_args: str, client: Client | None = None,
+               **fields: Any) -> str:
+        """Submit examples/`script` (as the admin, or through `client`, e.g. a tenant's)."""
         body = {"command": [sys.executable, str(EXAMPLES / script), *script_args],
                 "cwd": str(REPO), **fields}
-        return self.client.submit(body)["id"]
+        return (client or self.client).submit(body)["id"]
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self.client.job(job_id)

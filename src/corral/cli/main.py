@@ -300,7 +300,7 @@ def simulate(
 
 def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster) -> QueueTree | str | None:
     """The queue tree of `--queues`, "proportional" for `--quotas proportional`, or None."""
-    from corral.core.queues import load_queues
+    from corral.core.queues import load_queues, type_capacity
 
     if queues is not None and quotas is not None:
         raise CorralError("--queues and --quotas: give one (a queues file, or quotas from the trace)")
@@ -308,7 +308,7 @@ def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster) -> Que
         if quotas.strip().lower() != "proportional":
             raise CorralError(f"--quotas {quotas!r}: the one choice is 'proportional'")
         return "proportional"
-    return None if queues is None else load_queues(queues, shape.total_gpus)
+    return None if queues is None else load_queues(queues, shape.total_gpus, type_capacity(shape))
 
 
 def _per_queue(results: Mapping[str, Sequence[SimResult]], workloads: Sequence[Workload],

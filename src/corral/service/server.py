@@ -25,7 +25,7 @@ from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
-from corral.core.queues import QueueTree, load_queues
+from corral.core.queues import QueueTree, load_queues, type_capacity
 from corral.executors import create_backend
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
@@ -129,7 +129,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         raise
     if tree is not None:
         try:  # against the cluster, and the stored active jobs' queues: nothing written yet
-            tree.validate(executor.cluster().total_gpus)
+            cluster = executor.cluster()
+            tree.validate(cluster.total_gpus, type_capacity(cluster))
             check_change(tree, stored_active_queues(directory / "state.db"))
         except BaseException:
             sock.close()

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from corral.core.cluster import Cluster, Placement
+from corral.core.gpu_types import within_one_type
 from corral.core.jobs import (
     STATUS_PENDING,
     STATUS_RUNNING,
@@ -28,7 +29,7 @@ from corral.core.jobs import (
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
 
-__all__ = ["QueuedPolicy", "is_elastic", "job_demand"]
+__all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
 
 def is_elastic(policy: Policy) -> bool:
@@ -55,6 +56,46 @@ def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]
     return asked, asked
 
 
+def type_demand(by_queue: Mapping[str, list[JobView]], gpu_type: str, capacity: int,
+                elastic: bool) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """(demand, base, held) per queue on the `capacity` GPUs of `gpu_type`, where quotas are
+    per type: a running job counts on the type it runs on; a waiting one on each type it may
+    run on (its `gpu_type`, else every type whose GPUs could hold it), since it may start on
+    any of them (`job_demand` for each job). `by_queue` holds the jobs not running elsewhere."""
+    demand, base, held = {}, {}, {}
+    for q, views in by_queue.items():
+        h = b = d = 0
+        for v in views:
+            if v.is_running and v.assignment is not None:
+                h += v.assignment.placement.num_gpus
+            else:
+                spec = v.spec
+                least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
+                if spec.gpu_type not in (None, gpu_type) or least > capacity:
+                    continue
+            vb, vd = job_demand(v, capacity, elastic)
+            b += vb
+            d += vd
+        demand[q], base[q], held[q] = d, b, h
+    return demand, base, held
+
+
+def _summed(per_type: tuple[Shares, ...], leaves: tuple[str, ...]) -> Shares:
+    """Per-type shares added up, per leaf (what a typed tree's queues get in all)."""
+    def total(field: str) -> dict[str, int]:
+        return {q: sum(getattr(s, field)[q] for s in per_type) for q in leaves}
+    reclaimed = dict.fromkeys(q for s in per_type for q in s.reclaimed_from)
+    return Shares(total("share"), total("fair"), total("guaranteed"), total("demand"),
+                  tuple(reclaimed))
+
+
+def _runs_on(view: JobView, cluster: Cluster) -> str | None:
+    """The GPU type a running job's GPUs are of (None: it waits)."""
+    if not (view.is_running and view.assignment is not None and view.assignment.placement.slots):
+        return None
+    return cluster.node_types[view.assignment.placement.slots[0][0]]
+
+
 class QueuedPolicy(Policy):
     """One inner policy per queue, each on its share of the cluster (module docstring)."""
 
@@ -75,6 +116,8 @@ class QueuedPolicy(Policy):
         self._usage_then: dict[str, int] = {}  # GPUs each queue held at `_usage_at`
         #: The last round's shares and each queue's sub-cluster size (for tests and reports).
         self.last_shares: Shares | None = None
+        #: A typed tree's last shares per GPU type (`_typed_carve`).
+        self.last_type_shares: dict[str, Shares] = {}
         self.last_carve: dict[str, int] = {}
         # The most conservative promises: fresh full views, asked at every round, nothing kept
         # between rounds; it reads oracle information or finished jobs, and reacts to
@@ -164,9 +207,13 @@ class QueuedPolicy(Policy):
                 b += vb
                 d += vd
             usage[q], base[q], demand[q] = held, b, d
-        split = self._shares(now, demand, usage, total, base)
+        if tree.typed:
+            split, kept, sub, over = self._typed_carve(now, cluster, by_queue, usage)
+        else:
+            split = self._shares(now, demand, usage, total, base)
+            kept, sub = self._carve(now, cluster, by_queue, split, tree, list(cluster.gpus_per_node))
+            over = any(usage[q] > split.share.get(q, 0) for q in usage)
         self.last_shares = split
-        kept, sub = self._carve(now, cluster, by_queue, split)
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
@@ -197,7 +244,13 @@ class QueuedPolicy(Policy):
             done = tuple(completed.get(q, ()))
             decision = inner.decide(Snapshot(time_s=now, cluster=part, jobs=shown,
                                              previous=Decision(previous), completed=done))
-            check_decision(decision, names, part, f"{inner.name} (queue {q})")
+            if part.is_mixed:  # a gang within one type, as the round loop would (deciding.py)
+                specs = {v.name: v.spec for v in views}
+                if not inner.promises.type_aware:
+                    decision = within_one_type(decision, part, specs)
+                check_decision(decision, specs, part, f"{inner.name} (queue {q})")
+            else:
+                check_decision(decision, names, part, f"{inner.name} (queue {q})")
             decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
@@ -206,7 +259,7 @@ class QueuedPolicy(Policy):
             merged.update(decided)
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
-        if stands > now and all(usage[q] <= split.share.get(q, 0) for q in usage):
+        if stands > now and not over:
             # Every queue's decision is what runs, known from its inner policy's promises,
             # and no queue holds more than its share: until a job comes or goes (or an inner
             # policy's decision may change), the next round has the same shares, the same
@@ -316,19 +369,49 @@ class QueuedPolicy(Policy):
                                           and placement == view.placement) else None
         return dataclasses.replace(view, assignment=Assignment(_mapped(placement, local), batch))
 
+    def _typed_carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
+                     usage: Mapping[str, int],
+                     ) -> tuple[Shares, dict[str, Placement], dict[str, dict[int, int]], bool]:
+        """A typed tree's round: `shares` and `_carve` once per GPU type of the cluster, on that
+        type's GPUs, with each queue's quota and limit for that type (`QueueTree.for_type`) and
+        the demand of its jobs that may run there (`type_demand`). Returns the shares summed
+        over types, which running jobs keep which GPUs, each queue's GPUs per node, and
+        whether any queue holds more of a type than its share of it."""
+        weights = self._weights(now, usage)
+        kept: dict[str, Placement] = {}
+        sub: dict[str, dict[int, int]] = {q: {} for q in by_queue}
+        self.last_type_shares = {}
+        over = False
+        for t in cluster.gpu_types:
+            tree_t = self.queues.for_type(t)
+            capacity = cluster.gpus_of_type(t)
+            on_t = {q: [v for v in views if _runs_on(v, cluster) in (None, t)]
+                    for q, views in by_queue.items()}
+            demand, base, held = type_demand(on_t, t, capacity, self.elastic)
+            split = shares(tree_t, demand, held, capacity, weights, base)
+            self.last_type_shares[t] = split
+            over = over or any(held[q] > split.share.get(q, 0) for q in held)
+            free = [g if cluster.node_types[n] == t else 0
+                    for n, g in enumerate(cluster.gpus_per_node)]
+            kept_t, sub_t = self._carve(now, cluster, on_t, split, tree_t, free)
+            kept.update(kept_t)
+            for q, per in sub_t.items():
+                sub[q].update(per)  # the types' nodes are disjoint
+        return _summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
+
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
-               split: Shares) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
+               split: Shares, tree: QueueTree, free: list[int],
+               ) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
         """Which running jobs keep which GPUs, and each queue's GPUs per node (global). A queue
         within its share keeps its running jobs' GPUs, the rest from free GPUs (its own nodes
         first, then the emptiest). A queue above its share gives GPUs back, most recently
         (re)started jobs first: under an elastic inner policy (`is_elastic`) each is first shrunk
         in place down to its `min_gpus`, then whole jobs are taken out (shown as waiting); never
         one that (re)started less than `min_runtime_s` ago. GPUs left over go to queues with
-        demand left, within their limits."""
-        tree = self.queues
+        demand left, within their limits. `tree`: the queues (one type's, `for_type`, where
+        GPUs are shared per type); `free`: the GPUs per node to share (taken from)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}
-        free = list(cluster.gpus_per_node)
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
@@ -370,12 +453,13 @@ class QueuedPolicy(Policy):
         if sum(free) > 0:  # left over: to queues with demand left, within their limits
             for q in sorted(ranked, key=lambda q: (-tree[q].priority,
                                                   sum(sub[q].values()) - split.fair[q], q)):
-                self._grant(sub[q], free, self._room(q, split, sub))
+                self._grant(sub[q], free, self._room(tree, q, split, sub))
         return kept, sub
 
-    def _room(self, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]]) -> int:
+    @staticmethod
+    def _room(tree: QueueTree, q: str, split: Shares,
+              sub: Mapping[str, Mapping[int, int]]) -> int:
         """GPUs leaf `q` could still take: its demand left, within its cohorts' limits."""
-        tree = self.queues
         room = split.demand[q] - sum(sub[q].values())
         for a in tree.ancestors(q):
             limit = tree[a].limit

@@ -22,6 +22,7 @@ from corral.core.jobs import (
     STATUS_RUNNING,
     Assignment,
     Decision,
+    JobSpec,
     JobView,
     Snapshot,
     check_decision,
@@ -87,6 +88,33 @@ def _summed(per_type: tuple[Shares, ...], leaves: tuple[str, ...]) -> Shares:
     reclaimed = dict.fromkeys(q for s in per_type for q in s.reclaimed_from)
     return Shares(total("share"), total("fair"), total("guaranteed"), total("demand"),
                   tuple(reclaimed))
+
+
+def _within_one_type(decision: Decision, part: Cluster, specs: Mapping[str, JobSpec],
+                     elastic: bool) -> Decision:
+    """A type-unaware inner policy's `decision` on a queue's mixed sub-cluster with each job on
+    one type (`within_one_type`). That may shrink a job to what one type of the sub-cluster
+    holds: an elastic job runs so; a gang would be split, so it waits instead."""
+    placed = within_one_type(decision, part, specs)
+    if elastic or placed is decision:
+        return placed
+    asked = decision.assignments
+    return Decision({n: a for n, a in placed.assignments.items()
+                     if a.num_gpus == asked[n].num_gpus})
+
+
+def _fits(spec: JobSpec, part: Cluster, elastic: bool) -> bool:
+    """Could one GPU type of `part` hold the job (its `gpu_type`, if pinned; a gang whole, an
+    elastic job at its `min_gpus`)? A type-unaware policy would otherwise place it over two
+    types, and a gang put back within one would not fit, with GPUs a smaller job could use."""
+    least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
+    allowed = part.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
+    return any(part.gpus_of_type(t) >= least for t in allowed if t in part.gpu_types)
+
+
+def _waiting(view: JobView) -> JobView:
+    """`view` as a waiting job (one the carve takes out)."""
+    return dataclasses.replace(view, status=STATUS_PENDING, assignment=None)
 
 
 def _runs_on(view: JobView, cluster: Cluster) -> str | None:
@@ -217,7 +245,6 @@ class QueuedPolicy(Policy):
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
-        previous_all = snapshot.previous.assignments
         fast = self.fast
         stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
         for q, views in by_queue.items():
@@ -234,23 +261,10 @@ class QueuedPolicy(Policy):
                     continue
             stands = -math.inf  # asked: its decision may change what runs
             nodes, local, part = self._part(q, key, cluster)
-            shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
-            names = {v.name for v in views}
-            previous = {}
-            for v in views:
-                a = previous_all.get(v.name)
-                if a is not None and all(n in local for n, _ in a.placement.slots):
-                    previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
             done = tuple(completed.get(q, ()))
-            decision = inner.decide(Snapshot(time_s=now, cluster=part, jobs=shown,
-                                             previous=Decision(previous), completed=done))
-            if part.is_mixed:  # a gang within one type, as the round loop would (deciding.py)
-                specs = {v.name: v.spec for v in views}
-                if not inner.promises.type_aware:
-                    decision = within_one_type(decision, part, specs)
-                check_decision(decision, specs, part, f"{inner.name} (queue {q})")
-            else:
-                check_decision(decision, names, part, f"{inner.name} (queue {q})")
+            decision = self._ask(q, inner, Snapshot(time_s=now, cluster=part, jobs=(),
+                                                    previous=snapshot.previous, completed=done),
+                                 views, kept, local, cluster.is_mixed)
             decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
@@ -266,6 +280,42 @@ class QueuedPolicy(Policy):
             # sub-clusters and the same answers.
             self._stands = stands
         return Decision(merged)
+
+    def _ask(self, q: str, inner: Policy, frame: Snapshot, views: list[JobView],
+             kept: Mapping[str, Placement], local: Mapping[int, int], mixed: bool) -> Decision:
+        """Queue `q`'s inner policy's decision on its sub-cluster (`frame`: the time, the
+        sub-cluster, the global previous decision and the finished jobs), checked. On a mixed
+        cluster each job is kept within one type and on its `gpu_type`: jobs no one type of the
+        sub-cluster can hold are not shown (`_fits`), and where a type-unaware policy put a gang
+        over two types and it fits on none whole (`_within_one_type`), the policy is asked again
+        without it, so the GPUs the gang would have held go to the jobs that fit."""
+        part = frame.cluster
+        if mixed:
+            views = [v for v in views if v.name in kept or _fits(v.spec, part, self.elastic)]
+        shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
+        previous = {}
+        for v in views:
+            a = frame.previous.assignments.get(v.name)
+            if a is not None and all(n in local for n, _ in a.placement.slots):
+                previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
+        specs = {v.name: v.spec for v in views}
+        hidden: set[str] = set()
+        while True:
+            decision = inner.decide(dataclasses.replace(
+                frame, jobs=tuple(v for v in shown if v.name not in hidden),
+                previous=Decision({n: a for n, a in previous.items() if n not in hidden})))
+            if not mixed:
+                check_decision(decision, specs.keys(), part, f"{inner.name} (queue {q})")
+                return decision
+            placed = decision
+            if not inner.promises.type_aware:
+                placed = _within_one_type(decision, part, specs, self.elastic)
+            check_decision(placed, specs, part, f"{inner.name} (queue {q})")
+            dropped = {n for n, a in decision.assignments.items()
+                       if a.placement.slots and n not in placed.assignments}
+            if not dropped:
+                return placed
+            hidden |= dropped
 
     def stands_until(self) -> float:
         """After `decide`: until when the same decision would come again while no job comes
@@ -374,10 +424,31 @@ class QueuedPolicy(Policy):
                      ) -> tuple[Shares, dict[str, Placement], dict[str, dict[int, int]], bool]:
         """A typed tree's round: `shares` and `_carve` once per GPU type of the cluster, on that
         type's GPUs, with each queue's quota and limit for that type (`QueueTree.for_type`) and
-        the demand of its jobs that may run there (`type_demand`). Returns the shares summed
-        over types, which running jobs keep which GPUs, each queue's GPUs per node, and
-        whether any queue holds more of a type than its share of it."""
+        the demand of its jobs that may run there (`type_demand`). A job the carve takes out of
+        one type may start on another at once: the types are shared again with it waiting
+        (until no more jobs are taken out). Returns the shares summed over types, which running
+        jobs keep which GPUs, each queue's GPUs per node, and whether any queue held more of a
+        type than its share of it."""
         weights = self._weights(now, usage)
+        views = by_queue
+        out: set[str] = set()
+        over = False
+        while True:
+            kept, sub, over_now = self._type_passes(now, cluster, views, weights)
+            over = over or over_now
+            taken = {v.name for vs in views.values() for v in vs
+                     if v.is_running and v.assignment is not None and v.name not in kept}
+            if not taken:
+                break
+            out |= taken
+            views = {q: [_waiting(v) if v.name in out else v for v in vs]
+                     for q, vs in by_queue.items()}
+        return _summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
+
+    def _type_passes(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
+                     weights: Mapping[str, float] | None,
+                     ) -> tuple[dict[str, Placement], dict[str, dict[int, int]], bool]:
+        """One `shares` and `_carve` per GPU type (`_typed_carve`)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {q: {} for q in by_queue}
         self.last_type_shares = {}
@@ -397,7 +468,7 @@ class QueuedPolicy(Policy):
             kept.update(kept_t)
             for q, per in sub_t.items():
                 sub[q].update(per)  # the types' nodes are disjoint
-        return _summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
+        return kept, sub, over
 
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
                split: Shares, tree: QueueTree, free: list[int],

@@ -58,13 +58,17 @@ def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]
 
 
 def type_demand(by_queue: Mapping[str, list[JobView]], gpu_type: str, capacity: int,
-                elastic: bool) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+                elastic: bool, limits: Mapping[str, int] | None = None,
+                ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """(demand, base, held) per queue on the `capacity` GPUs of `gpu_type`, where quotas are
     per type: a running job counts on the type it runs on; a waiting one on each type it may
-    run on (its `gpu_type`, else every type whose GPUs could hold it), since it may start on
-    any of them (`job_demand` for each job). `by_queue` holds the jobs not running elsewhere."""
+    run on (its `gpu_type`, else every type whose GPUs, and its queue's `limits` of that type,
+    could hold it), since it may start on any of them (`job_demand` for each job). `by_queue`
+    holds the jobs not running elsewhere."""
     demand, base, held = {}, {}, {}
+    limits = limits or {}
     for q, views in by_queue.items():
+        room = min(capacity, limits.get(q, capacity))
         h = b = d = 0
         for v in views:
             if v.is_running and v.assignment is not None:
@@ -72,7 +76,7 @@ def type_demand(by_queue: Mapping[str, list[JobView]], gpu_type: str, capacity: 
             else:
                 spec = v.spec
                 least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
-                if spec.gpu_type not in (None, gpu_type) or least > capacity:
+                if spec.gpu_type not in (None, gpu_type) or least > room:
                     continue
             vb, vd = job_demand(v, capacity, elastic)
             b += vb
@@ -110,6 +114,16 @@ def _fits(spec: JobSpec, part: Cluster, elastic: bool) -> bool:
     least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
     allowed = part.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
     return any(part.gpus_of_type(t) >= least for t in allowed if t in part.gpu_types)
+
+
+def _leaf_limits(tree: QueueTree) -> dict[str, int]:
+    """The most each leaf may hold (its own limit and its cohorts'), where one is set."""
+    out = {}
+    for q in tree.leaves:
+        caps = [tree[a].limit for a in (q, *tree.ancestors(q))]
+        if any(c is not None for c in caps):
+            out[q] = min(c for c in caps if c is not None)
+    return out
 
 
 def _waiting(view: JobView) -> JobView:
@@ -458,7 +472,8 @@ class QueuedPolicy(Policy):
             capacity = cluster.gpus_of_type(t)
             on_t = {q: [v for v in views if _runs_on(v, cluster) in (None, t)]
                     for q, views in by_queue.items()}
-            demand, base, held = type_demand(on_t, t, capacity, self.elastic)
+            demand, base, held = type_demand(on_t, t, capacity, self.elastic,
+                                             _leaf_limits(tree_t))
             split = shares(tree_t, demand, held, capacity, weights, base)
             self.last_type_shares[t] = split
             over = over or any(held[q] > split.share.get(q, 0) for q in held)

@@ -16,126 +16,28 @@ import math
 from collections.abc import Callable, Mapping
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.gpu_types import within_one_type
 from corral.core.jobs import (
     STATUS_PENDING,
     STATUS_RUNNING,
     Assignment,
     Decision,
-    JobSpec,
     JobView,
     Snapshot,
     check_decision,
 )
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
+from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
+from corral.policies.tenancy.types import (
+    fits,
+    leaf_limits,
+    one_type_each,
+    runs_on,
+    summed,
+    waiting,
+)
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
-
-
-def is_elastic(policy: Policy) -> bool:
-    """Does `policy` move or resize running jobs (so a queue's share may shrink its jobs in
-    place)? Gang schedulers that promise to keep running jobs as they are
-    (`Keeps.RUNNING_WHEN_NONE_WAITS`: fifo, srtf, tiresias) do not."""
-    return not policy.promises.keeps_running
-
-
-def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]:
-    """(GPUs a queue's quota guarantees the job, GPUs it could use now).
-
-    A gang job: what it holds when running, its requested GPUs when waiting, both. A job of an
-    elastic policy is guaranteed what it asked for (what it holds, when that is less) and
-    could use up to twice what it holds (as Pollux explores), within `max_gpus`: its growth is
-    only borrowed, never taken from another queue's quota."""
-    spec = view.spec
-    asked = min(max(spec.gpus, spec.min_gpus), total_gpus)
-    if view.is_running and view.assignment is not None:
-        held = view.num_gpus
-        if not elastic:
-            return held, held
-        return min(held, asked), max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
-    return asked, asked
-
-
-def type_demand(by_queue: Mapping[str, list[JobView]], gpu_type: str, capacity: int,
-                elastic: bool, limits: Mapping[str, int] | None = None,
-                ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """(demand, base, held) per queue on the `capacity` GPUs of `gpu_type`, where quotas are
-    per type: a running job counts on the type it runs on; a waiting one on each type it may
-    run on (its `gpu_type`, else every type whose GPUs, and its queue's `limits` of that type,
-    could hold it), since it may start on any of them (`job_demand` for each job). `by_queue`
-    holds the jobs not running elsewhere."""
-    demand, base, held = {}, {}, {}
-    limits = limits or {}
-    for q, views in by_queue.items():
-        room = min(capacity, limits.get(q, capacity))
-        h = b = d = 0
-        for v in views:
-            if v.is_running and v.assignment is not None:
-                h += v.assignment.placement.num_gpus
-            else:
-                spec = v.spec
-                least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
-                if spec.gpu_type not in (None, gpu_type) or least > room:
-                    continue
-            vb, vd = job_demand(v, capacity, elastic)
-            b += vb
-            d += vd
-        demand[q], base[q], held[q] = d, b, h
-    return demand, base, held
-
-
-def _summed(per_type: tuple[Shares, ...], leaves: tuple[str, ...]) -> Shares:
-    """Per-type shares added up, per leaf (what a typed tree's queues get in all)."""
-    def total(field: str) -> dict[str, int]:
-        return {q: sum(getattr(s, field)[q] for s in per_type) for q in leaves}
-    reclaimed = dict.fromkeys(q for s in per_type for q in s.reclaimed_from)
-    return Shares(total("share"), total("fair"), total("guaranteed"), total("demand"),
-                  tuple(reclaimed))
-
-
-def _within_one_type(decision: Decision, part: Cluster, specs: Mapping[str, JobSpec],
-                     elastic: bool) -> Decision:
-    """A type-unaware inner policy's `decision` on a queue's mixed sub-cluster with each job on
-    one type (`within_one_type`). That may shrink a job to what one type of the sub-cluster
-    holds: an elastic job runs so; a gang would be split, so it waits instead."""
-    placed = within_one_type(decision, part, specs)
-    if elastic or placed is decision:
-        return placed
-    asked = decision.assignments
-    return Decision({n: a for n, a in placed.assignments.items()
-                     if a.num_gpus == asked[n].num_gpus})
-
-
-def _fits(spec: JobSpec, part: Cluster, elastic: bool) -> bool:
-    """Could one GPU type of `part` hold the job (its `gpu_type`, if pinned; a gang whole, an
-    elastic job at its `min_gpus`)? A type-unaware policy would otherwise place it over two
-    types, and a gang put back within one would not fit, with GPUs a smaller job could use."""
-    least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
-    allowed = part.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
-    return any(part.gpus_of_type(t) >= least for t in allowed if t in part.gpu_types)
-
-
-def _leaf_limits(tree: QueueTree) -> dict[str, int]:
-    """The most each leaf may hold (its own limit and its cohorts'), where one is set."""
-    out = {}
-    for q in tree.leaves:
-        caps = [tree[a].limit for a in (q, *tree.ancestors(q))]
-        if any(c is not None for c in caps):
-            out[q] = min(c for c in caps if c is not None)
-    return out
-
-
-def _waiting(view: JobView) -> JobView:
-    """`view` as a waiting job (one the carve takes out)."""
-    return dataclasses.replace(view, status=STATUS_PENDING, assignment=None)
-
-
-def _runs_on(view: JobView, cluster: Cluster) -> str | None:
-    """The GPU type a running job's GPUs are of (None: it waits)."""
-    if not (view.is_running and view.assignment is not None and view.assignment.placement.slots):
-        return None
-    return cluster.node_types[view.assignment.placement.slots[0][0]]
 
 
 class QueuedPolicy(Policy):
@@ -300,12 +202,12 @@ class QueuedPolicy(Policy):
         """Queue `q`'s inner policy's decision on its sub-cluster (`frame`: the time, the
         sub-cluster, the global previous decision and the finished jobs), checked. On a mixed
         cluster each job is kept within one type and on its `gpu_type`: jobs no one type of the
-        sub-cluster can hold are not shown (`_fits`), and where a type-unaware policy put a gang
-        over two types and it fits on none whole (`_within_one_type`), the policy is asked again
-        without it, so the GPUs the gang would have held go to the jobs that fit."""
+        sub-cluster can hold are not shown (`fits`), a type-unaware policy's decision is placed
+        within one type per job (`one_type_each`), and where a gang then fits on no type whole,
+        the policy is asked again without it, so the GPUs it would have held go to jobs that fit."""
         part = frame.cluster
         if mixed:
-            views = [v for v in views if v.name in kept or _fits(v.spec, part, self.elastic)]
+            views = [v for v in views if v.name in kept or fits(v.spec, part, self.elastic)]
         shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
         previous = {}
         for v in views:
@@ -313,6 +215,8 @@ class QueuedPolicy(Policy):
             if a is not None and all(n in local for n, _ in a.placement.slots):
                 previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
         specs = {v.name: v.spec for v in views}
+        held = {v.name: v.assignment.placement for v in shown
+                if v.assignment is not None} if mixed else {}
         hidden: set[str] = set()
         while True:
             decision = inner.decide(dataclasses.replace(
@@ -323,7 +227,7 @@ class QueuedPolicy(Policy):
                 return decision
             placed = decision
             if not inner.promises.type_aware:
-                placed = _within_one_type(decision, part, specs, self.elastic)
+                placed = one_type_each(decision, part, specs, held, self.elastic)
             check_decision(placed, specs, part, f"{inner.name} (queue {q})")
             dropped = {n for n, a in decision.assignments.items()
                        if a.placement.slots and n not in placed.assignments}
@@ -455,9 +359,9 @@ class QueuedPolicy(Policy):
             if not taken:
                 break
             out |= taken
-            views = {q: [_waiting(v) if v.name in out else v for v in vs]
+            views = {q: [waiting(v) if v.name in out else v for v in vs]
                      for q, vs in by_queue.items()}
-        return _summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
+        return summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
 
     def _type_passes(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
                      weights: Mapping[str, float] | None,
@@ -470,10 +374,10 @@ class QueuedPolicy(Policy):
         for t in cluster.gpu_types:
             tree_t = self.queues.for_type(t)
             capacity = cluster.gpus_of_type(t)
-            on_t = {q: [v for v in views if _runs_on(v, cluster) in (None, t)]
+            on_t = {q: [v for v in views if runs_on(v, cluster) in (None, t)]
                     for q, views in by_queue.items()}
             demand, base, held = type_demand(on_t, t, capacity, self.elastic,
-                                             _leaf_limits(tree_t))
+                                             leaf_limits(tree_t))
             split = shares(tree_t, demand, held, capacity, weights, base)
             self.last_type_shares[t] = split
             over = over or any(held[q] > split.share.get(q, 0) for q in held)

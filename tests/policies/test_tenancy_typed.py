@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -221,16 +222,36 @@ def test_no_round_breaks_a_typed_limit_idles_a_typed_guarantee_or_splits_a_gang(
         previous = decision
 
 
-def test_the_typed_layer_runs_in_the_simulator():
+@pytest.mark.parametrize("inner", ["fifo", "tiresias-las", "pollux"])
+def test_the_typed_layer_runs_in_the_simulator_and_its_fast_path_decides_as_the_plain_one(inner):
+    import random
+
+    from corral.sim.analysis.allocations import record_allocations
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads.common import Workload, make_job
 
     truth = TruthSource.of(None, None).load()
-    limits = truth.limits()["cifar10"]
-    jobs = [dataclasses.replace(make_job(f"j{i}", i * 60.0, "cifar10", limits, (1, 2, 4)[i % 3],
-                                         limits.init_bsz), queue="ab"[i % 2]) for i in range(8)]
-    for inner in ("fifo", "pollux"):
-        layer = _layer(inner=inner)
-        result = Simulator(truth, layer, MIXED).run(Workload("w", jobs, "test"))
-        assert all(j.finish_s is not None for j in result.jobs), inner
+    rng = random.Random(7)
+    jobs = []
+    for i in range(6 if inner == "pollux" else 24):
+        app = rng.choice(("cifar10", "ncf"))
+        limits = truth.limits()[app]
+        gpus = rng.choice((1, 2, 4))  # gangs above a quota may starve each other, typed or not
+        spec = make_job(f"j{i}", rng.uniform(0, 3600), app, limits, gpus, limits.init_bsz)
+        pinned = "v100" if gpus <= 2 and rng.random() < 0.3 else None  # b may hold 2 v100s
+        jobs.append(dataclasses.replace(spec, queue=rng.choice("ab"), gpu_type=pinned))
+    cluster = Cluster.parse("k80:2x4,v100:1x4")
+    text = SPLIT.replace("quota = { k80 = 8 }", "quota = { k80 = 6 }\nlimit = { v100 = 2 }")
+    runs = []
+    for fast in (True, False):
+        tree = parse_queues(text, gpus_by_type=type_capacity(cluster))
+        layer = QueuedPolicy(lambda: create_policy(inner), tree, fast=fast)
+        book = record_allocations(layer)
+        result = Simulator(truth, layer, cluster).run(Workload("w", jobs, "test"))
+        runs.append((result, book))
+    (fast_run, fast_book), (plain, plain_book) = runs
+    assert all(j.finish_s is not None for j in fast_run.jobs)
+    assert [dataclasses.asdict(r) for r in fast_run.jobs] == \
+        [dataclasses.asdict(r) for r in plain.jobs]
+    assert fast_book == plain_book

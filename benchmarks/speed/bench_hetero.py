@@ -12,8 +12,11 @@ Every figure is measured in the run that prints it (none typed in):
 * (c) Gavel's shape, 36 K80 + 36 P100 + 36 V100 (`k80:9x4,p100:9x4,v100:9x4`), with Gavel's
   `max_min_fairness.trace` (96 jobs; its own throughput table is the truth): gavel's average
   JCT at least 1.5x better than type-unaware tiresias-las.
-* (d) scale: one sia round against one pollux round, 2,000 jobs (all at t=0) on 2,048 GPUs of
-  three types (`k80:256x4,p100:64x8,v100:64x8`); Sia reports ~1 s a round.
+* (d) scale: sia's rounds against pollux's, 2,000 jobs (all at t=0) on 2,048 GPUs of three types
+  (`k80:256x4,p100:64x8,v100:64x8`), every round of the first ten simulated minutes: the first
+  round (t=0, where sia fits every job's per-type models and pollux's search is degenerate) and
+  the median of the later ones with >= 1,000 active jobs. Target: sia's median no slower than
+  pollux's; Sia reports ~1 s a round.
 
 Cells run through `corral.sim.batch.sweep.run_matrix` on `--jobs` worker processes (default 2).
 `--quick`: the first two workloads only (a check, not the figures).
@@ -33,10 +36,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import multiprocessing
 import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -60,6 +65,10 @@ MIXED = "k80:6x4,p100:3x8,v100:2x8"
 ONE = "16x4"
 GAVEL_SHAPE = "k80:9x4,p100:9x4,v100:9x4"
 SCALE = "k80:256x4,p100:64x8,v100:64x8"
+#: (d): the rounds of the first ten simulated minutes; "later" rounds are those after t=0 with at
+#: least this many active jobs (jobs finish: pollux and sia each keep 1,200-2,000 then)
+SCALE_HORIZON_S = 600.0
+SCALE_MIN_JOBS = 1000
 MIXED_POLICIES = ("sia", "pollux", "gavel", "fifo", "tiresias-las")
 
 
@@ -99,20 +108,37 @@ def table(title: str, rows: dict) -> None:
         print(f"  {p:<14} {jct / 3600:>11.2f} {g:>10} {sh:>15} {n:>6}", flush=True)
 
 
-def round_time(truth, policy: str, cluster: str, workload: Workload) -> tuple[float, float]:
-    """(wall s, CPU s) of the policy's first `decide` on `workload` at t=0."""
+def scale_workload(truth: CatalogTruth) -> Workload:
+    """(d)'s workload: 2,000 synthetic catalog jobs, all submitted at t=0."""
+    w = synthetic(truth.limits(), num_jobs=2000, rate_per_hour=1000, seed=0)
+    return Workload(w.name + "-t0", [dataclasses.replace(j, submit_time_s=0.0) for j in w.jobs],
+                    source=w.source + ", all at t=0")
+
+
+def round_times(policy: str) -> list[tuple[float, int, float]]:
+    """(time s, active jobs, CPU s) of each of the policy's `decide` calls in the first
+    `SCALE_HORIZON_S` simulated seconds of (d)'s run. Run in a fresh process (`cold`), so no
+    fit or candidate memo is left warm by an earlier run."""
+    cat = CatalogTruth()
     pol = create_policy(policy)
-    times: list[tuple[float, float]] = []
+    times: list[tuple[float, int, float]] = []
     decide = pol.decide
 
     def timed(snapshot):
-        t, c = time.perf_counter(), time.process_time()
+        c = time.process_time()
         out = decide(snapshot)
-        times.append((time.perf_counter() - t, time.process_time() - c))
+        times.append((snapshot.time_s, len(snapshot.jobs), time.process_time() - c))
         return out
     pol.decide = timed  # type: ignore[method-assign]
-    Simulator(truth, pol, Cluster.parse(cluster), EngineConfig(max_time_s=59.0)).run(workload)
-    return times[0]
+    Simulator(cat, pol, Cluster.parse(SCALE), EngineConfig(max_time_s=SCALE_HORIZON_S)).run(
+        scale_workload(cat))
+    return times
+
+
+def cold(fn, *args):
+    """`fn(*args)` in a fresh interpreter."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def main() -> None:
@@ -161,23 +187,32 @@ def main() -> None:
         met.append(("(c) gavel >= 1.5x better avg JCT than tiresias-las", r >= 1.5,
                     f"tiresias-las / gavel = {r:.2f}x"))
     if "d" in only:
-        cat = CatalogTruth()
-        w = synthetic(cat.limits(), num_jobs=2000, rate_per_hour=1000, seed=0)
-        w = Workload(w.name + "-t0", [dataclasses.replace(j, submit_time_s=0.0) for j in w.jobs],
-                     source=w.source + ", all at t=0")
-        print(f"\n(d) one round, 2,000 jobs at t=0 on {SCALE} "
-              f"({Cluster.parse(SCALE).total_gpus} GPUs), catalog truth", flush=True)
-        d = {}
+        print(f"\n(d) rounds of the first {SCALE_HORIZON_S:.0f} s, 2,000 jobs at t=0 on {SCALE} "
+              f"({Cluster.parse(SCALE).total_gpus} GPUs), catalog truth, each run in a fresh "
+              "process", flush=True)
+        d: dict[str, list[list[tuple[float, int, float]]]] = {}
         for policy in ("pollux", "sia", "pollux", "sia"):  # alternated: a loaded machine
-            wall, cpu = round_time(cat, policy, SCALE, w)
-            d.setdefault(policy, []).append((wall, cpu))
-            print(f"  {policy:<8} round: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
-        sia_cpu = min(c for _, c in d["sia"])
-        pol_cpu = min(c for _, c in d["pollux"])
-        print(f"  best of 2: sia {sia_cpu:.2f} s CPU, pollux {pol_cpu:.2f} s CPU "
-              f"(sia / pollux {sia_cpu / pol_cpu:.2f}x)", flush=True)
-        met.append(("(d) sia round at 2,000 jobs / 2,048 GPUs ~1 s (Sia's figure)", sia_cpu <= 1.5,
-                    f"{sia_cpu:.2f} s CPU"))
+            rounds = cold(round_times, policy)
+            d.setdefault(policy, []).append(rounds)
+            first, later = rounds[0], [r for r in rounds[1:] if r[1] >= SCALE_MIN_JOBS]
+            print(f"  {policy:<8} first round (t=0, {first[1]} jobs): {first[2]:.2f} s CPU; "
+                  f"{len(later)} later rounds with >= {SCALE_MIN_JOBS} jobs "
+                  f"({min(r[1] for r in later)}-{max(r[1] for r in later)}): median "
+                  f"{statistics.median(r[2] for r in later):.3f} s CPU, max "
+                  f"{max(r[2] for r in later):.3f} s", flush=True)
+
+        def steady(policy: str) -> float:  # the better of the two runs' medians
+            return min(statistics.median(r[2] for r in rounds[1:] if r[1] >= SCALE_MIN_JOBS)
+                       for rounds in d[policy])
+        sia_cpu, pol_cpu = steady("sia"), steady("pollux")
+        sia_first = min(rounds[0][2] for rounds in d["sia"])
+        print(f"  steady rounds (median, better run): sia {sia_cpu:.3f} s CPU, pollux "
+              f"{pol_cpu:.3f} s CPU (sia / pollux {sia_cpu / pol_cpu:.2f}x); sia's first round "
+              f"{sia_first:.2f} s", flush=True)
+        met.append(("(d) a sia round no slower than a pollux round at 2,000 jobs / 2,048 GPUs",
+                    sia_cpu <= pol_cpu, f"median {sia_cpu:.3f} s against {pol_cpu:.3f} s CPU"))
+        met.append(("(d) sia's first round (every job's per-type models fitted) ~1 s (Sia's "
+                    "figure)", sia_first <= 1.5, f"{sia_first:.2f} s CPU"))
 
     print("\ntargets:")
     for name, ok, fig in met:

@@ -120,3 +120,13 @@ def test_a_queue_holding_another_types_quota_gives_it_back_on_that_type():
     # b borrowed all v100s; a's work arrives: b's v100s are reclaimed, its k80s untouched
     v100 = shares(tree.for_type("v100"), {"a": 8, "b": 8}, {"b": 8}, 8)
     assert v100.share == {"a": 8, "b": 0, DEFAULT_QUEUE: 0} and v100.reclaimed_from == ("b",)
+
+
+def test_a_typed_tree_is_written_back_as_a_queues_file_and_read_back_the_same():
+    from corral.core.queues import queues_toml
+
+    tree = parse_queues(TYPED + "[queue.idle]\nquota = {}\n", gpus_by_type=CLUSTER)
+    text = queues_toml(tree)
+    assert "quota = { v100 = 6, k80 = 4 }" in text and "limit = { k80 = 6, v100 = 2 }" in text
+    again = parse_queues(text, gpus_by_type=CLUSTER)
+    assert again.queues == tree.queues and again.typed

@@ -297,9 +297,8 @@ def test_search_matches_exhaustive_optimum_on_a_small_problem():
 
 def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
     from corral.perf.efficiency import GradStats
-    from corral.perf.goodput import GoodputFunction, optimize_many
+    from corral.perf.goodput import GoodputFunction, best_goodputs, optimize_many
     from corral.perf.throughput import ThroughputParams
-    from corral.policies.pollux.speedup import _best_goodputs
 
     models = [ThroughputParams(0.02, 0.0007, 0.03, 0.002, 0.12, 0.003, 2.0),
               ThroughputParams(0.1, 0.002, 0.01, 0.001, 0.3, 0.01, 1.3)]
@@ -310,7 +309,7 @@ def test_jobs_sharing_a_goodput_function_get_the_same_bits_as_computed_alone():
     gpus = rng.integers(1, 40, size=3000)
     nodes = np.minimum(rng.integers(1, 9, size=3000), gpus)
     which = rng.integers(0, len(fns), size=3000)
-    assert np.array_equal(_best_goodputs(fns, which, nodes, gpus),
+    assert np.array_equal(best_goodputs(fns, which, nodes, gpus),
                           optimize_many(fns, which, nodes, gpus)[0])
 
 

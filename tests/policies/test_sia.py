@@ -145,6 +145,39 @@ def test_offered_up_to_twice_what_was_seen_and_only_on_its_gpu_type() -> None:
     assert offered == {("v100", 1), ("v100", 2), ("v100", 4)}
 
 
+def test_the_round_goodputs_are_each_jobs_own_estimator_goodputs() -> None:
+    """The program fills every job's goodputs in one vectorised pass: each value is what the
+    job's estimator gives for that configuration asked alone."""
+    cluster = Cluster.parse("k80:4x4,v100:2x8")
+    views = tuple(_view(_spec(f"j{i}"), _estimator({"k80": 0.4 + 0.1 * i, "v100": 0.1 + 0.02 * i},
+                                                    observed="k80" if i % 2 else "v100",
+                                                    gpus=1 + i % 3))
+                  for i in range(6))
+    program = Sia().program(Snapshot(0.0, cluster, views, Decision({})))
+    asked = 0
+    for j, view in enumerate(views):
+        for i, c in enumerate(program.configs):
+            if program.goodput[j, i] > 0:
+                want = view.estimator.goodput(c.gpu_type, c.gpus, c.nodes)[0]
+                assert program.goodput[j, i] == pytest.approx(want, rel=1e-12)
+                asked += 1
+    assert asked > 12
+
+
+def test_a_configuration_no_better_than_a_smaller_one_of_its_type_gets_no_variable() -> None:
+    """More GPUs of a type for no more gain is never needed at an optimum (`_undominated`),
+    unless it is what the job holds now (leaving it would cost the change penalty)."""
+    from corral.policies.sia.program import _undominated
+
+    configs = [Config("k80", 1, 1), Config("k80", 1, 2), Config("k80", 1, 4), Config("v100", 1, 1)]
+    goodput = np.array([[2.0, 1.5, 3.0, 4.0],   # 2 GPUs dominated by 1; 4 GPUs gains more
+                        [2.0, 1.5, 1.0, 0.0]])  # holds the dominated 2-GPU configuration
+    program = Program(goodput, configs, {"k80": 4, "v100": 1}, [None, 1], np.ones(2))
+    keep = _undominated(program, program.weights()[0])
+    assert keep.tolist() == [[True, False, True, True], [True, True, False, False]]
+    assert solve(program)[1] == pytest.approx(_brute_force(program))
+
+
 # ------------------------------------------------------------------------------- decisions
 
 def test_decisions_put_each_job_on_one_type_within_capacity() -> None:

@@ -26,6 +26,7 @@ from corral.core.policy import create_policy  # noqa: E402
 from corral.core.queues import parse_queues  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
+from corral.service.kept_queues import KeptQueues  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402
 from corral.service.tenants import Tenancy  # noqa: E402
@@ -71,9 +72,11 @@ def client(tmp_path: Path, fake_executor):
     loop = ControlLoop(store, fake_executor,
                        QueuedPolicy(lambda: create_policy("fifo"), tree), interval_s=1)
     tenancy = Tenancy.start(tmp_path, store, tree)
+    kept = KeptQueues(tmp_path, tree)
     c = TestClient(create_app(store, fake_executor, loop, TOKEN, stall_after_s=30,
-                              tenancy=tenancy, data_dir=tmp_path))
+                              tenancy=tenancy, data_dir=tmp_path, kept=kept))
     c.loop = loop  # type: ignore[attr-defined]
+    c.kept = kept  # type: ignore[attr-defined]
     c.tenant = {  # type: ignore[attr-defined]  # queue "team"'s token
         "Authorization": f"Bearer {(tmp_path / 'tokens' / 'team').read_text().strip()}"}
     yield c
@@ -92,6 +95,13 @@ def _ended_job(c) -> str:
 def _stalled(c):
     c.loop.last_round = time.monotonic() - 3600
     return c.get("/healthz")
+
+
+def _unkeepable(c):
+    def full(tree) -> None:
+        raise OSError(28, "No space left on device")
+    c.kept.save = full
+    return c.put("/queues", headers=AUTH, content=b"[queue.team]\nquota = 2\n")
 
 
 #: (words of a row, the request it describes): a row must be answered as each request it names
@@ -119,9 +129,10 @@ CASES: list[tuple[str, Callable]] = [
      lambda c: c.post("/jobs", headers=AUTH, json={"command": [], "colour": "red"})),
     (r"query parameter", lambda c: c.get("/jobs/job-1/logs?rank=-1", headers=AUTH)),
     (r"healthz|stalled", _stalled),
+    (r"cannot be kept", _unkeepable),
 ]
 #: every error code the service answers on purpose: the table must list each
-ERROR_CODES = {400, 401, 403, 404, 409, 413, 422, 503}
+ERROR_CODES = {400, 401, 403, 404, 409, 413, 422, 500, 503}
 
 
 def test_an_unparsable_body_gets_a_one_line_422(client) -> None:
@@ -173,6 +184,7 @@ PROPOSED = """
 | 409 | cancelling a job that has already ended |
 | 413 | a request body over 1 MiB |
 | 422 | a body that is not a valid submission: unparsable (not JSON), not an object, a field missing or unknown, a value of the wrong type or out of bounds; a bad query parameter (`rank`, `tail`) |
+| 500 | `PUT /queues`: the new tree cannot be kept in the data directory (`queues-changed.toml`: a full disk, say); the old tree stays |
 | 503 | `GET /healthz`: the control loop or the executor has stalled (no round for 30 s) |
 """
 

@@ -1,6 +1,7 @@
 """Quotas per GPU type in the live service: PUT /queues takes them and checks each type against
-the cluster, GET /queues shows them per type, /metrics has a gauge by queue and GPU type, and
-the loop places each queue's jobs on the types it is owed."""
+the cluster (and so does the next start, of the tree it kept), GET /queues shows them per type,
+/metrics has a gauge by queue and GPU type, and the loop places each queue's jobs on the types
+it is owed."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from corral.core.policy import create_policy  # noqa: E402
 from corral.core.queues import parse_queues, type_capacity  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
+from corral.service.kept_queues import KeptQueues  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402
 from corral.service.tenants import Tenancy  # noqa: E402
@@ -45,7 +47,8 @@ def client(tmp_path: Path):
     executor = TypedExecutor()
     loop = ControlLoop(store, executor, policy, interval_s=1)
     app = create_app(store, executor, loop, "admin-s3cret", stall_after_s=30,
-                     tenancy=Tenancy.start(tmp_path, store, tree), data_dir=tmp_path)
+                     tenancy=Tenancy.start(tmp_path, store, tree), data_dir=tmp_path,
+                     kept=KeptQueues(tmp_path, tree))
     with TestClient(app) as c:
         c.loop, c.dir = loop, tmp_path  # type: ignore[attr-defined]
         yield c
@@ -85,3 +88,14 @@ def test_put_queues_checks_typed_quotas_against_each_type_in_one_line(client) ->
                       content=TYPED.replace("k80 = 2 }", "k80 = 1 }").encode())
     assert resp.status_code == 200, resp.text
     assert resp.json()["changed"] == "b: quota {k80 2}->{k80 1}"
+
+
+def test_a_kept_typed_tree_is_checked_against_the_types_at_the_next_start(client) -> None:
+    new = TYPED.replace("k80 = 2 }", "k80 = 1 }")
+    assert client.put("/queues", headers=ADMIN, content=new.encode()).status_code == 200
+    file_tree = parse_queues(TYPED, "queues.toml", MIXED.total_gpus, type_capacity(MIXED))
+    kept = KeptQueues(client.dir, file_tree)
+    start = kept.choose(MIXED.total_gpus, type_capacity(MIXED))
+    assert start.event == "queues-restored" and start.tree.type_quotas("b", ("k80",)) == {"k80": 1}
+    smaller = Cluster.parse("k80:1x2,p100:1x2")  # no v100s any more: the stored tree is unusable
+    assert kept.choose(smaller.total_gpus, type_capacity(smaller)).event == "queues-unreadable"

@@ -77,7 +77,7 @@ def serve(
     retry_backoff: float = typer.Option(1.0, metavar="SECONDS", help="Seconds before a crashed job's first retry; doubles at every retry (at most 300).", rich_help_panel=_JOBS),
     mechanism: str | None = typer.Option(None, metavar="MECHANISM", help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`).", rich_help_panel=_JOBS),
     tick: float | None = typer.Option(None, metavar="SECONDS", help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2).", rich_help_panel=_JOBS),
-    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues (docs/queues.md). The policy runs once per queue on the queue's share; each queue gets a token (DATA_DIR/tokens/QUEUE) that sees only its own jobs; PUT /queues (`corral queues --set FILE`) changes them while the service runs.", rich_help_panel=_POLICY),
+    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues (docs/queues.md). The policy runs once per queue on the queue's share; each queue gets a token (DATA_DIR/tokens/QUEUE) that sees only its own jobs; PUT /queues (`corral queues --set FILE`) changes them while the service runs, kept in DATA_DIR/queues-changed.toml for the next start while FILE is unchanged.", rich_help_panel=_POLICY),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does.", rich_help_panel=_START),
     early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`).", rich_help_panel=_START),
     ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
@@ -231,7 +231,7 @@ def submit(
 @app.command("queues")
 @user_errors
 def queues_(
-    set_file: Path | None = typer.Option(None, "--set", metavar="FILE", help="Replace the running service's queues with this TOML file (admin token; the old ones stay on an error)."),
+    set_file: Path | None = typer.Option(None, "--set", metavar="FILE", help="Replace the running service's queues with this TOML file (admin token; the old ones stay on an error). The service keeps them for its next start (docs/queues.md)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
     url: str | None = typer.Option(None, metavar="URL", help="Service URL."),

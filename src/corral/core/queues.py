@@ -347,6 +347,62 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
     return tree
 
 
+def queues_toml(tree: QueueTree) -> str:
+    """A queues file (TOML) that `parse_queues` reads back as `tree` (given `tree.source`): the
+    service keeps the tree `PUT /queues` set in it. Every key of QUEUE_KEYS and TOP_KEYS that is
+    set is written, whatever its type (`tomllib` only reads)."""
+    lines = [f"{key} = {_toml_value(getattr(tree, key))}" for key in TOP_KEYS
+             if key != "queue" and getattr(tree, key) is not None]
+    for q in tree.queues:
+        lines += ["", f"[queue.{_toml_key(q.name)}]"]
+        lines += [f"{key} = {_toml_value(_declared(q, key))}" for key in QUEUE_KEYS
+                  if _declared(q, key) is not None]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _declared(q: Queue, key: str) -> Any:
+    """Queue `q`'s value of file key `key` as the file gives it (a quota or a limit per GPU
+    type as a mapping)."""
+    per_type = {"quota": q.type_quota, "limit": q.type_limit}.get(key)
+    return dict(per_type) if per_type is not None else getattr(q, key)
+
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key)
+    return key if bare else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quote, backslash and control characters escaped."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value: bool, int, float, string, or a mapping as an inline table."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_toml_key(str(k))} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    raise TypeError(f"no TOML for {type(value).__name__}: {value!r}")
+
+
 def load_queues(path: str | Path, total_gpus: int | None = None,
                 gpus_by_type: Mapping[str, int] | None = None) -> QueueTree:
     """Read a queues file (module docstring); InputError names the file."""

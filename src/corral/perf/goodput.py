@@ -20,7 +20,8 @@ from corral.perf.candidates import NUM_BATCH_CANDIDATES, CandidateCache, Candida
 from corral.perf.efficiency import GradStats, efficiency
 from corral.perf.throughput import DISTINCT_NODE_COUNTS, ThroughputParams, iteration_time
 
-__all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES", "optimize_many"]
+__all__ = ["GoodputFunction", "SpeedupFunction", "NUM_BATCH_CANDIDATES", "optimize_many",
+           "best_goodputs"]
 
 # Candidate rows remembered per throughput model and batch limits (corral.perf.candidates):
 # one cache for one job's optimisations (scalar parameters), one for many jobs' at once (the
@@ -182,6 +183,31 @@ def optimize_many(fns: Sequence[GoodputFunction], which: ArrayLike, num_nodes: A
     for o, v in zip(out, (best, local, accum)):
         o[order] = v
     return out
+
+
+def _inputs(fn: GoodputFunction) -> tuple:
+    """Everything a goodput function's optimum depends on: its throughput model (the object:
+    jobs with the same fitted profile share the memoised fit), the exact bytes of its gradient
+    statistics, its batch limits."""
+    return (id(fn.params), struct.pack("<dd", fn.stats.sqr, fn.stats.var), fn.init_bsz,
+            fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz, fn.accumulation)
+
+
+def best_goodputs(fns: list[GoodputFunction], which: np.ndarray, nodes: np.ndarray,
+                   gpus: np.ndarray) -> np.ndarray:
+    """`optimize_many(...)[0]`, each distinct (inputs, N, K) computed once: jobs of one
+    application that ran the same configurations have identical goodput functions (the
+    2,000 jobs of a t=0 round have a few dozen), and a row's result depends on its own
+    inputs only. What the Pollux and Sia policies fill their goodput tables with."""
+    ids: dict[tuple, int] = {}
+    fn_id = np.array([ids.setdefault(_inputs(fn), len(ids)) for fn in fns], dtype=np.int64)
+    if len(ids) == len(fns):
+        return optimize_many(fns, which, nodes, gpus)[0]
+    reps = [fns[i] for i in np.unique(fn_id, return_index=True)[1]]  # one per distinct id
+    rep = fn_id[which]
+    rows = (rep * (nodes.max() + 1) + nodes) * (gpus.max() + 1) + gpus
+    _, first, back = np.unique(rows, return_index=True, return_inverse=True)
+    return optimize_many(reps, rep[first], nodes[first], gpus[first])[0][back]
 
 
 def _column_candidates(fns: Sequence[GoodputFunction], idx: np.ndarray, nodes: np.ndarray,

@@ -33,6 +33,7 @@ from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
 from corral.service.health import Health
 from corral.service.jobs import LiveJob, summary_json
+from corral.service.kept_queues import STORED, KeptQueues
 from corral.service.limits import BodyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
@@ -66,14 +67,16 @@ _MAX_RANK = 1 << 16
 def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                stall_after_s: float = 30.0,
                check_app: Callable[[str | None], None] = any_app,
-               tenancy: Tenancy | None = None, data_dir: Path | None = None) -> FastAPI:
+               tenancy: Tenancy | None = None, data_dir: Path | None = None,
+               kept: KeptQueues | None = None) -> FastAPI:
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has not
     finished a round for `stall_after_s` seconds. Each submission's model passes `check_app` (the
     executor's: `Backend.check_app`). With `tenancy` (the loop's policy a `QueuedPolicy` on its
     tree) each queue's token is a tenant's (corral.service.tenants): it submits to and sees its
     own queues' jobs only (403, one line, for another's; `GET /jobs` filtered; `/cluster` and
     `/healthz` name no job); `/metrics` and `PUT /queues` are the admin's (`token`). `data_dir`:
-    where `PUT /queues` writes the tokens of queues it adds."""
+    where `PUT /queues` writes the tokens of queues it adds; `kept`: where it keeps the new
+    tree for the next start (corral.service.kept_queues)."""
     app = FastAPI(title="corral", version=corral.__version__,
                   description="Schedules deep-learning training jobs on this machine's GPUs.",
                   docs_url=None, redoc_url=None)  # CDN-based pages: /docs is ours instead
@@ -251,6 +254,13 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
             check_change(new, store.active_by_queue())
             old = t.tree
             diff = tree_diff(old, new)
+            if kept is not None:  # kept before it is in force: a tree not kept is not swapped
+                try:
+                    kept.save(new)
+                except OSError as exc:
+                    raise HTTPException(500, f"PUT /queues: cannot keep the new tree in "
+                                        f"DATA_DIR/{STORED} ({exc.strerror or exc}): the old "
+                                        "one stays") from None
             t.tree = new
             loop.set_queues(new, diff)
         minted = t.mint(data_dir, store) if data_dir is not None else []

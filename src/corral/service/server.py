@@ -5,7 +5,9 @@ shutdown every job checkpoints and stops, so the next `corral serve` on the dire
 them (the service logs what it stops, on stderr); after kill -9 the next one reclaims the
 workers (`ControlLoop.recover`). Start-up takes the directory's `ServiceLock`, then checks
 everything the user can fix (policy, port, executor), and only then writes (token, modes
-0700/0600 with umask 077, database): a failed start leaves the directory as it was.
+0700/0600 with umask 077, database): a failed start leaves the directory as it was. Under
+`--queues` the tree a `PUT /queues` kept may be in force instead of the file's
+(corral.service.kept_queues).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from corral.service.endpoint import (
     store_token,
     write_address,
 )
+from corral.service.kept_queues import KeptQueues, StartTree
 from corral.service.loop import ControlLoop, check_live_policy
 from corral.service.records import note_shutdown
 from corral.service.store import Store, stored_active_queues
@@ -127,15 +130,22 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
     except BaseException:
         sock.close()
         raise
-    if tree is not None:
+    kept = KeptQueues(directory, tree) if tree is not None else None
+    start: StartTree | None = None
+    if kept is not None:
         try:  # against the cluster, and the stored active jobs' queues: nothing written yet
             cluster = executor.cluster()
-            tree.validate(cluster.total_gpus, type_capacity(cluster))
+            total, by_type = cluster.total_gpus, type_capacity(cluster)
+            kept.file_tree.validate(total, by_type)
+            start = kept.choose(total, by_type)  # the tree PUT /queues kept, or the file's
+            tree = start.tree
             check_change(tree, stored_active_queues(directory / "state.db"))
         except BaseException:
             sock.close()
             executor.shutdown(0)
             raise
+        if isinstance(policy, QueuedPolicy):
+            policy.queues = tree
     store = None
     loop: ControlLoop | None = None
     try:
@@ -147,8 +157,11 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         tenancy = Tenancy.start(directory, store, tree) if tree is not None else None
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
                            tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in)
+        if kept is not None and start is not None:
+            kept.apply(start, store, loop.now_s())
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,
-                         check_app=backend.check_app, tenancy=tenancy, data_dir=directory)
+                         check_app=backend.check_app, tenancy=tenancy, data_dir=directory,
+                         kept=kept)
         loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

@@ -3,18 +3,17 @@
 SPEEDUP_j(N, K) = best goodput of job j on K GPUs over N nodes / best goodput on the fair share,
 each "best" the Eq. 13 batch optimum (`corral.perf.goodput`). The search reads it millions of
 times, so each round fills a dense (N, K) table per job: best goodputs are memoised per goodput
-function object, missing entries come from one vectorised `optimize_many` call (one per K for
+function object, missing entries come from one vectorised `best_goodputs` call (one per K for
 all N >= 2: `DISTINCT_NODE_COUNTS`), and a table is kept until its inputs change.
 """
 
 from __future__ import annotations
 
-import struct
 from functools import lru_cache
 
 import numpy as np
 
-from corral.perf.goodput import GoodputFunction, optimize_many
+from corral.perf.goodput import GoodputFunction, best_goodputs
 from corral.perf.throughput import DISTINCT_NODE_COUNTS
 
 __all__ = ["SpeedupGrids", "linear_speedups"]
@@ -33,31 +32,6 @@ def _scaled_linear(max_nodes: int, max_gpus: int, fair_gpus: int, scale: float) 
     table = linear_speedups(max_nodes, max_gpus, fair_gpus) * scale
     table.setflags(write=False)
     return table
-
-
-def _inputs(fn: GoodputFunction) -> tuple:
-    """Everything a goodput function's optimum depends on: its throughput model (the object:
-    jobs with the same fitted profile share the memoised fit), the exact bytes of its gradient
-    statistics, its batch limits."""
-    return (id(fn.params), struct.pack("<dd", fn.stats.sqr, fn.stats.var), fn.init_bsz,
-            fn.max_bsz, fn.min_local_bsz, fn.max_local_bsz, fn.accumulation)
-
-
-def _best_goodputs(fns: list[GoodputFunction], which: np.ndarray, nodes: np.ndarray,
-                   gpus: np.ndarray) -> np.ndarray:
-    """`optimize_many(...)[0]`, each distinct (inputs, N, K) computed once: jobs of one
-    application that ran the same configurations have identical goodput functions (the
-    2,000 jobs of a t=0 round have a few dozen), and a row's result depends on its own
-    inputs only."""
-    ids: dict[tuple, int] = {}
-    fn_id = np.array([ids.setdefault(_inputs(fn), len(ids)) for fn in fns], dtype=np.int64)
-    if len(ids) == len(fns):
-        return optimize_many(fns, which, nodes, gpus)[0]
-    reps = [fns[i] for i in np.unique(fn_id, return_index=True)[1]]  # one per distinct id
-    rep = fn_id[which]
-    rows = (rep * (nodes.max() + 1) + nodes) * (gpus.max() + 1) + gpus
-    _, first, back = np.unique(rows, return_index=True, return_inverse=True)
-    return optimize_many(reps, rep[first], nodes[first], gpus[first])[0][back]
 
 
 class _Memo:
@@ -144,7 +118,7 @@ class SpeedupGrids:
                 gpus.append(k_idx)
                 owners.append(memo)
         if need_fn:
-            best = _best_goodputs(need_fn, np.concatenate(which), np.concatenate(nodes),
+            best = best_goodputs(need_fn, np.concatenate(which), np.concatenate(nodes),
                                   np.concatenate(gpus))
             at = 0
             for memo, n_idx, k_idx in zip(owners, nodes, gpus):

@@ -4,7 +4,10 @@ Every round the layer computes each leaf queue's GPU share (`corral.core.queues.
 carves the cluster into one sub-cluster per queue (`_carve`) and asks one inner policy
 instance per queue (`inner_factory()`, so per-job state stays per queue) to decide for that
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
-A gang is never split. Where the inner policies' promises give a queue's decision without
+A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
+are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
+are kept within one type of its sub-cluster (`_ask`, `types.py`). Where the inner policies'
+promises give a queue's decision without
 asking (`_known`), it is not asked; `fast=False` asks every round, as a reference
 (tests/policies/test_tenancy.py compares the two). docs/queues.md, "The layer", has the rules.
 """

@@ -7,9 +7,9 @@ queue's jobs alone on its sub-cluster; node indices are mapped back and the deci
 A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
 are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
 are kept within one type of its sub-cluster (`_ask`, `types.py`). Where the inner policies'
-promises give a queue's decision without
-asking (`_known`), it is not asked; `fast=False` asks every round, as a reference
-(tests/policies/test_tenancy.py compares the two). docs/queues.md, "The layer", has the rules.
+promises give a queue's decision without asking (`_known`), it is not asked; `fast=False`
+asks every round, as a reference (tests/policies/test_tenancy.py compares the two).
+docs/queues.md, "The layer" and "Quotas per GPU type", has the rules.
 """
 
 from __future__ import annotations

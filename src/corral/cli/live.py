@@ -259,10 +259,17 @@ def queues_(
                 "waiting"):
         table.add_column(col, justify="left" if col in ("queue", "parent") else "right")
     for r in doc["queues"]:
-        table.add_row(*(escape(str("-" if r[k] is None else r[k])) for k in (
+        shown = {**r, **{k: _per_type(r[f"{k}_by_type"]) for k in ("quota", "limit")
+                         if r.get(f"{k}_by_type")}}
+        table.add_row(*(escape(str("-" if shown[k] is None else shown[k])) for k in (
             "name", "parent", "quota", "limit", "used", "borrowed", "share", "jobs",
             "waiting")))
     print_table(table, True)
+
+
+def _per_type(gpus: dict[str, int]) -> str:
+    """Quotas or limits per GPU type in a cell: `v100 8, k80 4`."""
+    return ", ".join(f"{t} {g}" for t, g in gpus.items())
 
 
 #: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.

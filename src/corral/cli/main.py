@@ -198,7 +198,7 @@ def simulate(
     model_map: str | None = typer.Option(None, metavar="MODEL=MODEL,...", help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class).", rich_help_panel=_INPUTS),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload).", rich_help_panel=_RUNS),
     wide: bool = typer.Option(False, "--wide", help="Every metric column, however wide the table (default: the ones that fit the terminal; --out writes them all to summary.json)."),
-    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit, weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL).", rich_help_panel=_INPUTS),
+    queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit (GPUs, or per GPU type: { v100 = 8 }), weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL).", rich_help_panel=_INPUTS),
     quotas: str | None = typer.Option(None, "--quotas", metavar="proportional", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues).", rich_help_panel=_INPUTS),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
@@ -300,7 +300,7 @@ def simulate(
 
 def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster) -> QueueTree | str | None:
     """The queue tree of `--queues`, "proportional" for `--quotas proportional`, or None."""
-    from corral.core.queues import load_queues
+    from corral.core.queues import load_queues, type_capacity
 
     if queues is not None and quotas is not None:
         raise CorralError("--queues and --quotas: give one (a queues file, or quotas from the trace)")
@@ -308,7 +308,7 @@ def _queue_setup(queues: Path | None, quotas: str | None, shape: Cluster) -> Que
         if quotas.strip().lower() != "proportional":
             raise CorralError(f"--quotas {quotas!r}: the one choice is 'proportional'")
         return "proportional"
-    return None if queues is None else load_queues(queues, shape.total_gpus)
+    return None if queues is None else load_queues(queues, shape.total_gpus, type_capacity(shape))
 
 
 def _per_queue(results: Mapping[str, Sequence[SimResult]], workloads: Sequence[Workload],

@@ -11,6 +11,7 @@ over-quota weight).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import heapq
 import math
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corral.core.cluster import Cluster, gpu_type_problem
 from corral.core.errors import InputError
 
 DEFAULT_QUEUE = "default"
@@ -29,7 +31,10 @@ TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s")
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """One queue of the tree. `quota` None: a cohort guaranteeing its children's sum (a leaf: 0)."""
+    """One queue of the tree. `quota` None: a cohort guaranteeing its children's sum (a leaf: 0).
+    `type_quota`, `type_limit`: (GPU type, GPUs) pairs where they are given per type (then
+    `quota`, `limit` are None); a type missing from `type_quota` is 0, from `type_limit`
+    unlimited."""
 
     name: str
     quota: int | None = None
@@ -37,6 +42,21 @@ class Queue:
     weight: float = 1.0
     parent: str | None = None
     priority: int = 0
+    type_quota: tuple[tuple[str, int], ...] | None = None
+    type_limit: tuple[tuple[str, int], ...] | None = None
+
+    @property
+    def typed(self) -> bool:
+        """Is its quota or its limit given per GPU type?"""
+        return self.type_quota is not None or self.type_limit is not None
+
+    def of_type(self, gpu_type: str) -> Queue:
+        """This queue as seen when GPUs of `gpu_type` alone are shared: its quota and limit for
+        that type, untyped."""
+        quota = self.quota if self.type_quota is None else dict(self.type_quota).get(gpu_type, 0)
+        limit = self.limit if self.type_limit is None else dict(self.type_limit).get(gpu_type)
+        return dataclasses.replace(self, quota=quota, limit=limit, type_quota=None,
+                                   type_limit=None)
 
 
 @dataclass(frozen=True)
@@ -50,8 +70,10 @@ class QueueTree:
     _by_name: dict[str, Queue] = field(init=False, repr=False, compare=False)
     _children: dict[str | None, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _quota: dict[str, int] = field(init=False, repr=False, compare=False)
+    _per_type: dict[str, QueueTree] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_per_type", {})
         by_name = {q.name: q for q in self.queues}
         children: dict[str | None, list[str]] = {None: []}
         for q in self.queues:
@@ -65,6 +87,8 @@ class QueueTree:
                 return quota[name]
             q = by_name[name]
             kids = children.get(name, [])
+            if q.type_quota is not None:
+                return quota.setdefault(name, sum(g for _, g in q.type_quota))
             value = q.quota if q.quota is not None else (
                 sum(eff(k, seen + (name,)) for k in kids) if kids else 0)
             quota[name] = value
@@ -92,8 +116,39 @@ class QueueTree:
         return tuple(q.name for q in self.queues if not self.children(q.name))
 
     def quota(self, name: str) -> int:
-        """Guaranteed GPUs: the declared quota, or a cohort's children's sum."""
+        """Guaranteed GPUs: the declared quota, or a cohort's children's sum (typed: over all
+        types)."""
         return self._quota.get(name, 0)
+
+    @property
+    def typed(self) -> bool:
+        """Are quotas or limits given per GPU type (then all of them are)?"""
+        return any(q.typed for q in self.queues)
+
+    @property
+    def declared_types(self) -> tuple[str, ...]:
+        """The GPU types the typed quotas and limits name, in file order."""
+        seen: dict[str, None] = {}
+        for q in self.queues:
+            for pairs in (q.type_quota or (), q.type_limit or ()):
+                seen.update((t, None) for t, _ in pairs)
+        return tuple(seen)
+
+    def for_type(self, gpu_type: str) -> QueueTree:
+        """The tree that shares the GPUs of `gpu_type` alone: each queue's quota and limit for
+        that type (`Queue.of_type`); the tree itself when it is not typed."""
+        if not self.typed:
+            return self
+        tree = self._per_type.get(gpu_type)
+        if tree is None:
+            tree = QueueTree(tuple(q.of_type(gpu_type) for q in self.queues), self.min_runtime_s,
+                             self.usage_half_life_s, self.source)
+            self._per_type[gpu_type] = tree
+        return tree
+
+    def type_quotas(self, name: str, gpu_types: tuple[str, ...]) -> dict[str, int]:
+        """Guaranteed GPUs of queue `name` per type of `gpu_types` (typed trees)."""
+        return {t: self.for_type(t).quota(name) for t in gpu_types}
 
     def ancestors(self, name: str) -> tuple[str, ...]:
         """`name`'s parent, its parent, ... up to a top-level queue."""
@@ -110,8 +165,11 @@ class QueueTree:
             return queue
         return DEFAULT_QUEUE
 
-    def validate(self, total_gpus: int | None = None) -> None:
-        """InputError (one line: what and where) for a tree that cannot be honoured."""
+    def validate(self, total_gpus: int | None = None,
+                 gpus_by_type: Mapping[str, int] | None = None) -> None:
+        """InputError (one line: what and where) for a tree that cannot be honoured.
+        `gpus_by_type`: the cluster's GPUs per type, where known (typed trees check each type
+        against it, and that every type they name exists)."""
         where = self.source
         for q in self.queues:
             if q.parent is not None and q.parent not in self._by_name:
@@ -126,24 +184,72 @@ class QueueTree:
                     raise InputError(f'{where}: queue "{q.name}": cycle of parents: {cycle}')
                 seen.append(p)
                 p = self._by_name[p].parent
+        if not self.typed:
+            self._check_quotas(total_gpus)
+            return
+        self._check_typed(total_gpus, gpus_by_type)
+
+    def _check_typed(self, total_gpus: int | None,
+                     gpus_by_type: Mapping[str, int] | None) -> None:
+        """`validate` for a typed tree: no quota or limit for any type, no unknown type, and
+        each type's quotas and limits sound against that type's GPUs."""
+        where = self.source
+        typed = next(q.name for q in self.queues if q.typed)
         for q in self.queues:
-            quota = self.quota(q.name)
-            if q.limit is not None and q.limit < quota:
-                raise InputError(f'{where}: queue "{q.name}": limit {q.limit} is below its '
-                                 f'quota {quota}')
-            if total_gpus is not None and quota > total_gpus:
-                raise InputError(f'{where}: queue "{q.name}": quota {quota} exceeds the '
-                                 f"cluster's {total_gpus} GPUs")
-            kids = self.children(q.name)
-            below = sum(self.quota(k) for k in kids)
-            if kids and below > quota:
-                raise InputError(f'{where}: queue "{q.name}": its children\'s quotas add up to '
-                                 f'{below} GPUs, above its quota {quota} '
-                                 f'({", ".join(f"{k} {self.quota(k)}" for k in kids)})')
+            for key, value in (("quota", q.quota), ("limit", q.limit)):
+                if value is not None and (key, value) != ("quota", 0):  # 0: none of any type
+                    raise InputError(
+                        f'{where}: queue "{q.name}": {key} {value} is for any GPU type, but queue '
+                        f'"{typed}" gives its quota per type; give every quota and limit per '
+                        f"type, e.g. {key} = {{ v100 = {value} }}")
+        if gpus_by_type is not None:
+            known = tuple(t for t in gpus_by_type if t)
+            for q in self.queues:
+                for key, pairs in (("quota", q.type_quota), ("limit", q.type_limit)):
+                    for t, _ in pairs or ():
+                        if t not in gpus_by_type:
+                            has = (f"it has {', '.join(known)}" if known
+                                   else "its GPUs have no type")
+                            raise InputError(
+                                f'{where}: queue "{q.name}": {key} names GPU type "{t}", which '
+                                f"the cluster does not have ({has}){_did_you_mean(t, known)}")
+        types = tuple(gpus_by_type) if gpus_by_type is not None else self.declared_types
+        for t in types:
+            self.for_type(t)._check_quotas(None if gpus_by_type is None else gpus_by_type[t], t)
         top = sum(self.quota(k) for k in self.children(None))
         if total_gpus is not None and top > total_gpus:
             raise InputError(f"{where}: the top-level queues' quotas add up to {top} GPUs, above "
                              f"the cluster's {total_gpus}")
+
+    def _check_quotas(self, total_gpus: int | None, gpu_type: str = "") -> None:
+        """Quotas within limits, parents and the cluster (`total_gpus` of `gpu_type`, where
+        the tree is one type's, `for_type`)."""
+        where = self.source
+        of = f"{gpu_type} " if gpu_type else ""
+        for q in self.queues:
+            quota = self.quota(q.name)
+            if q.limit is not None and q.limit < quota:
+                raise InputError(f'{where}: queue "{q.name}": {of}limit {q.limit} is below its '
+                                 f'{of}quota {quota}')
+            if total_gpus is not None and quota > total_gpus:
+                raise InputError(f'{where}: queue "{q.name}": {of}quota {quota} exceeds the '
+                                 f"cluster's {total_gpus} {of}GPUs")
+            kids = self.children(q.name)
+            below = sum(self.quota(k) for k in kids)
+            if kids and below > quota:
+                raise InputError(f'{where}: queue "{q.name}": its children\'s {of}quotas add up '
+                                 f'to {below} GPUs, above its {of}quota {quota} '
+                                 f'({", ".join(f"{k} {self.quota(k)}" for k in kids)})')
+        top = sum(self.quota(k) for k in self.children(None))
+        if total_gpus is not None and top > total_gpus:
+            unit = f" {of}GPUs" if of else ""
+            raise InputError(f"{where}: the top-level queues' {of}quotas add up to {top} GPUs, "
+                             f"above the cluster's {total_gpus}{unit}")
+
+
+def type_capacity(cluster: Cluster) -> dict[str, int]:
+    """The cluster's GPUs per type (`validate`'s `gpus_by_type`; "" the unnamed type)."""
+    return {t: cluster.gpus_of_type(t) for t in cluster.gpu_types}
 
 
 def _did_you_mean(word: str, known: Any) -> str:
@@ -163,9 +269,24 @@ def _number(where: str, what: str, key: str, value: Any, *, integer: bool,
     return value
 
 
-def parse_queues(text: str, where: str = "queues.toml",
-                 total_gpus: int | None = None) -> QueueTree:
-    """A `QueueTree` from TOML text (module docstring); InputError naming `where` if bad."""
+def _per_type(where: str, what: str, key: str, value: Any) -> tuple[tuple[str, int], ...] | None:
+    """A quota or limit given per GPU type (`{ v100 = 8, k80 = 16 }`) as (type, GPUs) pairs;
+    None when `value` is not a table."""
+    if not isinstance(value, dict):
+        return None
+    pairs = []
+    for t, gpus in value.items():
+        problem = gpu_type_problem(t)
+        if problem is not None:
+            raise InputError(f"{where}: {what}: {key}: {problem}")
+        pairs.append((t, int(_number(where, what, f"{key}.{t}", gpus, integer=True))))
+    return tuple(pairs)
+
+
+def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None = None,
+                 gpus_by_type: Mapping[str, int] | None = None) -> QueueTree:
+    """A `QueueTree` from TOML text (module docstring); InputError naming `where` if bad.
+    `total_gpus`, `gpus_by_type`: the cluster's GPUs, and per type, where known (`validate`)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -196,10 +317,15 @@ def parse_queues(text: str, where: str = "queues.toml",
         priority = body.get("priority", 0)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InputError(f"{where}: {what}: priority must be a whole number, got {priority!r}")
+        type_quota = _per_type(where, what, "quota", quota)
+        type_limit = _per_type(where, what, "limit", limit)
         queues.append(Queue(
             name=name,
-            quota=None if quota is None else int(_number(where, what, "quota", quota, integer=True)),
-            limit=None if limit is None else int(_number(where, what, "limit", limit, integer=True)),
+            quota=None if quota is None or type_quota is not None
+            else int(_number(where, what, "quota", quota, integer=True)),
+            limit=None if limit is None or type_limit is not None
+            else int(_number(where, what, "limit", limit, integer=True)),
+            type_quota=type_quota, type_limit=type_limit,
             weight=float(_number(where, what, "weight", body.get("weight", 1.0), integer=False,
                                  positive=True)),
             parent=parent, priority=priority))
@@ -213,7 +339,7 @@ def parse_queues(text: str, where: str = "queues.toml",
         half = _number(where, "usage_half_life_s", "value", half, integer=False, positive=True)
     tree = QueueTree(tuple(queues), float(min_runtime),
                      None if half is None else float(half), where)
-    tree.validate(total_gpus)
+    tree.validate(total_gpus, gpus_by_type)
     for q in tree.queues:
         if q.name == DEFAULT_QUEUE and tree.children(q.name):
             raise InputError(f'{where}: queue "{DEFAULT_QUEUE}" takes unnamed jobs: it cannot '
@@ -229,9 +355,16 @@ def queues_toml(tree: QueueTree) -> str:
              if key != "queue" and getattr(tree, key) is not None]
     for q in tree.queues:
         lines += ["", f"[queue.{_toml_key(q.name)}]"]
-        lines += [f"{key} = {_toml_value(getattr(q, key))}" for key in QUEUE_KEYS
-                  if getattr(q, key) is not None]
+        lines += [f"{key} = {_toml_value(_declared(q, key))}" for key in QUEUE_KEYS
+                  if _declared(q, key) is not None]
     return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _declared(q: Queue, key: str) -> Any:
+    """Queue `q`'s value of file key `key` as the file gives it (a quota or a limit per GPU
+    type as a mapping)."""
+    per_type = {"quota": q.type_quota, "limit": q.type_limit}.get(key)
+    return dict(per_type) if per_type is not None else getattr(q, key)
 
 
 def _toml_key(key: str) -> str:
@@ -270,14 +403,15 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML for {type(value).__name__}: {value!r}")
 
 
-def load_queues(path: str | Path, total_gpus: int | None = None) -> QueueTree:
+def load_queues(path: str | Path, total_gpus: int | None = None,
+                gpus_by_type: Mapping[str, int] | None = None) -> QueueTree:
     """Read a queues file (module docstring); InputError names the file."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the queues file: {exc.strerror or exc}") from None
-    return parse_queues(text, str(path.name if path.name else path), total_gpus)
+    return parse_queues(text, str(path.name if path.name else path), total_gpus, gpus_by_type)
 
 
 def proportional_queues(gpu_s: Mapping[str | None, float], total_gpus: int, *,

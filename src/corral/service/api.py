@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 import corral
 from corral.core.errors import CorralError, InputError
-from corral.core.queues import parse_queues
+from corral.core.queues import parse_queues, type_capacity
 from corral.executors.backend import any_app
 from corral.executors.base import Executor
 from corral.service.dashboard import mount_dashboard
@@ -248,7 +248,8 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         except UnicodeDecodeError:
             raise InputError("PUT /queues: the body is not UTF-8 TOML text") from None
         with tree_lock:
-            new = parse_queues(text, "PUT /queues", loop.cluster.total_gpus)
+            new = parse_queues(text, "PUT /queues", loop.cluster.total_gpus,
+                               type_capacity(loop.cluster))
             check_tree_names(new)
             check_change(new, store.active_by_queue())
             old = t.tree

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,13 +92,15 @@ class KeptQueues:
             raise
         _sync_dir(self.directory)
 
-    def choose(self, total_gpus: int) -> StartTree:
-        """The tree this start runs (module docstring); reads only."""
+    def choose(self, total_gpus: int,
+               gpus_by_type: Mapping[str, int] | None = None) -> StartTree:
+        """The tree this start runs (module docstring); reads only. `gpus_by_type`: the
+        cluster's GPUs per type, for a stored tree with quotas per type."""
         name = self.file_tree.source
         if not self.path.exists():
             return StartTree(self.file_tree)
         try:
-            stored, base, set_at = self._read(total_gpus)
+            stored, base, set_at = self._read(total_gpus, gpus_by_type)
         except InputError as exc:
             aside = _free_name(self.directory, UNREADABLE)
             return StartTree(self.file_tree, "queues-unreadable",
@@ -114,14 +117,15 @@ class KeptQueues:
                          f"the tree PUT /queues set ({set_at}, {STORED}) is in force, not "
                          f"{name} (unchanged since): {tree_diff(self.file_tree, stored)}")
 
-    def _read(self, total_gpus: int) -> tuple[QueueTree, str, str]:
+    def _read(self, total_gpus: int,
+              gpus_by_type: Mapping[str, int] | None) -> tuple[QueueTree, str, str]:
         """The stored tree, the hash it names and when it was set; InputError if unusable."""
         try:
             text = self.path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{STORED}: cannot read it: "
                              f"{getattr(exc, 'strerror', None) or exc}") from None
-        tree = parse_queues(text, STORED, total_gpus)
+        tree = parse_queues(text, STORED, total_gpus, gpus_by_type)
         check_tree_names(tree)
         base = _REPLACES.search(text)
         if base is None:

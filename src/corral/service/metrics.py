@@ -105,6 +105,14 @@ class _ServiceCollector(Collector):
             for row in rows:
                 family.add_metric([row["name"]], row[key])
             yield family
+        if tree.typed:
+            family = GaugeMetricFamily("corral_queue_type_quota_gpus",
+                                       "GPUs of one type guaranteed to a queue (quotas per type)",
+                                       labels=["queue", "gpu_type"])
+            for row in rows:
+                for gpu_type, gpus in row["quota_by_type"].items():
+                    family.add_metric([row["name"], gpu_type], gpus)
+            yield family
 
 
 def service_registry(store: Store, loop: ControlLoop) -> CollectorRegistry:

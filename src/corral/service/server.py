@@ -27,7 +27,7 @@ from typing import Any
 
 from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
-from corral.core.queues import QueueTree, load_queues
+from corral.core.queues import QueueTree, load_queues, type_capacity
 from corral.executors import create_backend
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
@@ -134,9 +134,10 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
     start: StartTree | None = None
     if kept is not None:
         try:  # against the cluster, and the stored active jobs' queues: nothing written yet
-            total = executor.cluster().total_gpus
-            kept.file_tree.validate(total)
-            start = kept.choose(total)  # the tree PUT /queues kept, or the file's
+            cluster = executor.cluster()
+            total, by_type = cluster.total_gpus, type_capacity(cluster)
+            kept.file_tree.validate(total, by_type)
+            start = kept.choose(total, by_type)  # the tree PUT /queues kept, or the file's
             tree = start.tree
             check_change(tree, stored_active_queues(directory / "state.db"))
         except BaseException:

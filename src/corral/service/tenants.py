@@ -203,16 +203,21 @@ def tree_diff(old: QueueTree, new: QueueTree) -> str:
     parts = []
     for q in new.queues:
         if q.name not in old:
-            parts.append(f"+{q.name} (quota {new.quota(q.name)})")
+            parts.append(f"+{q.name} (quota {_amount(q.type_quota, new.quota(q.name))})")
     for q in old.queues:
         if q.name not in new:
             parts.append(f"-{q.name}")
     for q in new.queues:
         if q.name in old and old[q.name] != q:
             was = old[q.name]
-            fields = [f"{f} {getattr(was, f)}->{getattr(q, f)}"
-                      for f in ("quota", "limit", "weight", "parent", "priority")
-                      if getattr(was, f) != getattr(q, f)]
+            fields = [f"{f} {_amount(getattr(was, 'type_' + f), getattr(was, f))}->"
+                      f"{_amount(getattr(q, 'type_' + f), getattr(q, f))}"
+                      for f in ("quota", "limit")
+                      if (getattr(was, f), getattr(was, "type_" + f)) !=
+                      (getattr(q, f), getattr(q, "type_" + f))]
+            fields += [f"{f} {getattr(was, f)}->{getattr(q, f)}"
+                       for f in ("weight", "parent", "priority")
+                       if getattr(was, f) != getattr(q, f)]
             parts.append(f"{q.name}: {', '.join(fields)}")
     for f in ("min_runtime_s", "usage_half_life_s"):
         if getattr(old, f) != getattr(new, f):
@@ -220,11 +225,20 @@ def tree_diff(old: QueueTree, new: QueueTree) -> str:
     return "; ".join(parts) or "no change"
 
 
+def _amount(per_type: tuple[tuple[str, int], ...] | None, gpus: int | None) -> str:
+    """A quota or limit as the queues file gives it: `8`, or per type `{v100 8, k80 4}`."""
+    if per_type is None:
+        return str(gpus)
+    return "{" + ", ".join(f"{t} {g}" for t, g in per_type) + "}"
+
+
 def queue_rows(tree: QueueTree, used: Mapping[str, int], jobs: Mapping[str, int],
                waiting: Mapping[str, int], share: Mapping[str, int] | None,
                who: Principal = ADMIN) -> list[dict[str, Any]]:
     """GET /queues: each queue `who` sees with its quota, limit, GPUs used by its jobs (a
-    cohort: its subtree's), GPUs borrowed (used above quota) and last round's share."""
+    cohort: its subtree's), GPUs borrowed (used above quota) and last round's share. Where
+    quotas are per GPU type, `quota` is their sum and `quota_by_type`, `limit_by_type` give
+    them per type (else None); used, borrowed and share count GPUs of all types."""
     rows = []
     for q in tree.queues:
         if not who.admin and q.name not in who.queues:
@@ -235,8 +249,20 @@ def queue_rows(tree: QueueTree, used: Mapping[str, int], jobs: Mapping[str, int]
         rows.append({
             "name": q.name, "parent": q.parent, "leaf": not tree.children(q.name),
             "quota": quota, "limit": q.limit, "weight": q.weight, "priority": q.priority,
+            "quota_by_type": _by_type(tree, q.name, "quota"),
+            "limit_by_type": _by_type(tree, q.name, "limit"),
             "used": use, "borrowed": max(0, use - quota),
             "share": (sum(share.get(x, 0) for x in below) if share is not None else None),
             "jobs": sum(jobs.get(x, 0) for x in below),
             "waiting": sum(waiting.get(x, 0) for x in below)})
     return rows
+
+
+def _by_type(tree: QueueTree, name: str, what: str) -> dict[str, int] | None:
+    """A typed tree's quotas (a cohort without one: its children's sum) or declared limits of
+    queue `name` per GPU type the tree names; None for an untyped tree."""
+    if not tree.typed:
+        return None
+    if what == "quota":
+        return tree.type_quotas(name, tree.declared_types)
+    return dict(tree[name].type_limit or ())

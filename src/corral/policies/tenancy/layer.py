@@ -4,9 +4,12 @@ Every round the layer computes each leaf queue's GPU share (`corral.core.queues.
 carves the cluster into one sub-cluster per queue (`_carve`) and asks one inner policy
 instance per queue (`inner_factory()`, so per-job state stays per queue) to decide for that
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
-A gang is never split. Where the inner policies' promises give a queue's decision without
-asking (`_known`), it is not asked; `fast=False` asks every round, as a reference
-(tests/policies/test_tenancy.py compares the two). docs/queues.md, "The layer", has the rules.
+A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
+are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
+are kept within one type of its sub-cluster (`_ask`, `types.py`). Where the inner policies'
+promises give a queue's decision without asking (`_known`), it is not asked; `fast=False`
+asks every round, as a reference (tests/policies/test_tenancy.py compares the two).
+docs/queues.md, "The layer" and "Quotas per GPU type", has the rules.
 """
 
 from __future__ import annotations
@@ -27,32 +30,17 @@ from corral.core.jobs import (
 )
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
+from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
+from corral.policies.tenancy.types import (
+    fits,
+    leaf_limits,
+    one_type_each,
+    runs_on,
+    summed,
+    waiting,
+)
 
-__all__ = ["QueuedPolicy", "is_elastic", "job_demand"]
-
-
-def is_elastic(policy: Policy) -> bool:
-    """Does `policy` move or resize running jobs (so a queue's share may shrink its jobs in
-    place)? Gang schedulers that promise to keep running jobs as they are
-    (`Keeps.RUNNING_WHEN_NONE_WAITS`: fifo, srtf, tiresias) do not."""
-    return not policy.promises.keeps_running
-
-
-def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]:
-    """(GPUs a queue's quota guarantees the job, GPUs it could use now).
-
-    A gang job: what it holds when running, its requested GPUs when waiting, both. A job of an
-    elastic policy is guaranteed what it asked for (what it holds, when that is less) and
-    could use up to twice what it holds (as Pollux explores), within `max_gpus`: its growth is
-    only borrowed, never taken from another queue's quota."""
-    spec = view.spec
-    asked = min(max(spec.gpus, spec.min_gpus), total_gpus)
-    if view.is_running and view.assignment is not None:
-        held = view.num_gpus
-        if not elastic:
-            return held, held
-        return min(held, asked), max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
-    return asked, asked
+__all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
 
 class QueuedPolicy(Policy):
@@ -75,6 +63,8 @@ class QueuedPolicy(Policy):
         self._usage_then: dict[str, int] = {}  # GPUs each queue held at `_usage_at`
         #: The last round's shares and each queue's sub-cluster size (for tests and reports).
         self.last_shares: Shares | None = None
+        #: A typed tree's last shares per GPU type (`_typed_carve`).
+        self.last_type_shares: dict[str, Shares] = {}
         self.last_carve: dict[str, int] = {}
         # The most conservative promises: fresh full views, asked at every round, nothing kept
         # between rounds; it reads oracle information or finished jobs, and reacts to
@@ -164,13 +154,16 @@ class QueuedPolicy(Policy):
                 b += vb
                 d += vd
             usage[q], base[q], demand[q] = held, b, d
-        split = self._shares(now, demand, usage, total, base)
+        if tree.typed:
+            split, kept, sub, over = self._typed_carve(now, cluster, by_queue, usage)
+        else:
+            split = self._shares(now, demand, usage, total, base)
+            kept, sub = self._carve(now, cluster, by_queue, split, tree, list(cluster.gpus_per_node))
+            over = any(usage[q] > split.share.get(q, 0) for q in usage)
         self.last_shares = split
-        kept, sub = self._carve(now, cluster, by_queue, split)
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
-        previous_all = snapshot.previous.assignments
         fast = self.fast
         stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
         for q, views in by_queue.items():
@@ -187,17 +180,10 @@ class QueuedPolicy(Policy):
                     continue
             stands = -math.inf  # asked: its decision may change what runs
             nodes, local, part = self._part(q, key, cluster)
-            shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
-            names = {v.name for v in views}
-            previous = {}
-            for v in views:
-                a = previous_all.get(v.name)
-                if a is not None and all(n in local for n, _ in a.placement.slots):
-                    previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
             done = tuple(completed.get(q, ()))
-            decision = inner.decide(Snapshot(time_s=now, cluster=part, jobs=shown,
-                                             previous=Decision(previous), completed=done))
-            check_decision(decision, names, part, f"{inner.name} (queue {q})")
+            decision = self._ask(q, inner, Snapshot(time_s=now, cluster=part, jobs=(),
+                                                    previous=snapshot.previous, completed=done),
+                                 views, kept, local, cluster.is_mixed)
             decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
@@ -206,13 +192,51 @@ class QueuedPolicy(Policy):
             merged.update(decided)
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
-        if stands > now and all(usage[q] <= split.share.get(q, 0) for q in usage):
+        if stands > now and not over:
             # Every queue's decision is what runs, known from its inner policy's promises,
             # and no queue holds more than its share: until a job comes or goes (or an inner
             # policy's decision may change), the next round has the same shares, the same
             # sub-clusters and the same answers.
             self._stands = stands
         return Decision(merged)
+
+    def _ask(self, q: str, inner: Policy, frame: Snapshot, views: list[JobView],
+             kept: Mapping[str, Placement], local: Mapping[int, int], mixed: bool) -> Decision:
+        """Queue `q`'s inner policy's decision on its sub-cluster (`frame`: the time, the
+        sub-cluster, the global previous decision and the finished jobs), checked. On a mixed
+        cluster each job is kept within one type and on its `gpu_type`: jobs no one type of the
+        sub-cluster can hold are not shown (`fits`), a type-unaware policy's decision is placed
+        within one type per job (`one_type_each`), and where a gang then fits on no type whole,
+        the policy is asked again without it, so the GPUs it would have held go to jobs that fit."""
+        part = frame.cluster
+        if mixed:
+            views = [v for v in views if v.name in kept or fits(v.spec, part, self.elastic)]
+        shown = tuple(self._local_view(v, kept.get(v.name), local) for v in views)
+        previous = {}
+        for v in views:
+            a = frame.previous.assignments.get(v.name)
+            if a is not None and all(n in local for n, _ in a.placement.slots):
+                previous[v.name] = dataclasses.replace(a, placement=_mapped(a.placement, local))
+        specs = {v.name: v.spec for v in views}
+        held = {v.name: v.assignment.placement for v in shown
+                if v.assignment is not None} if mixed else {}
+        hidden: set[str] = set()
+        while True:
+            decision = inner.decide(dataclasses.replace(
+                frame, jobs=tuple(v for v in shown if v.name not in hidden),
+                previous=Decision({n: a for n, a in previous.items() if n not in hidden})))
+            if not mixed:
+                check_decision(decision, specs.keys(), part, f"{inner.name} (queue {q})")
+                return decision
+            placed = decision
+            if not inner.promises.type_aware:
+                placed = one_type_each(decision, part, specs, held, self.elastic)
+            check_decision(placed, specs, part, f"{inner.name} (queue {q})")
+            dropped = {n for n, a in decision.assignments.items()
+                       if a.placement.slots and n not in placed.assignments}
+            if not dropped:
+                return placed
+            hidden |= dropped
 
     def stands_until(self) -> float:
         """After `decide`: until when the same decision would come again while no job comes
@@ -316,19 +340,71 @@ class QueuedPolicy(Policy):
                                           and placement == view.placement) else None
         return dataclasses.replace(view, assignment=Assignment(_mapped(placement, local), batch))
 
+    def _typed_carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
+                     usage: Mapping[str, int],
+                     ) -> tuple[Shares, dict[str, Placement], dict[str, dict[int, int]], bool]:
+        """A typed tree's round: `shares` and `_carve` once per GPU type of the cluster, on that
+        type's GPUs, with each queue's quota and limit for that type (`QueueTree.for_type`) and
+        the demand of its jobs that may run there (`type_demand`). A job the carve takes out of
+        one type may start on another at once: the types are shared again with it waiting
+        (until no more jobs are taken out). Returns the shares summed over types, which running
+        jobs keep which GPUs, each queue's GPUs per node, and whether any queue held more of a
+        type than its share of it."""
+        weights = self._weights(now, usage)
+        views = by_queue
+        out: set[str] = set()
+        over = False
+        while True:
+            kept, sub, over_now = self._type_passes(now, cluster, views, weights)
+            over = over or over_now
+            taken = {v.name for vs in views.values() for v in vs
+                     if v.is_running and v.assignment is not None and v.name not in kept}
+            if not taken:
+                break
+            out |= taken
+            views = {q: [waiting(v) if v.name in out else v for v in vs]
+                     for q, vs in by_queue.items()}
+        return summed(tuple(self.last_type_shares.values()), self.queues.leaves), kept, sub, over
+
+    def _type_passes(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
+                     weights: Mapping[str, float] | None,
+                     ) -> tuple[dict[str, Placement], dict[str, dict[int, int]], bool]:
+        """One `shares` and `_carve` per GPU type (`_typed_carve`)."""
+        kept: dict[str, Placement] = {}
+        sub: dict[str, dict[int, int]] = {q: {} for q in by_queue}
+        self.last_type_shares = {}
+        over = False
+        for t in cluster.gpu_types:
+            tree_t = self.queues.for_type(t)
+            capacity = cluster.gpus_of_type(t)
+            on_t = {q: [v for v in views if runs_on(v, cluster) in (None, t)]
+                    for q, views in by_queue.items()}
+            demand, base, held = type_demand(on_t, t, capacity, self.elastic,
+                                             leaf_limits(tree_t))
+            split = shares(tree_t, demand, held, capacity, weights, base)
+            self.last_type_shares[t] = split
+            over = over or any(held[q] > split.share.get(q, 0) for q in held)
+            free = [g if cluster.node_types[n] == t else 0
+                    for n, g in enumerate(cluster.gpus_per_node)]
+            kept_t, sub_t = self._carve(now, cluster, on_t, split, tree_t, free)
+            kept.update(kept_t)
+            for q, per in sub_t.items():
+                sub[q].update(per)  # the types' nodes are disjoint
+        return kept, sub, over
+
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
-               split: Shares) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
+               split: Shares, tree: QueueTree, free: list[int],
+               ) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
         """Which running jobs keep which GPUs, and each queue's GPUs per node (global). A queue
         within its share keeps its running jobs' GPUs, the rest from free GPUs (its own nodes
         first, then the emptiest). A queue above its share gives GPUs back, most recently
         (re)started jobs first: under an elastic inner policy (`is_elastic`) each is first shrunk
         in place down to its `min_gpus`, then whole jobs are taken out (shown as waiting); never
         one that (re)started less than `min_runtime_s` ago. GPUs left over go to queues with
-        demand left, within their limits."""
-        tree = self.queues
+        demand left, within their limits. `tree`: the queues (one type's, `for_type`, where
+        GPUs are shared per type); `free`: the GPUs per node to share (taken from)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}
-        free = list(cluster.gpus_per_node)
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
@@ -370,12 +446,13 @@ class QueuedPolicy(Policy):
         if sum(free) > 0:  # left over: to queues with demand left, within their limits
             for q in sorted(ranked, key=lambda q: (-tree[q].priority,
                                                   sum(sub[q].values()) - split.fair[q], q)):
-                self._grant(sub[q], free, self._room(q, split, sub))
+                self._grant(sub[q], free, self._room(tree, q, split, sub))
         return kept, sub
 
-    def _room(self, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]]) -> int:
+    @staticmethod
+    def _room(tree: QueueTree, q: str, split: Shares,
+              sub: Mapping[str, Mapping[int, int]]) -> int:
         """GPUs leaf `q` could still take: its demand left, within its cohorts' limits."""
-        tree = self.queues
         room = split.demand[q] - sum(sub[q].values())
         for a in tree.ancestors(q):
             limit = tree[a].limit

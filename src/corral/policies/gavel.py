@@ -141,6 +141,9 @@ class Gavel(Policy):
     def __init__(self, params: GavelParams | None = None) -> None:
         super().__init__(params)
         self._jobs: frozenset[str] = frozenset()
+        #: The cluster the allocation and the kept assignments are for: a queue's share (the
+        #: tenancy layer's sub-cluster) may change shape from one call to the next.
+        self._cluster: Cluster | None = None
         self._x: dict[str, dict[str, float]] = {}
         self._since_s = 0.0  # when X was last computed: fractions count from then
         self._on: dict[str, dict[str, float]] = {}  # seconds given on each type since then
@@ -169,12 +172,13 @@ class Gavel(Policy):
                     on = self._on.setdefault(name, {})
                     on[t] = on.get(t, 0.0) + dt
         self._last_s = now
-        if names != self._jobs:
-            self._jobs = names
+        reshaped = cluster != self._cluster
+        if names != self._jobs or reshaped:
+            self._jobs, self._cluster = names, cluster
             self._allocate(cluster, views, now)
             self._since_s, self._on = now, {}
         k = math.floor(now / self.params.round_s + 1e-9)
-        if k != self._round:
+        if k != self._round or reshaped:
             self._round, keep = k, {}
         else:
             keep = {n: g for n, g in self._given.items() if n in names}

@@ -175,6 +175,7 @@ def _held(tree: QueueTree, cluster: Cluster, decision: Decision,
     return held
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(typed_scenarios())
 def test_no_round_breaks_a_typed_limit_idles_a_typed_guarantee_or_splits_a_gang(case):

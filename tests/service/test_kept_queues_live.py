@@ -29,6 +29,7 @@ def quotas(client: Client) -> dict[str, int]:
     return {q["name"]: q["quota"] for q in client.queues()["queues"]}
 
 
+@pytest.mark.slow
 def test_a_quota_change_survives_a_restart_an_edited_file_wins(tmp_path: Path) -> None:
     began = time.monotonic()
     home = tmp_path / "home"

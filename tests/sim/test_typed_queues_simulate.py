@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from corral.cli.main import app
@@ -28,6 +29,7 @@ def _simulate(tmp_path, *args: str):
                                     "-j", "1", *args])
 
 
+@pytest.mark.slow
 def test_simulate_runs_typed_untyped_and_proportional_quotas_on_a_mixed_cluster(tmp_path):
     typed = tmp_path / "typed.toml"
     typed.write_text("[queue.vision]\nquota = { k80 = 4, v100 = 4 }\n"

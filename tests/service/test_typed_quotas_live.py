@@ -69,8 +69,27 @@ def test_typed_quotas_are_shown_per_type_and_each_queue_runs_on_its_types(client
     rows = {q["name"]: q for q in client.get("/queues", headers=ADMIN).json()["queues"]}
     assert rows["a"]["quota"] == 2 and rows["a"]["quota_by_type"] == {"v100": 2, "k80": 0}
     assert rows["b"]["limit"] is None and rows["b"]["limit_by_type"] == {"v100": 0}
+    assert rows["a"]["used_by_type"] == {"v100": 2} and rows["b"]["used_by_type"] == {"k80": 2}
+    assert rows["a"]["borrowed_by_type"] == {"v100": 0}
     text = client.get("/metrics", headers=ADMIN).text
     assert 'corral_queue_type_quota_gpus{gpu_type="v100",queue="a"} 2.0' in text
+    assert 'corral_queue_type_used_gpus{gpu_type="k80",queue="b"} 2.0' in text
+
+
+def test_a_queue_borrowing_another_type_shows_it_borrowed_on_that_type(client) -> None:
+    token = (client.dir / "tokens" / "a").read_text().strip()
+    for _ in range(2):
+        resp = client.post("/jobs", headers={"Authorization": f"Bearer {token}"},
+                           json={"command": ["python", "train.py"], "gpus": 2})
+        assert resp.status_code == 201, resp.text
+    client.loop.tick()  # b is idle: a's second job borrows b's k80s
+    row = {q["name"]: q for q in client.get("/queues", headers=ADMIN).json()["queues"]}["a"]
+    assert row["used_by_type"] == {"v100": 2, "k80": 2}
+    assert row["borrowed_by_type"] == {"v100": 0, "k80": 2} and row["borrowed"] == 2
+    text = client.get("/metrics", headers=ADMIN).text
+    assert 'corral_queue_type_borrowed_gpus{gpu_type="k80",queue="a"} 2.0' in text
+    mine = client.get("/queues", headers={"Authorization": f"Bearer {token}"}).json()["queues"]
+    assert [q["name"] for q in mine] == ["a"]  # a tenant sees its own queue's use, not b's
 
 
 def test_put_queues_checks_typed_quotas_against_each_type_in_one_line(client) -> None:

@@ -220,10 +220,10 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
     def queues(who: Principal = Depends(authorized)) -> dict[str, Any]:
         t = queues_or_400()
         tree = t.tree
-        used, active, waiting = loop.queue_usage()
+        used, active, waiting, by_type = loop.queue_usage()
         last = getattr(loop.policy, "last_shares", None)
         rows = queue_rows(tree, used, active, waiting,
-                          dict(last.share) if last is not None else None, who)
+                          dict(last.share) if last is not None else None, who, by_type)
         others = [0] * len(loop.cluster.nodes)  # GPUs per node other queues' jobs hold
         with loop.lock:
             for j in loop.jobs.values():

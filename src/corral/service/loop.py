@@ -263,21 +263,29 @@ class ControlLoop:
             self.policy.queues = tree  # type: ignore[attr-defined]
             self.store.add_event(self.now_s(), None, "queues-changed", diff)
 
-    def queue_usage(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    def queue_usage(self) -> tuple[dict[str, int], dict[str, int], dict[str, int],
+                                   dict[str, dict[str, int]]]:
         """Per leaf queue of the policy's tree: GPUs its active jobs hold, its active jobs,
-        its waiting jobs (`GET /queues`, `/metrics`)."""
+        its waiting jobs, and the GPUs held per GPU type (`GET /queues`, `/metrics`)."""
         tree = self.policy.queues  # type: ignore[attr-defined]
         used: dict[str, int] = {}
         jobs: dict[str, int] = {}
         waiting: dict[str, int] = {}
+        by_type: dict[str, dict[str, int]] = {}
         with self.lock:
+            cluster = self.cluster
             for job in self.jobs.values():
                 q = tree.leaf_for(job.spec.queue)
                 used[q] = used.get(q, 0) + job.placement.num_gpus
                 jobs[q] = jobs.get(q, 0) + 1
                 if not job.placement:
                     waiting[q] = waiting.get(q, 0) + 1
-        return used, jobs, waiting
+                    continue
+                held = by_type.setdefault(q, {})
+                for node, gpus in job.placement.slots:
+                    t = cluster.node_types[node] if node < len(cluster.node_types) else ""
+                    held[t] = held.get(t, 0) + gpus
+        return used, jobs, waiting, by_type
 
     @property
     def rounds(self) -> int:

@@ -93,8 +93,8 @@ class _ServiceCollector(Collector):
         tree = getattr(self.loop.policy, "queues", None)
         if tree is None:
             return
-        used, active, waiting = self.loop.queue_usage()
-        rows = queue_rows(tree, used, active, waiting, None)
+        used, active, waiting, by_type = self.loop.queue_usage()
+        rows = queue_rows(tree, used, active, waiting, None, used_by_type=by_type)
         for name, doc, key in (
                 ("corral_queue_quota_gpus", "GPUs guaranteed to a queue", "quota"),
                 ("corral_queue_used_gpus", "GPUs a queue's jobs hold (a cohort: its subtree's)",
@@ -105,12 +105,20 @@ class _ServiceCollector(Collector):
             for row in rows:
                 family.add_metric([row["name"]], row[key])
             yield family
+        per_type = [("corral_queue_type_used_gpus",
+                     "GPUs of one type a queue's jobs hold (a cohort: its subtree's)",
+                     "used_by_type")]
         if tree.typed:
-            family = GaugeMetricFamily("corral_queue_type_quota_gpus",
-                                       "GPUs of one type guaranteed to a queue (quotas per type)",
-                                       labels=["queue", "gpu_type"])
+            per_type += [("corral_queue_type_quota_gpus",
+                          "GPUs of one type guaranteed to a queue (quotas per type)",
+                          "quota_by_type"),
+                         ("corral_queue_type_borrowed_gpus",
+                          "GPUs of one type a queue holds above its quota of that type",
+                          "borrowed_by_type")]
+        for name, doc, key in per_type:
+            family = GaugeMetricFamily(name, doc, labels=["queue", "gpu_type"])
             for row in rows:
-                for gpu_type, gpus in row["quota_by_type"].items():
+                for gpu_type, gpus in row[key].items():
                     family.add_metric([row["name"], gpu_type], gpus)
             yield family
 

@@ -234,11 +234,15 @@ def _amount(per_type: tuple[tuple[str, int], ...] | None, gpus: int | None) -> s
 
 def queue_rows(tree: QueueTree, used: Mapping[str, int], jobs: Mapping[str, int],
                waiting: Mapping[str, int], share: Mapping[str, int] | None,
-               who: Principal = ADMIN) -> list[dict[str, Any]]:
+               who: Principal = ADMIN,
+               used_by_type: Mapping[str, Mapping[str, int]] | None = None
+               ) -> list[dict[str, Any]]:
     """GET /queues: each queue `who` sees with its quota, limit, GPUs used by its jobs (a
     cohort: its subtree's), GPUs borrowed (used above quota) and last round's share. Where
     quotas are per GPU type, `quota` is their sum and `quota_by_type`, `limit_by_type` give
-    them per type (else None); used, borrowed and share count GPUs of all types."""
+    them per type (else None); used, borrowed and share count GPUs of all types.
+    `used_by_type` (per leaf queue) adds `used_by_type` to every row and, for a typed tree,
+    `borrowed_by_type`: GPUs of each type held above that type's quota."""
     rows = []
     for q in tree.queues:
         if not who.admin and q.name not in who.queues:
@@ -255,6 +259,16 @@ def queue_rows(tree: QueueTree, used: Mapping[str, int], jobs: Mapping[str, int]
             "share": (sum(share.get(x, 0) for x in below) if share is not None else None),
             "jobs": sum(jobs.get(x, 0) for x in below),
             "waiting": sum(waiting.get(x, 0) for x in below)})
+        if used_by_type is not None:
+            held: dict[str, int] = {}
+            for x in below:
+                for t, g in used_by_type.get(x, {}).items():
+                    held[t] = held.get(t, 0) + g
+            rows[-1]["used_by_type"] = held
+            quotas = _by_type(tree, q.name, "quota")
+            if quotas is not None:
+                rows[-1]["borrowed_by_type"] = {
+                    t: max(0, g - quotas.get(t, 0)) for t, g in held.items()}
     return rows
 
 

@@ -12,15 +12,12 @@ import dataclasses
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from layer_rounds import drive_rounds, spec, view
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import (
-    STATUS_PENDING,
-    STATUS_RUNNING,
-    Assignment,
     Decision,
     JobSpec,
-    JobView,
     Snapshot,
     check_decision,
 )
@@ -32,21 +29,7 @@ MIXED = Cluster.parse("k80:2x4,v100:1x4")  # nodes 0, 1: k80; node 2: v100
 SPLIT = "[queue.a]\nquota = { v100 = 4 }\n[queue.b]\nquota = { k80 = 8 }\n"
 
 
-def _spec(name: str, gpus: int, queue: str | None, t: float = 0.0,
-          gpu_type: str | None = None) -> JobSpec:
-    return JobSpec(name, t, "cifar10", gpus=gpus, batch_size=64 * gpus, init_bsz=64,
-                   max_bsz=64 * gpus, min_local_bsz=8, max_local_bsz=64, queue=queue,
-                   gpu_type=gpu_type)
-
-
-def _view(spec: JobSpec, placement: Placement | None = None, started: float | None = None) -> JobView:
-    running = placement is not None and bool(placement.slots)
-    return JobView(spec=spec, status=STATUS_RUNNING if running else STATUS_PENDING,
-                   assignment=Assignment(placement) if running else None, attained_gpu_s=0.0,
-                   run_time_s=0.0, queue_time_s=0.0, restarts=0, epoch=0, steps=0, progress=0.0,
-                   max_gpus_held=placement.num_gpus if running else 0,
-                   first_start_s=started if running else None,
-                   last_change_s=started if running else None, batch=None, estimator=None)
+_spec, _view = spec, view
 
 
 def _layer(text: str = SPLIT, cluster: Cluster = MIXED, inner: str = "fifo") -> QueuedPolicy:
@@ -184,16 +167,8 @@ def test_no_round_breaks_a_typed_limit_idles_a_typed_guarantee_or_splits_a_gang(
     specs = {f"j{i}": _spec(f"j{i}", g, q, float(t), pin)
              for i, (q, t, g, _, pin) in enumerate(rows)}
     rounds_left = {f"j{i}": d for i, (_, _, _, d, _) in enumerate(rows)}
-    placed: dict[str, Placement] = {}
-    started: dict[str, float] = {}
-    previous = Decision()
-    for r in range(10):
-        now = float(r)
-        active = [n for n, s in specs.items() if s.submit_time_s <= now and rounds_left[n] > 0]
-        if not active:
-            continue
-        views = tuple(_view(specs[n], placed.get(n), started.get(n)) for n in active)
-        decision = layer.decide(Snapshot(now, cluster, views, previous))
+
+    def check(r: int, active: list[str], decision: Decision) -> None:
         # within one type, and on a pinned job's type
         check_decision(decision, {n: specs[n] for n in active}, cluster, "layer")
         for name, a in decision.assignments.items():  # no gang split
@@ -210,17 +185,7 @@ def test_no_round_breaks_a_typed_limit_idles_a_typed_guarantee_or_splits_a_gang(
                 waiting = [n for n in active if tree.leaf_for(specs[n].queue) == q
                            and decision.get(n) is None and specs[n].gpu_type in (None, t)]
                 assert not [n for n in waiting if specs[n].gpus <= room], (q, t, held, idle, r)
-        for name in active:
-            a = decision.get(name)
-            if a is None:
-                placed.pop(name, None)
-                started.pop(name, None)
-                continue
-            if placed.get(name) != a.placement:
-                started[name] = now
-            placed[name] = a.placement
-            rounds_left[name] -= 1
-        previous = decision
+    drive_rounds(layer, cluster, specs, rounds_left, check)
 
 
 @pytest.mark.parametrize("inner", ["fifo", "tiresias-las", "pollux"])

@@ -1,0 +1,66 @@
+"""Shared by the tenancy layer's tests: small job specs and views, and a driver that runs a
+layer round by round over jobs that each need a number of rounds, checking every decision."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import (
+    STATUS_PENDING,
+    STATUS_RUNNING,
+    Assignment,
+    Decision,
+    JobSpec,
+    JobView,
+    Snapshot,
+)
+from corral.core.policy import Policy
+
+
+def spec(name: str, gpus: int, queue: str | None, t: float = 0.0,
+         gpu_type: str | None = None) -> JobSpec:
+    return JobSpec(name, t, "cifar10", gpus=gpus, batch_size=64 * gpus, init_bsz=64,
+                   max_bsz=64 * gpus, min_local_bsz=8, max_local_bsz=64, queue=queue,
+                   gpu_type=gpu_type)
+
+
+def view(job: JobSpec, placement: Placement | None = None, started: float | None = None
+         ) -> JobView:
+    running = placement is not None and bool(placement.slots)
+    return JobView(spec=job, status=STATUS_RUNNING if running else STATUS_PENDING,
+                   assignment=Assignment(placement) if running else None, attained_gpu_s=0.0,
+                   run_time_s=0.0, queue_time_s=0.0, restarts=0, epoch=0, steps=0, progress=0.0,
+                   max_gpus_held=placement.num_gpus if running else 0,
+                   first_start_s=started if running else None,
+                   last_change_s=started if running else None, batch=None, estimator=None)
+
+
+def drive_rounds(layer: Policy, cluster: Cluster, specs: dict[str, JobSpec],
+                 rounds_left: dict[str, int],
+                 check: Callable[[int, list[str], Decision], None], rounds: int = 10) -> None:
+    """Rounds 0, 1, ... at t = round: each active job (submitted, rounds left) is shown with
+    its placement and start; `check(round, active, decision)` judges each decision; a job
+    given GPUs uses up one of its rounds."""
+    placed: dict[str, Placement] = {}
+    started: dict[str, float] = {}
+    previous = Decision()
+    for r in range(rounds):
+        now = float(r)
+        active = [n for n, s in specs.items() if s.submit_time_s <= now and rounds_left[n] > 0]
+        if not active:
+            continue
+        views = tuple(view(specs[n], placed.get(n), started.get(n)) for n in active)
+        decision = layer.decide(Snapshot(now, cluster, views, previous))
+        check(r, active, decision)
+        for name in active:
+            a = decision.get(name)
+            if a is None:
+                placed.pop(name, None)
+                started.pop(name, None)
+                continue
+            if placed.get(name) != a.placement:
+                started[name] = now
+            placed[name] = a.placement
+            rounds_left[name] -= 1
+        previous = decision

@@ -244,6 +244,7 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
     """The service's records as a SimResult in the workload's time base."""
     from corral.sim.loop.engine import isolated_jcts
     from corral.sim.loop.results import JobRecord, SimResult
+    from corral.sim.truth.scaled import job_app
 
     def shift(value: float | None, offset: float) -> float | None:
         return None if value is None else float(value) - offset
@@ -267,8 +268,9 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
         spec = row["spec"]
         total_epochs = max(1, min(spec.epochs or truth.app(spec.app).limits.epochs,
                                   epochs[spec.app]))
-        rec.isolated_jct_s, rec.fair_share_jct_s = isolated_jcts(
-            spec, truth.app(spec.app), cluster, total_epochs, rec.active_at_arrival)
+        rec.isolated_jct_s, rec.fair_share_jct_s = isolated_jcts(  # the engine's truth
+            spec, job_app(truth, spec, cluster.max_node_gpus), cluster, total_epochs,
+            rec.active_at_arrival)
     allocations, changes = {}, []
     for rec, row in zip(records, jobs):
         history = [(float(a["time_s"]) - row["offset"], int(a["num_gpus"]))

@@ -15,6 +15,7 @@ from corral.core.jobs import Assignment
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.emulated.executor import EmulatedExecutor
 from corral.sim.loop.job import SimJob
+from corral.sim.truth.one_gpu import one_gpu_profiles
 from corral.sim.workloads.common import make_job
 
 
@@ -44,8 +45,14 @@ def test_each_job_trains_at_its_types_speed_as_in_the_engine(executor) -> None:
         sim = executor._jobs[gpu_type].sim
         executor.wait_for(gpu_type, ExecState.DONE, timeout_s=60, poll_s=0.01)
         assert executor.report(gpu_type)["gpu_type"] == gpu_type
-        assert sim.estimator.gpu_types() == (gpu_type,)  # observed as its type's steps
+        # profiled on one GPU of each type (as the engine at arrival), observed as its type's
+        other = "v100" if gpu_type == "k80" else "k80"
+        assert set(sim.estimator.gpu_types()) == {"k80", "v100"}
+        assert sim.estimator.gpu_type == gpu_type and sim.estimator.max_gpus(gpu_type) == 4
+        assert sim.estimator.max_gpus(other) == 1
         twin = SimJob(spec, executor.truth.app("cifar10").for_type(gpu_type))
+        twin.estimator.bootstrap_missing(  # as the engine profiles a job at its arrival
+            one_gpu_profiles(spec, executor.truth.app("cifar10"), ("k80", "v100")))
         twin.clock_s = sim.first_start_s
         twin.assign(sim.first_start_s, Assignment(placement), 30.0, gpu_type)
         twin.advance(1e9)
@@ -78,3 +85,21 @@ def test_a_type_the_model_does_not_know_fails_the_job(tmp_path: Path) -> None:
         assert st.state is ExecState.FAILED and "h100" in st.message and "\n" not in st.message
     finally:
         ex.shutdown()
+
+
+def test_a_new_job_is_profiled_on_one_gpu_of_each_type_as_the_engine_profiles_it(
+        executor, tmp_path: Path) -> None:
+    """`profile` is the engine's arrival profile; the job's own twin starts from it, so its
+    reports carry a model of every type; a one-type cluster is not profiled."""
+    spec = _spec(executor, "p")
+    want = one_gpu_profiles(spec, executor.truth.app("cifar10"), ("k80", "v100"))
+    assert executor.profile(spec) == want and set(want) == {"k80", "v100"}
+    assert executor.profile(dataclasses.replace(spec, gpu_type="v100")) == {"v100": want["v100"]}
+    executor.place(_launch(spec), WorkerPlan(Placement.of({1: 1})))
+    sim = executor._jobs["p"].sim
+    assert set(sim.estimator.gpu_types()) == {"k80", "v100"}
+    plain = EmulatedExecutor(tmp_path / "plain", cluster="2x4", time_scale=5000)
+    try:
+        assert plain.profile(spec) == {}
+    finally:
+        plain.shutdown()

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from corral.core.cluster import Cluster, Node
 from corral.core.errors import InputError
+from corral.core.policy import create_policy
 from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus
+from corral.service.loop import run_settings
 from corral.service.run_record import read_run
 from corral.service.store import Store
 from corral.service.submission import Submission
@@ -38,7 +41,8 @@ def _report(steps: int, epoch: int, state: str, estimator: JobEstimator) -> dict
 
 
 def _record(tmp_path: Path, finished: bool = True, settings: bool = True,
-            resizes: tuple[dict, ...] = ()) -> Path:
+            resizes: tuple[dict, ...] = (), nodes: list | None = None,
+            gpu_type: str = "") -> Path:
     """One fixed-batch job on 1 of 2 slots under fifo (interval 1 s): submitted at 0.5 s,
     placed at 1.0 s, first step at 3.0 s, 2 epochs of 45 steps of 10 ms, last report at 5.0 s,
     exited at 6.0 s."""
@@ -46,12 +50,12 @@ def _record(tmp_path: Path, finished: bool = True, settings: bool = True,
     store.set_meta("origin", repr(ORIGIN))
     if settings:
         store.set_meta("run", json.dumps({"policy": "fifo", "params": {}, "interval_s": 1.0,
-                                          "nodes": [["n0", 2]]}))
+                                          "nodes": nodes or [["n0", 2]]}))
     sub = Submission(command=["python", "train.py"], batch_size=32).checked(2)
     doc = store.add_job(lambda job_id: LiveJob(job_id, sub, sub.spec(job_id, 0.5)).record())
     est = JobEstimator(32, 32, 32, 32, adaptive=False)
     for _ in range(5):
-        est.observe_step(1, 1, 32, STEP_S, 0.0)
+        est.observe_step(1, 1, 32, STEP_S, 0.0, gpu_type=gpu_type)
     store.add_assignment(1.0, doc["id"], "n0:1", 1, None)
     store.add_telemetry(3.0, doc["id"], _report(1, 0, "running", est))
     last = _report(90, 2, "finished", est)
@@ -103,6 +107,33 @@ def test_the_replay_predicts_the_jct_of_the_record(tmp_path):
     assert row.real_jct_s == pytest.approx(5.5)
     assert row.sim_jct_s == pytest.approx(expected, rel=0.02)
     assert abs(row.error) < 0.02
+
+
+def test_the_run_settings_keep_each_nodes_gpu_type():
+    """A typed node is stored as [name, gpus, type]; an untyped one as before, [name, gpus]."""
+    typed = Cluster.parse("k80:1x2,v100:2x4")
+    settings = run_settings(create_policy("fifo"), 60.0, typed)
+    assert settings["nodes"] == [[n.name, n.gpus, n.gpu_type] for n in typed.nodes]
+    assert Cluster(tuple(Node.from_row(r) for r in settings["nodes"])) == typed
+    plain = run_settings(create_policy("fifo"), 60.0, Cluster.parse("2x4"))
+    assert plain["nodes"] == [["node0", 4], ["node1", 4]]
+
+
+def test_a_typed_run_replays_on_its_typed_cluster(tmp_path):
+    """The replay simulates the run's GPU types (each with its own fit), not an untyped
+    cluster; a record written before types ([name, gpus]) still reads as untyped."""
+    nodes = [["n0", 2, "v100"], ["k0", 2, "k80"]]
+    run = MeasuredRun.from_record(read_run(_record(tmp_path, nodes=nodes, gpu_type="v100")))
+    assert run.cluster.gpu_types == ("v100", "k80")
+    assert [n.gpu_type for n in run.cluster.nodes] == ["v100", "k80"]
+    entry = measured_catalog(run)["models"]["job-1"]
+    # v100 from the steps it measured there; k80, where it never ran, from all its steps
+    assert set(entry["type_throughput"]) == {"v100", "k80"}
+    (row,), _ = replay(run)
+    assert row.sim_jct_s is not None and abs(row.error) < 0.05
+    old = MeasuredRun.from_record(read_run(_record(tmp_path / "old")))
+    assert old.cluster.gpu_types == ("",) and "type_throughput" not in \
+        measured_catalog(old)["models"]["job-1"]
 
 
 def test_a_run_without_what_the_replay_needs_is_refused_in_one_line(tmp_path):

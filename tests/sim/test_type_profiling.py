@@ -98,3 +98,25 @@ def test_gavel_sees_each_job_gain_on_the_fast_type(truth, monkeypatch):
     assert im_v100 / im_k80 > 5 and ncf_v100 / ncf_k80 < 1.5
     _, _, allocation = first_decision(truth, "gavel", TWO_TYPES, monkeypatch)
     assert allocation["imagenet"]["v100"] >= allocation["ncf"]["v100"]
+
+
+@pytest.mark.parametrize("policy", ["sia", "fifo"])
+def test_a_simulated_job_observes_its_steps_as_its_placements_type(truth, policy, monkeypatch):
+    """As an emulated or real job reports them: the type it ran on becomes its current type
+    and its model there has the steps it ran (not the unnamed type's, which it has none of)."""
+    seen: dict = {}
+    real = Simulator.take_finished
+
+    def spy(self, now):
+        changes = real(self, now)
+        for j in self._active:
+            if j.placement.slots and j.steps > 0:
+                seen.setdefault(j.spec.name, (self.cluster.placement_type(j.placement),
+                                              j.estimator.gpu_type, j.estimator.gpu_types()))
+        return changes
+
+    monkeypatch.setattr(Simulator, "take_finished", spy)
+    Simulator(truth, create_policy(policy), Cluster.parse(TWO_TYPES)).run(two_jobs(truth))
+    assert seen
+    for placed, current, types in seen.values():
+        assert current == placed and "" not in types

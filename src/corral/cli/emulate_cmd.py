@@ -5,8 +5,9 @@ port, a fresh data directory), submits each job through the REST API when the em
 reaches its submit time, waits for all to end, reads back the record and stops the service.
 The run becomes a `SimResult` in `corral simulate`'s schema; `--compare` also simulates and
 prints `agreement`. Workload time 0 is the first interval multiple after the service answers,
-so rounds fall as the simulator's; rounds and finishes are still seen at the next tick, and an
-HTTP round trip passes N times faster on the emulated clock.
+so rounds fall as the simulator's (a job due exactly at a round is sent early enough to take part
+in it, `_ROUND_AHEAD_S`); rounds and finishes are still seen at the next tick, and an HTTP round
+trip passes N times faster on the emulated clock.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the
 __all__ = ["EmulationOptions", "EmulatedService", "run_emulation", "simulate_same", "agreement", "submission_body"]
 
 _SUBMIT_AHEAD_S = 0.002  # real seconds: a submission is sent this early (its HTTP round trip)
+#: real seconds a submission due exactly at a round is sent early (at most half an interval):
+#: the simulator admits it to that round, and a loaded service can take longer than
+#: `_SUBMIT_AHEAD_S` to stamp it (tens of emulated seconds at 200x), which made it wait a round
+_ROUND_AHEAD_S = 0.1
 
 
 @dataclass
@@ -197,8 +202,10 @@ def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOpt
     ended = 0
     last_poll = 0.0
     for spec in specs:
+        ahead = (min(_ROUND_AHEAD_S, opts.interval_s / 2 / scale)
+                 if spec.submit_time_s % opts.interval_s == 0 else _SUBMIT_AHEAD_S)
         while True:
-            wait_real = (offset + spec.submit_time_s - service_now()) / scale - _SUBMIT_AHEAD_S
+            wait_real = (offset + spec.submit_time_s - service_now()) / scale - ahead
             if wait_real <= 0:
                 break
             time.sleep(min(wait_real, 0.5))
@@ -244,6 +251,7 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
     """The service's records as a SimResult in the workload's time base."""
     from corral.sim.loop.engine import isolated_jcts
     from corral.sim.loop.results import JobRecord, SimResult
+    from corral.sim.truth.scaled import job_app
 
     def shift(value: float | None, offset: float) -> float | None:
         return None if value is None else float(value) - offset
@@ -252,7 +260,8 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
     spans = []
     for row in jobs:
         spec, offset = row["spec"], row["offset"]
-        submit = float(row["submit_time_s"]) - offset
+        # never before its time (one due at a round was sent early: `_ROUND_AHEAD_S`)
+        submit = max(float(row["submit_time_s"]) - offset, spec.submit_time_s)
         finish = shift(row["finish_s"], offset) if row["status"] == "done" else None
         records.append(JobRecord(
             name=spec.name, app=spec.app, submit_s=submit, requested_gpus=spec.gpus,
@@ -267,8 +276,9 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
         spec = row["spec"]
         total_epochs = max(1, min(spec.epochs or truth.app(spec.app).limits.epochs,
                                   epochs[spec.app]))
-        rec.isolated_jct_s, rec.fair_share_jct_s = isolated_jcts(
-            spec, truth.app(spec.app), cluster, total_epochs, rec.active_at_arrival)
+        rec.isolated_jct_s, rec.fair_share_jct_s = isolated_jcts(  # the engine's truth
+            spec, job_app(truth, spec, cluster.max_node_gpus), cluster, total_epochs,
+            rec.active_at_arrival)
     allocations, changes = {}, []
     for rec, row in zip(records, jobs):
         history = [(float(a["time_s"]) - row["offset"], int(a["num_gpus"]))

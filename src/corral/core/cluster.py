@@ -9,9 +9,10 @@ string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from corral.core.errors import InputError
 
@@ -41,6 +42,17 @@ class Node:
     def __post_init__(self) -> None:
         if self.gpu_type and (problem := gpu_type_problem(self.gpu_type)):
             raise ValueError(f"node {self.name}: {problem}")
+
+    def row(self) -> list[str | int]:
+        """The node as a run's settings store it: [name, gpus], and its type after them when
+        it has a named one (`from_row` reads both forms)."""
+        return [self.name, self.gpus, self.gpu_type] if self.gpu_type else [self.name, self.gpus]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Node:
+        """The node `row()` made; a row of a settings file written before types, [name, gpus],
+        is a node of the unnamed type."""
+        return cls(str(row[0]), int(row[1]), str(row[2]) if len(row) > 2 and row[2] else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +109,11 @@ class Cluster:
     def gpus_of_type(self, gpu_type: str) -> int:
         """GPUs of `gpu_type` in the cluster (0 for a type not here)."""
         return self._type_gpus.get(gpu_type, 0)
+
+    def max_node_gpus_of_type(self, gpu_type: str) -> int:
+        """GPUs of the largest node of `gpu_type` (0 for a type not here): the most a job on
+        that type runs on one node."""
+        return max((self.gpus_per_node[n] for n in self.nodes_of_type(gpu_type)), default=0)
 
     def placement_type(self, placement: Placement) -> str | None:
         """The GPU type all of `placement`'s nodes have; None when it spans types, or is empty.

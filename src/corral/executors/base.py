@@ -163,6 +163,13 @@ class Executor(ABC):
         jobs (for /healthz: an old one means it is stuck); None when it has no background work."""
         return None
 
+    def profile(self, spec: JobSpec) -> dict[str, tuple[float, int]]:
+        """A new job's one-GPU profile on each GPU type it may use, {type: (step time, per-GPU
+        batch)}, taken before it is first scheduled (Sia (SOSP'23) §4); the service seeds the
+        job's estimator with it on a cluster of several types. {}: this executor cannot
+        profile (the default); the emulated executor can."""
+        return {}
+
     # -- shared helpers ----------------------------------------------------------------------
     def wait_for(self, job_id: str, states: Sequence[ExecState] | ExecState,
                  timeout_s: float, poll_s: float = 0.05) -> ExecStatus:

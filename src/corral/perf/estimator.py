@@ -220,6 +220,14 @@ class JobEstimator:
             model.effective = None
             model.drop_goodput()
 
+    def bootstrap_missing(self, profiles: Mapping[str, tuple[float, int]]) -> None:
+        """`bootstrap` each type of `profiles` ({type: (one-GPU step time, per-GPU batch)})
+        that has no model yet: a job's one-GPU profiles, taken before it ran, fill in the types
+        it has not run on and leave those it has (or was seeded on) as they are."""
+        for gpu_type, (step_s, local_bsz) in profiles.items():
+            if not self.has_model(gpu_type):
+                self.bootstrap(gpu_type, step_s, local_bsz)
+
     def _sync_donor(self, exclude: str) -> str | None:
         """The type whose sync parameters a bootstrapped type borrows: fitted with the most
         GPUs (>= 2), then the most configurations, then the first in name order."""

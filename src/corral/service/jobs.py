@@ -78,6 +78,10 @@ class LiveJob(JobLedger):
     gpu_type: str | None = None
     #: resizes decided and not yet measured, oldest first (corral.service.resizes)
     pending_resizes: list[PendingResize] = field(default_factory=list)
+    #: its one-GPU profile per GPU type, {type: (step time, per-GPU batch)}, taken by the
+    #: executor before it was first scheduled (`Executor.profile`; {} when none): seeds the
+    #: types its estimator has no model of (`_measured`), as the simulator seeds a new job's
+    profile: dict[str, tuple[float, int]] = field(default_factory=dict)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
     _measured_cache: tuple[Any, JobEstimator, tuple] | None = field(default=None, repr=False)
 
@@ -119,14 +123,16 @@ class LiveJob(JobLedger):
 
     def _measured(self) -> tuple[Any, JobEstimator, tuple[tuple[int, int, float], ...]]:
         """The estimator and metrics of the latest report, built once per report (a view is
-        built every round: rebuilding them each time cost a third of a 2,000-job run's ticks)."""
-        key = self.report.get("time") if self.report else None
+        built every round: rebuilding them each time cost a third of a 2,000-job run's ticks).
+        The estimator has a model of every type the job was profiled on (`profile`)."""
+        key = (self.report.get("time") if self.report else None, len(self.profile))
         if self._measured_cache is None or key != self._measured_cache[0]:
             doc = self.report.get("estimator") if self.report else None
             s = self.spec
             estimator = JobEstimator.from_dict(doc) if doc else JobEstimator(
                 s.init_bsz, s.max_bsz, s.min_local_bsz, s.max_local_bsz,
                 accumulation=True, adaptive=s.adaptive)
+            estimator.bootstrap_missing(self.profile)
             rows = (self.report.get("metrics") or []) if self.report else []
             metrics = tuple((int(a), int(e), float(v)) for a, e, v in rows)
             self._measured_cache = (key, estimator, metrics)
@@ -213,6 +219,7 @@ class LiveJob(JobLedger):
             "launches": self.launches, "crashes": self.crashes, "report": self.report,
             "noted_launch": self.noted_launch, "resizes": self.resizes,
             "requeued_after": self.requeued_after, "gpu_type": self.gpu_type,
+            "profile": {t: list(v) for t, v in self.profile.items()},
         }
 
     @classmethod
@@ -227,7 +234,9 @@ class LiveJob(JobLedger):
             report=doc.get("report"), noted_launch=doc.get("noted_launch", -1),
             resizes=list(doc.get("resizes", [])),
             requeued_after=str(doc.get("requeued_after") or ""),
-            gpu_type=doc.get("gpu_type") if isinstance(doc.get("gpu_type"), str) else None)
+            gpu_type=doc.get("gpu_type") if isinstance(doc.get("gpu_type"), str) else None,
+            profile={str(t): (float(step_s), int(local)) for t, (step_s, local)
+                     in (doc.get("profile") or {}).items()})
         job.restore(doc)
         if not job.status.active:
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)

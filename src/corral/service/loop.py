@@ -54,7 +54,7 @@ def run_settings(policy: Policy, interval_s: float, cluster: Cluster) -> dict:
             "params": (dataclasses.asdict(params) if dataclasses.is_dataclass(params)
                        and not isinstance(params, type) else {}),
             "interval_s": interval_s,
-            "nodes": [[node.name, node.gpus] for node in cluster.nodes]}
+            "nodes": [node.row() for node in cluster.nodes]}
 
 
 def check_live_policy(policy: Policy) -> None:
@@ -159,6 +159,7 @@ class ControlLoop:
             if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
                 note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()
+            self._profiled(job)
             self.jobs[job.id] = job
             self.store.save_job(*job.record())
         self._last_tick_s = now
@@ -351,8 +352,21 @@ class ControlLoop:
             taken = True
             job = LiveJob.from_doc(doc)
             if job.status.active and job.id not in self.jobs:
+                self._profiled(job)
                 self.jobs[job.id] = job
         return taken
+
+    def _profiled(self, job: LiveJob) -> None:
+        """On a cluster of several GPU types, a job without a profile gets the executor's
+        one-GPU profile of each type it may use (`Executor.profile`), which seeds its estimator
+        (`LiveJob.profile`) as the simulator seeds a job's at arrival; a failure to profile
+        leaves it without one."""
+        if not self.cluster.is_mixed or job.profile:
+            return
+        try:
+            job.profile = self.executor.profile(job.spec)
+        except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
+            log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
 
     def _take_cancels(self, now: float) -> bool:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]

@@ -33,6 +33,7 @@ from corral.protocol.report import REPORT_FILE
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover, mechanism_named
 from corral.sim.truth.base import AppTruth
+from corral.sim.truth.one_gpu import one_gpu_profiles
 from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource
 
@@ -61,7 +62,6 @@ class _Job:
     workers: tuple[str, ...] = ()  # the latest launch's worker ids (`status`)
     checkpointed_s: float = 0.0  # emulated time of the latest checkpoint (or launch start)
     spec_doc: dict[str, Any] | None = None  # the spec as a checkpoint keeps it (`_spec_doc`)
-    truth: AppTruth | None = None  # the job's model on no particular type (`_on_type`)
 
 
 class EmulatedExecutor(Executor):
@@ -274,7 +274,7 @@ class EmulatedExecutor(Executor):
             if spec is None:
                 raise InputError("the service gave no job spec")
             self.known_apps(spec.app)
-            sim = SimJob(spec, self._truth_of(spec))
+            sim = self._fresh_sim(spec)
         except InputError as exc:
             j.state, j.message = ExecState.FAILED, f"cannot emulate it: {exc}"
             self._event(j, "start-failed", j.message)
@@ -286,11 +286,30 @@ class EmulatedExecutor(Executor):
                 sim.resume_training(state)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 self._note(j, f"checkpoint unreadable ({type(exc).__name__}: {exc}): starts fresh")
-                sim = SimJob(spec, self._truth_of(spec))
+                sim = self._fresh_sim(spec)
             else:
                 self._note(j, f"resumes from its checkpoint: epoch {sim.epoch}, step "
                               f"{int(sim.steps)}, progress {sim.progress:.4g}")
         return sim
+
+    def _fresh_sim(self, spec: JobSpec) -> SimJob:
+        """A simulated job that has not trained yet, profiled as the engine profiles a job at
+        its arrival (`profile`), so that its estimator, and so its reports, start as the
+        simulated job's."""
+        sim = SimJob(spec, self._truth_of(spec))
+        sim.estimator.bootstrap_missing(self.profile(spec))
+        return sim
+
+    def profile(self, spec: JobSpec) -> dict[str, tuple[float, int]]:
+        """The simulator's profile of a new job (`one_gpu_profiles`, as the engine takes it at
+        arrival): only on a cluster of several types; {} for a model the truth does not know."""
+        if not self._cluster.is_mixed:
+            return {}
+        try:
+            self.known_apps(spec.app)
+            return one_gpu_profiles(spec, self._truth_of(spec), self._cluster.gpu_types)
+        except InputError:
+            return {}
 
     def _running_from(self, job_id: str, state: dict[str, Any], running: dict[str, Any]
                       ) -> tuple[_Job, float]:
@@ -308,7 +327,7 @@ class EmulatedExecutor(Executor):
         sim.resume_training(state)
         sim.clock_s = at_s
         gpu_type = self._cluster.placement_type(placement)
-        sim.truth = self._typed(truth, gpu_type)
+        sim.retype(gpu_type)
         sim.assign(at_s, Assignment(placement, batch), 0.0, gpu_type)  # it had a batch
         sim.policy_batch = bool(running["policy_batch"])
         sim.pause_left_s = float(running["pause_left_s"])
@@ -317,7 +336,7 @@ class EmulatedExecutor(Executor):
         j = _Job(JobLaunch(job_id, ("emulated",), ".", config=JobConfig(job_id=job_id,
                                                                        launch=launch),
                            spec=spec), sim, ExecState.RUNNING, WorkerPlan(placement, batch))
-        j.launches, j.world, j.spec_doc, j.truth = 1, placement.num_gpus, running["spec"], truth
+        j.launches, j.world, j.spec_doc = 1, placement.num_gpus, running["spec"]
         j.workers = tuple(f"{job_id}/{r}" for r in range(j.world))
         j.first_step_s = float(running["first_step_time"]) - self.clock.start
         j.first_step_reported = True
@@ -330,12 +349,6 @@ class EmulatedExecutor(Executor):
         """The truth the job trains on, as the engine gives it (`job_app`: a trace job's model
         scaled to the trace's duration)."""
         return job_app(self.truth, spec, self._cluster.max_node_gpus)
-
-    @staticmethod
-    def _typed(truth: AppTruth, gpu_type: str | None) -> AppTruth:
-        """`truth` on `gpu_type` (its own where the type is unnamed or None: across types);
-        InputError naming the types it knows when it knows not this one."""
-        return truth.for_type(gpu_type) if gpu_type else truth
 
     def _check_plan(self, plan: WorkerPlan) -> None:
         caps = self._cluster.gpus_per_node
@@ -360,11 +373,9 @@ class EmulatedExecutor(Executor):
         if new == old and (plan is None or sim.keeps(assignment)):
             return
         gpu_type = self._cluster.placement_type(new) if new else sim.gpu_type
-        if new and new != old:  # runs at the speed of its new placement's type
-            if j.truth is None:
-                j.truth = sim.truth
+        if new and new != old:  # runs at the speed of its new placement's type, as in the engine
             try:
-                sim.truth = self._typed(j.truth, gpu_type)
+                sim.retype(gpu_type)
             except InputError as exc:
                 self._fail(j, f"cannot run on {new}: {exc}")
                 return

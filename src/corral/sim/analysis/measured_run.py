@@ -79,7 +79,7 @@ class MeasuredRun:
     def from_record(cls, record: Mapping[str, Any]) -> MeasuredRun:
         """From `corral.service.run_record.read_run`'s plain record."""
         jobs = [FinishedJob(**job) for job in record["jobs"]]
-        cluster = Cluster(tuple(Node(name, int(gpus)) for name, gpus in record["nodes"]))
+        cluster = Cluster(tuple(Node.from_row(row) for row in record["nodes"]))
         left_out = [(str(i), str(why)) for i, why in record.get("left_out", [])]
         return cls(jobs, record["policy"], record["params"], float(record["interval_s"]), cluster,
                    left_out)
@@ -100,10 +100,25 @@ class ReplayedJob:
         return None if self.sim_jct_s is None else self.sim_jct_s / self.real_jct_s - 1.0
 
 
-def _throughput(jobs: list[FinishedJob]) -> dict[str, float]:
-    """The throughput model fitted to every step time the jobs' estimators profiled."""
+def _configs_by_type(estimator: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
+    """The profiled configurations of a reported `JobEstimator.to_dict()`, by GPU type: its
+    current type's at the top level, the others' under "types"."""
+    out = {str(estimator.get("gpu_type", "")): list(estimator.get("configs", []))}
+    for t, model in (estimator.get("types") or {}).items():
+        out.setdefault(str(t), []).extend(model.get("configs", []))
+    return out
+
+
+def _throughput(jobs: list[FinishedJob], gpu_type: str | None = None) -> dict[str, float] | None:
+    """The throughput model fitted to every step time the jobs' estimators profiled on
+    `gpu_type` (None: on any type); None when they profiled none there (InputError when none
+    at all)."""
     rows = [(n, k, m, step_s, sync_s) for job in jobs
-            for n, k, m, _count, step_s, sync_s, *_ in job.estimator.get("configs", [])]
+            for t, configs in _configs_by_type(job.estimator).items()
+            if gpu_type is None or t == gpu_type
+            for n, k, m, _count, step_s, sync_s, *_ in configs]
+    if not rows and gpu_type is not None:
+        return None
     if not rows:
         raise InputError(f"job {jobs[0].id}: it reported no profiled step")
     arr = np.asarray(rows, dtype=float)
@@ -153,9 +168,14 @@ def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
     for job in run.jobs:
         by_app.setdefault(job.spec.app, []).append(job)
     models = {}
+    named = [t for t in run.cluster.gpu_types if t]
     for app, jobs in by_app.items():
         throughput, noise = _throughput(jobs), _noise_scale(jobs)
+        assert throughput is not None  # (it raises when the jobs profiled nothing)
         params = ThroughputParams.from_dict(throughput)
+        # on a cluster of named types, each type's own fit; a type none of the app's jobs
+        # stepped on takes the fit over every type
+        by_type = {t: _throughput(jobs, t) or throughput for t in named}
         for job in jobs:
             s = job.spec
             models[job.id] = {
@@ -167,6 +187,8 @@ def measured_catalog(run: MeasuredRun) -> dict[str, Any]:
                 "adaptive": s.adaptive, "fixed_bsz": None if s.adaptive else s.batch_size,
                 "max_gpus": s.max_gpus, "metric": None, "app": app,
             }
+            if by_type:
+                models[job.id]["type_throughput"] = by_type
     return {"version": CATALOG_VERSION, "created": _dt.date.today().isoformat(),
             "source": "measured by the jobs of a live corral run (corral replay)",
             "models": models}

@@ -30,6 +30,7 @@ from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover
 from corral.sim.loop.results import JobRecord, SimResult, fast_gpu_share
 from corral.sim.truth.base import AppTruth, Truth
+from corral.sim.truth.one_gpu import one_gpu_profiles
 from corral.sim.truth.replay import best_isolated_jct, packed_counts, remaining_at, user_step_times
 from corral.sim.truth.scaled import job_app
 from corral.sim.workloads import Workload
@@ -122,9 +123,12 @@ class Simulator:
         jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
         types = self.cluster.gpu_types
         self._mixed = self.cluster.is_mixed
-        if len(types) == 1 and types[0]:  # one named type: every job runs on it throughout
+        #: the GPU type of every placement when the cluster has one named type; None when
+        #: it has several (each placement's, `_reassign`); "" without types
+        self._one_type: str | None = None if len(types) > 1 else types[0]
+        if self._one_type:  # one named type: every job runs on it throughout
             for job in jobs:
-                job.set_truth(job.app_truth.for_type(types[0]))
+                job.retype(self._one_type)
         #: on a mixed cluster, per job: GPU-seconds per type so far, and (type, attained GPU-s)
         #: when its current placement began (`_account_type`)
         self._by_type: dict[int, dict[str, float]] = {}
@@ -257,21 +261,13 @@ class Simulator:
 
     def _profile(self, job: SimJob) -> None:
         """Seed a newly arrived job's estimator with a one-GPU profile of each GPU type it may
-        use (Sia (SOSP'23) §4: each new job is profiled on one GPU of every type, its
-        per-(type, count) goodput bootstrapped from that and refined as it runs).
-
-        The profile is the truth's one-GPU step time at the job's initial per-GPU batch on that
-        type: what a real scheduler measures by running a few steps of the job there, so it is
-        not an oracle (no multi-GPU, sync or gradient figure is read). Only on a cluster of
-        several types (`self._mixed`), once per job; without it gavel and sia would take every
-        type the job has not run on as fast as its current one (`policies/_typed.py`)."""
-        spec = job.spec
-        local = max(spec.min_local_bsz, min(spec.init_bsz, spec.max_local_bsz)) \
-            if spec.adaptive else spec.user_batch(1).local_bsz
-        est = job.estimator
-        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
-            step_s, _ = job.app_truth.for_type(t).step_time((1,), local)
-            est.bootstrap(t, step_s, local)
+        use (`one_gpu_profiles`; Sia (SOSP'23) §4: each new job is profiled on one GPU of every
+        type, its per-(type, count) goodput bootstrapped from that and refined as it runs).
+        Only on a cluster of several types (`self._mixed`), once per job; without it gavel and
+        sia would take every type the job has not run on as fast as its current one
+        (`policies/_typed.py`). The emulated executor seeds its jobs the same way."""
+        job.estimator.bootstrap_missing(
+            one_gpu_profiles(job.spec, job.app_truth, self.cluster.gpu_types))
 
     def none_waits(self) -> bool:
         return self._waiting == 0
@@ -344,15 +340,14 @@ class Simulator:
         return checked_decision(decision, self.cluster, self._specs, self.policy.name,
                                 self._type_aware, self._restricted)
 
-    def _retype(self, job: SimJob, new: Placement) -> None:
-        """On a mixed cluster, before `job` takes placement `new`: the truth of `new`'s GPU type
-        (once per assignment; a type change is a placement change, so it pays the restart)."""
-        if new.slots and new != job.placement:
-            t = self.cluster.placement_type(new)
-            assert t is not None, "checked_decision keeps a job within one type"
-            truth = job.app_truth.for_type(t)
-            if truth is not job.truth:
-                job.set_truth(truth)
+    def _placement_type(self, new: Placement) -> str:
+        """The GPU type of placement `new` (non-empty): the cluster's one type, or on a mixed
+        cluster `new`'s (`checked_decision` keeps a job within one type)."""
+        if self._one_type is not None:
+            return self._one_type
+        t = self.cluster.placement_type(new)
+        assert t is not None, "checked_decision keeps a job within one type"
+        return t
 
     def _type_speeds(self, job: SimJob) -> dict[str, float]:
         """The job's training speed (steps/s at its own GPU count and batch, packed) on each
@@ -360,8 +355,7 @@ class Simulator:
         spec = job.spec
         out = {}
         for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
-            nodes = self.cluster.nodes_of_type(t)
-            per_node = max(self.cluster.gpus_per_node[n] for n in nodes)
+            per_node = self.cluster.max_node_gpus_of_type(t)
             k = min(spec.gpus, self.cluster.gpus_of_type(t))
             b = spec.user_batch(k)
             step_s, sync_s = job.app_truth.for_type(t).step_time(packed_counts(k, per_node),
@@ -412,9 +406,11 @@ class Simulator:
         mixed = self._mixed
         for (job, new), pause in zip(touched, pauses):
             before, held = job.batch, job.placement
-            if mixed:
-                self._retype(job, new.placement if new else NO_PLACEMENT)
-            if job.assign(now, new, pause) or job.batch != before:
+            gpu_type = self._placement_type(new.placement) if new and new.placement else ""
+            if mixed and new and new.placement != held:
+                job.retype(gpu_type)  # a type change is a placement change: it pays the restart
+            # its steps are observed as its placement's type's, as a live job reports them
+            if job.assign(now, new, pause, gpu_type) or job.batch != before:
                 moved.append(job)
             if mixed and job.placement != held:
                 self._account_type(job)
@@ -464,25 +460,24 @@ def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs
     active when it arrived), each at its best configuration: the records' lower bound and
     finish-time fairness basis (also for runs of the live service, `corral emulate`). On a
     cluster of named GPU types (`truth` the job's type-less truth) a job runs on one type:
-    each figure is the best over the types it may run on, alone on that type's GPUs or on a 1/N
-    share of them."""
-    per_node = cluster.max_node_gpus
+    each figure is the best over the types it may run on (its `gpu_type` only, when it names
+    one), alone on that type's GPUs or on a 1/N share of them, at that type's speed
+    (`AppTruth.for_type`) and packed on that type's nodes (`max_node_gpus_of_type`)."""
     fixed = None if spec.adaptive else spec.batch_size
     max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
+    n = max(1, active_at_arrival)
 
-    def alone(gpus: int, app: AppTruth = truth) -> float:
+    def alone(gpus: int, app: AppTruth, per_node: int) -> float:
         return best_isolated_jct(app, gpus, per_node, total_epochs, fixed,
                                  spec.max_local_bsz, spec.min_local_bsz, max_bsz)
 
     types = cluster.gpu_types
     if len(types) > 1 or (types and types[0]):
-        # a job runs on one type: the best type alone, and a 1/N share of each type's GPUs
-        allowed = types if spec.gpu_type is None else (spec.gpu_type,)
-        n = max(1, active_at_arrival)
-        pairs = [(alone(cluster.gpus_of_type(t), truth.for_type(t)),
-                  alone(max(1, cluster.gpus_of_type(t) // n), truth.for_type(t)))
-                 for t in allowed]
+        pairs = []
+        for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+            app, gpus, per_node = truth.for_type(t), cluster.gpus_of_type(t), \
+                cluster.max_node_gpus_of_type(t)
+            pairs.append((alone(gpus, app, per_node), alone(max(1, gpus // n), app, per_node)))
         return min(p[0] for p in pairs), min(p[1] for p in pairs)
-    total = cluster.total_gpus
-    share = max(1, total // max(1, active_at_arrival))
-    return alone(total), alone(share)
+    total, per_node = cluster.total_gpus, cluster.max_node_gpus
+    return alone(total, truth, per_node), alone(max(1, total // n), truth, per_node)

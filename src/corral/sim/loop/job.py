@@ -209,6 +209,15 @@ class SimJob(JobLedger):
         self.truth = truth
         self._rate = None
 
+    def retype(self, gpu_type: str | None) -> None:
+        """Train at the truth of `gpu_type` (`app_truth.for_type`; "" or None, across types:
+        `app_truth`'s own) from now on, before an assignment of a placement of that type: the
+        engine and the emulated executor both call it. InputError when the application does
+        not know the type (nothing changed then)."""
+        truth = self.app_truth.for_type(gpu_type) if gpu_type else self.app_truth
+        if truth is not self.truth:
+            self.set_truth(truth)
+
     def set_slowdown(self, slowdown: float) -> None:
         if slowdown != self.slowdown:
             self.slowdown = slowdown

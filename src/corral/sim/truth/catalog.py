@@ -37,6 +37,13 @@ def noise_features(epoch_frac: float | np.ndarray, log_scale: float | np.ndarray
     return np.stack(cols, axis=-1)
 
 
+def _step_and_sync(params: ThroughputParams, counts: tuple[int, ...], local_bsz: float
+                   ) -> tuple[float, float]:
+    """(step time, sync time) under `params` on nodes holding `counts` GPUs, no accumulation."""
+    step = float(iteration_time(params, len(counts), sum(counts), local_bsz, 0))
+    return step, max(0.0, step - float(grad_time(params, local_bsz)))
+
+
 class CatalogApp(AppTruth):
     """One model's behaviour from its catalog entry."""
 
@@ -49,6 +56,10 @@ class CatalogApp(AppTruth):
         try:
             self.name = name
             self.params = ThroughputParams.from_dict(entry["throughput"])
+            #: {type: its own throughput model}, from a measured catalog's "type_throughput"
+            #: (`corral replay` of a run on named types), in place of a scaled speed
+            self._fitted = {str(t): ThroughputParams.from_dict(d)
+                            for t, d in (entry.get("type_throughput") or {}).items()}
             noise = entry["noise_scale"]
             self._coef = np.asarray(noise["coef"], dtype=float)
             self._deg = (int(noise["deg_epoch"]), int(noise["deg_bsz"]))
@@ -70,21 +81,23 @@ class CatalogApp(AppTruth):
         self.grad_stats = lru_cache(maxsize=65536)(self._grad_stats)  # type: ignore[method-assign]
 
     def _step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
-        n, k = len(counts), sum(counts)
-        step = float(iteration_time(self.params, n, k, local_bsz, 0))
-        return step, max(0.0, step - float(grad_time(self.params, local_bsz)))
+        return _step_and_sync(self.params, counts, local_bsz)
 
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
         return self._step_time(counts, local_bsz)
 
     def gpu_types(self) -> tuple[str, ...]:
-        return ("", *self._types)
+        return ("", *self._types, *(t for t in self._fitted if t not in self._types))
 
     def _type_view(self, gpu_type: str) -> AppTruth:
         from dataclasses import replace
 
         from corral.sim.truth.gputypes import speed_at
 
+        fitted = self._fitted.get(gpu_type)
+        if fitted is not None:
+            return TypeView(self, gpu_type, lambda counts, local_bsz: _step_and_sync(
+                fitted, counts, local_bsz))
         points, sync_factor = self._types[gpu_type]
         p = self.params
         sync_params = replace(p, alpha_local=p.alpha_local * sync_factor, beta_local=p.beta_local * sync_factor,
@@ -93,8 +106,7 @@ class CatalogApp(AppTruth):
         def step_s(counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
             speed = speed_at(points, float(local_bsz))
             params = replace(sync_params, alpha_grad=p.alpha_grad / speed, beta_grad=p.beta_grad / speed)
-            step = float(iteration_time(params, len(counts), sum(counts), local_bsz, 0))
-            return step, max(0.0, step - float(grad_time(params, local_bsz)))
+            return _step_and_sync(params, counts, local_bsz)
 
         return TypeView(self, gpu_type, step_s)
 

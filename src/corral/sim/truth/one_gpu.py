@@ -1,0 +1,25 @@
+"""A job's one-GPU profile on each GPU type it may use: what Sia (SOSP'23) §4 measures of every
+new job before scheduling it. The simulator seeds a job's estimator with it at arrival, the
+emulated executor gives it to the live service and seeds its own twin with it (one function,
+so that both worlds start every job from the same per-type models)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corral.core.jobs import JobSpec
+from corral.sim.truth.base import AppTruth
+
+__all__ = ["one_gpu_profiles"]
+
+
+def one_gpu_profiles(spec: JobSpec, truth: AppTruth, gpu_types: Sequence[str]
+                     ) -> dict[str, tuple[float, int]]:
+    """{type: (one-GPU step time, per-GPU batch)} of `spec` on each of `gpu_types` it may run
+    on (only its `gpu_type` when it names one): `truth`'s step time on one GPU at the job's
+    initial per-GPU batch, what running a few steps there measures (no multi-GPU, sync or
+    gradient figure is read, so it is no oracle). `truth` is the job's type-less truth."""
+    local = (max(spec.min_local_bsz, min(spec.init_bsz, spec.max_local_bsz)) if spec.adaptive
+             else spec.user_batch(1).local_bsz)
+    allowed = gpu_types if spec.gpu_type is None else (spec.gpu_type,)
+    return {t: (truth.for_type(t).step_time((1,), local)[0], local) for t in allowed}

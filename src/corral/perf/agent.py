@@ -57,13 +57,19 @@ def choose_batch(estimator: JobEstimator, num_nodes: int, num_gpus: int,
     """Batch configuration for a job on (num_nodes, num_gpus) of `gpu_type` (default: the
     estimator's current type), from that type's goodput function.
 
-    `current=None` means the job (re)started: the optimum is adopted. Otherwise the optimum
+    `current=None` means the job (re)started: the optimum is adopted. An adaptive job without
+    gradient statistics keeps M0 split (its `current` batch when running). Otherwise the optimum
     replaces `current` only if its predicted goodput exceeds `hysteresis` x that of `current`
     (a `current` outside the batch limits, or predicted useless, is always replaced).
     """
     fn = estimator.goodput_fn(gpu_type)
     if fn is None:
         return initial_batch(estimator, num_gpus, gpu_type)
+    if estimator.adaptive and estimator.grad_stats is None:
+        # A model (e.g. a one-GPU profile of the type) but no gradient statistics yet: the
+        # efficiency would be taken as 1 at every batch and the largest batch would win, so
+        # the job keeps M0 split (or its batch) until its first statistics, as at a first start.
+        return current if current is not None else initial_batch(estimator, num_gpus, gpu_type)
     best, local, accum = fn.optimize(num_nodes, num_gpus)
     if best <= 0:  # no allowed batch on this allocation: keep going as before
         return current if current is not None else initial_batch(estimator, num_gpus, gpu_type)

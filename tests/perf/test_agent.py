@@ -86,3 +86,17 @@ def test_infeasible_allocation_keeps_current():
     est = trained(max_bsz=1024)  # at most 32 GPUs at 32 per GPU
     assert choose_batch(est, 16, 64, BatchConfig(32, 0)) == BatchConfig(32, 0)
     assert choose_batch(est, 16, 64) == initial_batch(est, 64)
+
+
+def test_a_profiled_job_without_gradient_statistics_starts_at_m0_split():
+    """A one-GPU profile of a type gives a model but no gradient statistics: efficiency would
+    count as 1 at every batch and the largest would win. The job keeps M0 split until its first
+    statistics; then it takes the optimum."""
+    est = JobEstimator(init_bsz=128, max_bsz=4096, min_local_bsz=32, max_local_bsz=1024)
+    est.bootstrap("k80", float(iteration_time(TRUE, 1, 1, 128)), 128)
+    assert est.goodput_fn("k80").optimize(1, 4)[1] > 32  # the model alone wants more than M0
+    assert choose_batch(est, 1, 4, gpu_type="k80") == initial_batch(est, 4, "k80")
+    assert choose_batch(est, 1, 4, BatchConfig(64, 0), gpu_type="k80") == BatchConfig(64, 0)
+    est.observe_grad(1.0, 30.0)
+    _, local, accum = est.goodput_fn("k80").optimize(1, 4)
+    assert choose_batch(est, 1, 4, gpu_type="k80") == BatchConfig(local, accum)

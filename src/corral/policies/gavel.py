@@ -58,8 +58,7 @@ def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...
     `gpu_type` excludes it; 1.0 on every allowed type for a job with no model."""
     types = cluster.gpu_types
     out = np.zeros((len(views), len(types)))
-    sizes = [max((cluster.gpus_per_node[n] for n in cluster.nodes_of_type(t)), default=0)
-             for t in types]
+    sizes = [cluster.max_node_gpus_of_type(t) for t in types]
     for j, view in enumerate(views):
         spec = view.spec
         g = gang_gpus(cluster, view)

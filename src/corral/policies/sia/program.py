@@ -41,7 +41,7 @@ def configurations(cluster: Cluster) -> list[Config]:
     out = []
     for t in cluster.gpu_types:
         nodes = cluster.nodes_of_type(t)
-        size = max(cluster.gpus_per_node[n] for n in nodes)
+        size = cluster.max_node_gpus_of_type(t)
         k = 1
         while k < size:
             out.append(Config(t, 1, k))

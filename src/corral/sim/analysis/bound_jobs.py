@@ -70,7 +70,7 @@ def typed_bound_job(spec: JobSpec, app: AppTruth, cluster: Cluster) -> TypedBoun
         nodes = cluster.nodes_of_type(t)
         if not nodes:
             continue
-        per_node = max(cluster.gpus_per_node[n] for n in nodes)
+        per_node = cluster.max_node_gpus_of_type(t)
         limit = max(1, min(cluster.gpus_of_type(t), spec.max_gpus))
         app_t = app.for_type(t)
         args = (per_node, epochs, fixed, spec.max_local_bsz, spec.min_local_bsz, max_bsz)

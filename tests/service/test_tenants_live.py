@@ -102,9 +102,11 @@ def test_two_tenants_share_two_slots_and_cannot_see_each_other(tmp_path: Path) -
                 note(f"  {who} event at t={e['time_s']:.1f} emulated s: {e['kind']} "
                      f"{e['detail']}")
         # in place: A's progress was not lost (a checkpoint-restart from an older checkpoint
-        # would go back); the service's resize-pause event labels emulated resizes
-        # checkpoint-restart, as the emulated job's report does not say how it started
+        # would go back), and the service records the resize as in place, with the
+        # mechanism's pause (1 s), as the emulated job's first report at 1 worker says
         assert a.job(a_job)["progress"] >= progress_before > 0
+        pauses = [e["detail"] for e in a.job(a_job)["events"] if e["kind"] == "resize-pause"]
+        assert pauses[-1].startswith("in-place: 2 -> 1 worker(s)"), pauses
         notes = [ln for ln in a.logs(a_job).splitlines() if "worker(s) on" in ln]
         for ln in notes:
             note(f"  A's executor note: {ln.strip()}")

@@ -27,6 +27,7 @@ from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, Job
 from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated.clock import EmulatedClock
+from corral.executors.resize import IN_PLACE
 from corral.protocol.env import JobConfig
 from corral.protocol.files import atomic_write_json
 from corral.protocol.report import REPORT_FILE
@@ -401,9 +402,7 @@ class EmulatedExecutor(Executor):
             j.started_at = self.clock()
             j.first_step_s, j.first_step_reported = now + pause, False
             j.checkpointed_s = now
-            j.resumed = ({"steps": int(sim.steps), "epoch": sim.epoch, "loss": None,
-                          "checkpoint": f"emulated@{int(sim.steps)}"}
-                         if sim.steps > 0 or sim.epoch > 0 else None)
+            j.resumed = self._resumed(sim, j.launches, old, pause)
             self._note(j, f"launch {j.launches - 1}: {new.num_gpus} worker(s) on {new}, batch "
                        f"{sim.batch.local_bsz}x{sim.batch.accum_steps + 1}, pause {pause:g} s "
                        f"({self.mechanism.name})")
@@ -413,6 +412,19 @@ class EmulatedExecutor(Executor):
         # what the new launch (or batch) is, on disk when the round ends: its training state
         # now (the old launch's end, checkpointed on SIGTERM for a real job) and the launch
         self._checkpoint(j, now, launch_changed=True)
+
+    def _resumed(self, sim: SimJob, launch: int, old: Placement, pause: float
+                 ) -> dict[str, Any] | None:
+        """What the launch's first report says it started from, in corral.train's words
+        (`corral.service.records.launch_start`): nothing for a fresh job; a resize of a
+        running job under `--mechanism in-place` kept its workers (its pause the mechanism's);
+        any other start restored a checkpoint."""
+        if sim.steps <= 0 and sim.epoch <= 0:
+            return None
+        trained = {"steps": int(sim.steps), "epoch": sim.epoch, "loss": None}
+        if old and self.mechanism.name == IN_PLACE:
+            return {**trained, "checkpoint": None, "in_place": launch, "pause_s": pause}
+        return {**trained, "checkpoint": f"emulated@{int(sim.steps)}"}
 
     def _pause(self, now: float, app: str, old: Placement, new: Placement) -> float:
         """The mechanism's pause of a job moving from `old` to `new` at `now`, with the GPUs

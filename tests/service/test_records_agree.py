@@ -140,6 +140,36 @@ def test_a_service_restart_reads_alike_in_the_dashboard_and_describe(
     assert "preempt" not in described
 
 
+@pytest.mark.parametrize("orderly", [False, True])
+def test_a_restart_counts_its_downtime_as_run_then_queue_time(store, fake_executor,
+                                                              orderly: bool) -> None:
+    """A job's run and queue time add up to its age across a restart: after a kill its workers
+    trained on until reclaimed (run time); after an orderly stop at 110 s they stopped there,
+    and the rest of the downtime it waited (queue time)."""
+    from fakes import FakeExecutor
+
+    from corral.service.records import note_shutdown
+
+    clock = Clock()
+    a = submit(store, 100, gpus=2)
+    loop = make_loop(store, fake_executor, clock=clock)
+    loop.tick()  # started at 100 s
+    clock.t = 105.0
+    loop.tick()
+    store.save_job(*loop.jobs[a].record())
+    if orderly:
+        note_shutdown(store, 110.0)
+    clock.t = 160.0
+    loop2 = make_loop(store, FakeExecutor(), clock=clock)
+    loop2.recover()
+    job = loop2.jobs[a]
+    assert job.run_time_s + job.queue_time_s == pytest.approx(60.0)
+    assert job.run_time_s == pytest.approx(10.0 if orderly else 60.0)
+    clock.t = 170.0
+    loop2.tick()
+    assert job.run_time_s + job.queue_time_s == pytest.approx(70.0)
+
+
 def test_corral_submit_says_what_the_service_changed(store, fake_executor, monkeypatch,
                                                      tmp_path) -> None:
     """`corral submit --max-gpus 1000` on 4 GPUs: the job id on stdout, the cap on stderr."""

@@ -33,7 +33,13 @@ from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
-from corral.service.records import again_words, launch_event, note_service_restart, take_shutdown
+from corral.service.records import (
+    again_words,
+    book_downtime,
+    launch_event,
+    note_service_restart,
+    take_shutdown,
+)
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
@@ -156,6 +162,7 @@ class ControlLoop:
                 self.store.save_job(*job.record())
                 self._forget(job.id)
                 continue
+            book_downtime(job, now, shutdown_s)
             if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
                 note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()

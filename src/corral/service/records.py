@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from corral.service.store import Store
 
 __all__ = ["AFTER_PREEMPTION", "AFTER_SERVICE_RESTART", "again_words", "note_shutdown",
-           "take_shutdown", "note_service_restart", "LaunchStart", "IN_PLACE",
+           "take_shutdown", "book_downtime", "note_service_restart", "LaunchStart", "IN_PLACE",
            "CHECKPOINT_RESTART", "RESIZE_MECHANISMS", "launch_start", "launch_event"]
 
 
@@ -95,6 +95,22 @@ def take_shutdown(store: Store) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+def book_downtime(job: LiveJob, now_s: float, shutdown_s: float | None) -> None:
+    """Count the time `job`'s stored books do not cover (from where they end, submission plus
+    run and queue time, to the restart at `now_s`): held GPUs until its workers stopped (at
+    the orderly shutdown `shutdown_s`; after a kill they trained on until reclaimed now), and
+    waited after. Without it a restart's downtime was in neither, and a job's run and queue
+    time no longer added up to its age."""
+    accounted = job.spec.submit_time_s + job.run_time_s + job.queue_time_s
+    if job.placement:
+        held_until = shutdown_s if shutdown_s is not None and shutdown_s <= now_s else now_s
+        if held_until > accounted:
+            job.hold(held_until - accounted)
+            accounted = held_until
+    if now_s > accounted:
+        job.wait(now_s - accounted)
 
 
 def note_service_restart(store: Store, job: LiveJob, now_s: float,

@@ -173,6 +173,22 @@ class EarlyStartExecutor(JobTableExecutor[J]):
         if why:
             self._call_off(j, f"a worker could not start: {why}")
 
+    def _advance_in_flight(self, j: J) -> bool:
+        """Move on an early start or an in-place resize under way (`_advance`'s first step in
+        both subclasses); True while one still holds the job, whose worker set is then not
+        watched this pass."""
+        if j.early is not None:
+            self._advance_early(j)
+            return True
+        if j.resize is not None:
+            self._advance_resize(j)
+            return j.resize is not None
+        return False
+
+    def _advance_resize(self, j: J) -> None:
+        """One look at the in-place resize under way (`j.resize`)."""
+        raise NotImplementedError
+
     def _advance_early(self, j: J) -> None:
         """One look at the early start under way: call it off, let the donors go once every
         worker is ready, start it once the donors' slots are free."""

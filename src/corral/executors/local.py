@@ -176,13 +176,8 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         return tuple(str(p.pid) for p in j.procs if p.poll() is None)
 
     def _advance(self, j: _Job) -> None:
-        if j.early is not None:
-            self._advance_early(j)
+        if self._advance_in_flight(j):
             return
-        if j.resize is not None:
-            self._advance_resize(j)
-            if j.resize is not None:
-                return
         if j.procs:
             self._watch(j, [p.poll() for p in j.procs], j.plan)
 

@@ -196,13 +196,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         return j.ws.live_names if j.ws else ()
 
     def _advance(self, j: _Job) -> None:
-        if j.early is not None:
-            self._advance_early(j)
+        if self._advance_in_flight(j):
             return
-        if j.resize is not None:
-            self._advance_resize(j)
-            if j.resize is not None:
-                return
         ws = j.ws
         if ws is None:
             return

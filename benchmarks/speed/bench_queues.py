@@ -52,6 +52,12 @@ week (about 3.5 times the jobs) does not finish within 10 minutes:
 * pollux (day): 133.7 s against 156.7 s; 805 s (not met: queue b436b2, 3,037 of the 3,987
   jobs, quota 520); utilisation ratio 0.870 (not met); JCT ratio 1.096 (met). On the busiest
   8 hours (bench_queues_6b337d0.txt): 859 s, 0.791, 1.173 (none met).
+* pollux (day) at f938d13 (the layer spreads an elastic queue's GPUs over nodes while its jobs
+  wait and lends idle GPUs past the demand; bench_queues_f938d13.txt, beside main at 01cb6c2
+  run at the same time): 865 s (not met; was 805 s), utilisation ratio 0.885 (not met; was
+  0.870), JCT ratio 0.939 (met; was 1.096); b436b2's FTF mean 7.03 -> 4.71 (one queue 4.55),
+  6c71a0's 5.16 -> 3.06 (3.32). 134.5 s CPU, 624 s wall with queues. On the busiest 8 hours:
+  859 -> 597 s, 0.79 -> 0.81, 1.173 -> 1.022. fifo and tiresias-las (week): as above.
 * elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
   preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four
   jobs in place, b's jobs hold GPUs one round later (pollux starts a job on its second round)

@@ -401,10 +401,14 @@ class QueuedPolicy(Policy):
         (re)started jobs first: under an elastic inner policy (`is_elastic`) each is first shrunk
         in place down to its `min_gpus`, then whole jobs are taken out (shown as waiting); never
         one that (re)started less than `min_runtime_s` ago. GPUs left over go to queues with
-        demand left, within their limits. `tree`: the queues (one type's, `for_type`, where
-        GPUs are shared per type); `free`: the GPUs per node to share (taken from)."""
+        demand left, within their limits. Under an elastic inner policy the GPUs of a queue
+        with jobs waiting to start are spread over more nodes (`_grant`), and GPUs idle after
+        every demand go to the queues, up to once more their demand. `tree`: the queues (one type's,
+        `for_type`, where GPUs are shared per type); `free`: the GPUs per node to share (taken
+        from)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}
+        spread: dict[str, int] = {}  # per elastic queue with jobs waiting: its jobs
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
@@ -440,41 +444,59 @@ class QueuedPolicy(Policy):
                     per[n] = per.get(n, 0) + g
                     free[n] -= g
             sub[q] = per
+            spread[q] = len(views) if self.elastic and len(hold) < len(views) else 0
         ranked = sorted(by_queue, key=lambda q: (-tree[q].priority, q))
         for q in ranked:  # the rest of each queue's share, from free GPUs
-            self._grant(sub[q], free, split.share.get(q, 0) - sum(sub[q].values()))
+            self._grant(sub[q], free, split.share.get(q, 0) - sum(sub[q].values()), spread[q])
         if sum(free) > 0:  # left over: to queues with demand left, within their limits
             for q in sorted(ranked, key=lambda q: (-tree[q].priority,
                                                   sum(sub[q].values()) - split.fair[q], q)):
-                self._grant(sub[q], free, self._room(tree, q, split, sub))
+                self._grant(sub[q], free, self._room(tree, q, split, sub), spread[q])
+        if self.elastic and sum(free) > 0:  # idle still: room to grow past the demand
+            for q in sorted(ranked, key=lambda q: (-tree[q].priority, split.demand[q], q)):
+                self._grant(sub[q], free, self._room(tree, q, split, sub, split.demand[q]),
+                            spread[q])
         return kept, sub
 
     @staticmethod
-    def _room(tree: QueueTree, q: str, split: Shares,
-              sub: Mapping[str, Mapping[int, int]]) -> int:
-        """GPUs leaf `q` could still take: its demand left, within its cohorts' limits."""
-        room = split.demand[q] - sum(sub[q].values())
-        for a in tree.ancestors(q):
+    def _room(tree: QueueTree, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]],
+              beyond: int = 0) -> int:
+        """GPUs leaf `q` could still take: its demand left (plus `beyond`), within its and its
+        cohorts' limits."""
+        room = split.demand[q] + beyond - sum(sub[q].values())
+        for a in ((q,) if beyond else ()) + tree.ancestors(q):
             limit = tree[a].limit
             if limit is not None:
                 under = sum(sum(per.values()) for x, per in sub.items()
-                            if a in tree.ancestors(x))
+                            if x == a or a in tree.ancestors(x))
                 room = min(room, limit - under)
         return max(0, room)
 
     @staticmethod
-    def _grant(per: dict[int, int], free: list[int], want: int) -> None:
-        """Give `want` free GPUs: nodes the queue is on first, then those with most free."""
+    def _grant(per: dict[int, int], free: list[int], want: int, spread: int = 0) -> None:
+        """Give `want` free GPUs: nodes the queue is on first, then those with most free.
+
+        With `spread` (the jobs of an elastic queue, some waiting to start), a node gives at
+        most `want / spread` GPUs (rounded up) while other nodes have free GPUs: the GPUs go
+        to about as many nodes as the queue has jobs where the cluster allows. Why: pollux
+        starts or grows about two jobs per node with free GPUs per round (its search's growth
+        requests, drawn in its priority order), so a share packed into a few whole nodes left
+        a queue's jobs waiting for rounds beside idle GPUs of its share (issue 36)."""
         if want <= 0:
             return
-        for n in sorted(range(len(free)), key=lambda n: (n not in per, -free[n], n)):
-            if want <= 0:
-                break
-            take = min(free[n], want)
-            if take > 0:
-                per[n] = per.get(n, 0) + take
-                free[n] -= take
-                want -= take
+        order = sorted(range(len(free)), key=lambda n: (n not in per, -free[n], n))
+        cap = -(-want // spread) if spread > 0 else None
+        for limit in ((cap, None) if cap is not None else (None,)):
+            for n in order:
+                if want <= 0:
+                    return
+                take = min(free[n], want)
+                if limit is not None:
+                    take = min(take, limit)
+                if take > 0:
+                    per[n] = per.get(n, 0) + take
+                    free[n] -= take
+                    want -= take
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,13 +23,13 @@ Cells run through `corral.sim.batch.sweep.run_matrix` on `--jobs` worker process
 
     python benchmarks/speed/bench_hetero.py [--quick] [--jobs 2]
 
-Last run (`--quick`, at 8bc6d73, 2-core AMD EPYC shared with other work, 1,165 s wall;
-`benchmarks/results/bench_hetero_8bc6d73.txt`): (a) avg JCT sia 0.82 h, pollux 1.55 h, gavel
-1.61 h, tiresias-las 4.00 h, fifo 9.13 h (sia 47 % below pollux, 49 % below gavel; gaps to the
-typed LP bound 2.23x / 4.21x / 4.40x); (b) one type sia / pollux 1.001; (c) tiresias-las /
-gavel 3.46x; (d) sia round 0.71 s CPU, pollux 0.08 s. Every target met on two workloads; the
-full eight-workload run has not been made yet. `fast_gpu_share` is ~0.9 for every policy in
-(a), fifo included: on these workloads it does not tell the policies apart.
+Last run (the full eight workloads; benchmarks/results/bench_hetero_bb7648d.txt): (a)-(c) at e03f633
+on the 2-core AMD EPYC shared with other work (1,146 s wall), (d) at bb7648d on the quiet machine.
+(a) avg JCT sia 0.85 h, pollux 1.24 h, gavel 1.66 h, tiresias-las 3.88 h, fifo 8.30 h: sia 31.5 %
+below pollux, 49.0 % below gavel; gaps to the typed LP bound 2.24x / 3.28x / 4.37x;
+`fast_gpu_share` sia 0.61, pollux 0.57, gavel 0.48 (0.5: fast GPUs regardless of gain).
+(b) one type sia / pollux 1.019. (c) tiresias-las / gavel 3.45x. (d) steady rounds sia 0.102 s
+CPU against pollux 0.172 s (0.59x); sia's first round 0.25 s, pollux's 0.09 s. Every target met.
 """
 
 from __future__ import annotations

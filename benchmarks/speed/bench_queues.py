@@ -11,6 +11,9 @@ measured in this one run:
   (`queue_metrics.longest_starved_s`, over all queues), against the bound it must meet: one
   round (the engine's interval) plus the preemption/resize time (the mechanism's start pause and
   its release delay after a shrink or preemption);
+* the layer's part of that (`CarveWatch`): the longest a queue with waiting work was carved
+  fewer GPUs than min(its quota, its demand) while another queue was carved more than its
+  quota; what the first figure adds on top is the inner policy leaving GPUs of its share idle;
 * GPU utilisation with queues over one queue's (target: no more than 5 % lower);
 * average JCT (finished jobs) with queues over one queue's (target: no more than 10 % higher);
 * each queue's finish-time fairness (mean, max), with queues and with one queue;
@@ -115,6 +118,7 @@ def one_run(task: tuple[str, str, str, bool, float | None]) -> dict:
     tree = resolve_queues("proportional", workload, cluster.total_gpus)
     policy = (QueuedPolicy(lambda: create_policy(policy_name), tree) if queued
               else create_policy(policy_name))
+    carved = watch_carves(policy, tree) if queued else None
     book = record_allocations(policy)
     cfg = engine_config(max_hours)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -132,9 +136,53 @@ def one_run(task: tuple[str, str, str, bool, float | None]) -> dict:
         "gpu_util": s.gpu_util, "finished": s.finished, "unfinished": s.unfinished,
         "stopped": s.stopped, "queues": queue_summary(result, tree),
         "quotas": {q: tree.quota(q) for q in tree.leaves},
+        "carved_short_s": carved.longest() if carved is not None else None,
         "bound_s": cfg.interval_s + max(overheads.start_s, overheads.shrink_s)
         + overheads.resize_release_s,
     }
+
+
+class CarveWatch:
+    """The layer's own promise, apart from what the inner policy does with it: per round, is a
+    queue with a waiting job carved fewer GPUs than min(its quota, its demand) while another
+    queue is carved more than its quota? `longest` is the longest such stretch over all queues
+    (seconds between the rounds that start and end it)."""
+
+    def __init__(self, tree) -> None:
+        self.tree = tree
+        self.since: dict[str, float] = {}
+        self.worst = (0.0, "")
+
+    def judge(self, now: float, waiting: set[str], carve: dict[str, int], demand: dict[str, int]
+              ) -> None:
+        quota = {q: self.tree.quota(q) for q in self.tree.leaves}
+        over = {q for q in quota if carve.get(q, 0) > quota[q]}
+        for q in quota:
+            short = (q in waiting and carve.get(q, 0) < min(quota[q], demand.get(q, 0))
+                     and bool(over - {q}))
+            if short:
+                self.since.setdefault(q, now)
+            elif q in self.since:
+                self.worst = max(self.worst, (now - self.since.pop(q), q))
+
+    def longest(self) -> tuple[float, str]:
+        return self.worst
+
+
+def watch_carves(layer: QueuedPolicy, tree) -> CarveWatch:
+    """Wrap `layer.decide` to judge each round's carve (`CarveWatch`)."""
+    watch = CarveWatch(tree)
+    decide = layer.decide
+
+    def watched(snapshot):
+        out = decide(snapshot)
+        waiting = {tree.leaf_for(v.spec.queue) for v in snapshot.jobs if v.assignment is None}
+        split = layer.last_shares
+        watch.judge(snapshot.time_s, waiting, dict(layer.last_carve),
+                    dict(split.demand) if split is not None else {})
+        return out
+    layer.decide = watched  # type: ignore[method-assign]
+    return watch
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -163,6 +211,13 @@ def report_policy(out, q: dict, one: dict) -> None:
         f"{longest:.0f} s (queue {worst}; one queue, judged by the same quotas: {one_worst:.0f} s);"
         f" bound one round + preemption/resize = {bound:.0f} s: "
         f"{'MET' if longest <= bound else 'NOT MET'}")
+    if q.get("carved_short_s") is not None:
+        short_s, short_q = q["carved_short_s"]
+        out(f"  the layer's part: longest a queue with waiting work was carved less than "
+            f"min(quota, its demand) while another was carved above its quota: {short_s:.0f} s"
+            + (f" (queue {short_q})" if short_q else "") + f"; bound {bound:.0f} s: "
+            f"{'MET' if short_s <= bound else 'NOT MET'} (the rest of the line above is the "
+            "inner policy leaving GPUs of its share idle)")
     u = ratio(q["gpu_util"], one["gpu_util"])
     out(f"  GPU utilisation: queues {fmt(q['gpu_util'], '.3f')}, one queue "
         f"{fmt(one['gpu_util'], '.3f')}, ratio {fmt(u, '.3f')} (target >= {1 - UTIL_TARGET:.2f}): "

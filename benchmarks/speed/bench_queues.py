@@ -12,8 +12,9 @@ measured in this one run:
   round (the engine's interval) plus the preemption/resize time (the mechanism's start pause and
   its release delay after a shrink or preemption);
 * the layer's part of that (`CarveWatch`): the longest a queue with waiting work was carved
-  fewer GPUs than min(its quota, its demand) while another queue was carved more than its
-  quota; what the first figure adds on top is the inner policy leaving GPUs of its share idle;
+  fewer GPUs than its quota guarantees (min(quota, what its jobs need to run)) while another
+  queue was carved more than its quota; what the first figure adds on top is the inner policy
+  leaving GPUs of its share idle;
 * GPU utilisation with queues over one queue's (target: no more than 5 % lower);
 * average JCT (finished jobs) with queues over one queue's (target: no more than 10 % higher);
 * each queue's finish-time fairness (mean, max), with queues and with one queue;
@@ -144,21 +145,23 @@ def one_run(task: tuple[str, str, str, bool, float | None]) -> dict:
 
 class CarveWatch:
     """The layer's own promise, apart from what the inner policy does with it: per round, is a
-    queue with a waiting job carved fewer GPUs than min(its quota, its demand) while another
-    queue is carved more than its quota? `longest` is the longest such stretch over all queues
-    (seconds between the rounds that start and end it)."""
+    queue with a waiting job carved fewer GPUs than its quota guarantees it (`Shares.guaranteed`:
+    min(quota, what its jobs need to run); an elastic job's growth beyond that is borrowed, not
+    guaranteed: docs/queues.md) while another queue is carved more than its quota? `longest` is
+    the longest such stretch over all queues (seconds between the rounds that start and end
+    it)."""
 
     def __init__(self, tree) -> None:
         self.tree = tree
         self.since: dict[str, float] = {}
         self.worst = (0.0, "")
 
-    def judge(self, now: float, waiting: set[str], carve: dict[str, int], demand: dict[str, int]
-              ) -> None:
+    def judge(self, now: float, waiting: set[str], carve: dict[str, int],
+              guaranteed: dict[str, int]) -> None:
         quota = {q: self.tree.quota(q) for q in self.tree.leaves}
         over = {q for q in quota if carve.get(q, 0) > quota[q]}
         for q in quota:
-            short = (q in waiting and carve.get(q, 0) < min(quota[q], demand.get(q, 0))
+            short = (q in waiting and carve.get(q, 0) < guaranteed.get(q, 0)
                      and bool(over - {q}))
             if short:
                 self.since.setdefault(q, now)
@@ -179,7 +182,7 @@ def watch_carves(layer: QueuedPolicy, tree) -> CarveWatch:
         waiting = {tree.leaf_for(v.spec.queue) for v in snapshot.jobs if v.assignment is None}
         split = layer.last_shares
         watch.judge(snapshot.time_s, waiting, dict(layer.last_carve),
-                    dict(split.demand) if split is not None else {})
+                    dict(split.guaranteed) if split is not None else {})
         return out
     layer.decide = watched  # type: ignore[method-assign]
     return watch
@@ -213,8 +216,8 @@ def report_policy(out, q: dict, one: dict) -> None:
         f"{'MET' if longest <= bound else 'NOT MET'}")
     if q.get("carved_short_s") is not None:
         short_s, short_q = q["carved_short_s"]
-        out(f"  the layer's part: longest a queue with waiting work was carved less than "
-            f"min(quota, its demand) while another was carved above its quota: {short_s:.0f} s"
+        out(f"  the layer's part: longest a queue with waiting work was carved less than its "
+            f"quota guarantees while another was carved above its quota: {short_s:.0f} s"
             + (f" (queue {short_q})" if short_q else "") + f"; bound {bound:.0f} s: "
             f"{'MET' if short_s <= bound else 'NOT MET'} (the rest of the line above is the "
             "inner policy leaving GPUs of its share idle)")

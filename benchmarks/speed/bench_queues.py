@@ -62,6 +62,12 @@ week (about 3.5 times the jobs) does not finish within 10 minutes:
   0.870), JCT ratio 0.939 (met; was 1.096); b436b2's FTF mean 7.03 -> 4.71 (one queue 4.55),
   6c71a0's 5.16 -> 3.06 (3.32). 134.5 s CPU, 624 s wall with queues. On the busiest 8 hours:
   859 -> 597 s, 0.79 -> 0.81, 1.173 -> 1.022. fifo and tiresias-las (week): as above.
+* pollux (week, the first run of it) at fdd669d on the quiet machine (load 1.3-2;
+  bench_queues_week_pollux_fdd669d.txt): 764 s wall with queues, 745 s with one queue; longest
+  below quota 608 s (not met; one queue judged by the same quotas 1,200 s), the layer's part
+  0 s (met: pollux leaves GPUs of its share idle), utilisation ratio 0.815 (not met), JCT
+  ratio 1.013 (met). Its busiest day there took 117 s a run (bench_queues_day_pollux_*.txt):
+  865 s, layer's part 0 s, 0.885, 0.939. The 624-890 s a day took above were the loaded machine.
 * elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
   preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four
   jobs in place, b's jobs hold GPUs one round later (pollux starts a job on its second round)

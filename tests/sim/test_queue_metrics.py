@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from team_trace import COLUMNS, write_team_trace
 from typer.testing import CliRunner
 
 from corral.cli.main import app
@@ -77,12 +78,8 @@ def test_summary_json_and_the_report_carry_the_per_queue_figures(tmp_path):
 
 
 def _trace(tmp_path):
-    rows = ["job_id,submit_time,num_gpus,duration,team"]
-    rows += [f"a{i},{i * 60},2,1800,vision" for i in range(4)]
-    rows += [f"b{i},{600 + i * 60},2,1200,nlp" for i in range(3)]
-    path = tmp_path / "trace.csv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    return write_team_trace(tmp_path, [(f"a{i}", i * 60, 2, 1800, "vision") for i in range(4)]
+                            + [(f"b{i}", 600 + i * 60, 2, 1200, "nlp") for i in range(3)])
 
 
 def test_simulate_with_queues_prints_a_per_queue_table(tmp_path):
@@ -91,7 +88,7 @@ def test_simulate_with_queues_prints_a_per_queue_table(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "simulate", "-w", str(_trace(tmp_path)), "--columns",
-        "submit=submit_time,gpus=num_gpus,duration=duration,queue=team", "-p", "fifo",
+        COLUMNS, "-p", "fifo",
         "--cluster", "2x4", "--queues", str(queues), "--no-lp-bound", "-j", "1",
         "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -101,7 +98,7 @@ def test_simulate_with_queues_prints_a_per_queue_table(tmp_path):
     assert per["vision"]["jobs"] == 4 and per["nlp"]["jobs"] == 3
     proportional = CliRunner().invoke(app, [
         "simulate", "-w", str(_trace(tmp_path)), "--columns",
-        "submit=submit_time,gpus=num_gpus,duration=duration,queue=team", "-p", "fifo",
+        COLUMNS, "-p", "fifo",
         "--cluster", "2x4", "--quotas", "proportional", "--no-lp-bound", "-j", "1"])
     assert proportional.exit_code == 0, proportional.output
     assert "vision" in proportional.output

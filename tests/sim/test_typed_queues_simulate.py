@@ -6,21 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from team_trace import COLUMNS, write_team_trace
 from typer.testing import CliRunner
 
 from corral.cli.main import app
 
-COLUMNS = "submit=submit_time,gpus=num_gpus,duration=duration,queue=team"
 MIXED = "k80:2x4,v100:2x4"
 
 
 def _trace(tmp_path):
-    rows = ["job_id,submit_time,num_gpus,duration,team"]
-    rows += [f"a{i},{i * 60},{(1, 2, 4, 8)[i % 4]},1800,vision" for i in range(6)]
-    rows += [f"b{i},{600 + i * 60},{(4, 2, 8, 1)[i % 4]},1200,nlp" for i in range(6)]
-    path = tmp_path / "trace.csv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    return write_team_trace(
+        tmp_path, [(f"a{i}", i * 60, (1, 2, 4, 8)[i % 4], 1800, "vision") for i in range(6)]
+        + [(f"b{i}", 600 + i * 60, (4, 2, 8, 1)[i % 4], 1200, "nlp") for i in range(6)])
 
 
 def _simulate(tmp_path, *args: str):

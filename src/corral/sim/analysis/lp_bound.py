@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,19 +164,10 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAUL
         rhs.append(np.array([-job.min_time_s / unit / 2.0]))
         row += 1
         lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
-    for t in range(num_slots):
-        if cap_rows[t]:
-            idx = np.asarray(cap_rows[t])
-            rows.append(np.full(len(idx), row))
-            cols.append(idx)
-            vals.append(np.ones(len(idx)))
-            rhs.append(np.array([float(gpus)]))
-            row += 1
-    a_ub = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(row, nvar))
-    a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
-                                                        np.concatenate(eq_cols))), shape=(n, nvar))
-    return _solve(a_ub, np.concatenate(rhs), a_eq, c0, lower, upper, unit, t0, releases,
+    a_ub, b_ub = _inequalities(rows, cols, vals, rhs, row, nvar,
+                               ((cap_rows[t], float(gpus)) for t in range(num_slots)))
+    a_eq = _csr(eq_rows, eq_cols, eq_vals, (n, nvar))
+    return _solve(a_ub, b_ub, a_eq, c0, lower, upper, unit, t0, releases,
                   num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
 
 
@@ -284,21 +275,33 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
         rhs.append(np.array([-job.min_time_s / unit / 2.0]))
         row += 1
         lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
-    for t in types:
-        for s in range(num_slots):
-            if cap_rows[t][s]:
-                idx = np.asarray(cap_rows[t][s])
-                rows.append(np.full(len(idx), row))
-                cols.append(idx)
-                vals.append(np.ones(len(idx)))
-                rhs.append(np.array([float(gpus[t])]))
-                row += 1
-    a_ub = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(row, nvar))
-    a_eq = sparse.csr_matrix((np.concatenate(eq_vals), (np.concatenate(eq_rows),
-                                                        np.concatenate(eq_cols))), shape=(n, nvar))
-    return _solve(a_ub, np.concatenate(rhs), a_eq, c0, lower, upper, unit, t0, releases,
+    a_ub, b_ub = _inequalities(rows, cols, vals, rhs, row, nvar,
+                               ((cap_rows[t][s], float(gpus[t]))
+                                for t in types for s in range(num_slots)))
+    a_eq = _csr(eq_rows, eq_cols, eq_vals, (n, nvar))
+    return _solve(a_ub, b_ub, a_eq, c0, lower, upper, unit, t0, releases,
                   num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
+
+
+def _csr(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> sparse.csr_matrix:
+    """A sparse matrix from per-row lists of row indices, column indices and values."""
+    return sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=shape)
+
+
+def _inequalities(rows: list, cols: list, vals: list, rhs: list, row: int, nvar: int,
+                  capacity: Iterable[tuple[Sequence[int], float]]
+                  ) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """(A_ub, b_ub): the rows built so far (`row` of them) and one capacity row per
+    (variables of a time slot, GPUs they share) in `capacity` with any variable."""
+    for idx, gpus in capacity:
+        if idx:
+            rows.append(np.full(len(idx), row))
+            cols.append(np.asarray(idx))
+            vals.append(np.ones(len(idx)))
+            rhs.append(np.array([gpus]))
+            row += 1
+    return _csr(rows, cols, vals, (row, nvar)), np.concatenate(rhs)
 
 
 def _time_slots(releases: np.ndarray, horizon: float,

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from job_views import view
+
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import (
-    STATUS_PENDING,
-    STATUS_RUNNING,
-    Assignment,
     Decision,
     JobSpec,
-    JobView,
     Snapshot,
 )
 from corral.core.policy import Policy
@@ -23,17 +21,6 @@ def spec(name: str, gpus: int, queue: str | None, t: float = 0.0,
     return JobSpec(name, t, "cifar10", gpus=gpus, batch_size=64 * gpus, init_bsz=64,
                    max_bsz=64 * gpus, min_local_bsz=8, max_local_bsz=64, queue=queue,
                    gpu_type=gpu_type)
-
-
-def view(job: JobSpec, placement: Placement | None = None, started: float | None = None
-         ) -> JobView:
-    running = placement is not None and bool(placement.slots)
-    return JobView(spec=job, status=STATUS_RUNNING if running else STATUS_PENDING,
-                   assignment=Assignment(placement) if running else None, attained_gpu_s=0.0,
-                   run_time_s=0.0, queue_time_s=0.0, restarts=0, epoch=0, steps=0, progress=0.0,
-                   max_gpus_held=placement.num_gpus if running else 0,
-                   first_start_s=started if running else None,
-                   last_change_s=started if running else None, batch=None, estimator=None)
 
 
 def drive_rounds(layer: Policy, cluster: Cluster, specs: dict[str, JobSpec],

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from job_views import typed_estimator
+from job_views import view as job_view
 
 from corral.core.cluster import Cluster
-from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, Snapshot
+from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
 from corral.core.policy import Reads, create_policy
 from corral.perf.estimator import JobEstimator
 from corral.policies.gavel import (
@@ -37,26 +39,12 @@ def _spec(name: str, gpus: int = 1, t: float = 0.0, gpu_type: str | None = None)
                    gpu_type=gpu_type)
 
 
-def _estimator(step_s: dict[str, float], observed: str | None = None) -> JobEstimator:
-    """A job whose one-GPU step at batch 128 takes `step_s[type]`: `observed` ran there, the
-    other types are one-GPU profiles (bootstrap)."""
-    est = JobEstimator(128, 4096, 16, 1024)
-    for t, s in step_s.items():
-        if t == observed:
-            est.observe_step(1, 1, 128, s, 0.0, count=10, gpu_type=t)
-        else:
-            est.bootstrap(t, s, 128)
-    return est
+_estimator = typed_estimator
 
 
 def _view(spec: JobSpec, est: JobEstimator | None = None, assignment: Assignment | None = None
           ) -> JobView:
-    running = assignment is not None
-    return JobView(spec=spec, status=JobStatus.RUNNING if running else JobStatus.PENDING,
-                   assignment=assignment, attained_gpu_s=0.0, run_time_s=0.0,
-                   queue_time_s=0.0, restarts=0, epoch=0, steps=0, progress=0.0,
-                   max_gpus_held=assignment.num_gpus if running else 0, first_start_s=None,
-                   last_change_s=None, batch=None, estimator=est)
+    return job_view(spec, assignment.placement if assignment is not None else None, estimator=est)
 
 
 def _types_of(cluster: Cluster, decision: Decision) -> dict[str, str | None]:

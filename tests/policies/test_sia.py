@@ -8,9 +8,11 @@ import itertools
 
 import numpy as np
 import pytest
+from job_views import typed_estimator
+from job_views import view as job_view
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, Snapshot
+from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
 from corral.core.policy import Reads, create_policy
 from corral.perf.estimator import JobEstimator
 from corral.policies.sia.policy import Sia, SiaParams
@@ -97,27 +99,12 @@ def _spec(name: str, t: float = 0.0, gpu_type: str | None = None, max_bsz: int =
                    gpu_type=gpu_type)
 
 
-def _estimator(step_s: dict[str, float], observed: str | None = None, gpus: int = 1
-               ) -> JobEstimator:
-    est = JobEstimator(128, 4096, 16, 1024)
-    for t, s in step_s.items():
-        if t == observed:
-            for k in range(1, gpus + 1):
-                est.observe_step(1, k, 128, s * (1 + 0.05 * (k - 1)), s * 0.05 * (k - 1),
-                                 count=10, gpu_type=t)
-        else:
-            est.bootstrap(t, s, 128)
-    return est
+_estimator = typed_estimator
 
 
 def _view(spec: JobSpec, est: JobEstimator | None = None, placement: Placement | None = None
           ) -> JobView:
-    running = placement is not None
-    return JobView(spec=spec, status=JobStatus.RUNNING if running else JobStatus.PENDING,
-                   assignment=Assignment(placement) if running else None,
-                   attained_gpu_s=0.0, run_time_s=0.0, queue_time_s=0.0, restarts=0, epoch=0,
-                   steps=0, progress=0.0, max_gpus_held=placement.num_gpus if running else 0,
-                   first_start_s=None, last_change_s=None, batch=None, estimator=est)
+    return job_view(spec, placement, estimator=est)
 
 
 def _goodput_row(cluster: Cluster, view: JobView) -> dict[tuple[str, int], float]:

@@ -185,9 +185,9 @@ class EarlyStartExecutor(JobTableExecutor[J]):
             return j.resize is not None
         return False
 
+    @abstractmethod
     def _advance_resize(self, j: J) -> None:
         """One look at the in-place resize under way (`j.resize`)."""
-        raise NotImplementedError
 
     def _advance_early(self, j: J) -> None:
         """One look at the early start under way: call it off, let the donors go once every

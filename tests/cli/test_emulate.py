@@ -69,3 +69,28 @@ def test_emulate_refuses_bad_arguments_in_one_line() -> None:
     done = subprocess.run([*CLI, "serve", "--time-scale", "5"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "need(s) --executor emulated" in done.stderr
+
+
+def _run_with_jcts(*jcts: float):
+    from corral.sim.loop.results import JobRecord, SimResult
+    jobs = [JobRecord(f"j{i}", "cifar10", 0.0, 1, first_start_s=0.0, finish_s=jct)
+            for i, jct in enumerate(jcts)]
+    return SimResult("pollux", "w", 8, jobs)
+
+
+def test_agreement_judges_the_emulated_run_against_the_band_of_reference_simulations() -> None:
+    from corral.cli.emulate_cmd import agreement, agreement_lines
+    simulated = _run_with_jcts(100.0, 300.0)  # 200 s
+    band = [_run_with_jcts(150.0, 350.0), _run_with_jcts(80.0, 260.0)]  # 250 s, 170 s
+    inside = agreement(_run_with_jcts(90.0, 270.0), simulated, band)  # 180 s: -10 % off 200 s
+    assert inside["band_s"] == [170.0, 250.0] and inside["band_runs"] == 3
+    assert inside["avg_jct_rel_diff"] == pytest.approx(-0.10)
+    assert inside["band_rel_diff"] == 0.0 and inside["agrees"]
+    below = agreement(_run_with_jcts(60.0, 240.0), simulated, band)  # 150 s: 11.8 % below 170
+    assert below["band_rel_diff"] == pytest.approx(150 / 170 - 1) and not below["agrees"]
+    above = agreement(_run_with_jcts(150.0, 360.0), simulated, band)  # 255 s: 2 % above 250
+    assert above["band_rel_diff"] == pytest.approx(0.02) and above["agrees"]
+    [line] = agreement_lines([below])
+    assert "give 170-250 s" in line and "NOT within 5 %" in line
+    alone = agreement(_run_with_jcts(90.0, 270.0), simulated)  # no band: the plain difference
+    assert "band_s" not in alone and not alone["agrees"]

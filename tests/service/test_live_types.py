@@ -1,7 +1,8 @@
 """GPU types in the live service: `corral serve --slots t4:1,a100:1` (CPU slots of two named
 types), `GET /cluster`'s node types, `corral submit --gpu-type` and its refusals, and a real
 corral.train job that trains on one type, is moved to the other, resumes from its checkpoint
-there and reports each type in turn."""
+there and reports each type in turn; the next job of its model starts with what it measured
+on both types (`corral.service.type_history`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ pytest.importorskip("torch")
 pytest.importorskip("fastapi")
 
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
+
+from corral.service.store import Store  # noqa: E402
 
 TYPE_HOP = Path(__file__).resolve().parent / "type_hop_policy.py"
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
@@ -70,4 +73,19 @@ def test_a_job_moves_between_gpu_types_and_resumes_there(typed_service, tmp_path
     described = svc.cli("describe", job)
     assert described.returncode == 0 and "GPU" in described.stdout
     assert "t4" in described.stdout and "a100" in described.stdout
-    assert time.monotonic() - started < 60
+
+    # what it measured on each type is kept for its model ("hop"): the next job of the model
+    # starts with a one-GPU profile of both types, as the emulated executor profiles a job
+    nxt = svc.submit_cli("--name", "hop", "--batch-size", "16", "--", sys.executable,
+                         str(TINY_JOB), "--epochs", "1")
+
+    def profile() -> dict:
+        store = Store(svc.data_dir / "state.db")
+        try:
+            return next(doc for _, doc in store.jobs_after(0) if doc["id"] == nxt)["profile"]
+        finally:
+            store.close()
+    live.wait_until(lambda: set(profile()) == {"t4", "a100"}, 20, "the next job's profile")
+    assert all(step > 0 and local >= 1 for step, local in profile().values())
+    svc.wait_all_done([nxt], 40)
+    assert time.monotonic() - started < 90

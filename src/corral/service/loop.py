@@ -32,6 +32,7 @@ from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.perf.estimator import JobEstimator
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import (
     again_words,
@@ -43,6 +44,7 @@ from corral.service.records import (
 from corral.service.resizes import PendingResize, measure_resize
 from corral.service.store import Store
 from corral.service.submission import one_line_validation_error
+from corral.service.type_history import TypeHistory
 
 __all__ = ["ControlLoop", "run_settings", "check_live_policy"]
 
@@ -114,6 +116,8 @@ class ControlLoop:
         self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
         self._last_save_s = 0.0
+        #: each model's one-GPU profile per GPU type, from the jobs that ran (`type_history`)
+        self.type_history = TypeHistory(store)
         self._telemetry: list[tuple[float, str, dict]] = []  # this tick's new reports
         self.lock = threading.Lock()  # held while a tick runs (the API reads counters under it)
 
@@ -367,13 +371,41 @@ class ControlLoop:
         """On a cluster of several GPU types, a job without a profile gets the executor's
         one-GPU profile of each type it may use (`Executor.profile`), which seeds its estimator
         (`LiveJob.profile`) as the simulator seeds a job's at arrival; a failure to profile
-        leaves it without one."""
-        if not self.cluster.is_mixed or job.profile:
+        leaves it without one. Types the executor does not profile (a real executor profiles
+        none) come from earlier jobs of the same model (`TypeHistory`)."""
+        if not self.cluster.is_mixed:
+            return
+        if not job.profile:
+            try:
+                job.profile = self.executor.profile(job.spec)
+            except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
+                log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
+        known = self.type_history.profile(job.spec, self.cluster.gpu_types)
+        if any(t not in job.profile for t in known):
+            job.profile = {**known, **job.profile}
+
+    def _learn_types(self, job: LiveJob, report: dict, ended: bool) -> None:
+        """Keep what the job measured on its GPU types for later jobs of its model
+        (`TypeHistory`): when it reports from a type its model has no profile of yet, and
+        when it ends (the fullest measurement). Jobs of the model that wait or run get the
+        types learned anew."""
+        if not self.cluster.is_mixed or not isinstance(report.get("estimator"), dict):
+            return
+        spec = job.spec
+        if not ended and report.get("gpu_type") in self.type_history.profile(
+                spec, self.cluster.gpu_types):
             return
         try:
-            job.profile = self.executor.profile(job.spec)
-        except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
-            log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
+            measured = JobEstimator.from_dict(report["estimator"])
+            new = self.type_history.learn(spec, measured, job.profile)
+        except Exception as exc:  # noqa: BLE001 - the job goes on; nothing is learned
+            log.warning("job %s: its GPU-type measurements were not kept: %s: %s", job.id,
+                        type(exc).__name__, exc)
+            return
+        if new:
+            for other in self.jobs.values():
+                if other.spec.app == spec.app and other is not job:
+                    self._profiled(other)
 
     def _take_cancels(self, now: float) -> bool:
         ids = [i for i in self.store.cancel_requests() if i in self.jobs]
@@ -440,6 +472,7 @@ class ControlLoop:
             if report is not None:
                 self._record_training_events(now, job, report)
                 job.report = report
+                self._learn_types(job, report, ended=False)
                 self._telemetry.append((now, job.id, report))
                 self._note_launch(now, job, report)
         terminal = {ExecState.DONE: LiveStatus.DONE, ExecState.FAILED: LiveStatus.FAILED,
@@ -448,6 +481,8 @@ class ControlLoop:
             return False
         del self.jobs[job.id]
         self._left(job.id)
+        if job.report:
+            self._learn_types(job, job.report, ended=True)
         job.finish(now, terminal, st.message)
         if terminal is LiveStatus.DONE:
             self._completed(job)

@@ -68,6 +68,30 @@ week (about 3.5 times the jobs) does not finish within 10 minutes:
   0 s (met: pollux leaves GPUs of its share idle), utilisation ratio 0.815 (not met), JCT
   ratio 1.013 (met). Its busiest day there took 117 s a run (bench_queues_day_pollux_*.txt):
   865 s, layer's part 0 s, 0.885, 0.939. The 624-890 s a day took above were the loaded machine.
+* pollux, what holding its guarantee would cost (2026-11-28, at ecf2e81, quiet machine; each
+  tried in a scratch worktree and not merged; busiest 8 hours, `--window 8h --policies pollux
+  --skip-reclaim --jobs 2`; main: held below quota 597 s, utilisation 0.344 against 0.426,
+  average JCT 959 s against 938 s). Pollux's own search leaves waiting jobs beside idle GPUs
+  of its share: on b436b2's sub-cluster at 6.88 h (290 GPUs, 201 jobs) it placed 134 and
+  held 157 GPUs, and 300 generations without early stopping placed 144; 30 of those it left
+  out were running and were dropped for new ones (its growth requests go to jobs in priority
+  order, so the capacity of a node goes to the least-served job). Holding the guarantee:
+  - the layer starts the queue's waiting jobs on idle GPUs of its share (branch `backfill`),
+    at their requested GPUs: held below quota 59 s (met), JCT ratio 1.24 (b436b2's average
+    JCT 715 -> 975 s, its queueing 81 -> 66 s), utilisation 0.340; at one GPU each: 98 s,
+    1.25, 0.341.
+  - pollux itself places every job its search left out on the best-fitting node's free GPUs
+    after the search: 59 s with queues and with one queue; JCT with one queue 938 -> 1,014 s
+    (+8 %), with queues 1,161 s (ratio 1.146); utilisation 0.343 against 0.402. Only jobs
+    that waited 60 s or more: 477 s, JCT ratio 1.154; on the emptiest node instead: 357 s,
+    1.127.
+  So on Philly's bursts pollux's idle GPUs are what keep its average JCT low: starting every
+  waiting job at once (1 GPU each, where its search would grow fewer jobs to 4-8 GPUs) costs
+  8-25 % of average JCT, more than the 10 % target allows. Utilisation: lending every idle GPU
+  past the demand gave 0.342, not spreading a queue's GPUs 0.335 (and 919 s below quota), and
+  capping a queue's demand at what it held plus what its waiting jobs ask once it left GPUs
+  idle 0.333 (JCT ratio 1.15): the gap is not the carve's size. With one queue the busiest
+  queue's 42 jobs held 1,513 GPUs at 6.75 h, with queues 1,037 of the 1,225 carved for it.
 * elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
   preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four
   jobs in place, b's jobs hold GPUs one round later (pollux starts a job on its second round)

@@ -5,7 +5,7 @@ type's, as the emulated (and real) jobs report them. Without the profile sia emu
 slower than it simulated on this cluster (40 jobs); gavel 12 % without the typed steps.
 
 The type-unaware policies are judged against the band of simulations whose arrivals move by
-up to 2 s (`reference_runs`): on this cluster such a shift alone moves pollux's average JCT
+up to 4 s (`reference_runs`): on this cluster such a shift alone moves pollux's average JCT
 2,141-2,759 s and gavel's 3,659-3,927 s, as a job lands on a 7x slower GPU or not.
 tiresias-las is not judged here: on this workload it sits on a knife edge no arrival shift
 moves (bert-3, 12 GPUs from t = 120 s, reaches its 3,600 GPU-s threshold exactly at the
@@ -51,8 +51,8 @@ def test_emulated_pollux_and_gavel_fall_within_the_simulators_own_band(tmp_path)
     rows = json.loads((out / "agreement.json").read_text())
     assert [a["policy"] for a in rows] == ["gavel", "pollux"]
     for a in rows:
-        assert a["jobs"] == 40 and a["band_runs"] == 6, a
+        assert a["jobs"] == 40 and a["band_runs"] == 7, a
         lo, hi = a["band_s"]
         assert lo <= a["avg_jct_simulated_s"] <= hi, a
         assert a["agrees"] and abs(a["band_rel_diff"]) <= 0.05, a
-    assert "simulations with arrivals shifted by up to 2 s give" in done.stdout
+    assert "simulations with arrivals shifted by up to 4 s give" in done.stdout

@@ -255,6 +255,10 @@ def report_policy(out, q: dict, one: dict) -> None:
     out(f"  GPU utilisation: queues {fmt(q['gpu_util'], '.3f')}, one queue "
         f"{fmt(one['gpu_util'], '.3f')}, ratio {fmt(u, '.3f')} (target >= {1 - UTIL_TARGET:.2f}): "
         f"{'-' if u is None else ('MET' if u >= 1 - UTIL_TARGET else 'NOT MET')}")
+    hours = [sum(f["gpu_hours"] for f in r["queues"].values()) for r in (q, one)]
+    out(f"  GPU-hours the same jobs took to the end: queues {hours[0]:,.0f}, one queue "
+        f"{hours[1]:,.0f}, ratio {fmt(ratio(*hours), '.3f')} (an elastic policy that runs the "
+        "same work on fewer GPU-hours shows a lower utilisation for it)")
     j = ratio(q["avg_jct_s"], one["avg_jct_s"])
     out(f"  average JCT: queues {fmt(q['avg_jct_s'])} s, one queue {fmt(one['avg_jct_s'])} s, "
         f"ratio {fmt(j, '.3f')} (target <= {1 + JCT_TARGET:.2f}): "
@@ -269,6 +273,11 @@ def report_policy(out, q: dict, one: dict) -> None:
             f"{fmt(f['ftf_max'], '9.2f')} {fmt(o.get('ftf_mean'), '9.2f')} "
             f"{fmt(o.get('ftf_max'), '9.2f')} {fmt(f['longest_starved_s'], '9.0f')} "
             f"{fmt(o.get('longest_starved_s'), '10.0f')}")
+    out(f"  {'queue':>10s} {'avg JCT s':>10s} {'1q JCT s':>10s} {'GPU-h':>8s} {'1q GPU-h':>9s}")
+    for name, f in sorted(q["queues"].items(), key=lambda kv: -kv[1]["quota_gpus"]):
+        o = one["queues"].get(name, {})
+        out(f"  {name:>10s} {fmt(f['avg_jct_s'], '10.0f')} {fmt(o.get('avg_jct_s'), '10.0f')} "
+            f"{fmt(f['gpu_hours'], '8.0f')} {fmt(o.get('gpu_hours'), '9.0f')}")
 
 
 # --- elastic reclaim ----------------------------------------------------------------------------

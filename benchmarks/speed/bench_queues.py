@@ -92,7 +92,7 @@ week (about 3.5 times the jobs) does not finish within 10 minutes:
   capping a queue's demand at what it held plus what its waiting jobs ask once it left GPUs
   idle 0.333 (JCT ratio 1.15): the gap is not the carve's size. With one queue the busiest
   queue's 42 jobs held 1,513 GPUs at 6.75 h, with queues 1,037 of the 1,225 carved for it.
-  What the gap is (bench_queues_8h_<commit>.txt of the same day, now printed by this
+  What the gap is (bench_queues_8h_c2120a0.txt, at c2120a0, now printed by this
   benchmark): the same jobs ran to the end on 8,267 GPU-hours with queues against 10,207 with
   one queue (0.810, the utilisation ratio: the makespan is the same), and 8 of the 10 queues
   had a lower average JCT with queues (ee9e8c 11,198 s against 17,401 s, ed69ec 7,396 against

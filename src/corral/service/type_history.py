@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from corral.core.jobs import JobSpec
 from corral.perf.estimator import JobEstimator
 from corral.perf.throughput import iteration_time
+from corral.service.store import Store
 
 __all__ = ["TypeHistory", "first_local_bsz", "one_gpu_step_s"]
 
@@ -53,10 +54,10 @@ class TypeHistory:
     """{model: {GPU type: (one-GPU step time s, per-GPU batch)}}, kept in a store's meta table
     (`store.meta` / `store.set_meta`); see the module docstring."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._known: dict[str, dict[str, tuple[float, int]]] = {}
-        raw = store.meta(_META_KEY)  # type: ignore[attr-defined]
+        raw = store.meta(_META_KEY)
         if raw:
             try:
                 doc = json.loads(raw)
@@ -73,11 +74,12 @@ class TypeHistory:
         return {t: known[t] for t in allowed if t in known}
 
     def learn(self, spec: JobSpec, estimator: JobEstimator,
-              seeded: Mapping[str, tuple[float, int]] = {}) -> list[str]:
+              seeded: Mapping[str, tuple[float, int]] | None = None) -> list[str]:
         """Take in what a job of `spec.app` measured on each type it ran on (not the types it
         was only seeded on, `seeded`, unless it also ran there); returns the types learned
         anew (saved at once)."""
         local = first_local_bsz(spec)
+        seeded = seeded or {}
         per = self._known.setdefault(spec.app, {})
         new, changed = [], False
         for t in estimator.gpu_types():
@@ -94,6 +96,6 @@ class TypeHistory:
                 per[t] = (step, local)
                 changed = True
         if changed:
-            self._store.set_meta(_META_KEY, json.dumps(  # type: ignore[attr-defined]
+            self._store.set_meta(_META_KEY, json.dumps(
                 {app: {t: list(v) for t, v in p.items()} for app, p in self._known.items()}))
         return new

@@ -15,7 +15,7 @@ from loopkit import Clock, make_loop, submit
 from corral.core.cluster import Cluster, Node
 from corral.core.jobs import JobSpec
 from corral.perf.estimator import JobEstimator
-from corral.service.type_history import TypeHistory, first_local_bsz, one_gpu_step_s
+from corral.service.type_history import TypeHistory, one_gpu_step_s
 
 
 class TwoTypes(FakeExecutor):
@@ -25,7 +25,7 @@ class TwoTypes(FakeExecutor):
 
 def _measured(spec, gpu_type: str, step_s: float) -> JobEstimator:
     est = JobEstimator(spec.init_bsz, spec.max_bsz, spec.min_local_bsz, spec.max_local_bsz)
-    est.observe_step(1, 1, first_local_bsz(spec), step_s, 0.0, count=4, gpu_type=gpu_type)
+    est.observe_step(1, 1, spec.one_gpu_local_bsz(), step_s, 0.0, count=4, gpu_type=gpu_type)
     return est
 
 
@@ -46,7 +46,7 @@ def test_a_later_job_of_the_model_starts_with_what_an_earlier_one_measured(store
     clock.t += 1
     loop.tick()
     step, local = loop.jobs[waiting].profile["t4"]
-    assert local == first_local_bsz(spec) and step == pytest.approx(0.2, rel=0.05)
+    assert local == spec.one_gpu_local_bsz() and step == pytest.approx(0.2, rel=0.05)
     assert set(loop.jobs[waiting].estimator.gpu_types()) == {"t4"}
     assert loop.jobs[other].profile == {}  # another model learns nothing from it
 

@@ -94,6 +94,13 @@ class JobSpec:
         num_gpus), everything it depends on: gang policies ask it for every job every round."""
         return _user_batch(*self.user_batch_inputs, num_gpus)
 
+    def one_gpu_local_bsz(self) -> int:
+        """The per-GPU batch a one-GPU profile of the job is taken at: its first one (M0 within
+        the per-GPU limits when adaptive, else the user's batch on one GPU)."""
+        if self.adaptive:
+            return max(self.min_local_bsz, min(self.init_bsz, self.max_local_bsz))
+        return self.user_batch(1).local_bsz
+
     @property
     def user_batch_inputs(self) -> tuple[int, int, int | None, int]:
         """Every field `user_batch` reads: (batch_size, max_local_bsz, one_gpu_split_bsz,

@@ -23,19 +23,11 @@ from corral.perf.estimator import JobEstimator
 from corral.perf.throughput import iteration_time
 from corral.service.store import Store
 
-__all__ = ["TypeHistory", "first_local_bsz", "one_gpu_step_s"]
+__all__ = ["TypeHistory", "one_gpu_step_s"]
 
 log = logging.getLogger("corral.service")
 
 _META_KEY = "type_history"
-
-
-def first_local_bsz(spec: JobSpec) -> int:
-    """The per-GPU batch a job's one-GPU profile is taken at: its first one (as
-    `corral.sim.truth.one_gpu.one_gpu_profiles`)."""
-    if spec.adaptive:
-        return max(spec.min_local_bsz, min(spec.init_bsz, spec.max_local_bsz))
-    return spec.user_batch(1).local_bsz
 
 
 def one_gpu_step_s(estimator: JobEstimator, gpu_type: str, local_bsz: int) -> float | None:
@@ -78,7 +70,7 @@ class TypeHistory:
         """Take in what a job of `spec.app` measured on each type it ran on (not the types it
         was only seeded on, `seeded`, unless it also ran there); returns the types learned
         anew (saved at once)."""
-        local = first_local_bsz(spec)
+        local = spec.one_gpu_local_bsz()
         seeded = seeded or {}
         per = self._known.setdefault(spec.app, {})
         new, changed = [], False

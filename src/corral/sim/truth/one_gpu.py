@@ -19,7 +19,6 @@ def one_gpu_profiles(spec: JobSpec, truth: AppTruth, gpu_types: Sequence[str]
     on (only its `gpu_type` when it names one): `truth`'s step time on one GPU at the job's
     initial per-GPU batch, what running a few steps there measures (no multi-GPU, sync or
     gradient figure is read, so it is no oracle). `truth` is the job's type-less truth."""
-    local = (max(spec.min_local_bsz, min(spec.init_bsz, spec.max_local_bsz)) if spec.adaptive
-             else spec.user_batch(1).local_bsz)
+    local = spec.one_gpu_local_bsz()
     allowed = gpu_types if spec.gpu_type is None else (spec.gpu_type,)
     return {t: (truth.for_type(t).step_time((1,), local)[0], local) for t in allowed}

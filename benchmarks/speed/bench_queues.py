@@ -146,14 +146,16 @@ def engine_config(max_hours: float | None) -> EngineConfig:
     return EngineConfig(max_time_s=None if max_hours is None else max_hours * 3600.0)
 
 
-def one_run(task: tuple[str, str, str, bool, float | None]) -> dict:
+def one_run(task: tuple[str, str, str, bool, float | None, bool]) -> dict:
     """One simulation: `policy` on `window` on `cluster`, with the proportional queues or with
-    one queue; its figures, per-queue ones included (for one queue: grouped by the same VCs)."""
-    policy_name, window, cluster_text, queued, max_hours = task
+    one queue; its figures, per-queue ones included (for one queue: grouped by the same VCs).
+    The last item: the queues' `start_waiting`."""
+    policy_name, window, cluster_text, queued, max_hours, start_waiting = task
     truth = CatalogTruth()
     workload = philly_window(truth, window)
     cluster = Cluster.parse(cluster_text)
-    tree = resolve_queues("proportional", workload, cluster.total_gpus)
+    tree = dataclasses.replace(resolve_queues("proportional", workload, cluster.total_gpus),
+                               start_waiting=start_waiting)
     policy = (QueuedPolicy(lambda: create_policy(policy_name), tree) if queued
               else create_policy(policy_name))
     carved = watch_carves(policy, tree) if queued else None
@@ -391,6 +393,8 @@ def main() -> None:
     ap.add_argument("--max-hours", type=float, default=None)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--skip-reclaim", action="store_true")
+    ap.add_argument("--start-waiting", action="store_true",
+                    help="the queues' start_waiting = true (the one-queue runs are as before)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     lines: list[str] = []
@@ -408,7 +412,10 @@ def main() -> None:
     out(f"cluster {args.cluster} ({Cluster.parse(args.cluster).total_gpus} GPUs), quotas "
         f"{args.quotas}; windows: " + ", ".join(f"{p} {w}" for p, w in window_of.items())
         + (f"; each run stopped after {args.max_hours} simulated hours" if args.max_hours else ""))
-    tasks = [(p, window_of[p], args.cluster, queued, args.max_hours)
+    if args.start_waiting:
+        out("queues with start_waiting = true: the layer starts waiting jobs on GPUs of a "
+            "queue's guarantee its elastic policy left idle")
+    tasks = [(p, window_of[p], args.cluster, queued, args.max_hours, args.start_waiting)
              for p in policies for queued in (True, False)]
     by: dict[tuple[str, bool], dict] = {}
 

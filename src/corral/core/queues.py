@@ -2,7 +2,7 @@
 
 A queues file (TOML, `parse_queues`; docs/queues.md, "The queues file", shows one) declares
 one table per queue: `quota`, `parent` (cohorts nest), `limit`, `weight`, `priority`, with
-`min_runtime_s` and `usage_half_life_s` at the top. Jobs run in leaf queues; a job whose queue
+`min_runtime_s`, `usage_half_life_s` and `start_waiting` at the top. Jobs run in leaf queues; a job whose queue
 is unset or not a leaf runs in `default` (quota 0 when not declared). A cohort without a
 `quota` guarantees the sum of its children's. `shares` is the pure function the tenancy layer
 calls every round (after Kueue's cohorts and reclaimWithinCohort, KAI's deserved quota and
@@ -26,7 +26,7 @@ from corral.core.errors import InputError
 
 DEFAULT_QUEUE = "default"
 QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority")
-TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s")
+TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s", "start_waiting")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,9 @@ class QueueTree:
     min_runtime_s: float = 0.0
     usage_half_life_s: float | None = None
     source: str = "queues"
+    #: the layer itself starts a queue's waiting jobs on GPUs of its guarantee that an elastic
+    #: inner policy left idle (`QueuedPolicy`; docs/queues.md, "Starting waiting jobs")
+    start_waiting: bool = False
     _by_name: dict[str, Queue] = field(init=False, repr=False, compare=False)
     _children: dict[str | None, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _quota: dict[str, int] = field(init=False, repr=False, compare=False)
@@ -142,7 +145,7 @@ class QueueTree:
         tree = self._per_type.get(gpu_type)
         if tree is None:
             tree = QueueTree(tuple(q.of_type(gpu_type) for q in self.queues), self.min_runtime_s,
-                             self.usage_half_life_s, self.source)
+                             self.usage_half_life_s, self.source, self.start_waiting)
             self._per_type[gpu_type] = tree
         return tree
 
@@ -337,8 +340,11 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
     half = doc.get("usage_half_life_s")
     if half is not None:
         half = _number(where, "usage_half_life_s", "value", half, integer=False, positive=True)
+    start_waiting = doc.get("start_waiting", False)
+    if not isinstance(start_waiting, bool):
+        raise InputError(f"{where}: start_waiting must be true or false, not {start_waiting!r}")
     tree = QueueTree(tuple(queues), float(min_runtime),
-                     None if half is None else float(half), where)
+                     None if half is None else float(half), where, start_waiting)
     tree.validate(total_gpus, gpus_by_type)
     for q in tree.queues:
         if q.name == DEFAULT_QUEUE and tree.children(q.name):
@@ -352,7 +358,8 @@ def queues_toml(tree: QueueTree) -> str:
     service keeps the tree `PUT /queues` set in it. Every key of QUEUE_KEYS and TOP_KEYS that is
     set is written, whatever its type (`tomllib` only reads)."""
     lines = [f"{key} = {_toml_value(getattr(tree, key))}" for key in TOP_KEYS
-             if key != "queue" and getattr(tree, key) is not None]
+             if key != "queue" and getattr(tree, key) is not None
+             and not (key == "start_waiting" and not tree.start_waiting)]
     for q in tree.queues:
         lines += ["", f"[queue.{_toml_key(q.name)}]"]
         lines += [f"{key} = {_toml_value(_declared(q, key))}" for key in QUEUE_KEYS

@@ -192,6 +192,9 @@ class QueuedPolicy(Policy):
             merged.update(decided)
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
+        if (elastic and tree.start_waiting and not tree.typed
+                and self._start_waiting(merged, by_queue, sub, split)):
+            stands = -math.inf  # the layer placed jobs its inner policies did not
         if stands > now and not over:
             # Every queue's decision is what runs, known from its inner policy's promises,
             # and no queue holds more than its share: until a job comes or goes (or an inner
@@ -199,6 +202,43 @@ class QueuedPolicy(Policy):
             # sub-clusters and the same answers.
             self._stands = stands
         return Decision(merged)
+
+    def _start_waiting(self, merged: dict[str, Assignment],
+                       by_queue: Mapping[str, list[JobView]],
+                       sub: Mapping[str, Mapping[int, int]], split: Shares) -> bool:
+        """With `start_waiting`: where an elastic inner policy left GPUs of its queue's share
+        idle while its jobs wait (Pollux's search does, in a burst) and the queue holds less
+        than its guarantee (min(quota, demand)), start waiting jobs there, oldest first, each
+        on one node of the share with its requested GPUs (at least its `min_gpus`; at most
+        what the guarantee lacks and a node has idle, the fullest node that has them), until
+        the queue holds its guarantee. The inner policy resizes
+        them from the next round. True when it started any."""
+        started = False
+        for q, views in by_queue.items():
+            want = min(self.queues.quota(q), split.demand.get(q, 0))
+            held = sum(merged[v.name].num_gpus for v in views if v.name in merged)
+            waiting = [v for v in views if v.name not in merged]
+            if held >= want or not waiting:
+                continue
+            idle = dict(sub.get(q, {}))
+            for v in views:
+                a = merged.get(v.name)
+                if a is not None:
+                    for node, gpus in a.placement.slots:
+                        if node in idle:
+                            idle[node] -= gpus
+            for v in sorted(waiting, key=lambda v: (v.spec.submit_time_s, v.name)):
+                most = max(idle.values(), default=0)
+                least = max(1, v.spec.min_gpus)
+                if held >= want or most < least:
+                    continue
+                gpus = max(least, min(v.spec.gpus, most, want - held))
+                node = min((n for n, g in idle.items() if g >= gpus), key=lambda n: (idle[n], n))
+                merged[v.name] = Assignment(Placement(((node, gpus),)))
+                idle[node] -= gpus
+                held += gpus
+                started = True
+        return started
 
     def _ask(self, q: str, inner: Policy, frame: Snapshot, views: list[JobView],
              kept: Mapping[str, Placement], local: Mapping[int, int], mixed: bool) -> Decision:

@@ -67,3 +67,28 @@ def test_the_option_is_read_written_back_and_checked() -> None:
         parse_queues('start_waiting = "yes"\n' + QUEUES)
     with pytest.raises(InputError, match='did you mean "start_waiting"'):
         parse_queues("start_wating = true\n" + QUEUES)
+
+
+class Nothing(Policy):
+    """An elastic policy that runs nothing."""
+
+    name = "nothing"
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        return Decision({})
+
+
+def test_a_job_that_names_a_gpu_type_is_started_only_on_that_type() -> None:
+    cluster = Cluster.parse("k80:1x4,v100:1x4")
+    layer = QueuedPolicy(Nothing, parse_queues("start_waiting = true\n[queue.a]\nquota = 8\n",
+                                               total_gpus=8))
+    jobs = [spec("a1", 2, "a", 0.0, gpu_type="v100"), spec("a2", 4, "a", 1.0, gpu_type="v100"),
+            spec("a3", 4, "a", 2.0)]
+    decision = layer.decide(Snapshot(10.0, cluster, tuple(view(j) for j in jobs), Decision()))
+    check_decision(decision, {j.name: j for j in jobs}, cluster, "layer")
+    types = {n: {cluster.node_types[node] for node, _ in a.placement.slots}
+             for n, a in decision.assignments.items()}
+    # a1 on the v100s; a2 asks 4 v100s where 2 are left: it starts on those 2; a3, unpinned,
+    # takes the k80s
+    assert types == {"a1": {"v100"}, "a2": {"v100"}, "a3": {"k80"}}
+    assert decision.assignments["a2"].placement.num_gpus == 2

@@ -193,7 +193,7 @@ class QueuedPolicy(Policy):
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
         if (elastic and tree.start_waiting and not tree.typed
-                and self._start_waiting(merged, by_queue, sub, split)):
+                and self._start_waiting(merged, by_queue, sub, split, cluster.node_types)):
             stands = -math.inf  # the layer placed jobs its inner policies did not
         if stands > now and not over:
             # Every queue's decision is what runs, known from its inner policy's promises,
@@ -205,14 +205,15 @@ class QueuedPolicy(Policy):
 
     def _start_waiting(self, merged: dict[str, Assignment],
                        by_queue: Mapping[str, list[JobView]],
-                       sub: Mapping[str, Mapping[int, int]], split: Shares) -> bool:
+                       sub: Mapping[str, Mapping[int, int]], split: Shares,
+                       node_types: tuple[str, ...]) -> bool:
         """With `start_waiting`: where an elastic inner policy left GPUs of its queue's share
         idle while its jobs wait (Pollux's search does, in a burst) and the queue holds less
         than its guarantee (min(quota, demand)), start waiting jobs there, oldest first, each
         on one node of the share with its requested GPUs (at least its `min_gpus`; at most
-        what the guarantee lacks and a node has idle, the fullest node that has them), until
-        the queue holds its guarantee. The inner policy resizes
-        them from the next round. True when it started any."""
+        what the guarantee lacks, on the node with the fewest idle GPUs that holds it), until
+        the queue holds its guarantee; a job that names a GPU type only on a node of it. The
+        inner policy resizes them from the next round. True when it started any."""
         started = False
         for q, views in by_queue.items():
             want = min(self.queues.quota(q), split.demand.get(q, 0))
@@ -228,12 +229,14 @@ class QueuedPolicy(Policy):
                         if node in idle:
                             idle[node] -= gpus
             for v in sorted(waiting, key=lambda v: (v.spec.submit_time_s, v.name)):
-                most = max(idle.values(), default=0)
+                pin = v.spec.gpu_type
+                usable = {n: g for n, g in idle.items() if pin is None or node_types[n] == pin}
+                most = max(usable.values(), default=0)
                 least = max(1, v.spec.min_gpus)
                 if held >= want or most < least:
                     continue
                 gpus = max(least, min(v.spec.gpus, most, want - held))
-                node = min((n for n, g in idle.items() if g >= gpus), key=lambda n: (idle[n], n))
+                node = min((n for n, g in usable.items() if g >= gpus), key=lambda n: (idle[n], n))
                 merged[v.name] = Assignment(Placement(((node, gpus),)))
                 idle[node] -= gpus
                 held += gpus

@@ -94,10 +94,10 @@ week (about 3.5 times the jobs) does not finish within 10 minutes:
   queue's 42 jobs held 1,513 GPUs at 6.75 h, with queues 1,037 of the 1,225 carved for it.
   What the gap is (bench_queues_8h_c2120a0.txt, at c2120a0, now printed by this
   benchmark): the same jobs ran to the end on 8,267 GPU-hours with queues against 10,207 with
-  one queue (0.810, the utilisation ratio: the makespan is the same), and 8 of the 10 queues
+  one queue (0.810, the utilisation ratio: the makespan is the same), and 6 of the 10 queues
   had a lower average JCT with queues (ee9e8c 11,198 s against 17,401 s, ed69ec 7,396 against
-  8,899, 6214e9 2,241 against 3,165); only the burst queue b436b2 (1,545 of the 1,978 jobs)
-  waited longer, 715 s against 595 s. Pollux with queues spent fewer GPU-hours on the same work
+  8,899, 6214e9 2,241 against 3,165); the burst queue b436b2 (1,545 of the 1,978 jobs) waited
+  longer, 715 s against 595 s, and three more were 0.7-4.2 % slower (2869ce, 7f04ca, 6c71a0). Pollux with queues spent fewer GPU-hours on the same work
   (smaller, more efficient allocations), which the utilisation figure counts against it.
 * elastic reclaim: the layer carves b its quota in the round b arrives under both; fifo
   preempts two of a's gangs and b holds its 16 GPUs in that round; pollux shrinks a's four

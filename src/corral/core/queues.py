@@ -2,10 +2,10 @@
 
 A queues file (TOML, `parse_queues`; docs/queues.md, "The queues file", shows one) declares
 one table per queue: `quota`, `parent` (cohorts nest), `limit`, `weight`, `priority`, with
-`min_runtime_s`, `usage_half_life_s` and `start_waiting` at the top. Jobs run in leaf queues; a job whose queue
-is unset or not a leaf runs in `default` (quota 0 when not declared). A cohort without a
-`quota` guarantees the sum of its children's. `shares` is the pure function the tenancy layer
-calls every round (after Kueue's cohorts and reclaimWithinCohort, KAI's deserved quota and
+`min_runtime_s`, `usage_half_life_s` and `start_waiting` at the top. Jobs run in leaf queues;
+a job whose queue is unset or not a leaf runs in `default` (quota 0 when not declared). A
+cohort without a `quota` guarantees the sum of its children's. `shares` is the pure function
+the tenancy layer calls every round (after Kueue's cohorts and reclaimWithinCohort, KAI's deserved quota and
 over-quota weight).
 """
 
@@ -68,7 +68,7 @@ class QueueTree:
     usage_half_life_s: float | None = None
     source: str = "queues"
     #: the layer itself starts a queue's waiting jobs on GPUs of its guarantee that an elastic
-    #: inner policy left idle (`QueuedPolicy`; docs/queues.md, "Starting waiting jobs")
+    #: inner policy left idle (`QueuedPolicy._start_waiting`; docs/queues.md, "The layer")
     start_waiting: bool = False
     _by_name: dict[str, Queue] = field(init=False, repr=False, compare=False)
     _children: dict[str | None, tuple[str, ...]] = field(init=False, repr=False, compare=False)

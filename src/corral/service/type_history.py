@@ -33,8 +33,6 @@ _META_KEY = "type_history"
 def one_gpu_step_s(estimator: JobEstimator, gpu_type: str, local_bsz: int) -> float | None:
     """The step time on one GPU of `gpu_type` at `local_bsz` that the job's fitted model of the
     type gives (measured, not seeded: None when the job never ran a step there)."""
-    if not estimator.profile(gpu_type):
-        return None
     params = estimator.throughput_params(gpu_type)
     if params is None:
         return None

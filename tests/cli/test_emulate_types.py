@@ -4,13 +4,14 @@ arrival (`Executor.profile`), and the simulator's jobs observe their steps as th
 type's, as the emulated (and real) jobs report them. Without the profile sia emulated 25 %
 slower than it simulated on this cluster (40 jobs); gavel 12 % without the typed steps.
 
-The type-unaware policies are judged against the band of simulations whose arrivals move by
-up to 4 s (`reference_runs`): on this cluster such a shift alone moves pollux's average JCT
-2,141-2,759 s and gavel's 3,659-3,927 s, as a job lands on a 7x slower GPU or not.
-tiresias-las is not judged here: on this workload it sits on a knife edge no arrival shift
-moves (bert-3, 12 GPUs from t = 120 s, reaches its 3,600 GPU-s threshold exactly at the
-round at 420 s in the simulator and a second after it in the service, so it is demoted a
-round later there) and emulates 5-10 % faster than it simulates."""
+The emulation runs in lock step (`LockstepClock`): its clock moves only between the service's
+looks, so each run below gives the same figure on a quiet or a loaded machine (before it, the
+pollux run emulated 2,074 s against its band under the full suite's load and passed alone),
+and as fast as the machine allows (`--time-scale 5000` is a ceiling it does not reach).
+sia and tiresias-las are judged against the unshifted simulation; the type-unaware
+pollux and gavel against the band of simulations whose arrivals move by up to 4 s
+(`reference_runs`): on this cluster such a shift alone moves pollux's average JCT by 8 %, as a
+job lands on a 7x slower GPU or not, and the service sees a finish up to a second late."""
 
 from __future__ import annotations
 
@@ -26,17 +27,20 @@ MIXED = "k80:2x8,p100:2x8,v100:2x8"
 
 
 @pytest.mark.slow
-def test_emulated_sia_agrees_with_the_simulator_on_a_mixed_cluster(tmp_path) -> None:
+def test_emulated_sia_and_tiresias_agree_with_the_simulator_on_a_mixed_cluster(tmp_path
+                                                                               ) -> None:
     out = tmp_path / "out"
     done = subprocess.run(
-        [*CLI, "emulate", "--policy", "sia", "--cluster", MIXED, "--limit", "40",
-         "--time-scale", "200", "--compare", "--timeout", "240", "--out", str(out)],
-        capture_output=True, text=True, timeout=400,
+        [*CLI, "emulate", "--policy", "sia,tiresias-las", "--cluster", MIXED, "--limit", "40",
+         "--time-scale", "5000", "--compare", "--timeout", "240", "--out", str(out)],
+        capture_output=True, text=True, timeout=500,
         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    [a] = json.loads((out / "agreement.json").read_text())
-    assert a["jobs"] == 40
-    assert abs(a["avg_jct_rel_diff"]) < 0.05, a
+    rows = json.loads((out / "agreement.json").read_text())
+    assert [a["policy"] for a in rows] == ["sia", "tiresias-las"]
+    for a in rows:
+        assert a["jobs"] == 40
+        assert abs(a["avg_jct_rel_diff"]) < 0.02, a
 
 
 @pytest.mark.slow
@@ -44,14 +48,14 @@ def test_emulated_pollux_and_gavel_fall_within_the_simulators_own_band(tmp_path)
     out = tmp_path / "out"
     done = subprocess.run(
         [*CLI, "emulate", "--policy", "gavel,pollux", "--cluster", MIXED,
-         "--time-scale", "200", "--compare", "--timeout", "240", "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
+         "--time-scale", "5000", "--compare", "--timeout", "240", "--out", str(out)],
+        capture_output=True, text=True, timeout=500,
         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads((out / "agreement.json").read_text())
     assert [a["policy"] for a in rows] == ["gavel", "pollux"]
     for a in rows:
-        assert a["jobs"] == 40 and a["band_runs"] == 7, a
+        assert a["jobs"] == 40 and a["band_runs"] == 6, a
         lo, hi = a["band_s"]
         assert lo <= a["avg_jct_simulated_s"] <= hi, a
         assert a["agrees"] and abs(a["band_rel_diff"]) <= 0.05, a

@@ -17,6 +17,7 @@ from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig
 from corral.executors import create_backend, create_executor
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
+from corral.executors.emulated.clock import LockstepClock
 from corral.executors.emulated.executor import EmulatedClock, EmulatedExecutor
 from corral.protocol.report import REPORT_FILE, read_report
 from corral.sim.loop.job import SimJob
@@ -433,3 +434,27 @@ def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) ->
         client.close()
         store.close()
         ex.shutdown()
+
+
+def test_the_lockstep_clock_moves_only_when_paced_and_advances_the_world_first() -> None:
+    seen: list[float] = []
+    clock = LockstepClock(1e6, step_s=1.0, advance=seen.append)
+    assert clock.start == int(clock.start)  # whole seconds: steps land on round multiples
+    a = clock()
+    time.sleep(0.02)
+    assert clock() == a  # real time alone does not move it
+    stop = threading.Event()
+    for _ in range(3):
+        clock.pace(stop, tick_s=5.0)  # a step, not a 5 s wait
+    assert clock() == a + 3 and seen == [1.0, 2.0, 3.0]
+    with pytest.raises(InputError):
+        LockstepClock(100, step_s=0)
+
+
+def test_the_lockstep_clock_keeps_to_its_time_scale() -> None:
+    clock = LockstepClock(100, step_s=1.0)  # at most 100 steps a real second
+    stop = threading.Event()
+    real = time.monotonic()
+    for _ in range(5):
+        clock.pace(stop, tick_s=1.0)
+    assert time.monotonic() - real >= 0.04 and clock.elapsed_s() == 5.0

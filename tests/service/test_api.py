@@ -178,3 +178,49 @@ def test_what_the_service_changes_in_a_submission_is_said_and_recorded(api) -> N
     assert plain.json()["adjusted"] == []
     assert "adjusted" not in [e["kind"] for e in
                               client.get(f"/jobs/{plain.json()['id']}", headers=AUTH).json()["events"]]
+
+
+def test_a_named_arrival_is_refused_outside_a_scripted_run(api) -> None:
+    client, _ = api
+    resp = client.post("/jobs", headers=AUTH, json={"command": ["true"], "arrive_at_s": 1e9})
+    assert resp.status_code == 400 and "only a scripted run" in resp.json()["detail"]
+
+
+def test_a_scripted_run_holds_its_clock_until_every_job_is_stored_then_admits_each_on_time(
+        tmp_path: Path, fake_executor) -> None:
+    import threading
+    import time
+
+    from corral.executors.emulated.clock import LockstepClock
+
+    clock = LockstepClock(1e6)
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, fake_executor, create_policy("fifo"), interval_s=10, clock=clock,
+                       start_after_jobs=2)
+    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
+    stop = threading.Event()
+    runner = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    try:
+        assert loop.now_s() == 0.0  # the store's origin is the clock's start
+        first = client.post("/jobs", headers=AUTH, json={"command": ["true"], "arrive_at_s": 5})
+        assert first.status_code == 201
+        runner.start()
+        time.sleep(0.3)
+        assert loop.now_s() == 0.0  # one of two jobs stored: time stands still
+        late = client.post("/jobs", headers=AUTH, json={"command": ["true"], "arrive_at_s": 7})
+        assert late.status_code == 201
+        deadline = time.monotonic() + 10
+        while loop.now_s() < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        past = client.post("/jobs", headers=AUTH, json={"command": ["true"], "arrive_at_s": 1})
+        assert past.status_code == 400 and "before now" in past.json()["detail"]
+        stop.set()
+        runner.join(timeout=10)
+        events = {(e["job_id"], e["kind"]): e["time_s"] for e in store.events()}
+        # each job took part from its arrival on (a fill-in round), not when it was posted
+        assert events[("job-1", "submitted")] == 5 and events[("job-1", "started")] == 5
+        assert events[("job-2", "submitted")] == 7 and events[("job-2", "started")] == 7
+    finally:
+        stop.set()
+        client.close()
+        store.close()

@@ -1,17 +1,17 @@
 """`corral emulate`: a workload through the real service, on simulated jobs.
 
-For each policy, `run_emulation` starts `corral serve --executor emulated` (127.0.0.1, a free
-port, a fresh data directory), submits each job through the REST API when the emulated clock
-reaches its submit time, waits for all to end, reads back the record and stops the service.
-The run becomes a `SimResult` in `corral simulate`'s schema; `--compare` also simulates and
-prints `agreement`, against the unshifted simulation and against the band of simulations whose
-arrivals are shifted by up to 4 s, within what the service resolves (`reference_runs`): on a
-cluster of several GPU types a type-unaware policy's average JCT moves by up to 16 % when
-arrivals move a second or two, so one simulation is no sharper a reference than that. Workload
-time 0 is the first interval multiple after the service answers, so rounds fall as the
-simulator's (a job due exactly at a round is sent early enough to take part in it,
-`_ROUND_AHEAD_S`); rounds and finishes are still seen at the next tick, and an HTTP round
-trip passes N times faster on the emulated clock.
+For each policy, `run_emulation` starts `corral serve --executor emulated --lockstep-jobs N`
+(127.0.0.1, a free port, a fresh data directory), submits every job through the REST API naming
+its arrival, waits for all to end, reads back the record and stops the service. In lock step
+the service's clock stands still until every job is stored, then moves one emulated second at
+a time between the control loop's looks (`LockstepClock`), so a run is the same however loaded
+the machine is, and as fast as it allows up to `--time-scale`. Workload time 0 is the first
+interval multiple of the service's clock, so rounds fall as the simulator's; finishes are seen
+at the next whole second. The run becomes a `SimResult` in `corral simulate`'s schema;
+`--compare` also simulates and prints `agreement`, against the unshifted simulation and
+against the band of simulations whose arrivals are shifted by up to 4 s (`reference_runs`): on
+a cluster of several GPU types a type-unaware policy's average JCT moves by up to 16 % when
+arrivals move a second or two, so one simulation is no sharper a reference than that.
 """
 
 from __future__ import annotations
@@ -42,16 +42,10 @@ if TYPE_CHECKING:  # the simulator is imported when a command runs, not when the
 __all__ = ["EmulationOptions", "EmulatedService", "run_emulation", "simulate_same", "agreement",
            "reference_runs", "submission_body", "REFERENCE_SHIFTS_S", "AGREEMENT_TOLERANCE"]
 
-_SUBMIT_AHEAD_S = 0.002  # real seconds: a submission is sent this early (its HTTP round trip)
-#: real seconds a submission due exactly at a round is sent early (at most half an interval):
-#: the simulator admits it to that round, and a loaded service can take longer than
-#: `_SUBMIT_AHEAD_S` to stamp it (tens of emulated seconds at 200x), which made it wait a round
-_ROUND_AHEAD_S = 0.1
 #: Arrival shifts (emulated seconds) of the reference simulations besides the unshifted one
-#: (`reference_runs`). Each is within what the service resolves (an HTTP submission or a
-#: control-loop tick passes seconds of the emulated clock at 100-200x: the built-in workload's
-#: jobs were stamped about 4 s after their time at 200x), so each is as fair a reference as the
-#: unshifted run; their spread is the simulator's own sensitivity.
+#: (`reference_runs`): the simulator's own sensitivity to moments as small as the service
+#: resolves (it sees a finish at the next whole second), where a type-unaware policy sends a
+#: job to a 7x slower GPU or not.
 REFERENCE_SHIFTS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: How far (relative) the emulated average JCT may be from the reference band.
 AGREEMENT_TOLERANCE = 0.05
@@ -96,8 +90,8 @@ class EmulatedService:
     """One `corral serve --executor emulated` process on `data_dir`; every wait bounded. A
     second one on the same directory after this one ended resumes its jobs and clock."""
 
-    def __init__(self, data_dir: Path, policy: str, sets: Sequence[str], opts: EmulationOptions
-                 ) -> None:
+    def __init__(self, data_dir: Path, policy: str, sets: Sequence[str], opts: EmulationOptions,
+                 lockstep_jobs: int = 0) -> None:
         self.data_dir = data_dir
         args = [sys.executable, "-m", "corral", "serve", "--executor", "emulated",
                 "--policy", policy, "--cluster", opts.cluster, "--time-scale", str(opts.time_scale),
@@ -106,6 +100,8 @@ class EmulatedService:
                 "--checkpoint-interval", str(opts.checkpoint_interval_s),
                 "--report-interval", str(opts.report_interval_s), "--port", "0", "--host", "127.0.0.1",
                 "--data-dir", str(data_dir), "--fill-in" if opts.fill_in else "--no-fill-in"]
+        if lockstep_jobs:  # a scripted run: time moves once every job is stored
+            args += ["--lockstep-jobs", str(lockstep_jobs)]
         if opts.profiles is not None:
             args += ["--profiles", str(opts.profiles)]
         if opts.catalog is not None:
@@ -176,7 +172,7 @@ def run_emulation(workload: Workload, policy: str, truth: Truth, opts: Emulation
     if data_dir is None:
         temp = tempfile.mkdtemp(prefix=f"corral-emulate-{policy}-")
         data_dir = Path(temp)
-    service = EmulatedService(data_dir, policy, sets, opts)
+    service = EmulatedService(data_dir, policy, sets, opts, len(workload.jobs))
     try:
         client = service.connect()
         jobs = _drive(client, workload, cluster, opts, on_progress, service)
@@ -196,41 +192,19 @@ def run_emulation(workload: Workload, policy: str, truth: Truth, opts: Emulation
 def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOptions,
            on_progress: Callable[[int, int, int], None] | None, service: EmulatedService
            ) -> list[dict[str, Any]]:
-    """Submit every job at its time, wait for all to end; each job's summary and assignments,
-    with its times shifted to the workload's time base (`offset` = workload time 0)."""
-    scale = opts.time_scale
-    t0 = time.monotonic()
-    service_t0 = float(client.cluster()["time_s"])
-    t0 = (t0 + time.monotonic()) / 2
-
-    def service_now() -> float:
-        return service_t0 + scale * (time.monotonic() - t0)
-
-    margin = scale * 0.5  # half a real second from now, at least
-    offset = math.ceil((service_now() + margin) / opts.interval_s) * opts.interval_s
+    """Submit every job, each naming its arrival (the service's clock stands still until all
+    are stored: `--lockstep-jobs`), wait for all to end; each job's summary and assignments,
+    with its times shifted to the workload's time base (`offset` = workload time 0, the first
+    multiple of the interval from the service's start, so rounds fall as the simulator's)."""
+    offset = math.ceil(float(client.cluster()["time_s"]) / opts.interval_s) * opts.interval_s
     specs = sorted(workload.jobs, key=lambda s: s.submit_time_s)
     ids: dict[str, str] = {}
     deadline = time.monotonic() + opts.timeout_s
     total = len(specs)
-    ended = 0
-    last_poll = 0.0
     for spec in specs:
-        ahead = (min(_ROUND_AHEAD_S, opts.interval_s / 2 / scale)
-                 if spec.submit_time_s % opts.interval_s == 0 else _SUBMIT_AHEAD_S)
-        while True:
-            wait_real = (offset + spec.submit_time_s - service_now()) / scale - ahead
-            if wait_real <= 0:
-                break
-            time.sleep(min(wait_real, 0.5))
-            if time.monotonic() - last_poll > 2.0 and on_progress is not None:
-                last_poll = time.monotonic()
-                ended = _count_ended(client.jobs())
-                on_progress(len(ids), ended, total)
-        if service.proc.poll() is not None:
-            raise CorralError(f"corral serve exited with status {service.proc.returncode}")
-        ids[spec.name] = client.submit(submission_body(spec, cluster.total_gpus))["id"]
-        if time.monotonic() > deadline:
-            raise CorralError(f"the emulation took longer than {opts.timeout_s:.0f} s (real)")
+        body = {**submission_body(spec, cluster.total_gpus),
+                "arrive_at_s": offset + spec.submit_time_s}
+        ids[spec.name] = client.submit(body)["id"]
     while True:
         rows = client.jobs()
         ended = _count_ended(rows)
@@ -273,8 +247,7 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
     spans = []
     for row in jobs:
         spec, offset = row["spec"], row["offset"]
-        # never before its time (one due at a round was sent early: `_ROUND_AHEAD_S`)
-        submit = max(float(row["submit_time_s"]) - offset, spec.submit_time_s)
+        submit = float(row["submit_time_s"]) - offset  # the arrival it named
         finish = shift(row["finish_s"], offset) if row["status"] == "done" else None
         records.append(JobRecord(
             name=spec.name, app=spec.app, submit_s=submit, requested_gpus=spec.gpus,
@@ -340,20 +313,15 @@ def simulate_same(workload: Workload, policy: str, truth: Truth, opts: Emulation
 
 
 def reference_runs(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
-                   sets: Sequence[str] = (), emulated: SimResult | None = None
-                   ) -> list[SimResult]:
-    """The simulations `--compare` judges an emulated run against: every arrival shifted by
-    each of `REFERENCE_SHIFTS_S`, and, given the `emulated` run, every job arriving when the
-    service stamped it. JCTs count from each run's own arrivals, as the service's do."""
+                   sets: Sequence[str] = ()) -> list[SimResult]:
+    """The simulations `--compare` judges an emulated run against besides the unshifted one:
+    every arrival shifted by each of `REFERENCE_SHIFTS_S`. JCTs count from each run's own
+    arrivals, as the service's do."""
     from corral.sim.workloads import Workload as _Workload
 
-    arrivals = [{s.name: s.submit_time_s + d for s in workload.jobs} for d in REFERENCE_SHIFTS_S]
-    if emulated is not None:
-        stamped = {j.name: j.submit_s for j in emulated.jobs}
-        arrivals.append({s.name: stamped.get(s.name, s.submit_time_s) for s in workload.jobs})
     out = []
-    for at in arrivals:
-        jobs = [replace(s, submit_time_s=at[s.name]) for s in workload.jobs]
+    for shift in REFERENCE_SHIFTS_S:
+        jobs = [replace(s, submit_time_s=s.submit_time_s + shift) for s in workload.jobs]
         out.append(simulate_same(_Workload(workload.name, jobs, source=workload.source), policy,
                                  truth, opts, sets))
     return out
@@ -490,7 +458,7 @@ def emulate(
         if compare:
             agreements.append(agreement(
                 result, simulate_same(w, p, truth, opts, set_ or []),
-                reference_runs(w, p, truth, opts, set_ or [], emulated=result)))
+                reference_runs(w, p, truth, opts, set_ or [])))
     print_table(comparison_table([(p, rs[0].workload, summarize(rs[0])) for p, rs in results.items()],
                                  title="emulated", width=None if wide else console.width), wide)
     for line in agreement_lines(agreements):

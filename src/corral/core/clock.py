@@ -3,12 +3,15 @@ the control loop is given, and the instant in which one look of the loop at its 
 
 Wall-clock time by default; the emulated executor's clock (corral.executors.emulated.clock)
 runs N times faster and stands still during an instant, so that a round is decided and applied
-at one instant, as in the simulator, whatever its real time.
+at one instant, as in the simulator, whatever its real time; its lock-step variant moves only
+between the loop's ticks (`Clock.pace`), so a scripted emulation gives the same answer however
+loaded the machine is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from contextlib import AbstractContextManager
 
@@ -25,6 +28,12 @@ class Clock:
         """A context around one tick of the control loop (statuses, reports, a round's
         decision and its application). Here time runs on."""
         return contextlib.nullcontext()
+
+    def pace(self, stop: threading.Event, tick_s: float) -> None:
+        """Between two ticks of the control loop: wait `tick_s` real seconds (or until `stop`).
+        A clock that moves only when told (the emulated executor's `LockstepClock`) moves here
+        instead, so the loop looks at every moment it steps to."""
+        stop.wait(tick_s)
 
 
 WALL_CLOCK = Clock()

@@ -163,7 +163,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
             if queue is not None:
                 checked = checked.model_copy(update={"queue": queue})
             check_app(checked.app)  # the emulated executor needs a model it knows
-            now = loop.now_s()
+            now = _arrival(sub, loop)
             doc = store.add_job(
                 lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())
         store.add_event(now, doc["id"], "submitted", checked.describe())
@@ -268,6 +268,20 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     mount_dashboard(app)
     return app
+
+
+def _arrival(sub: Submission, loop: ControlLoop) -> float:
+    """The time a submission arrives at: now, or the arrival it names in a scripted run
+    (`Submission.arrive_at_s`; InputError, one line, anywhere else or in the past)."""
+    now = loop.now_s()
+    if sub.arrive_at_s is None:
+        return now
+    if not loop.scripted:
+        raise InputError("arrive_at_s: only a scripted run takes it (corral serve --executor "
+                         "emulated --lockstep-jobs N)")
+    if sub.arrive_at_s < now:
+        raise InputError(f"arrive_at_s: {sub.arrive_at_s:.3f} is before now ({now:.3f})")
+    return sub.arrive_at_s
 
 
 def _job_list(store: Store, queues: frozenset[str] | None = None) -> Iterator[str]:

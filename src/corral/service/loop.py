@@ -77,7 +77,7 @@ class ControlLoop:
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
                  tick_s: float = 0.2, clock: Clock = WALL_CLOCK,
-                 fill_in: bool = True) -> None:
+                 fill_in: bool = True, start_after_jobs: int = 0) -> None:
         check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
@@ -87,7 +87,11 @@ class ControlLoop:
         self.tick_s = tick_s
         self.clock = clock  # wall-clock time, or the emulated executor's (`Backend.clock`)
         self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
-        self.origin = store.origin()
+        #: a scripted run (`corral emulate`): the clock is not paced on until this many jobs
+        #: are stored, so that each is stored before the time it names (`Submission.arrive_at_s`)
+        self.start_after_jobs = start_after_jobs
+        self.scripted = start_after_jobs > 0  # submissions may name their arrival
+        self.origin = store.origin(clock)
         self.cluster = executor.cluster()
         store.set_meta("run", json.dumps(run_settings(policy, interval_s, self.cluster), default=str))
         self.jobs: dict[str, LiveJob] = {}  # active jobs, in submission order
@@ -245,7 +249,18 @@ class ControlLoop:
                 self.tick()
             except Exception:  # noqa: BLE001 - the service keeps scheduling
                 log.exception("control loop tick failed")
-            stop.wait(self.tick_s)
+            if self._holding():
+                stop.wait(self.tick_s)
+            else:
+                self.clock.pace(stop, self.tick_s)
+
+    def _holding(self) -> bool:
+        """Time is held for a scripted run whose jobs are not all stored yet."""
+        if self.start_after_jobs and sum(self.store.status_counts().values()) \
+                < self.start_after_jobs:
+            return True
+        self.start_after_jobs = 0
+        return False
 
     def tick(self) -> None:
         """One look at the jobs, at one instant of the clock: a step of the round
@@ -620,7 +635,7 @@ class ControlLoop:
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(
-                    PendingResize(time.time(), old_gpus, placement.num_gpus))
+                    PendingResize(self.clock(), old_gpus, placement.num_gpus))
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1

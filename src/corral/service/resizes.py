@@ -20,7 +20,7 @@ __all__ = ["PendingResize", "measure_resize"]
 
 @dataclass(frozen=True)
 class PendingResize:
-    """A resize decided and not yet measured: when (wall-clock time) and between how many
+    """A resize decided and not yet measured: when (on the service's clock) and between how many
     GPUs."""
 
     decided: float

@@ -65,6 +65,8 @@ class ServeOptions:
     tick_s: float = 0.2  # real seconds between the control loop's looks at jobs
     fill_in: bool = True  # fill-in rounds for arrivals on idle GPUs (corral.service.loop)
     queues: Path | None = None  # a queues file: the policy runs per queue (QueuedPolicy)
+    #: a scripted run (`corral emulate`): the clock moves once this many jobs are stored
+    start_after_jobs: int = 0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -156,7 +158,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         store = Store(directory / "state.db")
         tenancy = Tenancy.start(directory, store, tree) if tree is not None else None
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
-                           tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in)
+                           tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in,
+                           start_after_jobs=opts.start_after_jobs)
         if kept is not None and start is not None:
             kept.apply(start, store, loop.now_s())
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,

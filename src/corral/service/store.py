@@ -97,13 +97,13 @@ class Store:
         self._exec("INSERT INTO meta(key, value) VALUES(?, ?) "
                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
-    def origin(self) -> float:
-        """Wall-clock time that is t = 0 of the service's clock (fixed on first start; read
-        once, since every stored report converts its times with it)."""
+    def origin(self, clock: Callable[[], float] = time.time) -> float:
+        """The time on the service's `clock` that is its t = 0 (fixed on first start: its
+        reading then; read once, since every stored report converts its times with it)."""
         if self._origin is None:
             value = self.meta("origin")
             if value is None:
-                value = repr(time.time())
+                value = repr(clock())
                 self.set_meta("origin", value)
             self._origin = float(value)
         return self._origin

@@ -152,6 +152,11 @@ class Submission(BaseModel):
         "(corral.protocol.early: corral.train jobs do, a plain script that calls "
         "wait_for_start()); false: never, e.g. where two processes on one GPU do not fit; "
         "default: once the job has shown it runs corral.train")
+    arrive_at_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+        None, description="a scripted run only (`corral serve --executor emulated "
+        "--lockstep-jobs N`, as `corral emulate` starts it): the job's arrival on the service's "
+        "clock, not before now; the job waits unseen until then. Jobs are submitted in the "
+        "order of their arrivals. Refused by any other service")
 
     def _room(self, cluster_gpus: int, cluster: Cluster | None) -> tuple[int, str]:
         """The GPUs the job may run on and what they are called in messages: the cluster's,

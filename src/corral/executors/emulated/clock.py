@@ -10,16 +10,17 @@ directory, and downtime passes as N times real time, as a real cluster's clock r
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from corral.core.clock import Clock
 from corral.core.errors import InputError
 from corral.protocol.files import atomic_write_json, read_json
 
-__all__ = ["EmulatedClock", "CLOCK_FILE"]
+__all__ = ["EmulatedClock", "LockstepClock", "CLOCK_FILE"]
 
 CLOCK_FILE = "emulated-clock.json"
 
@@ -94,3 +95,47 @@ class EmulatedClock(Clock):
         atomic_write_json(path, {"start": clock.start, "wall": clock._wall0,
                                  "time_scale": clock.time_scale})
         return clock
+
+
+class LockstepClock(EmulatedClock):
+    """Emulated time that moves only between the control loop's ticks, `step_s` at a time
+    (`pace`), and no faster than `time_scale` times real time: every emulated moment a step
+    lands on is looked at by exactly one tick, whatever the machine's load, so an emulated run
+    (`corral emulate`) is decided at the times the simulator decides it. `advance(t)` (the
+    emulated executor's jobs) runs at each step before the tick that follows it sees the jobs.
+    It starts at a whole second, so steps of whole seconds fall on every round's multiple of
+    the interval. Not resumed across restarts: a scripted run is one service's life."""
+
+    def __init__(self, time_scale: float, step_s: float = 1.0,
+                 world: contextlib.AbstractContextManager | None = None,
+                 advance: Callable[[float], None] | None = None) -> None:
+        super().__init__(time_scale, float(math.floor(time.time())), world)
+        if not step_s > 0:
+            raise InputError(f"the lock-step clock's step must be > 0 s, got {step_s}")
+        self.step_s = float(step_s)
+        self.advance = advance
+        self._t = 0.0
+        self._due = time.monotonic()  # real time the next step may be taken at, at the latest
+
+    def elapsed_s(self) -> float:
+        return self._t
+
+    @contextlib.contextmanager
+    def instant(self) -> Iterator[None]:
+        with self._world:  # time stands still for every thread here, not only inside ticks
+            yield
+
+    def pace(self, stop: threading.Event, tick_s: float) -> None:
+        """One step of emulated time, once `time_scale` allows it (a loaded machine is slower,
+        never different): the jobs advance to it, then the loop's next tick looks at them."""
+        self._due += self.step_s / self.time_scale
+        wait = self._due - time.monotonic()
+        if wait > 0:
+            if stop.wait(wait):
+                return
+        else:
+            self._due = time.monotonic()  # behind: do not race to catch up later
+        with self._world:
+            self._t += self.step_s
+            if self.advance is not None:
+                self.advance(self._t)

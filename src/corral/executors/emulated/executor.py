@@ -26,7 +26,7 @@ from corral.executors.backend import Backend
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
-from corral.executors.emulated.clock import EmulatedClock
+from corral.executors.emulated.clock import EmulatedClock, LockstepClock
 from corral.executors.resize import IN_PLACE
 from corral.protocol.env import JobConfig
 from corral.protocol.files import atomic_write_json
@@ -81,7 +81,7 @@ class EmulatedExecutor(Executor):
                  time_scale: float = 1.0, mechanism: str = "checkpoint-restart",
                  restart_delay_s: float = 30.0, report_interval_s: float = 30.0,
                  checkpoint_interval_s: float = 600.0, poll_s: float | None = None,
-                 **_ignored: Any) -> None:
+                 lockstep: bool = False, **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
         self.truth = TruthSource.of(profiles, catalog).load()
@@ -90,8 +90,11 @@ class EmulatedExecutor(Executor):
         self.checkpoint_interval_s = checkpoint_interval_s
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
         self._lock = threading.RLock()  # the jobs' state; held by the clock's `instant` too
-        #: the clock the service keeps its time by (`emulated_backend`)
-        self.clock = EmulatedClock.resumed(self.data_dir, time_scale, world=self._lock)
+        #: the clock the service keeps its time by (`emulated_backend`): running N times real
+        #: time, or in lock step with the service's loop (its jobs advanced at each step)
+        self.clock = (LockstepClock(time_scale, world=self._lock, advance=self._advance_all)
+                      if lockstep else
+                      EmulatedClock.resumed(self.data_dir, time_scale, world=self._lock))
         #: the submission check the service makes (`emulated_backend`); each job is checked too
         self.known_apps = KnownApps(self.truth)
         self._checkpoints = CheckpointFile(self.data_dir / CHECKPOINT_DB)
@@ -104,8 +107,10 @@ class EmulatedExecutor(Executor):
         self._saved_at = time.monotonic()
         self._save_lock = threading.Lock()
         self.time_scale = self.clock.time_scale
-        # a pass about every emulated second, within [5 ms, 50 ms] of real time
-        self.poll_s = poll_s if poll_s is not None else min(0.05, max(0.005, 1.0 / self.time_scale))
+        # a pass about every emulated second, within [5 ms, 50 ms] of real time (in lock step
+        # the clock's steps advance the jobs: the pass only saves checkpoints)
+        self.poll_s = poll_s if poll_s is not None else (
+            0.05 if lockstep else min(0.05, max(0.005, 1.0 / self.time_scale)))
         self._handover = GpuHandover(self._cluster.gpus_per_node)
         self._held = [0] * self._cluster.num_nodes
         self._owed = [0] * self._cluster.num_nodes  # see `_pause`
@@ -495,17 +500,20 @@ class EmulatedExecutor(Executor):
     def _run(self) -> None:
         while not self._closing.is_set():
             with self._lock:
-                now = self._now_s()
-                for j in self._jobs.values():
-                    if j.state is ExecState.RUNNING and j.sim is not None and j.sim.placement:
-                        try:
-                            self._advance(j, now)
-                        except Exception as exc:  # noqa: BLE001 - fail this job only
-                            self._fail(j, f"emulation error: {type(exc).__name__}: {exc}")
+                self._advance_all(self._now_s())
             if time.monotonic() - self._saved_at >= _SAVE_EVERY_S:
                 self._save_checkpoints()
             self._last_round = time.monotonic()
             self._closing.wait(self.poll_s)
+
+    def _advance_all(self, now: float) -> None:
+        """Every running job trained on to emulated `now` (the caller holds the lock)."""
+        for j in self._jobs.values():
+            if j.state is ExecState.RUNNING and j.sim is not None and j.sim.placement:
+                try:
+                    self._advance(j, now)
+                except Exception as exc:  # noqa: BLE001 - fail this job only
+                    self._fail(j, f"emulation error: {type(exc).__name__}: {exc}")
 
     def _advance(self, j: _Job, now: float) -> None:
         sim = j.sim

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -433,8 +434,8 @@ def describe(
 
 
 def _describe(job: dict, telemetry: list[dict]) -> None:
-    """`corral describe`'s output: a line, four tables (key columns on one line, text that
-    wraps or folds, nothing cut at any width) and two lines."""
+    """`corral describe`'s output: a line, the command whole, four tables (key columns on one
+    line, text that wraps or folds, nothing cut at any width) and two lines."""
     out = console.print
     runs = job.get("gpu_type")
     wanted = (job.get("spec") or {}).get("gpu_type")
@@ -444,6 +445,9 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         f"GPU(s) ({escape(job['placement'])}{types}), {job['steps']} steps, epoch {job['epoch']}, "
         f"{job['launches']} launch(es), {job['restarts']} restart(s)"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
+    command = (job.get("spec") or {}).get("command") or job.get("command") or []
+    # whole, on a line of its own: a table folds a long path mid-word at the terminal's width
+    out("command: " + escape(shlex.join(command)), soft_wrap=True)
     spec = Table(title="spec", show_header=False)
     spec.add_column(no_wrap=True, overflow="fold")
     spec.add_column(overflow="fold")

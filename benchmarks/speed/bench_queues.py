@@ -393,8 +393,9 @@ def main() -> None:
     ap.add_argument("--max-hours", type=float, default=None)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--skip-reclaim", action="store_true")
-    ap.add_argument("--start-waiting", action="store_true",
-                    help="the queues' start_waiting = true (the one-queue runs are as before)")
+    ap.add_argument("--no-start-waiting", dest="start_waiting", action="store_false",
+                    help="the queues' start_waiting = false (the default is true; the one-queue "
+                    "runs are as before)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     lines: list[str] = []
@@ -412,9 +413,8 @@ def main() -> None:
     out(f"cluster {args.cluster} ({Cluster.parse(args.cluster).total_gpus} GPUs), quotas "
         f"{args.quotas}; windows: " + ", ".join(f"{p} {w}" for p, w in window_of.items())
         + (f"; each run stopped after {args.max_hours} simulated hours" if args.max_hours else ""))
-    if args.start_waiting:
-        out("queues with start_waiting = true: the layer starts waiting jobs on GPUs of a "
-            "queue's guarantee its elastic policy left idle")
+    out("queues with start_waiting = " + ("true: the layer starts waiting jobs on GPUs of a "
+        "queue's guarantee its elastic policy left idle" if args.start_waiting else "false"))
     tasks = [(p, window_of[p], args.cluster, queued, args.max_hours, args.start_waiting)
              for p in policies for queued in (True, False)]
     by: dict[tuple[str, bool], dict] = {}

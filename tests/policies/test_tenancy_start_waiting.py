@@ -1,7 +1,8 @@
-"""`start_waiting = true` in a queues file: where an elastic inner policy leaves GPUs of its
-queue's guarantee idle while the queue's jobs wait (Pollux's search does, in Philly's bursts),
-the layer starts them itself, oldest first, each whole on one node, until the queue holds
-min(quota, demand); off (the default), the inner policy's choice stands."""
+"""`start_waiting` (on unless a queues file says `start_waiting = false`): where an elastic
+inner policy leaves GPUs of its queue's guarantee idle while the queue's jobs wait (Pollux's
+search does, in Philly's bursts), the layer starts them itself, oldest first, each whole on one
+node, until the queue holds min(quota, demand), on quotas per GPU type too; off, the inner
+policy's choice stands."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from layer_rounds import spec, view
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, Decision, Snapshot, check_decision
-from corral.core.policy import Policy
+from corral.core.policy import Policy, create_policy
 from corral.core.queues import parse_queues, queues_toml
 from corral.policies.tenancy import QueuedPolicy, is_elastic
 
@@ -31,7 +32,7 @@ class FirstJobOnly(Policy):
 
 
 def _round(start_waiting: bool) -> tuple[Decision, QueuedPolicy]:
-    text = ("start_waiting = true\n" if start_waiting else "") + QUEUES
+    text = ("" if start_waiting else "start_waiting = false\n") + QUEUES
     cluster = Cluster.parse("2x4")
     layer = QueuedPolicy(FirstJobOnly, parse_queues(text, total_gpus=cluster.total_gpus))
     jobs = [spec("a1", 1, "a", 0.0), spec("a2", 2, "a", 1.0), spec("a3", 2, "a", 2.0),
@@ -60,9 +61,11 @@ def test_off_the_inner_policys_choice_stands() -> None:
 
 
 def test_the_option_is_read_written_back_and_checked() -> None:
-    tree = parse_queues("start_waiting = true\n" + QUEUES)
+    tree = parse_queues(QUEUES)
     assert tree.start_waiting and parse_queues(queues_toml(tree)).start_waiting
-    assert "start_waiting" not in queues_toml(parse_queues(QUEUES))
+    assert "start_waiting" not in queues_toml(tree)
+    off = parse_queues("start_waiting = false\n" + QUEUES)
+    assert not off.start_waiting and not parse_queues(queues_toml(off)).start_waiting
     with pytest.raises(InputError, match="start_waiting must be true or false, not 'yes'"):
         parse_queues('start_waiting = "yes"\n' + QUEUES)
     with pytest.raises(InputError, match='did you mean "start_waiting"'):
@@ -92,3 +95,30 @@ def test_a_job_that_names_a_gpu_type_is_started_only_on_that_type() -> None:
     # takes the k80s
     assert types == {"a1": {"v100"}, "a2": {"v100"}, "a3": {"k80"}}
     assert decision.assignments["a2"].placement.num_gpus == 2
+
+
+def test_on_quotas_per_gpu_type_a_queue_gets_its_guarantee_on_its_own_types() -> None:
+    cluster = Cluster.parse("t4:1x2,a100:1x2")
+    tree = parse_queues('[queue.a]\nquota = {t4 = 2}\n[queue.b]\nquota = {a100 = 2}\n',
+                        total_gpus=4, gpus_by_type={"t4": 2, "a100": 2})
+    layer = QueuedPolicy(Nothing, tree)
+    jobs = [spec("a1", 2, "a", 0.0), spec("b1", 1, "b", 1.0), spec("b2", 1, "b", 2.0)]
+    decision = layer.decide(Snapshot(10.0, cluster, tuple(view(j) for j in jobs), Decision()))
+    check_decision(decision, {j.name: j for j in jobs}, cluster, "layer")
+    types = {n: {cluster.node_types[node] for node, _ in a.placement.slots}
+             for n, a in decision.assignments.items()}
+    # the inner policy ran nothing; each queue's waiting jobs start on its own type's quota
+    assert types == {"a1": {"t4"}, "b1": {"a100"}, "b2": {"a100"}}
+
+
+def test_a_new_tree_voids_what_the_layer_kept_from_the_old_one() -> None:
+    cluster = Cluster.parse("2x4")
+    layer = QueuedPolicy(lambda: create_policy("fifo"), parse_queues(QUEUES, total_gpus=8))
+    specs = (spec("a1", 1, "a", 0.0), spec("b1", 1, "b", 0.0))
+    first = layer.decide(Snapshot(10.0, cluster, tuple(view(j) for j in specs), Decision()))
+    running = tuple(view(j, first.assignments[j.name].placement, started=10.0) for j in specs)
+    layer.decide(Snapshot(20.0, cluster, running, first))
+    assert layer.stands_until() > 20.0  # every queue's decision known: it would stand
+    layer.queues = parse_queues("[queue.a]\nquota = 6\n[queue.b]\nquota = 2\n", total_gpus=8)
+    assert layer.stands_until() == float("-inf")  # the next round asks again
+    assert layer.queues.quota("a") == 6

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -337,3 +338,26 @@ def test_a_start_whose_queues_file_drops_a_queue_with_active_jobs_is_refused(
     with pytest.raises(InputError, match='queues.toml: queue "a" is gone but 1 active job'):
         check_change(parse_queues("[queue.b]\nquota = 1\n", "queues.toml", 4), active)
     assert stored_active_queues(svc.dir / "none.db") == {}
+
+
+def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_going(
+        tmp_path: Path, fake_executor) -> None:
+    svc = Service(tmp_path, fake_executor,
+                  "[queue.a]\nquota = 1\nlimit = 1\n[queue.b]\nquota = 3\n")
+    try:
+        first, second = svc.submit("a"), svc.submit("a")
+        for _ in range(3):
+            svc.loop.tick()
+        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()}
+        assert jobs[first]["status"] == "running" and jobs[second]["status"] == "queued"
+        resp = svc.client.put("/queues", headers=svc.admin,
+                              content=b"[queue.a]\nquota = 2\nlimit = 2\n[queue.b]\nquota = 2\n")
+        assert resp.status_code == 200, resp.text
+        rounds = svc.loop.rounds
+        while svc.loop.rounds < rounds + 2:  # the next round (1 s interval) and one more
+            svc.loop.tick()  # no arrival, no finish: the new quota alone moves the second job
+            time.sleep(0.05)
+        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()}
+        assert jobs[second]["status"] == "running", jobs[second]
+    finally:
+        svc.close()

@@ -68,8 +68,9 @@ class QueueTree:
     usage_half_life_s: float | None = None
     source: str = "queues"
     #: the layer itself starts a queue's waiting jobs on GPUs of its guarantee that an elastic
-    #: inner policy left idle (`QueuedPolicy._start_waiting`; docs/queues.md, "The layer")
-    start_waiting: bool = False
+    #: inner policy left idle (`QueuedPolicy._start_waiting`; docs/queues.md, "The layer"): a
+    #: quota is a promise, so on unless a queues file turns it off
+    start_waiting: bool = True
     _by_name: dict[str, Queue] = field(init=False, repr=False, compare=False)
     _children: dict[str | None, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _quota: dict[str, int] = field(init=False, repr=False, compare=False)
@@ -340,7 +341,7 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
     half = doc.get("usage_half_life_s")
     if half is not None:
         half = _number(where, "usage_half_life_s", "value", half, integer=False, positive=True)
-    start_waiting = doc.get("start_waiting", False)
+    start_waiting = doc.get("start_waiting", True)
     if not isinstance(start_waiting, bool):
         raise InputError(f"{where}: start_waiting must be true or false, not {start_waiting!r}")
     tree = QueueTree(tuple(queues), float(min_runtime),
@@ -359,7 +360,7 @@ def queues_toml(tree: QueueTree) -> str:
     set is written, whatever its type (`tomllib` only reads)."""
     lines = [f"{key} = {_toml_value(getattr(tree, key))}" for key in TOP_KEYS
              if key != "queue" and getattr(tree, key) is not None
-             and not (key == "start_waiting" and not tree.start_waiting)]
+             and not (key == "start_waiting" and tree.start_waiting)]
     for q in tree.queues:
         lines += ["", f"[queue.{_toml_key(q.name)}]"]
         lines += [f"{key} = {_toml_value(_declared(q, key))}" for key in QUEUE_KEYS

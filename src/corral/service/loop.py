@@ -288,6 +288,7 @@ class ControlLoop:
         next round shares the cluster by it; a `queues-changed` event says what changed."""
         with self.lock:  # not inside a round: the next one reads the new tree whole
             self.policy.queues = tree  # type: ignore[attr-defined]
+            self._rounds.changed = True  # the next round asks, though no job came or went
             self.store.add_event(self.now_s(), None, "queues-changed", diff)
 
     def queue_usage(self) -> tuple[dict[str, int], dict[str, int], dict[str, int],

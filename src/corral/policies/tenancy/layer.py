@@ -52,7 +52,7 @@ class QueuedPolicy(Policy):
         super().__init__(probe.params)
         self.name = probe.name  # type: ignore[misc]  # results keep the inner policy's name
         self.summary = f"{probe.name} per queue"  # type: ignore[misc]
-        self.queues = queues
+        self._queues = queues
         self._factory = inner_factory
         self._spare: Policy | None = probe
         self._inner: dict[str, Policy] = {}
@@ -81,6 +81,22 @@ class QueuedPolicy(Policy):
         self._done_last: JobView | None = None
         self._leaf_of: dict[str | None, str] = {}  # a job's queue -> the leaf it runs in
         self._stands = -math.inf
+
+    @property
+    def queues(self) -> QueueTree:
+        """The queue tree the next round shares the cluster by."""
+        return self._queues
+
+    @queues.setter
+    def queues(self, tree: QueueTree) -> None:
+        """A new tree (`PUT /queues`): nothing decided or kept under the old one stands, so the
+        next round shares the cluster by it even when no job came or went."""
+        self._queues = tree
+        self._stands = -math.inf
+        self._leaf_of.clear()
+        self._asked.clear()
+        self._parts.clear()
+        self._last_split = None
 
     # -- the inner instances -----------------------------------------------------------------
     def inner(self, queue: str) -> Policy:
@@ -192,7 +208,7 @@ class QueuedPolicy(Policy):
             merged.update(decided)
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
-        if (elastic and tree.start_waiting and not tree.typed
+        if (elastic and tree.start_waiting
                 and self._start_waiting(merged, by_queue, sub, split, cluster.node_types)):
             stands = -math.inf  # the layer placed jobs its inner policies did not
         if stands > now and not over:

@@ -444,7 +444,7 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     spec = Table(title="spec", show_header=False)
     spec.add_column(no_wrap=True, overflow="fold")
     spec.add_column(overflow="fold")
-    for key, value in job["spec"].items():
+    for key, value in {"command": job.get("command"), **job["spec"]}.items():
         spec.add_row(key, escape(json.dumps(value)))
     out(spec)
     events = Table(title="events")

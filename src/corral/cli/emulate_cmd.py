@@ -224,7 +224,7 @@ def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOpt
             time.sleep(min(wait_real, 0.5))
             if time.monotonic() - last_poll > 2.0 and on_progress is not None:
                 last_poll = time.monotonic()
-                ended = _count_ended(client.jobs())
+                ended = _count_ended(client)
                 on_progress(len(ids), ended, total)
         if service.proc.poll() is not None:
             raise CorralError(f"corral serve exited with status {service.proc.returncode}")
@@ -232,8 +232,7 @@ def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOpt
         if time.monotonic() > deadline:
             raise CorralError(f"the emulation took longer than {opts.timeout_s:.0f} s (real)")
     while True:
-        rows = client.jobs()
-        ended = _count_ended(rows)
+        ended = _count_ended(client)
         if on_progress is not None:
             on_progress(total, ended, total)
         if ended >= total:
@@ -244,7 +243,7 @@ def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOpt
             raise CorralError(f"the emulation took longer than {opts.timeout_s:.0f} s (real): "
                               f"{total - ended} of {total} jobs had not ended")
         time.sleep(0.25)
-    by_id = {r["id"]: r for r in rows}
+    by_id = {r["id"]: r for r in client.jobs()}  # every job, page after page
     out = []
     for spec in specs:
         row = dict(by_id[ids[spec.name]])
@@ -255,8 +254,9 @@ def _drive(client: Any, workload: Workload, cluster: Cluster, opts: EmulationOpt
     return out
 
 
-def _count_ended(rows: list[dict[str, Any]]) -> int:
-    return sum(r["status"] not in ("queued", "running") for r in rows)
+def _count_ended(client: Client) -> int:
+    """Jobs that have ended, counted by the service (no job is sent)."""
+    return client.count(status=("done", "failed", "cancelled"))
 
 
 def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,

@@ -25,10 +25,12 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import corral
 from corral.core.errors import CorralError, InputError
@@ -43,7 +45,7 @@ from corral.service.limits import MAX_CONCURRENT, BodyLimit, ConcurrencyLimit
 from corral.service.loop import ControlLoop
 from corral.service.metrics import service_registry
 from corral.service.openapi import JOB_LINKS, JobPage, body_of, errors, install_schema
-from corral.service.store import JobFilter, PageRow, Store
+from corral.service.store import AFTER_PATTERN, JobFilter, PageRow, Store
 from corral.service.submission import (
     MAX_BODY_BYTES,
     Submission,
@@ -124,6 +126,18 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         return JSONResponse({"detail": one_line_validation_error(
             errors, "submission" if in_body else "request")}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's answer, but a 405's `Allow` lists every method of the path (Starlette
+        names only the first route's: POST /jobs's, not GET's)."""
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(sorted({
+                m for r in app.routes if isinstance(r, APIRoute)
+                and r.path_regex.match(request.url.path) for m in r.methods or ()}))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=headers)
+
     @app.exception_handler(CorralError)
     async def _user_error(request: Request, exc: CorralError) -> JSONResponse:
         return JSONResponse({"detail": safe_text(str(exc), 500)}, status_code=400)
@@ -138,7 +152,9 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         """POST /jobs's body as a Submission, read once the token is accepted (so a request
         without one learns nothing of its body: 401, not 422)."""
         try:
-            return Submission.model_validate_json(await request.body())
+            # strict: a value of another JSON type (0 for a bool, "2" for a number) is refused,
+            # as the schema says, not converted
+            return Submission.model_validate_json(await request.body(), strict=True)
         except ValidationError as exc:
             raise RequestValidationError([{**e, "loc": ("body", *e["loc"])}
                                           for e in exc.errors()]) from None
@@ -206,8 +222,9 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                         **errors(400, 401, 403, 422)})
     def jobs(limit: int = Query(PAGE_DEFAULT, ge=0, le=PAGE_MAX,
                                 description="jobs in the page (0: only the total)"),
-             after: str | None = Query(None, max_length=100, description="the last id of the "
-                                       "previous page (its `next`); none: the first page"),
+             after: str | None = Query(None, pattern=f"^{AFTER_PATTERN}$",
+                                       description="the last id of the previous page (its "
+                                       "`next`); none: the first page"),
              status: Annotated[list[LiveStatus] | None, Query(
                  description="only jobs in these statuses (repeat it for several)")] = None,
              queue: Annotated[list[str] | None, Query(
@@ -288,7 +305,8 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
 
     @app.put("/queues", dependencies=[Depends(admin_only)], operation_id="putQueues",
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/toml": {"schema": {"type": "string", "minLength": 1}}}}},
+                 "text/plain": {"schema": {"type": "string", "minLength": 1,
+                                           "description": "a queues file (TOML)"}}}}},
              responses=errors(400, 401, 403, 422, 500))
     async def put_queues(request: Request, drop_queues: bool = Query(
             False, alias=DROP_PARAM, description="confirms that queues the new tree lacks are "

@@ -52,7 +52,10 @@ _ANY_ROUTE = (400, 413, 503)
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The `responses` of a route that answers `codes` (and the request limits' codes)."""
-    return {code: {"model": ErrorDetail, "description": _WHY[code]}
+    # the body named, not given as a `model`: FastAPI would declare a model in the route's
+    # media type, and errors are JSON even where the route answers text (/metrics, logs)
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorDetail"}}}
+    return {code: {"description": _WHY[code], "content": body}
             for code in sorted({*codes, *_ANY_ROUTE})}
 
 
@@ -69,14 +72,15 @@ JOB_LINKS = {op: {"operationId": op, "parameters": {"job_id": "$response.body#/i
 
 
 def install_schema(app: FastAPI, models: Sequence[type[BaseModel]]) -> None:
-    """Make `app.openapi` FastAPI's schema with `models` (the bodies `body_of` names) in its
-    components, built once."""
+    """Make `app.openapi` FastAPI's schema with `models` (the bodies `body_of` names) and
+    ErrorDetail (`errors`) in its components, built once."""
     def schema() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version,
                               description=app.description, routes=app.routes)
             components = doc.setdefault("components", {}).setdefault("schemas", {})
-            for model in models:
+            every: list[type[BaseModel]] = [*models, ErrorDetail]
+            for model in every:
                 one = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(one.pop("$defs", {}))
                 components[model.__name__] = one

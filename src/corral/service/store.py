@@ -9,6 +9,7 @@ Python objects. One connection, guarded by a lock, in WAL mode.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -21,8 +22,10 @@ from corral.core.errors import InputError
 from corral.service.records import launch_start
 from corral.service.submission import safe_text
 
-__all__ = ["JobFilter", "PageRow", "Store", "stored_active_queues"]
+__all__ = ["AFTER_PATTERN", "JobFilter", "PageRow", "Store", "stored_active_queues"]
 
+#: A cursor of a page: the id of a job (`job-N`, N its seq; `add_job` names them so).
+AFTER_PATTERN = r"job-[0-9]{1,18}"
 #: A row of a page of jobs: (id, summary JSON text or None, document where no summary).
 PageRow = tuple[str, str | None, dict[str, Any] | None]
 
@@ -209,15 +212,15 @@ class Store:
         asked (oldest first, or newest), and how many jobs match in all. The document is read
         only where no summary was stored. Indexed (`WHERE seq > ? ... LIMIT`), so a page costs
         the same at 100,000 jobs as at 100; the count reads an index, not the documents.
-        InputError for an `after` that names no job."""
+        `after` is read as the cursor it is (`job-N`, as `add_job` names jobs; AFTER_PATTERN),
+        so a job id no longer listed, or never stored, still pages on."""
         matched, matched_args = where.sql()
         cond, args = matched, list(matched_args)
         if after is not None:
-            rows = self._exec("SELECT seq FROM jobs WHERE id = ?", (after,))
-            if not rows:
-                raise InputError(f"after: no job '{safe_text(after, 80)}'")
+            if not re.fullmatch(AFTER_PATTERN, after):
+                raise InputError(f"after: '{safe_text(after, 80)}' is not a job id (job-N)")
             cond += " AND seq < ?" if newest_first else " AND seq > ?"
-            args.append(rows[0]["seq"])
+            args.append(int(after[len("job-"):]))
         order = "DESC" if newest_first else "ASC"
         with self._lock:
             rows = self._db.execute(

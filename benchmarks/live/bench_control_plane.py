@@ -71,6 +71,7 @@ RSS 136 MiB after 1k and 201 MiB at the end of 2,000 jobs.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -289,6 +290,63 @@ def compare(base: Run, killed: Run, opts: EmulationOptions) -> None:
               f"finish) undisturbed {base.times[n]}, killed {killed.times[n]}")
 
 
+def fill_store(data: Path, n: int) -> None:
+    """`n` ended jobs in `data`'s state.db, written directly (one job's document and summary
+    copied with new ids): what a long-lived service's store holds, made in seconds."""
+    from corral.service.jobs import LiveJob, LiveStatus
+    from corral.service.store import Store
+    from corral.service.submission import Submission
+
+    store = Store(data / "state.db")
+    sub = Submission(command=["python", "train.py", "--epochs", "90"], name="resnet",
+                     app="cifar10").checked(4)
+    job = LiveJob("job-0", sub, sub.spec("job-0", 0.0))
+    job.status = LiveStatus.DONE
+    doc, summary = job.record()
+    rows = []
+    for i in range(1, n + 1):
+        job_id = f"job-{i}"
+        rows.append((i, job_id, json.dumps({**doc, "id": job_id}),
+                     summary.replace('"id": "job-0"', f'"id": "{job_id}"')))
+    store._exec_many("INSERT INTO jobs(seq, id, status, doc, summary, queue, name) "
+                     "VALUES(?, ?, ?, ?, ?, 'default', 'resnet')",
+                     [(seq, i, "done", d, sm) for seq, i, d, sm in rows])
+    store.close()
+
+
+def bench_list(sizes: list[int], opts: EmulationOptions, calls: int = 200) -> None:
+    """At each store size: the service's start on it (restart time), GET /jobs?limit=100
+    (first page, a page deep in the list, a filtered one) p50/p99 over `calls` calls each, and
+    the service's RSS. Target (issue 45): p99 <= 50 ms and a start <= 10 s at 100,000 jobs."""
+    for n in sizes:
+        data = Path(tempfile.mkdtemp(prefix=f"corral-list-{n}-"))
+        t = time.perf_counter()
+        fill_store(data, n)
+        filled = time.perf_counter() - t
+        t = time.perf_counter()
+        service = EmulatedService(data, "fifo", (), opts)
+        try:
+            client = service.connect()
+            started = time.perf_counter() - t
+            http = client._http
+            lat: dict[str, list[float]] = {}
+            for what, params in (("first page", {"limit": 100}),
+                                 ("deep page", {"limit": 100, "after": f"job-{n // 2}"}),
+                                 ("newest, status=done, name=res", {
+                                     "limit": 100, "order": "newest", "status": "done",
+                                     "name": "res"})):
+                for _ in range(calls):
+                    t = time.perf_counter()
+                    resp = http.get("/jobs", params=params)
+                    lat.setdefault(what, []).append(time.perf_counter() - t)
+                    assert resp.status_code == 200 and resp.json()["total"] == n
+            print(f"  {n:>7,} jobs (filled in {filled:.1f} s, state.db {_db_mib(data):.0f} MiB): "
+                  f"start {started:.2f} s; RSS {_rss_mib(service.proc.pid):.0f} MiB; "
+                  + "; ".join(f"GET /jobs {w} {_ms(v)}" for w, v in lat.items()), flush=True)
+        finally:
+            service.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,9 +362,18 @@ def main() -> None:
                          "running job a real second)")
     ap.add_argument("--kill", action="store_true", help="also the first policy killed half-way")
     ap.add_argument("--timeout", type=float, default=1800.0, help="real seconds per run")
+    ap.add_argument("--list-at", default=None, metavar="N,N,...",
+                    help="only the job list: a store of N ended jobs each (e.g. "
+                         "10000,50000,100000): start time, GET /jobs?limit=100 p50/p99, RSS")
     args = ap.parse_args()
     load = os.getloadavg()
     print(f"# {machine()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if args.list_at:
+        print("## GET /jobs pages on a large store (corral serve --executor emulated, fifo)")
+        bench_list([int(x) for x in args.list_at.split(",")],
+                   EmulationOptions(cluster=args.cluster, time_scale=args.time_scale,
+                                    interval_s=args.interval, fill_in=True))
+        return
     catalog = CatalogTruth()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     most = max(args.pollux_jobs if p == "pollux" else args.jobs for p in policies)

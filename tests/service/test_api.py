@@ -59,6 +59,12 @@ def test_openapi_schema_lists_the_endpoints(api) -> None:
     ({"gpus": 1}, "command", "Field required"),
     ({"command": ["x"], "trace_duration_s": 0}, "trace_duration_s", "greater than 0"),
     ({"command": ["x"], "epochs": 0}, "epochs", "greater than or equal to 1"),
+    ({"command": [" "]}, "command", "the program name (the first argument) is empty"),
+    ({"command": ["x" * 4097]}, "command.0", "at most 4096 characters"),
+    ({"command": ["x"] + ["y" * 4000] * 5}, "body", "command: 20001 characters in all, over 16384"),
+    ({"command": ["x"], "env": {"A": "v" * 4000, "B": "v" * 4000, "C": "v" * 4000, "D": "v" * 4000,
+                                "E": "v" * 400}}, "body", "env: 16405 characters in all"),
+    ({"command": ["x"], "name": "n" * 101}, "name", "at most 100 characters"),
 ])
 def test_malformed_submission_gets_a_one_line_error(api, body, field, words) -> None:
     client, _ = api
@@ -74,7 +80,6 @@ def test_malformed_submission_gets_a_one_line_error(api, body, field, words) -> 
     ({"command": ["x"], "gpus": 8}, "gpus (8) must lie within min_gpus..max_gpus (1..4)"),
     ({"command": ["x"], "min_gpus": 5, "max_gpus": 8}, "the job needs 5 GPUs but the cluster has 4"),
     ({"command": ["x"], "batch_size": 64, "max_batch_size": 32}, "max_batch_size (32) is smaller than batch_size (64)"),
-    ({"command": [" "]}, "command: the program name is empty"),
 ])
 def test_inconsistent_submission_is_refused_with_the_reason(api, body, message) -> None:
     client, _ = api
@@ -91,7 +96,7 @@ def test_submit_list_schedule_cancel(api, fake_executor) -> None:
     assert job["id"] == "job-1" and job["status"] == "queued" and job["name"] == "train"
     assert job["spec"]["max_batch_size"] == 512 and job["spec"]["min_local_bsz"] == 8
     loop.tick()
-    listed = client.get("/jobs", headers=AUTH).json()
+    listed = client.get("/jobs", headers=AUTH).json()["jobs"]
     assert [(j["id"], j["status"], j["gpus"]) for j in listed] == [("job-1", "running", 2)]
     detail = client.get("/jobs/job-1", headers=AUTH).json()
     assert [e["kind"] for e in detail["events"]] == ["submitted", "started"]
@@ -104,12 +109,9 @@ def test_submit_list_schedule_cancel(api, fake_executor) -> None:
     assert again.status_code == 409 and again.json()["detail"] == "job job-1 is already cancelled"
 
 
-def test_the_job_list_sends_the_stored_summaries_page_by_page(api, monkeypatch) -> None:
-    """GET /jobs streams the summaries the loop stored, a page at a time; a job stored without
-    one (an older service's row) is summarised from its document; a NaN is null."""
-    import corral.service.api as api_module
-
-    monkeypatch.setattr(api_module, "_LIST_PAGE", 2)
+def test_the_job_list_sends_the_stored_summaries(api) -> None:
+    """GET /jobs sends the summaries the loop stored; a job stored without one (an older
+    service's row) is summarised from its document; a NaN is null."""
     client, loop = api
     for i in range(5):
         body = {"command": ["python", "train.py"], "name": f"j{i}"}
@@ -118,7 +120,7 @@ def test_the_job_list_sends_the_stored_summaries_page_by_page(api, monkeypatch) 
     loop.jobs["job-2"].report = {"time": 1.0, "loss": float("nan"), "steps": 3}
     loop.store.save_job(*loop.jobs["job-2"].record())
     loop.store.save_job(loop.jobs["job-4"].to_doc())  # no summary, as an older store's row
-    listed = client.get("/jobs", headers=AUTH).json()
+    listed = client.get("/jobs", headers=AUTH).json()["jobs"]
     assert [j["name"] for j in listed] == [f"j{i}" for i in range(5)]
     assert [j["status"] for j in listed] == ["running"] * 4 + ["queued"]
     assert listed[1]["loss"] is None and listed[1]["steps"] == 3  # job-2

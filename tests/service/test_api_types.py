@@ -80,4 +80,4 @@ def test_a_jobs_summary_says_the_type_of_its_placement(api) -> None:
     loop.tick()
     job = client.get("/jobs/job-1", headers=AUTH).json()
     assert job["status"] == "running" and job["slots"] == [[0, 2]] and job["gpu_type"] == "t4"
-    assert client.get("/jobs", headers=AUTH).json()[0]["gpu_type"] == "t4"
+    assert client.get("/jobs", headers=AUTH).json()["jobs"][0]["gpu_type"] == "t4"

@@ -83,7 +83,7 @@ def test_a_put_tree_is_kept_and_the_next_start_runs_it(tmp_path: Path, fake_exec
     s = Service(tmp_path, fake_executor)
     assert s.start.event is None and not (tmp_path / STORED).exists()
     b_token = s.token("b")
-    resp = s.client.put("/queues", headers=ADMIN, content=CHANGED.encode())
+    resp = s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode())
     assert resp.status_code == 200, resp.text
     stored = tmp_path / STORED
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
@@ -122,7 +122,7 @@ def test_refused_puts_keep_nothing(tmp_path: Path, fake_executor) -> None:
         resp = s.client.put("/queues", headers=s.token("a"), content=CHANGED.encode())
         assert resp.status_code == 403
         assert not (tmp_path / STORED).exists()
-        assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+        assert s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode()).status_code == 200
         before = (tmp_path / STORED).read_bytes()
         for text in (bad, "[queue.a\n", "[queue.a]\nqouta = 1\n"):
             resp = s.client.put("/queues", headers=ADMIN, content=text.encode())
@@ -141,7 +141,7 @@ def test_a_tree_that_cannot_be_kept_is_not_put_in_force(tmp_path: Path, fake_exe
         def full(tree) -> None:
             raise OSError(28, "No space left on device")
         monkeypatch.setattr(s.kept, "save", full)
-        resp = s.client.put("/queues", headers=ADMIN, content=CHANGED.encode())
+        resp = s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode())
         assert resp.status_code == 500
         assert one_line(resp) == (f"PUT /queues: cannot keep the new tree in DATA_DIR/{STORED} "
                                   "(No space left on device): the old one stays")
@@ -154,7 +154,7 @@ def test_a_tree_that_cannot_be_kept_is_not_put_in_force(tmp_path: Path, fake_exe
 def test_a_queues_file_edited_since_wins_and_the_stored_tree_is_set_aside(
         tmp_path: Path, fake_executor, caplog) -> None:
     s = Service(tmp_path, fake_executor)
-    assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+    assert s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode()).status_code == 200
     stored_text = (tmp_path / STORED).read_text()
     s.close()
     # comments and layout are no edit: the stored tree still wins
@@ -180,7 +180,7 @@ def test_a_queues_file_edited_since_wins_and_the_stored_tree_is_set_aside(
         s.close()
     s = Service(tmp_path, fake_executor, edited)  # said once: the next start is a plain one
     assert s.start.event is None and s.events("queues-superseded") == [detail]
-    assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+    assert s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode()).status_code == 200
     s.close()
     s = Service(tmp_path, fake_executor, QUEUES)  # superseded again: the older one stays
     assert s.events("queues-superseded")[-1].endswith(f"kept as {SUPERSEDED[:-5]}.1.toml")
@@ -218,7 +218,7 @@ def test_a_stored_tree_that_cannot_be_used_falls_back_to_the_file_in_one_line(
         assert s.events("queues-unreadable") == [line]
         assert (tmp_path / UNREADABLE).read_bytes() == data and not (tmp_path / STORED).exists()
         # the service works on: a PUT keeps its tree again
-        assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+        assert s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode()).status_code == 200
         assert parse_queues((tmp_path / STORED).read_text(), "x").quota("prod") == 1
     finally:
         s.close()
@@ -228,7 +228,7 @@ def test_choosing_the_tree_changes_no_file(tmp_path: Path, fake_executor) -> Non
     """`corral serve` chooses before its last checks: a start refused after that (a queue with
     active jobs gone from the file, say) must leave the stored tree where it was."""
     s = Service(tmp_path, fake_executor)
-    assert s.client.put("/queues", headers=ADMIN, content=CHANGED.encode()).status_code == 200
+    assert s.client.put("/queues?drop_queues=true", headers=ADMIN, content=CHANGED.encode()).status_code == 200
     s.close()
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     for text in (QUEUES, QUEUES + "[queue.x]\n"):

@@ -49,7 +49,7 @@ def test_a_quota_change_survives_a_restart_an_edited_file_wins(tmp_path: Path) -
     try:
         svc.start()
         b = token("b")
-        done = svc.client.put_queues(CHANGED)
+        done = svc.client.put_queues(CHANGED, drop=True)
         assert done["new_tokens"] == ["tokens/ops"]
         assert (home / STORED).is_file()
         svc.close()

@@ -135,8 +135,9 @@ def _job_checks(path: str, method: str) -> Callable:
 
 
 def _list_jobs(s: Service, a_job: str, b_job: str) -> None:
-    ids = lambda h: [j["id"] for j in s.client.get("/jobs", headers=h).json()]  # noqa: E731
-    every = {j["id"]: j["spec"]["queue"] for j in s.client.get("/jobs", headers=s.admin).json()}
+    ids = lambda h: [j["id"] for j in s.client.get("/jobs", headers=h).json()["jobs"]]  # noqa: E731
+    every = {j["id"]: j["spec"]["queue"]
+             for j in s.client.get("/jobs", headers=s.admin).json()["jobs"]}
     assert {a_job, b_job} <= set(every)
     for tenant, sees in (("a", {"a"}), ("b", {"b"}), ("prod", {"prod"}),
                          ("research", {"a", "b"}), ("default", {"default"})):
@@ -293,7 +294,7 @@ def test_put_queues_swaps_the_tree_records_an_event_and_keeps_the_old_one_on_err
     assert rows["prod"]["quota"] == 1 and rows["prod"]["limit"] == 3
     assert rows["a"]["used"] == 2 and rows["a"]["borrowed"] == 1
     assert rows["research"]["used"] == 2 and rows["research"]["borrowed"] == 0
-    assert svc.client.get("/jobs", headers=svc.token("ops")).json() == []
+    assert svc.client.get("/jobs", headers=svc.token("ops")).json()["jobs"] == []
     svc.loop.tick()  # the next round runs on the new tree
 
 

@@ -236,6 +236,7 @@ def submit(
 @user_errors
 def queues_(
     set_file: Path | None = typer.Option(None, "--set", metavar="FILE", help="Replace the running service's queues with this TOML file (admin token; the old ones stay on an error). The service keeps them for its next start (docs/queues.md)."),
+    drop: bool = typer.Option(False, "--drop", help="With --set: confirm dropping the queues FILE lacks (their tokens stop working); without it such a file is refused. Queues with active jobs are refused either way."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
     url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
@@ -250,7 +251,7 @@ def queues_(
                 text = set_file.read_text()
             except OSError as exc:
                 raise InputError(f"{set_file}: {exc.strerror or exc}") from None
-            done = client.put_queues(text)
+            done = client.put_queues(text, drop=drop)
             err_console.print(f"queues changed: {escape(done['changed'])}", soft_wrap=True)
             for path in done.get("new_tokens") or []:
                 err_console.print(f"new token: DATA_DIR/{escape(path)}", soft_wrap=True)
@@ -299,8 +300,9 @@ def _gpu_type_text(job: dict) -> str:
     return runs or "-"
 
 
-def _jobs_table(rows: list[dict], width: int | None = None) -> Table:
-    """`corral jobs`: the columns that fit `width` (None: all); message only when one has one."""
+def _jobs_table(rows: list[dict], width: int | None = None, total: int | None = None) -> Table:
+    """`corral jobs`: the columns that fit `width` (None: all); message only when one has one;
+    the title says how many of the `total` matching jobs are shown."""
     cells = []
     for r in rows:
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
@@ -317,7 +319,16 @@ def _jobs_table(rows: list[dict], width: int | None = None) -> Table:
     if all(c[4] == "-" for c in cells):  # a cluster without GPU types: no column of dashes
         cols, cells = cols[:4] + cols[5:], [c[:4] + c[5:] for c in cells]
     # names and messages are user text: fitted_table escapes every cell
-    return fitted_table(cols, cells, width, title="jobs", more="--wide or --json")[0]
+    title = "jobs" if total is None else f"jobs: {len(rows)} of {total}" + (
+        " (the newest; --limit for more)" if len(rows) < total else "")
+    return fitted_table(cols, cells, width, title=title, more="--wide or --json")[0]
+
+
+def _job_rows(client: Client, limit: int, status: list[str], queue: list[str],
+              name: str | None) -> tuple[list[dict], int]:
+    """The newest `limit` jobs the filters match, oldest of them first, and how many match."""
+    page = client.jobs_page(limit, status=status, queue=queue, name=name, newest_first=True)
+    return page["jobs"][::-1], int(page["total"])
 
 
 @app.command("jobs")
@@ -327,36 +338,48 @@ def jobs_(
     watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until Ctrl-C."),
     every: float = typer.Option(2.0, metavar="SECONDS", help="Seconds between redraws with --watch."),
     wide: bool = typer.Option(False, "--wide", help="Every column, however wide the table (default: the ones that fit the terminal)."),
+    status: list[str] = typer.Option([], "--status", metavar="STATUS", help="Only jobs in this status (queued, running, done, failed, cancelled); repeat for several."),
+    queue: list[str] = typer.Option([], "--queue", metavar="QUEUE", help="Only jobs of this queue; repeat for several."),
+    name: str | None = typer.Option(None, "--name", metavar="TEXT", help="Only jobs whose name contains TEXT."),
+    limit: int = typer.Option(100, "--limit", metavar="N", help="Show the newest N jobs that match (at most 1000); the title says how many match in all."),
     data_dir: Path | None = typer.Option(None, metavar="DIR", help=_DATA_DIR_HELP),
     url: str | None = typer.Option(None, metavar="URL", help="Service URL."),
     token: str | None = typer.Option(None, metavar="TOKEN", help="API token."),
 ) -> None:
-    """List the jobs with their status, GPUs, batch and progress."""
+    """List the newest jobs with their status, GPUs, batch and progress.
+
+    --status, --queue and --name filter; the title says N of TOTAL matching jobs."""
     if watch and as_json:
         raise InputError("--watch and --json do not go together")
     width = None if wide else console.width
     if every <= 0:
         raise InputError("--every must be > 0")
+    if not 1 <= limit <= 1000:
+        raise InputError("--limit must be within 1..1000")
     with _client(data_dir, url, token) as client:
+        def table() -> Table:
+            return _jobs_table(*_job_rows(client, limit, status, queue, name), width)
+
         if not watch:
-            rows = client.jobs()
+            rows, total = _job_rows(client, limit, status, queue, name)
             if as_json:
                 console.print_json(json.dumps(rows))
+                err_console.print(f"{len(rows)} of {total} jobs")
             else:
-                print_table(_jobs_table(rows, width), wide)
+                print_table(_jobs_table(rows, width, total), wide)
             return
         from rich.live import Live
 
         try:
             if not console.is_terminal:  # a file or pipe: one table after another
                 while True:
-                    print_table(_jobs_table(client.jobs(), width), wide)
+                    print_table(table(), wide)
                     sys.stdout.flush()
                     time.sleep(every)
-            with Live(_jobs_table(client.jobs(), width), console=console, auto_refresh=False) as view:
+            with Live(table(), console=console, auto_refresh=False) as view:
                 while True:  # a terminal: the table redrawn in place
                     time.sleep(every)
-                    view.update(_jobs_table(client.jobs(), width), refresh=True)
+                    view.update(table(), refresh=True)
         except KeyboardInterrupt:
             pass
 
@@ -451,7 +474,7 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     spec = Table(title="spec", show_header=False)
     spec.add_column(no_wrap=True, overflow="fold")
     spec.add_column(overflow="fold")
-    for key, value in job["spec"].items():
+    for key, value in {"command": job.get("command"), **job["spec"]}.items():
         spec.add_row(key, escape(json.dumps(value)))
     out(spec)
     events = Table(title="events")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -9,6 +10,8 @@ import httpx
 from corral.core.errors import CorralError
 
 __all__ = ["Client"]
+
+_ALL_PAGE = 1000  # jobs per request when `jobs` reads them all (the service's most)
 
 
 class Client:
@@ -46,8 +49,35 @@ class Client:
     def submit(self, submission: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/jobs", json=submission).json()
 
-    def jobs(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/jobs").json()
+    def jobs_page(self, limit: int = 100, after: str | None = None, *,
+                  status: Sequence[str] = (), queue: Sequence[str] = (), name: str | None = None,
+                  newest_first: bool = False) -> dict[str, Any]:
+        """One page of GET /jobs: {"jobs", "total" (of the filters' matches), "next" (the
+        `after` of the next page; None on the last)}."""
+        params: dict[str, Any] = {"limit": limit, "status": list(status), "queue": list(queue)}
+        if after is not None:
+            params["after"] = after
+        if name:
+            params["name"] = name
+        if newest_first:
+            params["order"] = "newest"
+        return self._call("GET", "/jobs", params=params).json()
+
+    def jobs(self, *, status: Sequence[str] = (), queue: Sequence[str] = (),
+             name: str | None = None) -> list[dict[str, Any]]:
+        """Every job the filters match, oldest first, read page after page."""
+        out: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = self.jobs_page(_ALL_PAGE, after, status=status, queue=queue, name=name)
+            out += page["jobs"]
+            after = page["next"]
+            if after is None:
+                return out
+
+    def count(self, *, status: Sequence[str] = (), queue: Sequence[str] = ()) -> int:
+        """How many jobs the filters match (no job is sent)."""
+        return int(self.jobs_page(0, status=status, queue=queue)["total"])
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}").json()
@@ -70,8 +100,10 @@ class Client:
     def queues(self) -> dict[str, Any]:
         return self._call("GET", "/queues").json()
 
-    def put_queues(self, toml_text: str) -> dict[str, Any]:
+    def put_queues(self, toml_text: str, drop: bool = False) -> dict[str, Any]:
+        """PUT /queues; `drop` confirms dropping the queues the new tree lacks."""
         return self._call("PUT", "/queues", content=toml_text.encode(),
+                          params={"drop_queues": "true"} if drop else None,
                           headers={"Content-Type": "application/toml"}).json()
 
     def metrics(self) -> str:

@@ -267,7 +267,8 @@ class LiveJob(JobLedger):
             "crash_retries": self.crash_retries, "steps": self.steps, "epoch": self.epoch,
             "progress": self.progress, "loss": report.get("loss"),
             "metric": metrics[-1][2] if metrics else None, "attained_gpu_s": self.attained_gpu_s,
-            "message": self.message, "spec": self.submission.model_dump(mode="json"),
+            "message": self.message,  # the command once, above: not again in `spec`
+            "spec": self.submission.model_dump(mode="json", exclude={"command"}),
             "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,

@@ -5,8 +5,10 @@ Defaults (decided here): M0 = `batch_size`; a non-adaptive job keeps it, an adap
 grow to 8x M0 (Pollux (OSDI'21) §3.1 leaves the cap to the application); per-GPU batch from
 max(1, M0/8) to M0; `gpus` within [min_gpus, max_gpus]. Bounds (outside them, or not JSON at
 all, a one-line 422 names the field, so nothing can fail later in the executor): valid UTF-8
-without NUL, env keys `[A-Za-z_][A-Za-z0-9_]*`, MAX_ARGS, MAX_STRING, MAX_GPUS, MAX_BATCH;
-bodies over MAX_BODY_BYTES get 413. What `checked` changes is said (`adjustments`).
+without NUL, env keys `[A-Za-z_][A-Za-z0-9_]*`, a program name not blank, MAX_ARGS,
+MAX_STRING, MAX_COMMAND_CHARS, MAX_ENV, MAX_ENV_CHARS, MAX_NAME, MAX_GPUS, MAX_BATCH (each in
+the OpenAPI schema, but for the two totals, which JSON Schema cannot state: in the field's
+description); bodies over MAX_BODY_BYTES get 413. What `checked` changes is said (`adjustments`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from corral.core.cluster import Cluster, gpu_type_problem
 from corral.core.errors import InputError
@@ -25,16 +27,19 @@ from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
 
 __all__ = ["Submission", "ADAPTIVE_MAX_FACTOR", "MAX_BODY_BYTES", "MAX_STRING", "MAX_ARGS",
-           "MAX_ENV", "MAX_GPUS", "MAX_BATCH", "safe_text", "one_line_validation_error",
+           "MAX_ENV", "MAX_COMMAND_CHARS", "MAX_ENV_CHARS", "MAX_NAME", "MAX_GPUS", "MAX_BATCH", "safe_text", "one_line_validation_error",
            "check_body"]
 
 ADAPTIVE_MAX_FACTOR = 8
 _SCRIPTS = (".py", ".sh", ".ipynb")
 
 MAX_BODY_BYTES = 1 << 20  # a request body (1 MiB); larger ones get 413
-MAX_STRING = 32_768  # characters of one argument, env value or path (Linux: 128 KiB per arg)
+MAX_STRING = 4096  # characters of one argument, env value or path (Linux's PATH_MAX)
 MAX_ARGS = 1024  # arguments of the command
+MAX_COMMAND_CHARS = 16_384  # characters of all the command's arguments together
 MAX_ENV = 256  # extra environment variables
+MAX_ENV_CHARS = 16_384  # characters of all their keys and values together
+MAX_NAME = 100  # characters of a job's name or model (app)
 MAX_GPUS = 1 << 16  # GPUs a job may ask for (the cluster bound is checked after)
 MAX_BATCH = 1 << 24  # total or per-GPU batch size
 MAX_EPOCHS = 1 << 20
@@ -58,6 +63,22 @@ def _env_key(key: str) -> str:
         raise ValueError(f"env key '{safe_text(key)}' is not a variable name "
                          "([A-Za-z_][A-Za-z0-9_]*)")
     return key
+
+
+def _program(command: list[str]) -> list[str]:
+    """The command, if its first word names a program (not empty, not only blanks)."""
+    if not command[0].strip():
+        raise ValueError("the program name (the first argument) is empty")
+    return command
+
+
+def _sizes(sub: Submission) -> Submission:
+    """The submission, if its command and env are within their total sizes."""
+    if (n := sum(map(len, sub.command))) > MAX_COMMAND_CHARS:
+        raise ValueError(f"command: {n} characters in all, over {MAX_COMMAND_CHARS}")
+    if (n := sum(len(k) + len(v) for k, v in sub.env.items())) > MAX_ENV_CHARS:
+        raise ValueError(f"env: {n} characters in all, over {MAX_ENV_CHARS}")
+    return sub
 
 
 def _gpu_type(name: str) -> str:
@@ -108,17 +129,22 @@ class Submission(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: list[Text] = Field(min_length=1, max_length=MAX_ARGS,
-                                description="the program and its arguments")
-    name: Annotated[str, AfterValidator(_clean)] | None = Field(None, max_length=100)
+    command: Annotated[list[Text], AfterValidator(_program)] = Field(
+        min_length=1, max_length=MAX_ARGS,
+        description=f"the program and its arguments (at most {MAX_COMMAND_CHARS} characters in "
+        "all; the first, the program, not blank)",
+        json_schema_extra={"prefixItems": [{"type": "string", "minLength": 1,
+                                            "maxLength": MAX_STRING, "pattern": r"\S"}]})
+    name: Annotated[str, Field(max_length=MAX_NAME), AfterValidator(_clean)] | None = None
     cwd: Text = Field(".", description="working directory of the workers")
-    env: dict[EnvKey, Text] = Field(default_factory=dict, max_length=MAX_ENV,
-                                    description="extra environment variables")
+    env: dict[EnvKey, Text] = Field(
+        default_factory=dict, max_length=MAX_ENV, description="extra environment variables "
+        f"(at most {MAX_ENV_CHARS} characters of keys and values in all)")
     gpus: Gpus | None = Field(None, description="the user's GPU count (default: min_gpus)")
     min_gpus: Gpus = 1
     max_gpus: Gpus | None = None
-    app: Annotated[str, AfterValidator(_clean)] | None = Field(
-        None, max_length=100, description="the job's model (application), for policies and the "
+    app: Annotated[str, Field(max_length=MAX_NAME), AfterValidator(_clean)] | None = Field(
+        None, description="the job's model (application), for policies and the "
         "emulated executor, which needs it: a catalog or profile name (default: the name)")
     batch_size: Batch = Field(32, description="total batch size M0 the job was tuned for")
     init_batch_size: Batch | None = Field(
@@ -158,6 +184,10 @@ class Submission(BaseModel):
         "clock, not before now; the job waits unseen until then. Jobs are submitted in the "
         "order of their arrivals. Refused by any other service")
 
+    @model_validator(mode="after")
+    def _within_sizes(self) -> Submission:
+        return _sizes(self)
+
     def _room(self, cluster_gpus: int, cluster: Cluster | None) -> tuple[int, str]:
         """The GPUs the job may run on and what they are called in messages: the cluster's,
         or, for a job restricted to a `gpu_type`, that type's (InputError, one line, when
@@ -173,8 +203,6 @@ class Submission(BaseModel):
     def checked(self, cluster_gpus: int, cluster: Cluster | None = None) -> Submission:
         """The submission with defaults filled in; InputError (one line) when inconsistent.
         With `cluster`, a job restricted to a `gpu_type` must fit that type's GPUs."""
-        if not self.command[0].strip():
-            raise InputError("command: the program name is empty")
         cluster_gpus, has = self._room(cluster_gpus, cluster)
         max_gpus = self.max_gpus if self.max_gpus is not None else cluster_gpus
         gpus = self.gpus if self.gpus is not None else self.min_gpus

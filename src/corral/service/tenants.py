@@ -25,7 +25,7 @@ from corral.core.errors import InputError
 from corral.core.queues import DEFAULT_QUEUE, QueueTree
 
 __all__ = ["Principal", "ADMIN", "Tenancy", "queue_name_problem", "check_tree_names",
-           "check_change", "tree_diff", "queue_rows", "hash_token", "token_matches",
+           "check_change", "check_drops", "DROP_PARAM", "tree_diff", "queue_rows", "hash_token", "token_matches",
            "TOKENS_DIR"]
 
 TOKENS_DIR = "tokens"
@@ -196,6 +196,25 @@ def check_change(new: QueueTree, active: Mapping[str, Iterable[str]]) -> None:
         if new.children(queue):
             raise InputError(f'{new.source}: queue "{queue}" would be a cohort but {len(ids)} '
                              f"active job(s) are in it ({named}): jobs run in leaves")
+
+
+#: The PUT /queues query parameter that confirms dropping queues (`corral queues --set --drop`).
+DROP_PARAM = "drop_queues"
+
+
+def check_drops(old: QueueTree, new: QueueTree, confirmed: bool) -> None:
+    """InputError (one line) when `new` declares no queue (an empty body would otherwise drop
+    every team's), or drops queues of `old` without `confirmed` (`?drop_queues=true`): a
+    typo in a queues file must not silently take a team's queue and token away. Queues with
+    active jobs are refused whatever is confirmed (`check_change`)."""
+    if not {q.name for q in new.queues} - {DEFAULT_QUEUE}:
+        raise InputError(f"{new.source}: declares no queue ([queue.NAME] tables): to run "
+                         "without queues, restart the service without --queues")
+    dropped = sorted(q.name for q in old.queues if q.name not in new)
+    if dropped and not confirmed:
+        raise InputError(f"{new.source}: drops queue(s) {', '.join(dropped)} (their tokens "
+                         f"stop working): send it again with ?{DROP_PARAM}=true (corral "
+                         "queues --set FILE --drop) to confirm; nothing changed")
 
 
 def tree_diff(old: QueueTree, new: QueueTree) -> str:

@@ -4,6 +4,7 @@
 
 const POLL_MS = 1000;
 const TOKEN_KEY = "corral-token";
+const PAGE_SIZE = 100;  // jobs in a page of the job table
 const COLORS = ["#1e88e5", "#43a047", "#e53935", "#8e24aa", "#fb8c00", "#00897b", "#6d4c41",
                 "#3949ab", "#c0ca33", "#d81b60", "#00acc1", "#5e35b1"];
 let timer = null;
@@ -105,8 +106,30 @@ function typeText(j) {
   return (j.gpu_type ? " " + j.gpu_type : "") + (wanted ? " (" + wanted + " only)" : "");
 }
 
+// The job table's page: its filters and the cursors of the pages before it (GET /jobs pages,
+// newest first; `after` is the last id of the page before).
+const jobsView = {status: "", queue: "", name: "", cursors: [null]};
+
+function jobsQuery() {
+  const q = new URLSearchParams({order: "newest", limit: String(PAGE_SIZE)});
+  for (const k of ["status", "queue", "name"]) if (jobsView[k]) q.set(k, jobsView[k]);
+  const after = jobsView.cursors[jobsView.cursors.length - 1];
+  if (after) q.set("after", after);
+  return "/jobs?" + q.toString();
+}
+
+function drawJobsPager(page) {
+  const first = jobsView.cursors.length === 1;
+  const shownFrom = (jobsView.cursors.length - 1) * PAGE_SIZE;
+  $("jobs-count").textContent = page.jobs.length ? (shownFrom + 1) + "-" + (shownFrom + page.jobs.length) +
+    " of " + page.total + " job(s)" : page.total + " job(s)";
+  $("jobs-newer").disabled = first;  // (its click goes back a page: set once, below)
+  $("jobs-older").disabled = !page.next;
+  $("jobs-older").onclick = () => { jobsView.cursors.push(page.next); tick(); };
+}
+
 function drawJobs(jobs) {
-  const rows = jobs.slice().reverse().map(j => {
+  const rows = jobs.map(j => {
     const batch = j.batch ? j.batch[0] + "x" + (j.batch[1] + 1) : "-";
     return el("tr", {"data-job": j.id},
       el("td", {}, el("a", {"href": "#/job/" + encodeURIComponent(j.id)}, j.id)),
@@ -149,15 +172,18 @@ function drawQueues(doc) {
 }
 
 async function refreshOverview() {
-  const [cluster, jobs] = await Promise.all([api("/cluster"), api("/jobs")]);
+  // the running jobs (they hold GPUs: at most one per GPU) for the cluster, the number
+  // queued, and the page of the table: each a bounded request however many jobs there are
+  const [cluster, running, queued, page] = await Promise.all([api("/cluster"),
+    api("/jobs?status=running&limit=1000"), api("/jobs?status=queued&limit=0"), api(jobsQuery())]);
   // GET /queues only where the service runs with queues (cluster.queues), so a service
   // without them is not asked for what it answers 400 to
   const queues = cluster.queues ? await api("/queues") : null;
   $("service-info").textContent = cluster.policy + " on " + cluster.total_gpus + " GPUs, " +
-    jobs.filter(j => j.status === "running").length + " running, " +
-    jobs.filter(j => j.status === "queued").length + " queued";
-  drawCluster(cluster, jobs, queues ? queues.other_queues_gpus_per_node : null);
-  drawJobs(jobs);
+    running.total + " running, " + queued.total + " queued";
+  drawCluster(cluster, running.jobs, queues ? queues.other_queues_gpus_per_node : null);
+  drawJobs(page.jobs);
+  drawJobsPager(page);
   drawScheduler(cluster);
   drawQueues(queues);
 }
@@ -271,6 +297,13 @@ $("token-form").addEventListener("submit", ev => {
   $("token-input").value = "";
   tick();
 });
+$("jobs-filter").addEventListener("submit", ev => {
+  ev.preventDefault();
+  for (const k of ["status", "queue", "name"]) jobsView[k] = $("jobs-" + k).value.trim();
+  jobsView.cursors = [null];  // new filters: from the newest again
+  tick();
+});
+$("jobs-newer").addEventListener("click", () => { jobsView.cursors.pop(); tick(); });
 $("forget-token").addEventListener("click", ev => { ev.preventDefault(); clearTimeout(timer); askToken(); });
 window.addEventListener("hashchange", tick);
 tick();

@@ -349,7 +349,7 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         first, second = svc.submit("a"), svc.submit("a")
         for _ in range(3):
             svc.loop.tick()
-        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()}
+        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()["jobs"]}
         assert jobs[first]["status"] == "running" and jobs[second]["status"] == "queued"
         resp = svc.client.put("/queues", headers=svc.admin,
                               content=b"[queue.a]\nquota = 2\nlimit = 2\n[queue.b]\nquota = 2\n")
@@ -358,7 +358,7 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         while svc.loop.rounds < rounds + 2:  # the next round (1 s interval) and one more
             svc.loop.tick()  # no arrival, no finish: the new quota alone moves the second job
             time.sleep(0.05)
-        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()}
+        jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()["jobs"]}
         assert jobs[second]["status"] == "running", jobs[second]
     finally:
         svc.close()

@@ -32,8 +32,10 @@ on none. Run by path with no corral import, like ray/guard.py; stdlib and ctypes
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
+import shutil
 import site
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -230,12 +232,26 @@ def refusal(cwd: str, own: Sequence[str], ro: Sequence[str], deny: Sequence[str]
     return None
 
 
+def _check_program(program: str, cwd: str, env: Mapping[str, str]) -> None:
+    """Raise the OSError exec would (no such file, not executable), so a launch wrapped in the
+    launcher fails to start as an unwrapped one does, not as a worker exiting 127."""
+    if os.sep in program:
+        path = os.path.join(cwd, program)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 def sandboxed(command: Sequence[str], *, cwd: str, job_dir: str, env: Mapping[str, str],
               deny: Sequence[str], python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that run `command` in the sandbox: reading and writing `cwd`
     and `job_dir` (TMPDIR becomes `<job_dir>/tmp`), reading the system, and nothing of `deny`
     (the data directory, Ray's storage). Raises PermissionError with `refusal`'s line where
     that cannot hold."""
+    _check_program(command[0], cwd, env)
     ro = read_paths(command, env)
     why = refusal(cwd, [job_dir], ro, deny)
     if why:

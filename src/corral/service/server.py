@@ -29,6 +29,8 @@ from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
 from corral.core.queues import QueueTree, load_queues, type_capacity
 from corral.executors import create_backend
+from corral.executors.sandbox import SHARED_USER_EXPOSES
+from corral.executors.sandbox import available as sandbox_available
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
     ServiceLock,
@@ -65,6 +67,8 @@ class ServeOptions:
     tick_s: float = 0.2  # real seconds between the control loop's looks at jobs
     fill_in: bool = True  # fill-in rounds for arrivals on idle GPUs (corral.service.loop)
     queues: Path | None = None  # a queues file: the policy runs per queue (QueuedPolicy)
+    #: with queues on a kernel without Landlock: run jobs unsandboxed all the same
+    allow_shared_user: bool = False
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -99,6 +103,16 @@ def _signals_end_serving() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def check_sandbox(opts: ServeOptions) -> None:
+    """Teams' jobs must not reach the data directory: with queues, an executor that runs real
+    jobs needs the job sandbox (Landlock), unless `allow_shared_user` says to run them without
+    it. A one-line CorralError saying what that would expose."""
+    if opts.executor in ("local", "ray") and not sandbox_available() \
+            and not opts.allow_shared_user:
+        raise CorralError("cannot keep teams' jobs apart: this kernel has no Landlock, and "
+                          f"{SHARED_USER_EXPOSES}; pass --allow-shared-user to run them so")
+
+
 def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     """Run the service until SIGINT/SIGTERM (the data directory locked all along)."""
     policy = create_policy(opts.policy, opts.policy_params)
@@ -107,6 +121,7 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     if opts.queues is not None:  # the file read and checked (but for the cluster) up front
         tree = load_queues(opts.queues)
         check_tree_names(tree)
+        check_sandbox(opts)
         policy = QueuedPolicy(lambda: create_policy(opts.policy, opts.policy_params), tree)
     _log_to_stderr()
     lock = ServiceLock(opts.data_dir)

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from livecluster import LiveService, wait_until  # noqa: E402
+from livecluster import LiveService  # noqa: E402
 
 from corral.executors import sandbox  # noqa: E402
 

@@ -71,11 +71,13 @@ def test_dashboard_follows_a_job(browser, service, tmp_path):
     _wait(d, "the cluster view", 10, lambda d: _count(d, "#cluster .gpu.idle") == 2)
     assert _text(d, "#policy") == "fifo"
 
-    hold = tmp_path / "release"
+    work = tmp_path / "work"  # beside the data directory: a job is not run from above it
+    work.mkdir()
+    hold = work / "release"
     job_id = service.client.submit({
         "command": [sys.executable, str(TINY_JOB), "--epochs", "60", "--hold-at-step", "30",
                     "--hold-file", str(hold)],
-        "cwd": str(tmp_path), "gpus": 2, "min_gpus": 2, "name": "tiny"})["id"]
+        "cwd": str(work), "gpus": 2, "min_gpus": 2, "name": "tiny"})["id"]
     live.wait_until(lambda: service.job(job_id)["status"] == "running", 60,
                     f"{job_id} to start")
     started = time.monotonic()

@@ -32,10 +32,12 @@ def service(tmp_path):
 
 
 def test_watch_follow_describe(service, tmp_path):
-    hold = tmp_path / "release"
+    work = tmp_path / "work"  # beside the data directory: a job is not run from above it
+    work.mkdir()
+    hold = work / "release"
     job_id = service.client.submit({
         "command": [sys.executable, str(TINY_JOB), "--epochs", "5", "--hold-at-step", "20",
-                    "--hold-file", str(hold)], "cwd": str(tmp_path), "name": "tiny"})["id"]
+                    "--hold-file", str(hold)], "cwd": str(work), "name": "tiny"})["id"]
     live.wait_until(lambda: service.job(job_id)["steps"] >= 1, 60, f"{job_id} to report")
 
     # Ctrl-C's default for the child: a suite run as a background job (`cmd &` in a script)

@@ -37,6 +37,14 @@ def _events(ex: LocalExecutor, job_id: str, kind: str) -> list[str]:
     return [d for k, d in ex.status(job_id).events if k == kind]
 
 
+def _hold(tmp_path: Path) -> Path:
+    """The hold file of job `incoming`, in its own job directory: the job sandbox lets it
+    write there (its `.waiting-r<rank>` markers), not in the test's tmp_path."""
+    own = tmp_path / "data" / "jobs" / "incoming"
+    own.mkdir(parents=True, exist_ok=True)
+    return own / "hold"
+
+
 def _waiting(hold: Path, rank: int = 0) -> Path:
     return hold.with_name(f"{hold.name}.waiting-r{rank}")
 
@@ -71,7 +79,7 @@ def _hand_over(ex: LocalExecutor, donor_world: int | None, incoming: JobLaunch,
 def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: Path,
                                                       preempt: bool) -> None:
     ex = make_executor()
-    hold = tmp_path / "hold"
+    hold = _hold(tmp_path)
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
     world = 2 if preempt else 1
@@ -118,7 +126,7 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
 def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_path: Path,
                                                            where: str) -> None:
     ex = make_executor(early_init=where != "executor")
-    hold = tmp_path / "hold"
+    hold = _hold(tmp_path)
     hold.touch()  # no initialisation hold: the order is what is tested
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
@@ -137,7 +145,7 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
 
 def test_an_early_worker_that_dies_leaves_the_donor_alone(make_executor, tmp_path: Path) -> None:
     ex = make_executor()
-    hold = tmp_path / "hold"
+    hold = _hold(tmp_path)
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
     _hand_over(ex, 1, _tiny("incoming", hold), 1)

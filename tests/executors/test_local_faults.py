@@ -31,8 +31,13 @@ def ex(tmp_path: Path):
     executor.shutdown(timeout_s=5)
 
 
+#: A working directory clear of every test's data directory ("/" holds them all, and the job
+#: sandbox refuses a job whose working directory holds the data directory).
+CWD = str(Path(__file__).parent)
+
+
 def python_job(job_id: str, code: str, env: dict[str, str] | None = None) -> JobLaunch:
-    return JobLaunch(job_id, (sys.executable, "-c", textwrap.dedent(code)), "/", env or {},
+    return JobLaunch(job_id, (sys.executable, "-c", textwrap.dedent(code)), CWD, env or {},
                      JobConfig())
 
 
@@ -45,7 +50,7 @@ def gone(pid: int) -> bool:
 
 
 def test_an_argument_no_process_can_take_fails_that_job_only(ex: LocalExecutor) -> None:
-    ex.place(JobLaunch("nul", ("python", "-c", "print(1)\0"), "/", {}, JobConfig()), plan(1))
+    ex.place(JobLaunch("nul", ("python", "-c", "print(1)\0"), CWD, {}, JobConfig()), plan(1))
     st = ex.wait_for("nul", END, TIMEOUT_S)
     assert st.state is ExecState.FAILED and "null byte" in st.message
     assert st.events and st.events[0][0] == "start-failed"
@@ -141,11 +146,13 @@ time.sleep(300)
 
 def torchrun_job(tmp_path: Path, job_id: str) -> JobLaunch:
     pytest.importorskip("torch")
-    script = tmp_path / "trainer.py"
+    work = tmp_path / "work"  # beside the data directory, not above it (the job sandbox)
+    work.mkdir(exist_ok=True)
+    script = work / "trainer.py"
     script.write_text(TRAINER)
     return JobLaunch(job_id, (sys.executable, "-m", "torch.distributed.run", "--standalone",
                               "--nproc-per-node", "2", "--monitor-interval", "0.2", str(script)),
-                     str(tmp_path), {"OMP_NUM_THREADS": "1"}, JobConfig())
+                     str(work), {"OMP_NUM_THREADS": "1"}, JobConfig())
 
 
 def trainer_pids(ckpt: Path) -> list[int]:

@@ -95,7 +95,7 @@ def test_a_new_worker_that_dies_falls_back_to_checkpoint_restart(executor: Local
 def test_a_command_that_is_not_a_trainer_is_resized_by_checkpoint_restart(
         executor: LocalExecutor, tmp_path: Path) -> None:
     ex = executor
-    job = JobLaunch("plain", (sys.executable, str(WORKER), "count", "100000"), str(tmp_path))
+    job = JobLaunch("plain", (sys.executable, str(WORKER), "count", "100000"), str(WORKER.parent))  # not above the data dir
     ex.place(job, on_node0(1))
     first = ex.wait_for("plain", ExecState.RUNNING, 30).workers
     wait(lambda: ex.status("plain").workers, "the worker to run")

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 import warnings
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -44,6 +45,7 @@ MAX_EXAMPLES = 150
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("api_fuzz")]
 
 TOKEN = "fuzz-token"
+JOB_CWD = Path(__file__).parent  # clear of the data directory ("/" holds it: refused)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COUNT = {"requests": 0}
 
@@ -51,8 +53,7 @@ COUNT = {"requests": 0}
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
+    bin_dir = tmp_path_factory.mktemp("fuzz-bin")  # beside the data directory (job sandbox)
     ok = bin_dir / "ok"
     ok.write_text("#!/bin/sh\nexit 0\n")
     ok.chmod(0o755)
@@ -132,7 +133,7 @@ def url_for(template: str, job_id: str, params: dict[str, str]) -> str:
 
 
 def run_normal_job(client: TestClient) -> None:
-    resp = client.post("/jobs", headers=AUTH, json={"command": ["ok"], "cwd": "/"})
+    resp = client.post("/jobs", headers=AUTH, json={"command": ["ok"], "cwd": str(JOB_CWD)})
     assert resp.status_code == 201, resp.text
     job_id = resp.json()["id"]
     deadline = time.monotonic() + 60

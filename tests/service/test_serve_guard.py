@@ -73,7 +73,7 @@ def test_a_start_that_fails_changes_no_file(tmp_path: Path) -> None:
 
 
 def test_data_directory_is_private(service) -> None:
-    job = service.client.submit({"command": [sys.executable, "-c", "print('hi')"], "cwd": "/"})
+    job = service.client.submit({"command": [sys.executable, "-c", "print('hi')"], "cwd": str(live.REPO)})
     service.wait_all_done([job["id"]], 60)
     d = service.data_dir
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
@@ -100,5 +100,5 @@ def test_the_reproductions_get_422_and_scheduling_goes_on(service, raw, field) -
                          content=b'{"command":["' + b"x" * (2 << 20) + b'"]}')
     assert too_big.status_code == 413
     assert service.client.jobs() is not None
-    job = service.client.submit({"command": [sys.executable, "-c", "pass"], "cwd": "/"})
+    job = service.client.submit({"command": [sys.executable, "-c", "pass"], "cwd": str(live.REPO)})
     service.wait_all_done([job["id"]], 60)

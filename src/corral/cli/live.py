@@ -79,6 +79,7 @@ def serve(
     mechanism: str | None = typer.Option(None, metavar="MECHANISM", help="How running jobs are resized: in-place (the default: jobs that use corral.train keep their workers; any other job, and a failed in-place resize, checkpoint-restart) or checkpoint-restart (every job). --executor local and ray. --executor emulated: a simulator mechanism (default checkpoint-restart; see `corral simulate --help`).", rich_help_panel=_JOBS),
     tick: float | None = typer.Option(None, metavar="SECONDS", help="Real seconds between the control loop's looks at the jobs (default 0.2; --executor emulated: about 2 emulated seconds, 0.01 to 0.2).", rich_help_panel=_JOBS),
     queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues (docs/queues.md). The policy runs once per queue on the queue's share; each queue gets a token (DATA_DIR/tokens/QUEUE) that sees only its own jobs; PUT /queues (`corral queues --set FILE`) changes them while the service runs, kept in DATA_DIR/queues-changed.toml for the next start while FILE is unchanged.", rich_help_panel=_POLICY),
+    allow_shared_user: bool = typer.Option(False, "--allow-shared-user", help="With --queues on a kernel without Landlock (no job sandbox): run the teams' jobs all the same, as the service's user, where any job can read the data directory (the tokens, state.db, every job's logs and checkpoints).", rich_help_panel=_POLICY),
     fill_in: bool = typer.Option(True, "--fill-in/--no-fill-in", help="Start a job that arrives while GPUs are idle at once (a fill-in round) instead of at the next round, as the simulator does.", rich_help_panel=_START),
     early_init: bool = typer.Option(True, "--early-init/--no-early-init", help="--executor local and ray: start a job placed on GPUs that another job gives up while that job trains on; it gives them up once the new job's workers are initialised (SideCar's early initialisation; a job opts out with `corral submit --no-early-init`).", rich_help_panel=_START),
     ray_address: str | None = typer.Option(None, metavar="ADDRESS", help="Ray cluster to join (default $RAY_ADDRESS, else a local Ray).", rich_help_panel=_RAY),
@@ -167,11 +168,14 @@ def serve(
             options.update(slot_types=slot_types)
         if mechanism is not None:
             options.update(mechanism=mechanism)
+    if queues is not None and executor in ("local", "ray") and not allow_shared_user:
+        options.update(sandbox=True)  # every worker sandboxed, or none starts (a Ray node too)
     opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout,
                         tick_s=tick_s, fill_in=fill_in, queues=queues,
-                        start_after_jobs=lockstep_jobs)
+                        start_after_jobs=lockstep_jobs,
+                        allow_shared_user=allow_shared_user)
 
     def ready(url: str, _token: str) -> None:
         err_console.print(f"corral: serving {url} (policy {policy}, executor {executor}, "

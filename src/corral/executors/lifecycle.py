@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import IO, Any, ClassVar, Generic, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
@@ -159,11 +160,13 @@ class JobTableExecutor(Executor, Generic[J]):
 
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
         path = self._log_path(job_id, rank)
-        if not path.exists():
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # none yet, or a link the job made in place of its log: not followed
             return ""
-        with open(path, "rb") as f:
+        with open(fd, "rb") as f:
             if tail_bytes is not None:
-                f.seek(max(0, path.stat().st_size - tail_bytes))
+                f.seek(max(0, os.fstat(fd).st_size - tail_bytes))
             return f.read().decode(errors="replace")
 
     def checkpoint_dir(self, job_id: str) -> Path:
@@ -395,8 +398,18 @@ class JobTableExecutor(Executor, Generic[J]):
         return self._dir(job_id) / ("job.log" if rank == 0 else f"worker-{rank}.log")
 
     def _note(self, job_id: str, text: str) -> None:
-        with open(self._log_path(job_id, 0), "a") as f:
-            f.write(f"[corral {time.strftime('%H:%M:%S')}] {text}\n")
+        try:
+            with self._open_log(job_id, 0) as f:
+                f.write(f"[corral {time.strftime('%H:%M:%S')}] {text}\n".encode())
+        except OSError:  # a link the job made in place of its log: the note is not written
+            log.warning("job %s: cannot write its log: %s", job_id, text)
+
+    def _open_log(self, job_id: str, rank: int) -> IO[bytes]:
+        """Rank `rank`'s log, to append to; never through a symbolic link (a sandboxed job may
+        replace its log with one to make the service write, or read back, another file)."""
+        fd = os.open(self._log_path(job_id, rank),
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return open(fd, "ab")
 
     def _record_workers(self, job_id: str, ids: Sequence[Any], tag: str | None = None) -> None:
         """Record the launch's worker ids (and its tag) before they can outlive this service."""
@@ -409,8 +422,10 @@ class JobTableExecutor(Executor, Generic[J]):
         return list(ids) if isinstance(ids, list) else []
 
     def _recorded_tag(self, job_id: str) -> str | None:
+        """The recorded launch tag, if it is one of this job's (the job can write the file:
+        it must not name another job's tag, whose processes a reclaim would kill)."""
         tag = read_json(self._dir(job_id) / TAG_FILE)
-        return tag if isinstance(tag, str) and tag else None
+        return tag if isinstance(tag, str) and tag.startswith(f"{job_id}.") else None
 
     # -- hooks: how this executor's worker sets behave ------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> Any:

@@ -6,7 +6,9 @@
     RUNNING --a worker dies--> STOPPING --> QUEUED | FAILED (after max_retries crashes)
 
 Workers get env:// (127.0.0.1), corral.protocol.env and GPUs (nccl) or CPU slots (gloo); files
-under `<data_dir>/jobs/<job id>/`. See corral.executors.resize, .early and .procs; GPU types:
+under `<data_dir>/jobs/<job id>/`. Each worker runs in the job sandbox (corral.executors.sandbox:
+its own directories, the system, nothing else of the data directory) where Landlock exists,
+unless `sandbox=False`. See corral.executors.resize, .early and .procs; GPU types:
 `LocalExecutor`.
 """
 
@@ -47,6 +49,8 @@ from corral.executors.resize import (
     regroup_failure,
     runs_corral_train,
 )
+from corral.executors.sandbox import available as sandbox_available
+from corral.executors.sandbox import sandboxed
 from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
 from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
@@ -95,8 +99,13 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
                  poll_s: float = 0.05, node_name: str = "localhost",
                  retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
                  early_init: bool = True,
-                 early_timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
+                 early_timeout_s: float = EARLY_READY_TIMEOUT_S,
+                 sandbox: bool | None = None) -> None:
         self.data_dir = Path(data_dir)
+        if sandbox and not sandbox_available():
+            raise OSError("cannot sandbox jobs: this kernel has no Landlock")
+        #: jobs run in the sandbox (corral.executors.sandbox); None: where Landlock is
+        self.sandbox = sandbox_available() if sandbox is None else sandbox
         self.mechanism = check_mechanism(mechanism)
         self.early_init = early_init
         self.early_timeout_s = early_timeout_s
@@ -258,12 +267,23 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         for rank in range(k):
             worker = WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
                                master_addr="127.0.0.1", master_port=port, backend=backend)
-            log = open(self._log_path(job.job_id, rank), "ab")
+            log = self._open_log(job.job_id, rank)
             logs.append(log)
-            procs.append(spawn(job.command, job.cwd, {**base, **worker.to_env(),
-                                                      ENV_GPU_TYPE: self.slot_type[slots[rank]]},
-                               log))
+            argv, env = self._contained(j, {**base, **worker.to_env(),
+                                            ENV_GPU_TYPE: self.slot_type[slots[rank]]})
+            procs.append(spawn(argv, job.cwd, env, log))
         self._record_workers(job.job_id, [p.pid for p in procs], tag)
+
+    def _contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment a worker of `j` starts with: in the sandbox
+        (corral.executors.sandbox) when this executor sandboxes, else its command as given.
+        Raises PermissionError (one line) for a job the sandbox cannot keep off the data
+        directory."""
+        job = j.launch
+        if not self.sandbox:
+            return list(job.command), env
+        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self._dir(job.job_id)), env=env,
+                         deny=[str(self.data_dir)])
 
     # -- in-place resize (corral.executors.resize) ----------------------------------------------
     def _resize(self, j: _Job) -> None:
@@ -311,11 +331,11 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         worker = WorkerEnv(rank=rank, world_size=r.new_world, local_rank=rank,
                            local_world_size=r.new_world, master_addr="127.0.0.1",
                            master_port=r.port, backend="nccl" if self.pool.gpu else "gloo")
-        log = open(self._log_path(job.job_id, rank), "ab")
+        log = self._open_log(job.job_id, rank)
         r.joiner_logs.append(log)
         slot = (j.slots + r.new_slots)[rank]
-        r.joiners.append(spawn(job.command, job.cwd, {**env, **worker.to_env(),
-                                                      ENV_GPU_TYPE: self.slot_type[slot]}, log))
+        argv, full = self._contained(j, {**env, **worker.to_env(), ENV_GPU_TYPE: self.slot_type[slot]})
+        r.joiners.append(spawn(argv, job.cwd, full, log))
 
     def _advance_resize(self, j: _Job) -> None:
         """One look at the resize under way: send the request once the new workers are ready,

@@ -54,8 +54,10 @@ def atomic_write_json(path: str | Path, obj: Any, durable: bool = True) -> Path:
 
 
 def read_json(path: str | Path) -> Any | None:
-    """The JSON in `path`, or None when it is missing or unreadable."""
+    """The JSON in `path`, or None when it is missing or unreadable or a symbolic link (a job
+    writes in its own directory and must not point the service at another file)."""
     try:
-        return json.loads(Path(path).read_text())
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            return json.loads(f.read())
     except (OSError, ValueError):
         return None

@@ -29,6 +29,8 @@ from corral.core.errors import CorralError
 from corral.core.policy import Policy, create_policy
 from corral.core.queues import QueueTree, load_queues, type_capacity
 from corral.executors import create_backend
+from corral.executors.sandbox import SHARED_USER_EXPOSES
+from corral.executors.sandbox import available as sandbox_available
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
     ServiceLock,
@@ -67,6 +69,8 @@ class ServeOptions:
     queues: Path | None = None  # a queues file: the policy runs per queue (QueuedPolicy)
     #: a scripted run (`corral emulate`): the clock moves once this many jobs are stored
     start_after_jobs: int = 0
+    #: with queues on a kernel without Landlock: run jobs unsandboxed all the same
+    allow_shared_user: bool = False
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -101,6 +105,16 @@ def _signals_end_serving() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def check_sandbox(opts: ServeOptions) -> None:
+    """Teams' jobs must not reach the data directory: with queues, an executor that runs real
+    jobs needs the job sandbox (Landlock), unless `allow_shared_user` says to run them without
+    it. A one-line CorralError saying what that would expose."""
+    if opts.executor in ("local", "ray") and not sandbox_available() \
+            and not opts.allow_shared_user:
+        raise CorralError("cannot keep teams' jobs apart: this kernel has no Landlock, and "
+                          f"{SHARED_USER_EXPOSES}; pass --allow-shared-user to run them so")
+
+
 def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     """Run the service until SIGINT/SIGTERM (the data directory locked all along)."""
     policy = create_policy(opts.policy, opts.policy_params)
@@ -109,6 +123,7 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
     if opts.queues is not None:  # the file read and checked (but for the cluster) up front
         tree = load_queues(opts.queues)
         check_tree_names(tree)
+        check_sandbox(opts)
         policy = QueuedPolicy(lambda: create_policy(opts.policy, opts.policy_params), tree)
     _log_to_stderr()
     lock = ServiceLock(opts.data_dir)

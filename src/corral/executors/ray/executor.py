@@ -78,7 +78,10 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     else GPU when the cluster has GPUs, else CPU), `storage` (default $CORRAL_RAY_STORAGE, else
     the data directory), `mechanism` (how running jobs are resized: in-place or
     checkpoint-restart), `early_init` (start a job on slots other jobs give up while they train
-    on; corral.executors.ray.early). `slots` is ignored when connecting to an existing
+    on; corral.executors.ray.early), `sandbox` (each worker runs in the job sandbox,
+    corral.executors.sandbox, kept from the data directory and the storage: True on every node
+    or the worker does not start, None where the node has Landlock, False nowhere). `slots` is
+    ignored when connecting to an existing
     cluster."""
 
     name = "ray"
@@ -95,7 +98,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
                  poll_s: float = 0.05, nodes_poll_s: float = 0.5,
                  retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
                  early_init: bool = True,
-                 early_timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
+                 early_timeout_s: float = EARLY_READY_TIMEOUT_S,
+                 sandbox: bool | None = None) -> None:
         if gpus:
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
                              "(start Ray with the GPUs it should offer)")
@@ -109,7 +113,8 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         self.data_dir = Path(data_dir)
         self.storage = Path(storage or os.environ.get("CORRAL_RAY_STORAGE") or self.data_dir)
         self.nodes_poll_s = nodes_poll_s
-        self.launcher = Launcher(resource, secrets.token_hex(3))
+        self.launcher = Launcher(resource, secrets.token_hex(3), sandbox=(
+            sandbox, tuple(dict.fromkeys([str(self.data_dir), str(self.storage)]))))
         self._table = NodeTable(resource)
         if not self._table.update(ray.nodes()):  # nodes may still join (an autoscaler)
             log.warning("no Ray node offers the %r resource yet: the cluster is empty", resource)

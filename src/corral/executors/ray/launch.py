@@ -190,8 +190,11 @@ def remove_groups(pgs: Sequence[Any], keep: Collection[str] = ()) -> None:
 class Launcher:
     """Builds worker sets for one slot resource (see the module docstring)."""
 
-    def __init__(self, resource: str, token: str) -> None:
+    def __init__(self, resource: str, token: str,
+                 sandbox: tuple[bool | None, Sequence[str]] = (None, ())) -> None:
         self.resource = resource
+        #: the job sandbox's mode and the directories it keeps jobs from (ray.worker.start)
+        self.sandbox = sandbox
         self.gpu = resource == "GPU"
         self.backend = "nccl" if self.gpu else "gloo"
         self.token = token
@@ -261,7 +264,7 @@ class Launcher:
         `devices[r]` where given (a borrowed seat's), else on the GPUs Ray gave its actor."""
         devices = list(devices) or [None] * len(ws.actors)
         ws.starts = [a.start.remote(list(command), cwd, dict(env), log, self.gpu,
-                                    list(dev) if dev is not None else None)
+                                    list(dev) if dev is not None else None, self.sandbox)
                      for a, env, log, dev in zip(ws.actors, envs, logs, devices)]
         ws.waits = [a.wait.remote() for a in ws.actors]
         ws.codes = [None] * len(ws.actors)

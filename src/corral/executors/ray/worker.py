@@ -79,10 +79,17 @@ class WorkerActor:
         return [str(g) for g in ray.get_gpu_ids()]
 
     def start(self, command: Sequence[str], cwd: str, env: Mapping[str, str], log_path: str,
-              gpu: bool, devices: Sequence[str] | None = None) -> dict:
+              gpu: bool, devices: Sequence[str] | None = None,
+              sandbox: tuple[bool | None, Sequence[str]] = (False, ())) -> dict:
         """Start the worker (on GPUs: on `devices`, else on the GPUs Ray gave this actor);
-        {"pid", "node"} or {"error": one line}."""
+        {"pid", "node"} or {"error": one line}. `sandbox` is (mode, the directories to keep
+        the job from): mode True runs the command in the job sandbox
+        (corral.executors.sandbox) or refuses to start it where this node has no Landlock,
+        None sandboxes it where the node has Landlock, False not at all. The job's directory
+        is the log's (`<storage>/jobs/<job id>/`)."""
         import ray
+
+        from corral.executors.sandbox import available, sandboxed
 
         full = dict(env)
         if gpu:
@@ -97,11 +104,23 @@ class WorkerActor:
                 if problem:
                     return {"error": problem}
                 Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-                with open(log_path, "ab") as log:
+                argv = list(command)
+                mode, deny = sandbox
+                if mode and not available():
+                    return {"error": "cannot sandbox the job: this node's kernel has no Landlock"}
+                if mode or (mode is None and available()):
+                    argv, full = sandboxed(command, cwd=cwd, job_dir=str(Path(log_path).parent),
+                                           env=full, deny=list(deny))
+                fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644)  # never through a link the job made
+                with open(fd, "ab") as log:
                     self._proc = subprocess.Popen(
-                        [sys.executable, str(GUARD), *command], cwd=cwd, env=full, stdout=log,
+                        [sys.executable, str(GUARD), *argv], cwd=cwd, env=full, stdout=log,
                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
                 return {"pid": self._proc.pid, "node": node}
+        except PermissionError as exc:  # the sandbox refused it (or the program)
+            return {"error": str(exc) if exc.strerror is None else
+                    f"cannot start {command[0]!r}: {exc.strerror}"}
         except OSError as exc:
             return {"error": f"cannot start {command[0]!r}: {exc.strerror or exc}"}
         finally:

@@ -1,0 +1,102 @@
+"""Issue 43 end to end: on a live `corral serve --queues` (local executor, two CPU slots, teams
+nlp and vision), a job submitted with nlp's token tries to read the admin token, vision's
+token, state.db, vision's job log and checkpoint, the service's /proc environ, and to signal
+the service: each attempt is refused, while the job's own checkpoint is written, survives a
+crash and is resumed by the retry. Needs Landlock (skipped, with the reason, without); bounded
+at 40 s."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from livecluster import LiveService  # noqa: E402
+
+from corral.executors import sandbox  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial"),
+              pytest.mark.skipif(not sandbox.available(),
+                                 reason="this kernel has no Landlock (no job sandbox here)")]
+
+QUEUES = "[queue.nlp]\nquota = 1\n[queue.vision]\nquota = 1\n"
+BUDGET_S = 40.0
+
+VICTIM = """
+import os
+ckpt = os.environ["CORRAL_CHECKPOINT_DIR"]
+with open(os.path.join(ckpt, "vision.pt"), "w") as f:
+    f.write("vision weights")
+print("vision log line", flush=True)
+"""
+
+ATTACKER = """
+import errno, json, os, sys
+data, victim = sys.argv[1], sys.argv[2]
+ckpt = os.path.join(os.environ["CORRAL_CHECKPOINT_DIR"], "state.json")
+if os.path.exists(ckpt):  # the retry: resume from its own checkpoint
+    print("resumed " + open(ckpt).read(), flush=True)
+    sys.exit(0)
+def attempt(name, do):
+    try:
+        do()
+        got = "ok"
+    except OSError as exc:
+        got = errno.errorcode.get(exc.errno, str(exc.errno))
+    print("ATTEMPT " + json.dumps([name, got]), flush=True)
+read = lambda p: (lambda: open(p, "rb").read())
+service = os.getppid()
+attempt("admin token", read(os.path.join(data, "token")))
+attempt("vision token", read(os.path.join(data, "tokens", "vision")))
+attempt("state.db", read(os.path.join(data, "state.db")))
+attempt("vision log", read(os.path.join(data, "jobs", victim, "job.log")))
+attempt("vision checkpoint", read(os.path.join(data, "jobs", victim, "checkpoints", "vision.pt")))
+attempt("service environ", read(f"/proc/{service}/environ"))
+attempt("signal service", lambda: os.kill(service, 0))
+with open(ckpt + ".tmp", "w") as f:
+    f.write(json.dumps({"step": 7}))
+os.replace(ckpt + ".tmp", ckpt)
+sys.exit(1)  # a crash: the retry must resume from the checkpoint just written
+"""
+
+
+def test_a_teams_job_reads_nothing_of_the_service_or_the_other_team(tmp_path: Path) -> None:
+    began = time.monotonic()
+    data, work = tmp_path / "data", tmp_path / "work"
+    data.mkdir()
+    work.mkdir()
+    (work / "victim.py").write_text(VICTIM)
+    (work / "attacker.py").write_text(ATTACKER)
+    (tmp_path / "queues.toml").write_text(QUEUES)
+    svc = LiveService(data, "fifo", slots=2, extra_args=(
+        "--queues", str(tmp_path / "queues.toml"), "--max-retries", "2", "--retry-backoff",
+        "0.1"))
+    try:
+        svc.start(timeout_s=30)
+        nlp, vision = svc.tenant("nlp"), svc.tenant("vision")
+        body = {"cwd": str(work), "gpus": 1}
+        victim = vision.submit({"command": [sys.executable, str(work / "victim.py")], **body})["id"]
+        svc.wait_all_done([victim], BUDGET_S - (time.monotonic() - began))
+        assert "vision log line" in vision.logs(victim)
+        attacker = nlp.submit({"command": [sys.executable, str(work / "attacker.py"), str(data),
+                                           victim], **body})["id"]
+        svc.wait_all_done([attacker], BUDGET_S - (time.monotonic() - began))
+        log = nlp.logs(attacker)
+        attempts = dict(json.loads(line.split("ATTEMPT ", 1)[1])
+                        for line in log.splitlines() if line.startswith("ATTEMPT "))
+        assert attempts == {"admin token": "EACCES", "vision token": "EACCES",
+                            "state.db": "EACCES", "vision log": "EACCES",
+                            "vision checkpoint": "EACCES", "service environ": "EACCES",
+                            "signal service": "EPERM" if sandbox.abi() >= 6 else "ok"}, log
+        assert 'resumed {"step": 7}' in log, log  # its own checkpoint, written and resumed
+        assert svc.job(attacker)["restarts"] >= 1
+        assert time.monotonic() - began < BUDGET_S
+        nlp.close()
+        vision.close()
+    finally:
+        svc.close()

@@ -15,7 +15,14 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainjobs import TIMEOUT_S, on_node0, tiny, trains_on, wait  # noqa: E402  (on sys.path)
+from trainjobs import (  # noqa: E402  (on sys.path)
+    TIMEOUT_S,
+    on_node0,
+    own_hold_file,
+    tiny,
+    trains_on,
+    wait,
+)
 
 from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
@@ -35,14 +42,6 @@ def _steps(ex: LocalExecutor, job_id: str) -> int:
 
 def _events(ex: LocalExecutor, job_id: str, kind: str) -> list[str]:
     return [d for k, d in ex.status(job_id).events if k == kind]
-
-
-def _hold(tmp_path: Path) -> Path:
-    """The hold file of job `incoming`, in its own job directory: the job sandbox lets it
-    write there (its `.waiting-r<rank>` markers), not in the test's tmp_path."""
-    own = tmp_path / "data" / "jobs" / "incoming"
-    own.mkdir(parents=True, exist_ok=True)
-    return own / "hold"
 
 
 def _waiting(hold: Path, rank: int = 0) -> Path:
@@ -79,7 +78,7 @@ def _hand_over(ex: LocalExecutor, donor_world: int | None, incoming: JobLaunch,
 def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: Path,
                                                       preempt: bool) -> None:
     ex = make_executor()
-    hold = _hold(tmp_path)
+    hold = own_hold_file(tmp_path / "data")
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
     world = 2 if preempt else 1
@@ -126,7 +125,7 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
 def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_path: Path,
                                                            where: str) -> None:
     ex = make_executor(early_init=where != "executor")
-    hold = _hold(tmp_path)
+    hold = own_hold_file(tmp_path / "data")
     hold.touch()  # no initialisation hold: the order is what is tested
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
@@ -145,7 +144,7 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
 
 def test_an_early_worker_that_dies_leaves_the_donor_alone(make_executor, tmp_path: Path) -> None:
     ex = make_executor()
-    hold = _hold(tmp_path)
+    hold = own_hold_file(tmp_path / "data")
     ex.place(_tiny("donor"), on_node0(2))
     first = trains_on(ex, "donor", 0, 2, after_steps=3)
     _hand_over(ex, 1, _tiny("incoming", hold), 1)

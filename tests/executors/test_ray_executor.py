@@ -41,7 +41,7 @@ FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500
 
 
 import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
-from trainjobs import tiny, trains_on  # noqa: E402
+from trainjobs import own_hold_file, tiny, trains_on  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +329,7 @@ def early_round(ray_cluster, tmp_path):
     Both jobs are cancelled and the executor shut down after the test."""
     pytest.importorskip("torch")
     ex = _ray_trainer_executor(tmp_path / "data")
-    hold = tmp_path / "hold"
+    hold = own_hold_file(tmp_path / "data")
     try:
         _two_nodes(ray_cluster, ex)
         contract.wait_until(lambda: _free_slots() == 4, 30, "earlier tests' slots to be free")
@@ -393,7 +393,7 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
     (not removed: its actors there live on), which steps only after the donor stopped."""
     pytest.importorskip("torch")
     ex = _ray_trainer_executor(tmp_path / "data")
-    hold = tmp_path / "hold"
+    hold = own_hold_file(tmp_path / "data")
     incoming = tiny("incoming", "--init-hold-file", str(hold), early_init=True)
     try:
         contract.wait_until(lambda: _free_slots() == ex.cluster().total_gpus, 30,

@@ -171,3 +171,13 @@ def test_without_landlock_the_abi_is_zero_and_apply_refuses(monkeypatch) -> None
     assert not sandbox.available()
     with pytest.raises(OSError, match="Landlock is not available"):
         sandbox.apply([], [])
+
+
+def test_a_job_may_read_corral_wherever_it_is_installed() -> None:
+    """An editable install (`pip install -e`, as CI's) keeps corral's source outside
+    site-packages: a sandboxed corral.train job could not import it (ModuleNotFoundError)."""
+    import corral
+    from corral.executors.sandbox import read_paths
+
+    root = str(Path(corral.__file__).resolve().parents[1])
+    assert root in read_paths(["python", "train.py"], {})

@@ -53,3 +53,11 @@ def trains_on(ex: Executor, job_id: str, launch: int, world: int, after_steps: i
                      and r.get("steps", 0) > after_steps
                      and ex.status(job_id).launches == launch + 1) else None
     return wait(ok, f"launch {launch} of {job_id} to train on {world} worker(s)", timeout_s)
+
+
+def own_hold_file(data_dir: Path, job_id: str = "incoming") -> Path:
+    """A `--init-hold-file` path in job `job_id`'s own directory under `data_dir`: the job
+    sandbox lets its workers write their `.waiting-r<rank>` markers there, not elsewhere."""
+    own = data_dir / "jobs" / job_id
+    own.mkdir(parents=True, exist_ok=True)
+    return own / "hold"

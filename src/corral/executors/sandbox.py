@@ -200,15 +200,31 @@ def _inside(path: str, root: str) -> bool:
 
 def read_paths(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """What a job reads besides its own directories: the system, this Python environment
-    (prefixes, site-packages, the job's PYTHONPATH) and the files its command names."""
+    (prefixes, site-packages, the job's PYTHONPATH, corral's own package and editable
+    installs' sources) and the files its command names."""
     found = [p for p in SYSTEM_PATHS if os.path.exists(p)]
     found += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               os.path.dirname(os.path.realpath(sys.executable))]
     found += [p for p in [*site.getsitepackages(), site.getusersitepackages()]
               if os.path.isdir(p)]
     found += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isabs(p)]
+    found += [str(LAUNCHER.parents[2]), *_editable_roots()]  # corral itself, where installed
     found += [a for a in command if os.path.isabs(a) and os.path.isfile(a)]
     return list(dict.fromkeys(found))
+
+
+def _editable_roots() -> list[str]:
+    """The source directories of packages installed editable (`pip install -e`): setuptools'
+    import finders map each package to its directory outside site-packages (their module's
+    MAPPING), so a job importing corral.train from such an install needs them."""
+    roots: list[str] = []
+    for finder in sys.meta_path:
+        mapping = getattr(sys.modules.get(getattr(finder, "__module__", ""), None), "MAPPING",
+                          None)
+        if isinstance(mapping, dict):
+            roots += [os.path.dirname(p) for p in mapping.values()
+                      if isinstance(p, str) and os.path.isabs(p)]
+    return roots
 
 
 def refusal(cwd: str, own: Sequence[str], ro: Sequence[str], deny: Sequence[str]) -> str | None:

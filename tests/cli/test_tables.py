@@ -111,6 +111,11 @@ class FakeClient:
     def jobs(self):
         return JOBS
 
+    def jobs_page(self, limit=100, after=None, *, newest_first=False, **filters):
+        """GET /jobs's newest-first page, as `corral jobs` asks for it."""
+        rows = (JOBS[::-1] if newest_first else JOBS)[:limit]
+        return {"jobs": rows, "total": len(JOBS), "next": None}
+
     def job(self, job_id):
         return DESCRIBED
 
@@ -174,7 +179,8 @@ TELEMETRY = [{"launch": 3, "time_s": 12400.5, "world_size": 8, "local_bsz": 64,
 def test_describe_fits(cli, width):
     text = cli(width, "describe", "job-1000")
     tables = "\n".join(line for line in text.splitlines()[1:]
-                       if not line.startswith(("checkpoints:", "last report:")))  # lines that wrap
+                       if not line.startswith(("command:", "checkpoints:", "last report:"))
+                       )  # lines that wrap, or (the command) are never cut
     assert_whole(tables, width, ("job-1000", "12345.6", "12399.1", "submitted", "resumed",
                                "12400.5", "120000", "64x2", "node-0:0,1,2,3"))
     joined = re.sub(r"[│┃\s]+", "", text)  # a long path folds onto the next line, whole

@@ -42,11 +42,11 @@ def _serve_cli(monkeypatch, web_app) -> None:
 
 
 def _cli(monkeypatch, web_app, *args: str) -> str:
-    """`corral ARGS` against the app in-process; its output."""
+    """`corral ARGS` against the app in-process; its standard output."""
     _serve_cli(monkeypatch, web_app)
     result = CliRunner().invoke(cli_app, list(args))
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 @pytest.fixture

@@ -282,8 +282,8 @@ def _per_type(gpus: dict[str, int]) -> str:
 
 
 #: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.
-_JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("gpus", justify="right"),
-                Col("type", rank=1),
+_JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("queue", rank=1),
+                Col("gpus", justify="right"), Col("type", rank=1),
                 Col("batch", rank=1), Col("steps", rank=2, justify="right"),
                 Col("epoch", rank=4, justify="right"), Col("loss", rank=3, justify="right"),
                 Col("metric", rank=6, justify="right"), Col("launches", rank=7, justify="right"),
@@ -312,16 +312,17 @@ def _jobs_table(rows: list[dict], width: int | None = None, total: int | None = 
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
         cells.append([str(c) for c in (
-            r["id"], r["name"], r["status"], r["gpus"], _gpu_type_text(r), batch, r["steps"],
-            r["epoch"],
+            r["id"], r["name"], r["status"], (r.get("spec") or {}).get("queue") or "-",
+            r["gpus"], _gpu_type_text(r), batch, r["steps"], r["epoch"],
             fmt(r.get("loss")), fmt(r.get("metric")), r.get("launches", 0),
             r.get("preemptions", 0), r.get("crash_retries", 0), r["restarts"],
             r.get("message") or "")])
     cols = list(_JOB_COLUMNS)
-    if not any(c[-1] for c in cells):
-        cols, cells = cols[:-1], [c[:-1] for c in cells]
-    if all(c[4] == "-" for c in cells):  # a cluster without GPU types: no column of dashes
-        cols, cells = cols[:4] + cols[5:], [c[:4] + c[5:] for c in cells]
+    # no column that says nothing: message when no job has one, queue on a service without
+    # queues, type on a cluster without GPU types (right to left, so indices hold)
+    for i, blank in ((len(cols) - 1, ""), (5, "-"), (3, "-")):
+        if all(c[i] == blank for c in cells):
+            cols, cells = cols[:i] + cols[i + 1:], [c[:i] + c[i + 1:] for c in cells]
     # names and messages are user text: fitted_table escapes every cell
     title = "jobs" if total is None else f"jobs: {len(rows)} of {total}" + (
         " (the newest; --limit for more)" if len(rows) < total else "")
@@ -468,7 +469,10 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     wanted = (job.get("spec") or {}).get("gpu_type")
     types = ((f", type {escape(runs)}" if runs else "")
              + (f", only on {escape(wanted)}" if wanted else ""))
-    out(f"[bold]{escape(job['id'])}[/] {escape(job['name'])}: {job['status']} on {job['gpus']} "
+    queue = (job.get("spec") or {}).get("queue")
+    out(f"[bold]{escape(job['id'])}[/] {escape(job['name'])}"
+        + (f" (queue {escape(queue)})" if queue else "")
+        + f": {job['status']} on {job['gpus']} "
         f"GPU(s) ({escape(job['placement'])}{types}), {job['steps']} steps, epoch {job['epoch']}, "
         f"{job['launches']} launch(es), {job['restarts']} restart(s)"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)

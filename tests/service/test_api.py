@@ -226,3 +226,41 @@ def test_a_scripted_run_holds_its_clock_until_every_job_is_stored_then_admits_ea
         stop.set()
         client.close()
         store.close()
+
+
+def test_a_preemption_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path,
+                                                                      fake_executor) -> None:
+    from corral.core.cluster import Placement
+    from corral.core.jobs import Assignment, Decision
+    from corral.core.policy import Policy
+
+    class NewestFirst(Policy):
+        """Every GPU to the newest job: the others are preempted."""
+
+        name = "newest-first"
+
+        def decide(self, snapshot):
+            newest = snapshot.jobs[-1].name
+            return Decision({newest: Assignment(Placement(((0, 4),)))})
+
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, fake_executor, NewestFirst(), interval_s=1)
+    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
+    try:
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 4})
+        loop.tick()
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "b.py"], "gpus": 4})
+        import time
+
+        events: list = []
+        deadline = time.monotonic() + 5
+        while not events and time.monotonic() < deadline:  # the next round (1 s interval)
+            loop.tick()
+            events = [e for e in client.get("/jobs/job-1", headers=AUTH).json()["events"]
+                      if e["kind"] == "preempted"]
+            time.sleep(0.05)
+        [event] = events
+        assert event["detail"] == "by newest-first: its 4 GPU(s) went to job-2"
+    finally:
+        client.close()
+        store.close()

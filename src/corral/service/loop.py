@@ -579,10 +579,11 @@ class ControlLoop:
         # of GPUs being released; an executor starts a job once its slots are free)
         # inside `applying()`, so the executor sees the round whole: a job that takes the GPUs
         # another gives up may start early while that one trains on (early initialisation)
+        takers = self._takers(decision)  # read before any job's placement changes
         with self.executor.applying():
             for job in sorted(self.jobs.values(), key=keeps_gpus):
                 try:
-                    self._apply(now, job, decision)
+                    self._apply(now, job, decision, takers)
                 except Exception as exc:  # noqa: BLE001 - fail this job, apply the others
                     log.exception("job %s: applying its assignment failed", job.id)
                     self._fail(now, job,
@@ -612,8 +613,33 @@ class ControlLoop:
                     free[node] -= gpus
         return Decision(kept)
 
-    def _apply(self, now: float, job: LiveJob, decision: Decision) -> None:
+    def _takers(self, decision: Decision) -> dict[int, list[str]]:
+        """Per node, the jobs `decision` gives more of its GPUs than they hold now, with their
+        queues (`job-5 (queue nlp)`): who a preempted job's GPUs went to."""
+        out: dict[int, list[str]] = {}
+        for job in self.jobs.values():
+            a = decision.get(job.id)
+            if a is None:
+                continue
+            held = dict(job.placement.slots)
+            for node, gpus in a.placement.slots:
+                if gpus > held.get(node, 0):
+                    queue = job.spec.queue
+                    out.setdefault(node, []).append(
+                        job.id + (f" (queue {queue})" if queue else ""))
+        return out
+
+    def _preempted_words(self, job: LiveJob, takers: dict[int, list[str]]) -> str:
+        """A `preempted` event's detail: whose decision, and who took the job's GPUs."""
+        took = [t for node, _ in job.placement.slots for t in takers.get(node, [])
+                if not t.startswith(job.id + " ") and t != job.id]
+        to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
+        return f"by {self.policy.name}: its {job.placement.num_gpus} GPU(s) went to {to}"
+
+    def _apply(self, now: float, job: LiveJob, decision: Decision,
+               takers: dict[int, list[str]] | None = None) -> None:
         a = decision.get(job.id)
+        preempted_words = self._preempted_words(job, takers or {})
         placement = a.placement if a else Placement()
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
@@ -640,7 +666,7 @@ class ControlLoop:
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1
-            self.store.add_event(now, job.id, "preempted")
+            self.store.add_event(now, job.id, "preempted", preempted_words)
             self.store.save_job(*job.record())
             self.executor.stop(job.id)
 

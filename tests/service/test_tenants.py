@@ -351,6 +351,8 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
             svc.loop.tick()
         jobs = {j["id"]: j for j in svc.client.get("/jobs", headers=svc.admin).json()["jobs"]}
         assert jobs[first]["status"] == "running" and jobs[second]["status"] == "queued"
+        metrics = svc.client.get("/metrics", headers=svc.admin).text
+        assert 'corral_queue_waiting_jobs{queue="a"} 1.0' in metrics
         resp = svc.client.put("/queues", headers=svc.admin,
                               content=b"[queue.a]\nquota = 2\nlimit = 2\n[queue.b]\nquota = 2\n")
         assert resp.status_code == 200, resp.text

@@ -4,7 +4,7 @@ Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the pol
 (with live workers), and per active job its slots, steps, progress and restarts. Counters (since
 this service started): scheduling rounds, policy time, restarts, completions, failures,
 preemptions and crash retries. A summary: the pause of every resize, by mechanism. Under
-`corral serve --queues`, per queue: its quota, GPUs used and borrowed, active jobs.
+`corral serve --queues`, per queue: its quota, GPUs used and borrowed, active and waiting jobs.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ class _ServiceCollector(Collector):
 
 
     def _queues(self) -> Iterator[GaugeMetricFamily]:
-        """Per queue (a `QueuedPolicy`'s tree, cohorts included): quota, GPUs used, borrowed."""
+        """Per queue (a `QueuedPolicy`'s tree, cohorts included): quota, GPUs used, borrowed,
+        active and waiting jobs."""
         tree = getattr(self.loop.policy, "queues", None)
         if tree is None:
             return
@@ -100,7 +101,8 @@ class _ServiceCollector(Collector):
                 ("corral_queue_used_gpus", "GPUs a queue's jobs hold (a cohort: its subtree's)",
                  "used"),
                 ("corral_queue_borrowed_gpus", "GPUs a queue holds above its quota", "borrowed"),
-                ("corral_queue_jobs", "Active jobs of a queue", "jobs")):
+                ("corral_queue_jobs", "Active jobs of a queue", "jobs"),
+                ("corral_queue_waiting_jobs", "Jobs of a queue waiting for GPUs", "waiting")):
             family = GaugeMetricFamily(name, doc, labels=["queue"])
             for row in rows:
                 family.add_metric([row["name"]], row[key])

@@ -340,7 +340,7 @@ def _job_rows(client: Client, limit: int, status: list[str], queue: list[str],
 @user_errors
 def jobs_(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until Ctrl-C."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw the table every --every seconds until every job it shows has ended, or Ctrl-C."),
     every: float = typer.Option(2.0, metavar="SECONDS", help="Seconds between redraws with --watch."),
     wide: bool = typer.Option(False, "--wide", help="Every column, however wide the table (default: the ones that fit the terminal)."),
     status: list[str] = typer.Option([], "--status", metavar="STATUS", help="Only jobs in this status (queued, running, done, failed, cancelled); repeat for several."),
@@ -375,14 +375,23 @@ def jobs_(
             return
         from rich.live import Live
 
+        def all_ended() -> bool:  # jobs match the filters and none is queued or running
+            matched = client.jobs_page(0, status=status, queue=queue, name=name)["total"]
+            active = [s for s in ("queued", "running") if not status or s in status]
+            return matched > 0 and (not active or client.jobs_page(
+                0, status=active, queue=queue, name=name)["total"] == 0)
+
         try:
             if not console.is_terminal:  # a file or pipe: one table after another
                 while True:
+                    ended = all_ended()
                     print_table(table(), wide)
                     sys.stdout.flush()
+                    if ended:
+                        return
                     time.sleep(every)
             with Live(table(), console=console, auto_refresh=False) as view:
-                while True:  # a terminal: the table redrawn in place
+                while not all_ended():  # a terminal: the table redrawn in place
                     time.sleep(every)
                     view.update(table(), refresh=True)
         except KeyboardInterrupt:

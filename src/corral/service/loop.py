@@ -613,33 +613,33 @@ class ControlLoop:
                     free[node] -= gpus
         return Decision(kept)
 
-    def _takers(self, decision: Decision) -> dict[int, list[str]]:
-        """Per node, the jobs `decision` gives more of its GPUs than they hold now, with their
-        queues (`job-5 (queue nlp)`): who a preempted job's GPUs went to."""
-        out: dict[int, list[str]] = {}
+    def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str]]]:
+        """Per node, the jobs `decision` gives more of its GPUs than they hold now, as (id,
+        label with its queue: `job-5 (queue nlp)`): who a preempted job's GPUs went to."""
+        out: dict[int, list[tuple[str, str]]] = {}
         for job in self.jobs.values():
             a = decision.get(job.id)
             if a is None:
                 continue
             held = dict(job.placement.slots)
+            label = job.id + (f" (queue {job.spec.queue})" if job.spec.queue else "")
             for node, gpus in a.placement.slots:
                 if gpus > held.get(node, 0):
-                    queue = job.spec.queue
-                    out.setdefault(node, []).append(
-                        job.id + (f" (queue {queue})" if queue else ""))
+                    out.setdefault(node, []).append((job.id, label))
         return out
 
-    def _preempted_words(self, job: LiveJob, takers: dict[int, list[str]]) -> str:
-        """A `preempted` event's detail: whose decision, and who took the job's GPUs."""
-        took = [t for node, _ in job.placement.slots for t in takers.get(node, [])
-                if not t.startswith(job.id + " ") and t != job.id]
+    def _preempted_words(self, job_id: str, old: Placement,
+                         takers: dict[int, list[tuple[str, str]]]) -> str:
+        """A `preempted` event's detail: whose decision, and who took the job's GPUs (`old`)."""
+        took = [label for node, _ in old.slots for other, label in takers.get(node, [])
+                if other != job_id]
         to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
-        return f"by {self.policy.name}: its {job.placement.num_gpus} GPU(s) went to {to}"
+        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}"
 
     def _apply(self, now: float, job: LiveJob, decision: Decision,
-               takers: dict[int, list[str]] | None = None) -> None:
+               takers: dict[int, list[tuple[str, str]]] | None = None) -> None:
         a = decision.get(job.id)
-        preempted_words = self._preempted_words(job, takers or {})
+        old_placement = job.placement
         placement = a.placement if a else Placement()
         batch = a.batch if a else None
         was_placed, old_batch = bool(job.placement), job.policy_batch
@@ -666,7 +666,8 @@ class ControlLoop:
             self.executor.place(self._launch(job), WorkerPlan(placement, batch))
         else:
             self.preemptions_total += 1
-            self.store.add_event(now, job.id, "preempted", preempted_words)
+            self.store.add_event(now, job.id, "preempted",
+                                 self._preempted_words(job.id, old_placement, takers or {}))
             self.store.save_job(*job.record())
             self.executor.stop(job.id)
 

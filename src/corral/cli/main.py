@@ -287,7 +287,7 @@ def simulate(
         per_queue = _per_queue(results, workloads, tenancy, shape)
         print_table(_queue_table(results, per_queue, width), wide)
     for line in findings(summary_document(results, summaries)):
-        console.print(line, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False)  # wrapped between words at the terminal's width
     if out is not None:
         paths = write_outputs(out, results, summaries, queues=per_queue)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")

@@ -272,7 +272,14 @@ class LiveJob(JobLedger):
             "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
+            "in_place_resizes": self.in_place_resizes,
         }
+
+    @property
+    def in_place_resizes(self) -> int:
+        """Resizes its workers made without stopping (counted in `restarts` too, as the
+        ledger counts every placement change, but no checkpoint-restart)."""
+        return sum(1 for r in self.resizes if r.get("mechanism") == "in-place")
 
 
 def summary_json(summary: dict[str, Any]) -> str:

@@ -163,6 +163,13 @@ def _no_job_ids(path: str) -> Callable:
     return check
 
 
+def _no_job_counts(s: Service, a_job: str, b_job: str) -> None:
+    """A tenant's recent rounds say when and how long, not how many jobs (everyone's)."""
+    rounds = lambda h: s.client.get("/cluster", headers=h).json()["recent_rounds"]  # noqa: E731
+    assert rounds(s.admin) and all("jobs" in r for r in rounds(s.admin))
+    assert rounds(s.token("b")) and not any("jobs" in r for r in rounds(s.token("b")))
+
+
 def _metrics(s: Service, a_job: str, b_job: str) -> None:
     refused = s.client.get("/metrics", headers=s.token("b"))
     assert refused.status_code == 403 and "admin" in one_line(refused)
@@ -192,7 +199,8 @@ def _put_queues(s: Service, a_job: str, b_job: str) -> None:
 #: every (method, path) the API serves, and how a tenant's access to another's jobs is checked
 CHECKS: dict[tuple[str, str], Callable] = {
     ("GET", "/healthz"): _no_job_ids("/healthz"),
-    ("GET", "/cluster"): _no_job_ids("/cluster"),
+    ("GET", "/cluster"): lambda s, a, b: (_no_job_ids("/cluster")(s, a, b),
+                                         _no_job_counts(s, a, b)),
     ("POST", "/jobs"): _submit,
     ("GET", "/jobs"): _list_jobs,
     ("GET", "/jobs/{job_id}"): _job_checks("/jobs/{job_id}", "GET"),

@@ -131,6 +131,13 @@ class Cluster:
                 return None
         return t
 
+    def placement_text(self, placement: Placement) -> str:
+        """`placement` with its nodes' names, as `/cluster` lists them: `localhost-t4:1`,
+        `node0:4+node1:4`; `-` when empty (`str(placement)` says `n0:4`, by index)."""
+        nodes = self.nodes
+        return "+".join(f"{nodes[n].name if 0 <= n < len(nodes) else f'n{n}'}:{g}"
+                        for n, g in placement.slots) or "-"
+
     @classmethod
     def uniform(cls, num_nodes: int, gpus_per_node: int, gpu_type: str = "") -> Cluster:
         """`num_nodes` nodes of `gpus_per_node` GPUs: `node0`, `node1`, ... for the unnamed

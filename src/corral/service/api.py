@@ -176,16 +176,20 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         doc = health.check()
         return JSONResponse(doc, status_code=200 if doc["status"] == "ok" else 503)
 
-    @app.get("/cluster", dependencies=[Depends(authorized)], operation_id="getCluster",
+    @app.get("/cluster", operation_id="getCluster",
              responses=errors(401))
-    def cluster() -> dict[str, Any]:  # no job ids: the same for every tenant
+    def cluster(who: Principal = Depends(authorized)) -> dict[str, Any]:
+        """The cluster and recent rounds, with no job ids; a tenant's rounds say no job count
+        either (that would tell one team how much the others run)."""
         c = loop.cluster
+        rounds = [r if who.admin else {k: v for k, v in r.items() if k != "jobs"}
+                  for r in loop.recent_rounds]
         return {"nodes": [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
                           for n in c.nodes],
                 "gpu_types": {t: c.gpus_of_type(t) for t in c.gpu_types},
                 "total_gpus": c.total_gpus, "policy": loop.policy.name,
                 "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
-                "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds),
+                "rounds": loop.rounds, "recent_rounds": rounds,
                 "queues": tenancy is not None}  # does GET /queues answer (--queues)?
 
     @app.post("/jobs", status_code=201, operation_id="submitJob", openapi_extra=body_of(Submission),

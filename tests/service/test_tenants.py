@@ -361,6 +361,10 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         assert jobs[first]["status"] == "running" and jobs[second]["status"] == "queued"
         metrics = svc.client.get("/metrics", headers=svc.admin).text
         assert 'corral_queue_waiting_jobs{queue="a"} 1.0' in metrics
+        assert f'corral_job_gpus{{job="{first}",queue="a"}} 1.0' in metrics  # per job, by queue
+        # a holds its quota (1 of 1): its waiting job is no broken promise; b lends nothing
+        assert 'corral_queue_longest_wait_below_quota_seconds{queue="a"} 0.0' in metrics
+        assert 'corral_queue_lent_gpus{queue="b"} 0.0' in metrics
         resp = svc.client.put("/queues", headers=svc.admin,
                               content=b"[queue.a]\nquota = 2\nlimit = 2\n[queue.b]\nquota = 2\n")
         assert resp.status_code == 200, resp.text
@@ -372,3 +376,16 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         assert jobs[second]["status"] == "running", jobs[second]
     finally:
         svc.close()
+
+
+def test_lent_gpus_and_the_wait_below_quota_are_computed_per_queue() -> None:
+    from corral.service.metrics import lent_and_waits
+
+    rows = [{"name": "a", "leaf": True, "quota": 2, "used": 0, "borrowed": 0},
+            {"name": "b", "leaf": True, "quota": 2, "used": 4, "borrowed": 2},
+            {"name": "c", "leaf": True, "quota": 2, "used": 1, "borrowed": 0}]
+    lent_and_waits(rows, {"a": 42.0, "b": 7.0})
+    # 3 GPUs of quota unused (a 2, c 1), 2 of them borrowed by b: each lends 2/3 of its unused
+    assert [round(r["lent"], 3) for r in rows] == [1.333, 0.0, 0.667]
+    # a waits below its quota (the promise broken for 42 s); b waits above it: not counted
+    assert [r["wait_below_quota_s"] for r in rows] == [42.0, 0.0, 0.0]

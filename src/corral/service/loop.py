@@ -316,6 +316,22 @@ class ControlLoop:
                     held[t] = held.get(t, 0) + gpus
         return used, jobs, waiting, by_type
 
+    def queue_longest_waits(self) -> dict[str, float]:
+        """Per leaf queue of the policy's tree: how long its longest-waiting job has waited
+        without GPUs so far, this time (since it was submitted, or last lost its GPUs)."""
+        tree = self.policy.queues  # type: ignore[attr-defined]
+        now = self.now_s()
+        longest: dict[str, float] = {}
+        with self.lock:
+            for job in self.jobs.values():
+                if job.placement:
+                    continue
+                since = job.last_change_s if job.last_change_s is not None \
+                    else job.spec.submit_time_s
+                q = tree.leaf_for(job.spec.queue)
+                longest[q] = max(longest.get(q, 0.0), max(0.0, now - since))
+        return longest
+
     @property
     def rounds(self) -> int:
         """Rounds held: the policy asked (fill-in rounds too), or its last decision kept."""

@@ -77,3 +77,24 @@ def test_the_last_report_reads_as_words_not_json(monkeypatch) -> None:
                  "batch 16x1 (step batch 32)", "metric 0.9889 at epoch 27",
                  "resumed in place at step 732, paused 0.02 s"):
         assert part in text, part
+
+
+def test_corral_queues_prints_the_queue_changes_it_is_given(monkeypatch) -> None:
+    import contextlib
+
+    from typer.testing import CliRunner
+
+    doc = {"queues": [{"name": "nlp", "parent": None, "quota": 3, "limit": None, "used": 1,
+                       "borrowed": 0, "share": 2, "jobs": 2, "waiting": 1}],
+           "changes": [{"time_s": 12.5, "detail": "nlp: quota 2->3"}]}
+
+    class Fake:
+        def queues(self) -> dict:
+            return doc
+
+    monkeypatch.setattr(live, "_client", lambda *a: contextlib.nullcontext(Fake()))
+    out = io.StringIO()
+    monkeypatch.setattr(live, "console", Console(file=out, width=120))
+    result = CliRunner().invoke(live.app, ["queues"])
+    assert result.exit_code == 0, result.output
+    assert "changed at 12.5 s: nlp: quota 2->3" in out.getvalue()

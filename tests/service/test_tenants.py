@@ -304,6 +304,13 @@ def test_put_queues_swaps_the_tree_records_an_event_and_keeps_the_old_one_on_err
     assert rows["research"]["used"] == 2 and rows["research"]["borrowed"] == 0
     assert svc.client.get("/jobs", headers=svc.token("ops")).json()["jobs"] == []
     svc.loop.tick()  # the next round runs on the new tree
+    # the change on GET /queues: the admin reads it whole, a team only what is its own
+    changes = lambda h: [c["detail"] for c in  # noqa: E731
+                         svc.client.get("/queues", headers=h).json()["changes"]]
+    assert changes(svc.admin) == ["+ops (quota 1); prod: quota 2->1, limit None->3"]
+    assert changes(svc.token("prod")) == ["prod: quota 2->1, limit None->3"]
+    assert changes(svc.token("ops")) == ["+ops (quota 1)"]
+    assert changes(svc.token("a")) == []  # nothing of it is a's: not even that it happened
 
 
 # -- bad queues file at `corral serve` -------------------------------------------------------------

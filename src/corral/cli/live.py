@@ -274,6 +274,9 @@ def queues_(
             "name", "parent", "quota", "limit", "used", "borrowed", "share", "jobs",
             "waiting")))
     print_table(table, True)
+    for change in doc.get("changes") or []:  # PUT /queues, newest last (a tenant: its own)
+        console.print(f"changed at {change['time_s']:.1f} s: {escape(change['detail'])}",
+                      highlight=False)
 
 
 def _per_type(gpus: dict[str, int]) -> str:

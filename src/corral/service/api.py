@@ -58,6 +58,7 @@ from corral.service.tenants import (
     TOKENS_DIR,
     Principal,
     Tenancy,
+    change_seen_by,
     check_change,
     check_drops,
     check_tree_names,
@@ -72,6 +73,7 @@ PAGE_MAX = 1000  # the most `limit` may ask
 MAX_PAGE_BYTES = 4 << 20  # a page ends early (with a `next`) once its summaries pass this
 
 log = logging.getLogger("corral.service")
+QUEUE_CHANGES_SHOWN = 20  # the newest `queues-changed` events GET /queues returns
 MAX_LOG_BYTES = 16 << 20  # the most of a log one request returns (its end)
 _MAX_RANK = 1 << 16
 
@@ -302,8 +304,11 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                     for n, g in j.placement.slots:
                         if n < len(others):
                             others[n] += g
+        changes = [{"time_s": e["time_s"], "detail": seen} for e in
+                   store.service_events("queues-changed", QUEUE_CHANGES_SHOWN)
+                   if (seen := change_seen_by(e["detail"], who)) is not None]
         return {"queues": rows, "total_gpus": loop.cluster.total_gpus,
-                "other_queues_gpus_per_node": others,
+                "other_queues_gpus_per_node": others, "changes": changes,
                 "min_runtime_s": tree.min_runtime_s,
                 "usage_half_life_s": tree.usage_half_life_s}
 

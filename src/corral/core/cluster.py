@@ -1,9 +1,11 @@
 """Cluster shape and job placements: which nodes a job's GPUs are on, and of what GPU type.
 
-A node has a GPU type: a short lower-case name (`k80`, `v100`, `a100`, `t4`), or the empty
-string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file). A
-`Placement` is only (node, GPUs) pairs; its type is the cluster's answer
-(`Cluster.placement_type`).
+A node has a GPU type: a short name (`k80`, `v100`, `dgx-ext`, `A100-SXM4-80GB`), or the empty
+string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file). Names are
+matched case-insensitively: a type's key is its lower-case form (`gpu_type_key`), which every
+comparison uses, and the cluster remembers the spelling as written for what it shows
+(`Cluster.type_label`). A `Placement` is only (node, GPUs) pairs; its type is the cluster's
+answer (`Cluster.placement_type`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from corral.core.errors import InputError
 
-#: What a GPU type may be called: lower-case letters, digits, `-` and `_`, at most 32
-#: characters, starting with a letter or digit (`k80`, `v100`, `a100-80g`, `rtx_3090`).
-GPU_TYPE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+#: What a GPU type may be called: letters (either case), digits, `-`, `_` and `.`, at most 32
+#: characters, starting with a letter or digit (`k80`, `v100`, `dgx-ext`, `A100-SXM4-80GB`).
+GPU_TYPE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 
 def gpu_type_problem(name: str) -> str | None:
@@ -26,27 +28,48 @@ def gpu_type_problem(name: str) -> str | None:
     if name == "":
         return "the GPU type name is empty (e.g. v100)"
     if not isinstance(name, str) or not GPU_TYPE_PATTERN.fullmatch(name):
-        return (f"GPU type {name!r} has odd characters: use lower-case letters, digits, "
-                "'-' and '_', at most 32 (e.g. v100)")
+        return (f"GPU type {name!r} has odd characters: use letters, digits, '-', '_' and '.', "
+                "at most 32, starting with a letter or digit (e.g. v100, A100-SXM4-80GB)")
     return None
+
+
+def gpu_type_key(name: str) -> str:
+    """The key a GPU type name is matched by: its lower-case form (`A100-SXM4-80GB` and
+    `a100-sxm4-80gb` are one type)."""
+    return name.lower()
+
+
+class Pinned(Protocol):
+    """What `Cluster.types_for` reads of a job: the one GPU type it may run on, or None for any
+    (a `JobSpec`; a Protocol so that this module needs nothing of `corral.core.jobs`)."""
+
+    @property
+    def gpu_type(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One machine: a name, how many GPUs it has and their type ("" is the unnamed type)."""
+    """One machine: a name, how many GPUs it has and their type ("" is the unnamed type).
+
+    `gpu_type` is the type's key (`gpu_type_key`: a name given in upper case is kept in
+    `type_label` as written and matched by its lower-case form)."""
 
     name: str
     gpus: int
     gpu_type: str = ""
+    type_label: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.gpu_type and (problem := gpu_type_problem(self.gpu_type)):
             raise ValueError(f"node {self.name}: {problem}")
+        if not self.type_label:
+            object.__setattr__(self, "type_label", self.gpu_type)
+        object.__setattr__(self, "gpu_type", gpu_type_key(self.gpu_type))
 
     def row(self) -> list[str | int]:
-        """The node as a run's settings store it: [name, gpus], and its type after them when
-        it has a named one (`from_row` reads both forms)."""
-        return [self.name, self.gpus, self.gpu_type] if self.gpu_type else [self.name, self.gpus]
+        """The node as a run's settings store it: [name, gpus], and its type as written after
+        them when it has a named one (`from_row` reads both forms)."""
+        return [self.name, self.gpus, self.type_label] if self.gpu_type else [self.name, self.gpus]
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Node:
@@ -114,6 +137,21 @@ class Cluster:
         """GPUs of the largest node of `gpu_type` (0 for a type not here): the most a job on
         that type runs on one node."""
         return max((self.gpus_per_node[n] for n in self.nodes_of_type(gpu_type)), default=0)
+
+    def types_for(self, job: Pinned) -> tuple[str, ...]:
+        """The GPU types of this cluster `job` may run on, in the cluster's type order: its
+        `gpu_type` when it names one the cluster has (none when the cluster lacks it), else
+        every type (`("",)` on a cluster of the one unnamed type)."""
+        wanted = job.gpu_type
+        if wanted is None:
+            return self.gpu_types
+        return (wanted,) if wanted in self._type_nodes else ()
+
+    def type_label(self, gpu_type: str) -> str:
+        """`gpu_type` as the cluster was told it (`A100-SXM4-80GB` for key `a100-sxm4-80gb`);
+        `gpu_type` itself for a type not here."""
+        nodes = self._type_nodes.get(gpu_type)
+        return self.nodes[nodes[0]].type_label if nodes else gpu_type
 
     def placement_type(self, placement: Placement) -> str | None:
         """The GPU type all of `placement`'s nodes have; None when it spans types, or is empty.
@@ -187,10 +225,10 @@ class Cluster:
                 raise InputError(f"{where}: zero nodes")
             if gpus < 1:
                 raise InputError(f"{where}: zero GPUs per node")
-            if gpu_type in first_part:
+            if (key := gpu_type_key(gpu_type)) in first_part:
                 raise InputError(f"{where}: type {gpu_type} given twice (first in part "
-                                 f"{first_part[gpu_type]})")
-            first_part[gpu_type] = i
+                                 f"{first_part[key]}; names match whatever their case)")
+            first_part[key] = i
             nodes.extend(cls.uniform(count, gpus, gpu_type).nodes)
         return cls(tuple(nodes))
 
@@ -232,7 +270,7 @@ class Cluster:
         for t in self.gpu_types:
             sizes = [self.gpus_per_node[n] for n in self.nodes_of_type(t)]
             shape = _shape(sizes).replace(" nodes, ", " nodes/")
-            parts.append(f"{t or '(unnamed)'}:{shape}")
+            parts.append(f"{self.type_label(t) or '(unnamed)'}:{shape}")
         return ",".join(parts)
 
 

@@ -45,10 +45,8 @@ class GavelParams:
 def gang_gpus(cluster: Cluster, view: JobView) -> int:
     """The GPUs job `view` runs on: its request, at most the GPUs of the largest type it may
     use (its `gpu_type`, else any)."""
-    spec = view.spec
-    types = cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
-    most = max((cluster.gpus_of_type(t) for t in types), default=0)
-    return max(1, min(spec.gpus, most))
+    most = max((cluster.gpus_of_type(t) for t in cluster.types_for(view.spec)), default=0)
+    return max(1, min(view.spec.gpus, most))
 
 
 def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...]
@@ -235,10 +233,9 @@ class Gavel(Policy):
                 continue
             spec = view.spec
             g = gang_gpus(cluster, view)
+            allowed = cluster.types_for(spec)
             for rank, t in enumerate(types):
-                if g > cluster.gpus_of_type(t):
-                    continue
-                if spec.gpu_type is not None and t != spec.gpu_type:
+                if g > cluster.gpus_of_type(t) or t not in allowed:
                     continue
                 prio = round(self._priority(view.name, t, now), 6)
                 pairs.append(((-prio, spec.submit_time_s, view.name, rank), view, t, g))

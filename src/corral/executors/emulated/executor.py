@@ -313,7 +313,7 @@ class EmulatedExecutor(Executor):
             return {}
         try:
             self.known_apps(spec.app)
-            return one_gpu_profiles(spec, self._truth_of(spec), self._cluster.gpu_types)
+            return one_gpu_profiles(spec, self._truth_of(spec), self._cluster)
         except InputError:
             return {}
 

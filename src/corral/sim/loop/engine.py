@@ -74,7 +74,7 @@ def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
             have = known.get(spec.app)
             if have is None:
                 have = known[spec.app] = truth.gpu_types(spec.app)
-            for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+            for t in cluster.types_for(spec):
                 if t not in have:
                     raise InfeasibleJobError(
                         f"job {spec.name} in {workload.name}: application {spec.app!r} has no "
@@ -267,7 +267,7 @@ class Simulator:
         sia would take every type the job has not run on as fast as its current one
         (`policies/_typed.py`). The emulated executor seeds its jobs the same way."""
         job.estimator.bootstrap_missing(
-            one_gpu_profiles(job.spec, job.app_truth, self.cluster.gpu_types))
+            one_gpu_profiles(job.spec, job.app_truth, self.cluster))
 
     def none_waits(self) -> bool:
         return self._waiting == 0
@@ -354,7 +354,7 @@ class Simulator:
         type it may run on, for `fast_gpu_share`."""
         spec = job.spec
         out = {}
-        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
+        for t in self.cluster.types_for(spec):
             per_node = self.cluster.max_node_gpus_of_type(t)
             k = min(spec.gpus, self.cluster.gpus_of_type(t))
             b = spec.user_batch(k)
@@ -474,7 +474,7 @@ def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs
     types = cluster.gpu_types
     if len(types) > 1 or (types and types[0]):
         pairs = []
-        for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+        for t in cluster.types_for(spec):
             app, gpus, per_node = truth.for_type(t), cluster.gpus_of_type(t), \
                 cluster.max_node_gpus_of_type(t)
             pairs.append((alone(gpus, app, per_node), alone(max(1, gpus // n), app, per_node)))

@@ -196,3 +196,18 @@ def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path
         sorted((j.name, j.app) for j in drawn)
     assert [round(float(r.split(",")[4]), 3) for r in rows] == \
         [round(j.submit_time_s, 3) for j in drawn]
+
+
+def test_an_elastic_request_above_the_largest_type(tmp_path):
+    """Capped for a policy that chooses the count, with one warning line; refused, naming the
+    job, for a fixed-size one (issue 44 item 4)."""
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\nbig,0,cifar10,12,256\n"
+                 "small,5,cifar10,2,128\n")
+    args = ["simulate", "-w", str(w), "--cluster", "k80:2x4,v100:1x8", "--no-lp-bound", "-j", "1"]
+    assert_one_line_error(invoke(*args, "-p", "fifo"),
+                          "job big in w asks for 12 GPUs but a job runs on one GPU type")
+    result = invoke(*args, "-p", "pollux")
+    assert result.exit_code == 0, result.output
+    warned = [ln for ln in result.output.splitlines() if "warning:" in ln]
+    assert len(warned) == 1 and "big 12 -> 8" in warned[0], result.output

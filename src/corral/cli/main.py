@@ -153,6 +153,32 @@ def _truth(profiles: Path | None, catalog: Path | None) -> Truth:
     return TruthSource.of(profiles, catalog).load()
 
 
+def _check_fits(workloads: list, shape: Cluster, truth: Truth, policies: list[str]) -> None:
+    """Every job of `workloads` fits `shape` under every policy of the run (`check_feasible`):
+    a policy that runs a job on the GPUs it asked for is refused a job no GPU type holds, naming
+    it; one that chooses the count starts such a job from the largest type's GPUs, said in one
+    warning line per workload (`corral.sim.loop.capping`)."""
+    from corral.core.policy import policy_class
+    from corral.sim.loop.capping import capped_note, capped_to_types, chooses_counts
+    from corral.sim.loop.engine import check_feasible
+
+    resizing = [p for p in policies if chooses_counts(policy_class(p))]
+    fixed = [p for p in policies if p not in resizing]
+    for w in workloads:
+        if fixed:
+            try:
+                check_feasible(w, shape, truth)
+            except CorralError as exc:
+                raise CorralError(f"{exc} ({', '.join(fixed)}: a job runs on the GPUs it asks "
+                                  "for)") from None
+        if resizing:
+            capped, which = capped_to_types(w, shape)
+            check_feasible(capped, shape, truth)
+            if which:
+                err_console.print(f"[yellow]warning:[/] {capped_note(w, which, resizing)}",
+                                  highlight=False, soft_wrap=True)
+
+
 def _policy_list(text: str | None) -> list[str]:
     from corral.core.policy import policy_names
 
@@ -209,7 +235,6 @@ def simulate(
     from corral.sim.batch.cellstore import CellStore
     from corral.sim.batch.sweep import parse_settings, run_matrix, runner_for
     from corral.sim.loop.config import EngineConfig
-    from corral.sim.loop.engine import check_feasible
     from corral.sim.loop.mechanism import mechanism_named
     from corral.sim.loop.memory import peak_rss_mib
     from corral.sim.truth.source import TruthSource
@@ -238,8 +263,7 @@ def simulate(
                               "--catalog, and no workloads of other formats (or tables) beside it")
         source = own.pop()
         truth = source.load()
-    for w in workloads:
-        check_feasible(w, shape, truth)
+    _check_fits(workloads, shape, truth, [c.name for c in choices])
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "

@@ -23,6 +23,7 @@ from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
+from corral.sim.loop.capping import capped_to_types, chooses_counts
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
@@ -117,6 +118,8 @@ class Simulator:
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
+        if chooses_counts(self.policy):  # a request above one type's GPUs starts from them
+            workload = capped_to_types(workload, self.cluster)[0]
         check_feasible(workload, self.cluster, self.truth)
         cfg = self.config
         per_node = self.cluster.max_node_gpus

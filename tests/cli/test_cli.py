@@ -211,3 +211,21 @@ def test_an_elastic_request_above_the_largest_type(tmp_path):
     assert result.exit_code == 0, result.output
     warned = [ln for ln in result.output.splitlines() if "warning:" in ln]
     assert len(warned) == 1 and "big 12 -> 8" in warned[0], result.output
+
+
+def test_todays_gpu_types_run_out_of_the_box_and_gpu_speed_describes_others(tmp_path):
+    """issue 44 item 4: the built-in catalog knows a100 (and h100, l4); --gpu-speed describes a
+    type it lacks; a bad description is one line."""
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,128\n")
+    args = ["simulate", "-w", str(w), "-p", "fifo", "--no-lp-bound", "-j", "1"]
+    result = invoke(*args, "--cluster", "a100:1x4,v100:1x4")
+    assert result.exit_code == 0, result.output
+    result = invoke(*args, "--cluster", "B200:1x8", "--gpu-speed", "b200=h100*2")
+    assert result.exit_code == 0 and "B200:1x8" in result.output, result.output
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8", "--gpu-speed", "b200=x100*2"),
+                          "b200=x100*2: base type 'x100' is unknown to built-in catalog")
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8", "--gpu-speed", "b200=h100*0"),
+                          "the factor must be a number > 0")
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8"),
+                          "has no step times for GPU type 'b200'")

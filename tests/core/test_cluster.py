@@ -96,7 +96,8 @@ def test_files_with_and_without_types(tmp_path: Path) -> None:
     ("a 4 k80\nb 4\n", 2, "has no GPU type but the node on line 1 has one"),
     ("a 4\nb 4 k80\n", 2, "has a GPU type but the node on line 1 has none"),
     ("a 4 V100!\n", 1, "odd characters"),
-    ("a 4 k80 extra\n", 1, "expected 'name gpus' or 'name gpus type'"),
+    ("a 4 k80 extra\n", 1, "k80='extra' is not TYPE=BASE*FACTOR"),  # the speed column
+    ("a 4 k80 v100*2 extra\n", 1, "expected 'name gpus', 'name gpus type' or 'name gpus type speed'"),
     ("a 0 k80\n", 1, "gpus >= 1"),
 ])
 def test_file_errors(tmp_path: Path, text: str, line: int, problem: str) -> None:

@@ -78,11 +78,11 @@ def test_a_job_moved_to_another_type_reports_it_and_trains_at_its_speed(executor
 
 
 def test_a_type_the_model_does_not_know_fails_the_job(tmp_path: Path) -> None:
-    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,h100:1x4", time_scale=5000)
+    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,b200:1x4", time_scale=5000)
     try:
         ex.place(_launch(_spec(ex, "h")), WorkerPlan(Placement.of({1: 4})))
         st = ex.status("h")
-        assert st.state is ExecState.FAILED and "h100" in st.message and "\n" not in st.message
+        assert st.state is ExecState.FAILED and "b200" in st.message and "\n" not in st.message
     finally:
         ex.shutdown()
 

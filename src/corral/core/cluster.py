@@ -14,9 +14,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from corral.core.errors import InputError
+
+if TYPE_CHECKING:
+    from corral.core.gpu_speeds import GpuSpeed
 
 #: What a GPU type may be called: letters (either case), digits, `-`, `_` and `.`, at most 32
 #: characters, starting with a letter or digit (`k80`, `v100`, `dgx-ext`, `A100-SXM4-80GB`).
@@ -89,6 +92,9 @@ class Cluster:
     """
 
     nodes: tuple[Node, ...]
+    #: GPU types described by their speed relative to another, as a cluster file's fourth
+    #: column gives them (`corral.core.gpu_speeds.GpuSpeed`; the simulator's truth reads them).
+    speeds: tuple[GpuSpeed, ...] = ()
     total_gpus: int = field(default=0, init=False, compare=False, repr=False)
     gpus_per_node: tuple[int, ...] = field(default=(), init=False, compare=False, repr=False)
     max_node_gpus: int = field(default=0, init=False, compare=False, repr=False)
@@ -184,7 +190,9 @@ class Cluster:
         or from a cluster file path.
 
         A cluster file has one node per line: `name gpus` or `name gpus type` (columns separated
-        by spaces or commas); `#` starts a comment; a header line (`name gpus [type]`) is
+        by spaces or commas), and after the type, optionally, its speed relative to another
+        type (`a100-0 8 a100 v100*2.2`: `corral.core.gpu_speeds`; one line of a type is enough,
+        two must agree); `#` starts a comment; a header line (`name gpus [type [speed]]`) is
         allowed. Either every node has a type or none does.
         """
         m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
@@ -234,7 +242,10 @@ class Cluster:
 
     @classmethod
     def from_file(cls, path: Path) -> Cluster:
+        from corral.core.gpu_speeds import parse_speed
+
         nodes: list[Node] = []
+        speeds: dict[str, GpuSpeed] = {}
         typed: tuple[int, bool] | None = None  # (line, has a type) of the first node
         for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
             line = raw.split("#", 1)[0].strip()
@@ -243,12 +254,18 @@ class Cluster:
             parts = [p for p in re.split(r"[,\s]+", line) if p]
             if parts[0].lower() == "name" and (len(parts) < 2 or not parts[1].isdigit()):
                 continue  # a header line
-            if len(parts) not in (2, 3) or not parts[1].isdigit() or int(parts[1]) < 1:
-                raise InputError(f"{path}:{lineno}: expected 'name gpus' or 'name gpus type' "
-                                 f"with gpus >= 1, got {raw!r}")
-            gpu_type = parts[2] if len(parts) == 3 else ""
+            if len(parts) not in (2, 3, 4) or not parts[1].isdigit() or int(parts[1]) < 1:
+                raise InputError(f"{path}:{lineno}: expected 'name gpus', 'name gpus type' or "
+                                 f"'name gpus type speed' with gpus >= 1, got {raw!r}")
+            gpu_type = parts[2] if len(parts) >= 3 else ""
             if gpu_type and (problem := gpu_type_problem(gpu_type)):
                 raise InputError(f"{path}:{lineno}: {problem}")
+            if len(parts) == 4:
+                speed = parse_speed(gpu_type, parts[3], f"{path}:{lineno}")
+                earlier = speeds.setdefault(speed.gpu_type, speed)
+                if earlier != speed:
+                    raise InputError(f"{path}:{lineno}: {speed} but {earlier.where} says "
+                                     f"{earlier}")
             if typed is None:
                 typed = (lineno, bool(gpu_type))
             elif typed[1] != bool(gpu_type):
@@ -259,7 +276,7 @@ class Cluster:
             nodes.append(Node(parts[0], int(parts[1]), gpu_type))
         if not nodes:
             raise InputError(f"{path}: no nodes listed")
-        return cls(tuple(nodes))
+        return cls(tuple(nodes), tuple(speeds.values()))
 
     def describe(self) -> str:
         """`16x4` (or `N nodes, G GPUs` when sizes differ) for the one unnamed type; per type,

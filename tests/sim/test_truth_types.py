@@ -12,7 +12,7 @@ import pytest
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
 from corral.sim.truth.catalog import CatalogTruth
-from corral.sim.truth.gputypes import derive, speed_at
+from corral.sim.truth.gpu_types import derive, speed_at
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.truth.scaled import job_app
 

@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
-from corral.policies._typed import model_type, nodes_for
+from corral.policies.gpu_types import model_type, nodes_for
 from corral.policies.placement import consolidated, fits, take
 
 __all__ = ["GavelParams", "Gavel", "GavelFtf", "gang_gpus", "max_min_allocation",

@@ -268,7 +268,7 @@ class Simulator:
         type, its per-(type, count) goodput bootstrapped from that and refined as it runs).
         Only on a cluster of several types (`self._mixed`), once per job; without it gavel and
         sia would take every type the job has not run on as fast as its current one
-        (`policies/_typed.py`). The emulated executor seeds its jobs the same way."""
+        (`policies/gpu_types.py`). The emulated executor seeds its jobs the same way."""
         job.estimator.bootstrap_missing(
             one_gpu_profiles(job.spec, job.app_truth, self.cluster))
 

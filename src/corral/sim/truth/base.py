@@ -138,7 +138,7 @@ def sped_up(base: AppTruth, gpu_type: str, factor: float) -> AppTruth:
     """`base` (an application on a type it knows) on `gpu_type`, whose compute runs `factor`
     times as fast: a step's compute part (step time less sync time) divided by `factor`, its
     synchronisation kept (the catalog's types assume the same of their interconnect,
-    `corral.sim.truth.gputypes.ASSUMPTIONS`)."""
+    `corral.sim.truth.gpu_types.ASSUMPTIONS`)."""
     def step_s(counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
         step, sync = base.step_time(counts, local_bsz)
         return sync + (step - sync) / factor, sync

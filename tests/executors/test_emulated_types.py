@@ -103,3 +103,14 @@ def test_a_new_job_is_profiled_on_one_gpu_of_each_type_as_the_engine_profiles_it
         assert plain.profile(spec) == {}
     finally:
         plain.shutdown()
+
+
+def test_a_cluster_files_speed_column_describes_a_type_for_the_emulation(tmp_path: Path) -> None:
+    (tmp_path / "cluster.txt").write_text("k-0 4 k80\nb-0 4 B200 v100*3\n")
+    ex = EmulatedExecutor(tmp_path / "d", cluster=str(tmp_path / "cluster.txt"), time_scale=5000)
+    try:
+        assert "b200" in ex.truth.gpu_types("cifar10")
+        v100, b200 = (ex.truth.app("cifar10").for_type(t).step_time((1,), 64) for t in ("v100", "b200"))
+        assert b200[0] < v100[0] and b200[1] == v100[1]
+    finally:
+        ex.shutdown()

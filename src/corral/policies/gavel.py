@@ -60,8 +60,9 @@ def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...
     for j, view in enumerate(views):
         spec = view.spec
         g = gang_gpus(cluster, view)
+        allowed = cluster.types_for(spec)
         for i, t in enumerate(types):
-            if g > cluster.gpus_of_type(t) or (spec.gpu_type is not None and t != spec.gpu_type):
+            if g > cluster.gpus_of_type(t) or t not in allowed:
                 continue
             src = model_type(view, t)
             if src is None:

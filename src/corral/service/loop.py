@@ -413,7 +413,7 @@ class ControlLoop:
                 job.profile = self.executor.profile(job.spec)
             except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
                 log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
-        known = self.type_history.profile(job.spec, self.cluster.gpu_types)
+        known = self.type_history.profile(job.spec, self.cluster)
         if any(t not in job.profile for t in known):
             job.profile = {**known, **job.profile}
 
@@ -426,7 +426,7 @@ class ControlLoop:
             return
         spec = job.spec
         if not ended and report.get("gpu_type") in self.type_history.profile(
-                spec, self.cluster.gpu_types):
+                spec, self.cluster):
             return
         try:
             measured = JobEstimator.from_dict(report["estimator"])

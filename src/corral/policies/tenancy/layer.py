@@ -31,7 +31,7 @@ from corral.core.jobs import (
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
-from corral.policies.tenancy.types import (
+from corral.policies.tenancy.gpu_types import (
     fits,
     leaf_limits,
     one_type_each,

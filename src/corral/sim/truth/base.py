@@ -44,6 +44,9 @@ class AppTruth(ABC):
     epoch_overhead_s: float = 0.0
     #: The GPU type this object's own `step_time` answers; "" is the one unnamed type.
     gpu_type: str = ""
+    #: This model's checkpoint-restart pause as its data's publishers charged it
+    #: (`corral.sim.truth.model_facts`); None: the mechanism's own (`--restart-delay`).
+    restart_s: float | None = None
 
     def gpu_types(self) -> tuple[str, ...]:
         """The GPU types whose step times this application knows, its own (`gpu_type`) first."""
@@ -127,6 +130,7 @@ class TypeView(AppTruth):
         self.gpu_type = gpu_type
         self.limits = app.limits
         self.epoch_overhead_s = app.epoch_overhead_s
+        self.restart_s = app.restart_s
         self.step_time = lru_cache(maxsize=65536)(step_s)  # type: ignore[method-assign]
         self.grad_stats = app.grad_stats  # type: ignore[method-assign]
         self.metric = app.metric  # type: ignore[method-assign]
@@ -182,3 +186,8 @@ class Truth(ABC):
 
     def limits(self) -> dict[str, AppLimits]:
         return {name: a.limits for name, a in self.apps().items()}
+
+    def restart_times(self) -> dict[str, float]:
+        """{app: checkpoint-restart pause} of the applications whose data sets one
+        (`AppTruth.restart_s`); the others pause as the mechanism says."""
+        return {name: a.restart_s for name, a in self.apps().items() if a.restart_s is not None}

@@ -123,3 +123,30 @@ def test_cli_restart_delay_overrides_every_models_pause(tmp_path):
     bad = runner.invoke(cli, [*base, "--restart-delay", "-1"])
     assert bad.exit_code != 0 and "--restart-delay >= 0" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_emulated_executor_charges_the_same_pauses_as_the_simulator(tmp_path):
+    from corral.core.cluster import Placement
+    from corral.executors.emulated.executor import EmulatedExecutor
+
+    _model(tmp_path / "sia", "cifar10", "v100")
+    start = (Placement.of({}), Placement.of({0: 1}))
+    own = EmulatedExecutor(tmp_path / "own", cluster="v100:1x4", profiles=tmp_path / "sia",
+                           time_scale=5000)
+    pinned = EmulatedExecutor(tmp_path / "pinned", cluster="v100:1x4", profiles=tmp_path / "sia",
+                              time_scale=5000, restart_delay_s=30.0)
+    try:
+        assert own.mechanism.pause_s("cifar10", *start) == 50.0
+        assert pinned.mechanism.pause_s("cifar10", *start) == 30.0
+    finally:
+        own.shutdown()
+        pinned.shutdown()
+
+
+def test_serve_takes_restart_delay_only_for_the_emulated_executor(tmp_path):
+    import corral.cli.live  # noqa: F401 - registers `serve`
+
+    result = CliRunner().invoke(cli, ["serve", "--executor", "local", "--restart-delay", "30",
+                                      "--data-dir", str(tmp_path)])
+    assert result.exit_code != 0 and "--restart-delay need(s) --executor emulated" in result.output
+    assert "Traceback" not in result.output

@@ -41,8 +41,9 @@ def test_built_in_facts_name_each_layouts_figures():
     assert model_facts(SIA, "imagenet") == ModelFacts(250.0, 1.2)
     assert model_facts(SIA, "ncf") == ModelFacts(15.0, 1.5)
     assert model_facts(SIA, "gpt3") == ModelFacts(30.0, 1.0)  # a model Sia does not name
-    for model in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3", "other"):
+    for model in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "other"):
         assert model_facts(POLLUX, model) == ModelFacts(30.0, 1.0)
+    assert model_facts(POLLUX, "yolov3") == ModelFacts(30.0, 1.0, max_local_bsz=8)
     with pytest.raises(ValueError, match="unknown profile layout 'gavel'"):
         model_facts("gavel", "cifar10")
 
@@ -150,3 +151,12 @@ def test_serve_takes_restart_delay_only_for_the_emulated_executor(tmp_path):
                                       "--data-dir", str(tmp_path)])
     assert result.exit_code != 0 and "--restart-delay need(s) --executor emulated" in result.output
     assert "Traceback" not in result.output
+
+
+def test_yolov3_is_capped_at_8_per_gpu_in_pollux_layout_only(tmp_path):
+    _model(tmp_path / "pollux", "yolov3")
+    _model(tmp_path / "sia", "yolov3", "v100")
+    assert model_facts(POLLUX, "yolov3").max_local_bsz == 8
+    assert model_facts(SIA, "yolov3").max_local_bsz is None
+    assert ProfileTruth(tmp_path / "pollux").limits()["yolov3"].max_local_bsz == 8
+    assert ProfileTruth(tmp_path / "sia").limits()["yolov3"].max_local_bsz == 32  # profiles' largest

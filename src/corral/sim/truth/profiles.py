@@ -30,15 +30,16 @@ from corral.sim.truth.base import AppLimits, AppTruth, Truth, TypeView
 from corral.sim.truth.model_facts import POLLUX, SIA, model_facts
 
 #: Per-model facts the profile files do not carry (Pollux (OSDI'21) Table 1, §4.2, and the
-#: artifact's simulator settings): optimizer LR rule, and the
-#: per-GPU cap / fixed batch the reference simulator applied.
+#: artifact's simulator settings): optimizer LR rule, and the fixed batch and GPU count the
+#: reference simulators (Pollux's and Sia's alike) applied. What differs by layout (restart
+#: pause, slowdown, per-GPU cap) is in `corral.sim.truth.model_facts`.
 APP_FACTS: dict[str, dict] = {
     "bert": {"lr_rule": LrRule.SQRT},
     "cifar10": {"lr_rule": LrRule.ADASCALE},
     "deepspeech2": {"lr_rule": LrRule.ADASCALE},
     "imagenet": {"lr_rule": LrRule.ADASCALE},
     "ncf": {"lr_rule": LrRule.SQRT, "adaptive": False, "fixed_bsz": 32768, "max_gpus": 1},
-    "yolov3": {"lr_rule": LrRule.ADASCALE, "max_local_bsz": 8},
+    "yolov3": {"lr_rule": LrRule.ADASCALE},
 }
 
 MAX_INTERP_NODES = 16
@@ -215,7 +216,7 @@ class ProfileApp(_StepTable, AppTruth):
         self._load_validation(directory)
         facts = APP_FACTS.get(self.name, {})
         min_local = int(self._min_local)
-        max_local = int(facts.get("max_local_bsz", self._max_local))
+        max_local = int(self._max_local if run.max_local_bsz is None else run.max_local_bsz)
         self.limits = AppLimits(
             app=self.name,
             init_bsz=int(self.batch_sizes[0]),

@@ -209,3 +209,15 @@ def test_finishes_the_built_in_workload(cluster: str) -> None:
     result = Simulator(truth, create_policy("sia"), Cluster.parse(cluster),
                        EngineConfig()).run(workload)
     assert all(j.finish_s is not None for j in result.jobs)
+
+
+def test_a_silent_job_whose_request_is_no_configuration_gets_the_largest_below_it() -> None:
+    import dataclasses
+
+    spec = dataclasses.replace(_spec("quiet"), gpus=6)  # 4-GPU nodes: 1, 2, 4, 8, ... GPUs
+    silent = dataclasses.replace(_view(spec, JobEstimator(128, 4096, 16, 1024),
+                                       Placement.of({0: 1})), run_time_s=601.0)
+    row = _goodput_row(Cluster.parse("4x4"), silent)
+    assert {k: v for k, v in row.items() if v > 0} == {("", 4): 4.0}
+    restarting = dataclasses.replace(silent, run_time_s=300.0)  # a 250 s restart is not silence
+    assert {k for k, v in _goodput_row(Cluster.parse("4x4"), restarting).items() if v > 0} == {("", 1)}

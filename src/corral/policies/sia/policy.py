@@ -40,7 +40,9 @@ class SiaParams:
     restart_penalty_s: float = 30.0  # δ, the restart pause the discount assumes
     restart_discount: str = "age"  # age (Pollux's factor, Sia's artifact) | round
     round_s: float = 60.0  # Sia's round, for restart_discount=round
-    silent_after_s: float = 120.0  # run time without a step after which a job is silent
+    #: run time without a step after which a job is silent: longer than any restart pause its
+    #: data may charge (imagenet 250 s in Sia's artifact), which holds GPUs without a step
+    silent_after_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.p) or self.p == 0:
@@ -146,9 +148,10 @@ class Sia(Policy):
         goodput comes from the job's model, `ask(config index, goodput function)` instead."""
         spec = view.spec
         silent = is_silent(view, self.params.silent_after_s)
-        if silent:
+        if silent:  # its requested count, or the largest configuration below it (Sia has
+            # no 6-GPU configuration on 4-GPU nodes: without this the job never ran again)
             want = max(1, min(max(spec.gpus, spec.min_gpus), spec.max_gpus, total_gpus))
-            low, high = want, want
+            low, high = counts[max(bisect_right(counts, want) - 1, 0)], want
         else:
             low, high = spec.min_gpus, job_cap(view, total_gpus)
         est = view.estimator

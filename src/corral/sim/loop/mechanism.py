@@ -28,13 +28,13 @@ class Mechanism:
     """An execution mechanism: its overhead profile and the pause each placement change costs.
 
     `pinned`: checkpoint-restart's pause was set for every model (`--restart-delay`), so
-    `for_models` leaves it; `restarts`: (app, pause) pairs that replace the pause for those
-    models (checkpoint-restart only).
+    `for_models` leaves it; `per_model`: (app, overheads) pairs that replace the profile for
+    those models (each model's own restart pause, or what a live run measured of it).
     """
 
     overheads: ReshapeOverheads
     pinned: bool = False
-    restarts: tuple[tuple[str, float], ...] = ()
+    per_model: tuple[tuple[str, ReshapeOverheads], ...] = ()
 
     @property
     def name(self) -> str:
@@ -45,18 +45,19 @@ class Mechanism:
         itself when it is another mechanism or its pause is pinned."""
         if self.pinned or self.name != CHECKPOINT_RESTART or not restarts:
             return self
-        return replace(self, restarts=tuple(sorted(restarts.items())))
+        return replace(self, per_model=tuple((app, restart_overheads(pause))
+                                             for app, pause in sorted(restarts.items())))
 
     def overheads_of(self, app: str) -> ReshapeOverheads:
-        """The overheads `app` pays: its own restart pause where one is set, else the profile's."""
-        for name, pause in self.restarts:
+        """The overheads `app` pays: its own where set (`per_model`), else the profile's."""
+        for name, own in self.per_model:
             if name == app:
-                return restart_overheads(pause)
+                return own
         return self.overheads
 
     def describe(self) -> str:
-        """The name, and the models whose restart pause differs from the profile's."""
-        own = [(app, pause) for app, pause in self.restarts if pause != self.overheads.start_s]
+        """The name, and the models whose start pause differs from the profile's."""
+        own = [(app, o.start_s) for app, o in self.per_model if o.start_s != self.overheads.start_s]
         if not own:
             return self.name
         each = ", ".join(f"{app} {pause:g} s" for app, pause in own)
@@ -64,7 +65,7 @@ class Mechanism:
 
     def start_s(self) -> float:
         """The longest first-start pause any model pays (the horizon's allowance)."""
-        return max([self.overheads.start_s, *(pause for _, pause in self.restarts)])
+        return max([self.overheads.start_s, *(o.start_s for _, o in self.per_model)])
 
     def pause_s(self, app: str, old: Placement, new: Placement, wait_s: float = 0.0) -> float:
         """Pause of a job moving from `old` to `new`; `wait_s`: until its new GPUs are free."""

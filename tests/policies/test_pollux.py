@@ -493,9 +493,11 @@ def test_a_job_that_never_reports_gets_its_requested_gpus():
                          accumulation=True, adaptive=False)
     young = dataclasses.replace(_view(spec, placement=Placement.of({0: 1}), estimator=empty),
                                 run_time_s=60.0)
-    silent = dataclasses.replace(young, run_time_s=121.0)
+    silent = dataclasses.replace(young, run_time_s=601.0)  # past the default 600 s
     assert max_gpus_for(young, 16, 120.0) == 1  # still exploring: it may report yet
     assert max_gpus_for(silent, 16, 120.0) == 4
+    restarting = dataclasses.replace(young, run_time_s=300.0)  # in imagenet's 250 s pause, say
+    assert create_policy("pollux").decide(_snapshot([restarting])).get("plain").num_gpus == 1
     assert max_gpus_for(silent, 16) == 1  # the rule is off by default in the helper
     alone = create_policy("pollux").decide(_snapshot([silent]))
     assert alone.get("plain").num_gpus == 4

@@ -209,3 +209,51 @@ def test_finishes_the_built_in_workload(cluster: str) -> None:
     result = Simulator(truth, create_policy("sia"), Cluster.parse(cluster),
                        EngineConfig()).run(workload)
     assert all(j.finish_s is not None for j in result.jobs)
+
+
+def test_a_silent_job_whose_request_is_no_configuration_gets_the_largest_below_it() -> None:
+    import dataclasses
+
+    spec = dataclasses.replace(_spec("quiet"), gpus=6)  # 4-GPU nodes: 1, 2, 4, 8, ... GPUs
+    silent = dataclasses.replace(_view(spec, JobEstimator(128, 4096, 16, 1024),
+                                       Placement.of({0: 1})), run_time_s=601.0)
+    row = _goodput_row(Cluster.parse("4x4"), silent)
+    assert {k: v for k, v in row.items() if v > 0} == {("", 4): 4.0}
+    restarting = dataclasses.replace(silent, run_time_s=300.0)  # a 250 s restart is not silence
+    assert {k for k, v in _goodput_row(Cluster.parse("4x4"), restarting).items() if v > 0} == {("", 1)}
+
+
+def test_a_job_that_must_keep_its_configuration_keeps_it() -> None:
+    # job 0 holds all 4 GPUs at little goodput; job 1 would do far more with them
+    configs = [Config("a", 1, 1), Config("a", 1, 2), Config("a", 1, 4)]
+    goodput = np.array([[1.0, 1.1, 1.2], [1.0, 4.0, 16.0]])
+    free = Program(goodput, configs, {"a": 4}, [2, None], np.array([0.1, 1.0]))
+    assert solve(free)[0][0] != 2  # job 0 gives GPUs up
+    kept = Program(goodput, configs, {"a": 4}, [2, None], np.array([0.1, 1.0]), keep=[True, False])
+    choice, value = solve(kept)
+    assert choice == [2, None] and value == pytest.approx(_brute_force(kept))
+    assert objective(kept, [0, 1]) == float("inf")
+
+
+def test_a_job_still_in_its_restart_keeps_its_configuration_a_job_that_stepped_may_move() -> None:
+    import dataclasses
+
+    cluster = Cluster.parse("1x4")
+    old = _view(_spec("old"), _estimator({"": 0.1}, observed="", gpus=4))
+    busy = _estimator({"": 0.1}, observed="", gpus=1)
+    new = tuple(_view(_spec(f"n{i}"), busy) for i in range(3))
+
+    def second_round(params: SiaParams, steps: int) -> Placement | None:
+        """The old job's placement after three jobs arrive, `steps` steps after its move."""
+        policy = Sia(params)
+        first = policy.decide(Snapshot(0.0, cluster, (old,), Decision({})))
+        assert first.assignments["old"].placement.num_gpus == 4
+        moved = dataclasses.replace(old, assignment=first.assignments["old"],
+                                    steps=old.steps + steps)
+        got = policy.decide(Snapshot(60.0, cluster, (moved, *new), first)).get("old")
+        return None if got is None else got.placement
+
+    given = Placement.of({0: 4})
+    assert second_round(SiaParams(), steps=0) == given  # no step since the move: kept
+    assert second_round(SiaParams(), steps=10) != given  # it trained: it shares the node
+    assert second_round(SiaParams(keep_restarting=False), steps=0) != given

@@ -281,3 +281,25 @@ def test_corral_replay_prints_the_summary(tmp_path):
     assert lines[-2].startswith("1 job(s) replayed: median absolute JCT error ")
     assert "(job-1: " in lines[-2]
     assert lines[-1].startswith("left out 4 job(s)") and "failed: job-2" in lines[-1]
+
+
+def test_each_application_restarts_at_its_own_measured_pace(tmp_path):
+    from corral.sim.analysis.measured_run import restart_delays_by_app
+
+    run = MeasuredRun.from_record(read_run(_record(tmp_path)))
+    one = run.jobs[0]
+    slow = dataclasses.replace(
+        one, id="job-2", spec=dataclasses.replace(one.spec, name="job-2", app="slow"),
+        telemetry=[{**row, "first_step_s": row["first_step_s"] + 4.0}
+                   if row.get("first_step_s") is not None else row for row in one.telemetry])
+    both = dataclasses.replace(run, jobs=[one, slow])
+    assert restart_delays_by_app(both) == pytest.approx({one.spec.app: 2.0, "slow": 6.0})
+    mech = measured_mechanism(both)
+    assert mech.overheads.start_s == pytest.approx(4.0)  # the run's mean, for any other job
+    assert mech.overheads_of("job-1").start_s == pytest.approx(2.0)
+    assert mech.overheads_of("job-2").start_s == pytest.approx(6.0)
+    assert measured_mechanism(run).per_model == ()  # one application: one pace
+    rows, charged = replay(both)
+    assert charged == mech
+    sim = {r.job_id: r.sim_jct_s for r in rows}
+    assert sim["job-2"] - sim["job-1"] == pytest.approx(4.0, abs=1e-6)

@@ -58,7 +58,7 @@ class EmulationOptions:
     catalog: Path | None = None
     time_scale: float = 100.0
     interval_s: float = 60.0
-    restart_delay_s: float = 30.0
+    restart_delay_s: float | None = None  # None: each model's own (`Mechanism.for_models`)
     mechanism: str = "checkpoint-restart"
     checkpoint_interval_s: float = 600.0  # emulated seconds between a job's checkpoints
     report_interval_s: float = 30.0  # emulated seconds between a job's reports
@@ -95,7 +95,9 @@ class EmulatedService:
         self.data_dir = data_dir
         args = [sys.executable, "-m", "corral", "serve", "--executor", "emulated",
                 "--policy", policy, "--cluster", opts.cluster, "--time-scale", str(opts.time_scale),
-                "--interval", str(opts.interval_s), "--restart-delay", str(opts.restart_delay_s),
+                "--interval", str(opts.interval_s),
+                *(("--restart-delay", str(opts.restart_delay_s))
+                  if opts.restart_delay_s is not None else ()),
                 "--mechanism", opts.mechanism,
                 "--checkpoint-interval", str(opts.checkpoint_interval_s),
                 "--report-interval", str(opts.report_interval_s), "--port", "0", "--host", "127.0.0.1",
@@ -401,7 +403,7 @@ def emulate(
     cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...", help="The emulated cluster: N nodes of G GPUs, or nodes of named GPU types (e.g. k80:1x4,v100:1x4)."),
     time_scale: float = typer.Option(100.0, metavar="FACTOR", help="Emulated seconds per real second."),
     interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, emulated seconds."),
-    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds."),
+    restart_delay: float | None = typer.Option(None, metavar="SECONDS", show_default="each model's own in profiles of Sia's layout, else 30", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds, the same for every model."),
     mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="Resize mechanism (as `corral simulate --mechanism`)."),
     fill_in: bool = typer.Option(False, "--fill-in/--no-fill-in", help="Let the service start arrivals on idle GPUs at once (its default when serving; off here, as the simulator schedules)."),
     tick: float | None = typer.Option(None, metavar="SECONDS", help="The service's control-loop tick, real seconds (default: about 2 emulated seconds)."),
@@ -423,7 +425,7 @@ def emulate(
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import Workload, builtin_default, load_workload
 
-    if time_scale <= 0 or interval <= 0 or restart_delay < 0 or timeout <= 0 or limit < 0:
+    if time_scale <= 0 or interval <= 0 or (restart_delay or 0.0) < 0 or timeout <= 0 or limit < 0:
         raise CorralError("--time-scale, --interval and --timeout must be > 0, --restart-delay "
                           "and --limit >= 0")
     shape = Cluster.parse(cluster)

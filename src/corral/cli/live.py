@@ -89,7 +89,7 @@ def serve(
     profiles: Path | None = typer.Option(None, metavar="DIR", help="Measured profiles (Pollux format) the jobs follow (default: the built-in catalog).", rich_help_panel=_EMULATED),
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_EMULATED),
     time_scale: float = typer.Option(1.0, metavar="FACTOR", help="Emulated seconds per real second.", rich_help_panel=_EMULATED),
-    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds.", rich_help_panel=_EMULATED),
+    restart_delay: float | None = typer.Option(None, metavar="SECONDS", show_default="each model's own in profiles of Sia's layout, else 30", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds, the same for every model.", rich_help_panel=_EMULATED),
     lockstep_jobs: int = typer.Option(0, metavar="N", help="A scripted run (corral emulate): emulated time moves one second at a time between the control loop's looks, at most --time-scale times real time, from when N jobs are stored; each submission names its arrival (arrive_at_s). The run is then the same however loaded the machine is.", rich_help_panel=_EMULATED),
 ) -> None:
     """Run the live scheduler: the API, control loop and workers.
@@ -129,7 +129,7 @@ def serve(
                    report_interval_s=report_interval, checkpoint_interval_s=checkpoint_interval,
                    retry_backoff_s=retry_backoff)
     emulated_only = {"--cluster": cluster, "--profiles": profiles, "--catalog": catalog,
-                     "--time-scale": time_scale != 1.0, "--restart-delay": restart_delay != 30.0,
+                     "--time-scale": time_scale != 1.0, "--restart-delay": restart_delay is not None,
                      "--lockstep-jobs": lockstep_jobs}
     if executor != "emulated" and any(emulated_only.values()):
         raise InputError(f"{', '.join(k for k, v in emulated_only.items() if v)} need(s) "
@@ -138,7 +138,7 @@ def serve(
         raise InputError("--tick must be > 0")
     tick_s = tick if tick is not None else 0.2
     if executor == "emulated":
-        if time_scale <= 0 or restart_delay < 0 or lockstep_jobs < 0:
+        if time_scale <= 0 or (restart_delay or 0.0) < 0 or lockstep_jobs < 0:
             raise InputError("--time-scale must be > 0, --restart-delay and --lockstep-jobs >= 0")
         if slots is not None or gpus or ray_address or ray_storage or ray_resource:
             raise InputError("--slots, --gpus and --ray-* do not apply to --executor emulated "

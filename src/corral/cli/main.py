@@ -213,7 +213,7 @@ def simulate(
     cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...|FILE", help="N nodes of G GPUs; several GPU types as TYPE:NODESxGPUS,... (e.g. k80:6x4,p100:3x8,v100:2x8); or a file with one 'name gpus [type [speed]]' line per node."),
     gpu_speed: str | None = typer.Option(None, "--gpu-speed", metavar="TYPE=BASE*FACTOR,...", help="GPU types the truth lacks, described by their speed relative to one it knows: a100=v100*2.2 (compute 2.2x as fast, synchronisation as the v100's). Replaces the built-in catalog's a100, h100, l4.", rich_help_panel=_INPUTS),
     interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, seconds.", rich_help_panel=_ENGINE),
-    restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), seconds.", rich_help_panel=_ENGINE),
+    restart_delay: float | None = typer.Option(None, metavar="SECONDS", show_default="each model's own in profiles of Sia's layout, else 30", help="Pause of a job whose placement changes (checkpoint and restart), seconds, the same for every model.", rich_help_panel=_ENGINE),
     mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place.", rich_help_panel=_ENGINE),
     interference: float = typer.Option(0.0, metavar="FRACTION", help="Slowdown of distributed jobs sharing a node (0 = off).", rich_help_panel=_ENGINE),
     seed: int = typer.Option(0, metavar="N", help="Seed of every random draw: the built-in workload, the models of trace rows by size class (Tiresias, Philly), and randomized policies (their `seed` parameter; --set P.seed=N wins). The engine draws nothing.", rich_help_panel=_INPUTS),
@@ -249,7 +249,7 @@ def simulate(
     speeds = (*shape.speeds, *(parse_gpu_speeds(gpu_speed) if gpu_speed else ()))
     source = TruthSource.of(profiles, catalog, speeds)
     truth = source.load()
-    if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
+    if interval <= 0 or (restart_delay is not None and restart_delay < 0) or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
     choices = parse_settings(_policy_list(policy), set_ or [], seed=seed)
     tenancy = _queue_setup(queues, quotas, shape)
@@ -272,7 +272,8 @@ def simulate(
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
                   f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}; "
-                  f"mechanism: {config.mechanism.name}[/]")
+                  f"mechanism: {config.mechanism.for_models(truth.restart_times()).describe()}[/]",
+                  soft_wrap=True)
     runs = len(choices) * len(workloads)
     runner = runner_for(jobs or os.cpu_count() or 1, ray_address)
     with Counter(err_console, "simulations", runs) as bar:

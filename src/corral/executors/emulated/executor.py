@@ -79,13 +79,15 @@ class EmulatedExecutor(Executor):
     def __init__(self, data_dir: str | Path, *, cluster: str | Cluster = "16x4",
                  profiles: str | Path | None = None, catalog: str | Path | None = None,
                  time_scale: float = 1.0, mechanism: str = "checkpoint-restart",
-                 restart_delay_s: float = 30.0, report_interval_s: float = 30.0,
+                 restart_delay_s: float | None = None, report_interval_s: float = 30.0,
                  checkpoint_interval_s: float = 600.0, poll_s: float | None = None,
                  lockstep: bool = False, **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
         self.truth = TruthSource.of(profiles, catalog, self._cluster.speeds).load()
-        self.mechanism = mechanism_named(mechanism, restart_delay_s)
+        #: each model pays its own restart pause where its data sets one, unless pinned
+        self.mechanism = mechanism_named(mechanism, restart_delay_s).for_models(
+            self.truth.restart_times())
         self.report_interval_s = report_interval_s
         self.checkpoint_interval_s = checkpoint_interval_s
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock

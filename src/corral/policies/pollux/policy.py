@@ -46,7 +46,9 @@ class PolluxParams:
     patience_period_s: float = 60.0  # ... per this much time since the last search (0: per search)
     interference_avoidance: bool = True  # at most one distributed job per node
     seed: int = 0
-    silent_after_s: float = 120.0  # run time without an observed step after which a job is silent
+    #: run time without an observed step after which a job is silent: longer than any restart
+    #: pause its data may charge (imagenet 250 s in Sia's artifact), which holds GPUs without a step
+    silent_after_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.p):

@@ -7,6 +7,10 @@ and scaled off its current configuration by `restart_factor` (§3.4); the intege
 Decided here, where the paper says nothing: a job with no model at all gets the 1-GPU
 configurations with goodput 1 on every type; a job that never reports (`pollux.is_silent`) is
 offered its requested GPU count only, with linear goodput; HiGHS picks between equal optima.
+As the artifact does by default (`preserve_ckpt_allocs`), a job still in the restart its last
+move started keeps its configuration (`keep_restarting`): the policy knows it by the job's
+steps, unchanged since the decision that moved it, as a real scheduler knows a job that has not
+reported a step since its restart.
 """
 
 from __future__ import annotations
@@ -40,7 +44,13 @@ class SiaParams:
     restart_penalty_s: float = 30.0  # δ, the restart pause the discount assumes
     restart_discount: str = "age"  # age (Pollux's factor, Sia's artifact) | round
     round_s: float = 60.0  # Sia's round, for restart_discount=round
-    silent_after_s: float = 120.0  # run time without a step after which a job is silent
+    #: run time without a step after which a job is silent: longer than any restart pause its
+    #: data may charge (imagenet 250 s in Sia's artifact), which holds GPUs without a step
+    silent_after_s: float = 600.0
+    #: a job that has made no step since this policy moved it keeps its configuration (Sia's
+    #: artifact, simulator_config.preserve_ckpt_allocs): a restart longer than a round is not
+    #: restarted again before it ends
+    keep_restarting: bool = True
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.p) or self.p == 0:
@@ -94,6 +104,8 @@ class Sia(Policy):
         self._configs: tuple[Cluster, list[Config], list[int], list[int]] | None = None
         #: The last program's optimal objective (minimised form), for tests and benchmarks.
         self.last_objective = 0.0
+        #: per job this policy moved: the placement it gave and the job's steps then
+        self._moved: dict[str, tuple[Placement, int]] = {}
 
     def configurations(self, cluster: Cluster) -> list[Config]:
         return self._indexed(cluster)[1]
@@ -134,8 +146,37 @@ class Sia(Policy):
             current.append(cur)
         restart = np.array([restart_factor(v, snapshot.time_s, prm) for v in jobs])
         capacity = {t: cluster.gpus_of_type(t) for t in cluster.gpu_types}
+        keep = self._restarting(jobs, current, configs, capacity) if prm.keep_restarting else []
         return Program(goodput, configs, capacity, current, restart, prm.p, prm.lambda_n,
-                       prm.lambda_a)
+                       prm.lambda_a, keep)
+
+    def _restarting(self, jobs: tuple[JobView, ...], current: list[int | None],
+                    configs: list[Config], capacity: dict[str, int]) -> list[bool]:
+        """Per job: it is still in the restart this policy's last move of it started (at the
+        placement it was given, no step since), and its configuration still fits the cluster
+        with the others kept before it."""
+        left = dict(capacity)
+        out = []
+        for view, cur in zip(jobs, current):
+            moved = self._moved.get(view.name)
+            keep = (cur is not None and moved is not None and moved[0] == view.placement
+                    and moved[1] == view.steps and left.get(configs[cur].gpu_type, 0)
+                    >= configs[cur].gpus)
+            if keep and cur is not None:
+                left[configs[cur].gpu_type] -= configs[cur].gpus
+            out.append(keep)
+        return out
+
+    def _remember_moves(self, jobs: tuple[JobView, ...], out: dict[str, Assignment]) -> None:
+        """Note the jobs this decision moves (placement given, steps now); forget the others."""
+        moved = {}
+        for view in jobs:
+            given = out.get(view.name)
+            if given is not None and given.placement != view.placement:
+                moved[view.name] = (given.placement, view.steps)
+            elif view.name in self._moved and view.placement == self._moved[view.name][0]:
+                moved[view.name] = self._moved[view.name]
+        self._moved = moved
 
     def _goodputs(self, view: JobView, configs: list[Config], order: list[int], counts: list[int],
                   total_gpus: int, out: np.ndarray, ask: Callable[[int, GoodputFunction], None]
@@ -146,9 +187,10 @@ class Sia(Policy):
         goodput comes from the job's model, `ask(config index, goodput function)` instead."""
         spec = view.spec
         silent = is_silent(view, self.params.silent_after_s)
-        if silent:
+        if silent:  # its requested count, or the largest configuration below it (Sia has
+            # no 6-GPU configuration on 4-GPU nodes: without this the job never ran again)
             want = max(1, min(max(spec.gpus, spec.min_gpus), spec.max_gpus, total_gpus))
-            low, high = want, want
+            low, high = counts[max(bisect_right(counts, want) - 1, 0)], want
         else:
             low, high = spec.min_gpus, job_cap(view, total_gpus)
         est = view.estimator
@@ -181,6 +223,7 @@ class Sia(Policy):
             for name, placement in _pack(cluster, t, wanted).items():
                 held = views[name].placement
                 out[name] = Assignment(held if placement == held else placement)
+        self._remember_moves(snapshot.jobs, out)
         return Decision({v.name: out[v.name] for v in snapshot.jobs if v.name in out})
 
 

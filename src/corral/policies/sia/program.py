@@ -53,7 +53,8 @@ def configurations(cluster: Cluster) -> list[Config]:
 @dataclass
 class Program:
     """One round's program: `goodput` (jobs, configs), 0 where a configuration is not allowed;
-    `current[j]` the index of j's configuration now (None: none); `restart[j]` r_j."""
+    `current[j]` the index of j's configuration now (None: none); `restart[j]` r_j; `keep[j]`:
+    j must keep its current configuration (Sia's artifact keeps a job in checkpoint-restore)."""
 
     goodput: np.ndarray
     configs: Sequence[Config]
@@ -63,6 +64,11 @@ class Program:
     p: float = -0.5
     lambda_n: float = 1.1
     lambda_a: float = 0.01
+    keep: Sequence[bool] = ()
+
+    def kept(self, j: int) -> int | None:
+        """The configuration job j must keep, or None when it may have any."""
+        return self.current[j] if j < len(self.keep) and self.keep[j] else None
 
     def gains(self) -> np.ndarray:
         """(jobs, configs) r Ĝ: normalised goodputs, restart-scaled off the current config;
@@ -89,6 +95,8 @@ class Program:
             if cur is not None:
                 w[j, cur] -= self.lambda_a
                 held += 1
+            if self.kept(j) is not None:
+                w[j, np.arange(w.shape[1]) != cur] = np.nan
         w = np.where(np.isnan(w), np.inf, w)
         return w, self.lambda_n * len(self.current) + self.lambda_a * held
 
@@ -103,6 +111,8 @@ def objective(program: Program, choice: Sequence[int | None]) -> float:
     total = 0.0
     for j, c in enumerate(choice):
         cur = program.current[j]
+        if program.kept(j) is not None and c != cur:
+            return float("inf")
         if c is None:
             total += program.lambda_n
         else:
@@ -123,7 +133,8 @@ def solve(program: Program) -> tuple[list[int | None], float]:
     form: negate for the maximised one when p > 0). With A[j][c] in {0, 1}, J jobs:
         p < 0:  minimise  sum_jc A[j][c] (r Ĝ[j][c])^p + λ_n (J - sum_jc A[j][c]) + λ_a C(A)
         p > 0:  maximise  sum_jc A[j][c] (r Ĝ[j][c])^p - λ_n (J - sum_jc A[j][c]) - λ_a C(A)
-        s.t.    sum_c A[j][c] <= 1;  sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs)
+        s.t.    sum_c A[j][c] <= 1;  sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs);
+                A[j][current j] = 1 for a job that must keep it (`Program.keep`)
     C(A) counts jobs holding a configuration now that are given another (or none). With p < 0 an
     allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not (if it fits)."""
     num_jobs, num_configs = program.goodput.shape
@@ -149,8 +160,10 @@ def solve(program: Program) -> tuple[list[int | None], float]:
     # HiGHS's presolve finds nothing to remove in this one-of-each-job program and costs more
     # than the solve at scale (2,000 jobs on 2,048 GPUs: 0.13-0.36 s a round with it, 0.07-0.18 s
     # without, same optima; benchmarks/speed/bench_hetero.py (d)).
+    low = np.array([1.0 if program.kept(int(j)) == int(k) else 0.0
+                    for j, k in zip(job_of, cfg_of)])
     res = milp(c, constraints=constraints, integrality=np.ones(cols.size),
-               bounds=Bounds(0.0, 1.0), options={"presolve": False})
+               bounds=Bounds(low, 1.0), options={"presolve": False})
     choice: list[int | None] = [None] * num_jobs
     if res.status != 0 or res.x is None:  # always feasible (nothing allocated): solver trouble
         return choice, const

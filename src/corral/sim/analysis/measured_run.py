@@ -34,7 +34,7 @@ from corral.sim.workloads import Workload
 
 __all__ = ["FinishedJob", "MeasuredRun", "ReplayedJob", "IN_PLACE", "REPLAY_MECHANISMS",
            "measured_catalog", "measured_mechanism", "launch_rates", "resize_rate_ratio",
-           "resize_cost_s", "restart_delay_s", "replay", "replay_summary"]
+           "resize_cost_s", "restart_delay_s", "restart_delays_by_app", "replay", "replay_summary"]
 
 IN_PLACE = "in-place"
 #: The mechanisms a live run measures, and so can be replayed under.
@@ -200,21 +200,36 @@ def restart_delay_s(run: MeasuredRun) -> float:
     launches that resized a running job are not starts: they cost what `measured_mechanism`
     charges for a resize (a restart's pause runs from stopping a job that trains, a start's
     from a job that waits)."""
-    delays = []
-    for job in run.jobs:
-        decided = sorted(a["time_s"] for a in job.assignments if a["num_gpus"] > 0)
-        resized = {r["launch"] for r in job.resizes}
-        firsts: dict[int, float] = {}
-        for row in job.telemetry:
-            if row.get("first_step_s") is not None and row.get("launch") not in (None, *resized):
-                firsts.setdefault(row["launch"], row["first_step_s"])
-        for first in firsts.values():
-            before = [t for t in decided if t <= first]
-            if before:
-                delays.append(first - before[-1])
+    delays = [d for job in run.jobs for d in _start_delays(job)]
     if not delays:
         raise InputError("no launch of the run reported its first step")
     return statistics.fmean(delays)
+
+
+def restart_delays_by_app(run: MeasuredRun) -> dict[str, float]:
+    """`restart_delay_s` of each application's jobs (those whose starts were measured): each
+    model restarts at its own pace, as Sia's artifact charges per model."""
+    by_app: dict[str, list[float]] = {}
+    for job in run.jobs:
+        by_app.setdefault(job.spec.app, []).extend(_start_delays(job))
+    return {app: statistics.fmean(delays) for app, delays in sorted(by_app.items()) if delays}
+
+
+def _start_delays(job: FinishedJob) -> list[float]:
+    """Seconds from each start's placement decision to its launch's first step (see
+    `restart_delay_s`)."""
+    decided = sorted(a["time_s"] for a in job.assignments if a["num_gpus"] > 0)
+    resized = {r["launch"] for r in job.resizes}
+    firsts: dict[int, float] = {}
+    for row in job.telemetry:
+        if row.get("first_step_s") is not None and row.get("launch") not in (None, *resized):
+            firsts.setdefault(row["launch"], row["first_step_s"])
+    delays = []
+    for first in firsts.values():
+        before = [t for t in decided if t <= first]
+        if before:
+            delays.append(first - before[-1])
+    return delays
 
 
 def launch_rates(job: FinishedJob) -> dict[int, float]:
@@ -277,7 +292,9 @@ def measured_mechanism(run: MeasuredRun, name: str | None = None) -> Mechanism:
     a run resized in place ran with `--mechanism in-place`, and the resizes it could not do in
     place (a restart instead) are part of what that mechanism cost. Under checkpoint-restart,
     the run's checkpoint-restart resizes, or a start when it had none. InputError when the run
-    measured nothing of the mechanism asked for.
+    measured nothing of the mechanism asked for. When the run's applications started at
+    different paces (`restart_delays_by_app`), each job (its own model in the replay's
+    catalog) pays its application's start, keyed by job id in `Mechanism.per_model`.
     """
     resizes = [(launch_rates(job), r) for job in run.jobs for r in job.resizes]
     ran_in_place = any(r["mechanism"] == IN_PLACE for _, r in resizes)
@@ -294,12 +311,23 @@ def measured_mechanism(run: MeasuredRun, name: str | None = None) -> Mechanism:
         raise InputError("this run resized no job in place (its service ran with --mechanism "
                          "checkpoint-restart, or no job was resized): replay it under "
                          "checkpoint-restart")
+    by_app = restart_delays_by_app(run)
+    per_job = (tuple((job.id, _profile(name, by_app[job.spec.app], grow, shrink))
+                     for job in run.jobs if job.spec.app in by_app)
+               if len(set(by_app.values())) > 1 else ())
+    return Mechanism(_profile(name, start, grow, shrink), per_model=per_job)
+
+
+def _profile(name: str, start: float, grow: float | None, shrink: float | None
+             ) -> ReshapeOverheads:
+    """The overheads of a measured `start`, grow and shrink: under checkpoint-restart a resize
+    not measured costs a start; in place, a grow stands for a shrink and the reverse."""
     fallback = start if name == CHECKPOINT_RESTART else None
-    grow = grow if grow is not None else (shrink if fallback is None else fallback)
-    shrink = shrink if shrink is not None else (grow if fallback is None else fallback)
-    assert grow is not None and shrink is not None  # (in place: it resized some job in place)
-    return Mechanism(ReshapeOverheads(name, start_s=start, shrink_s=shrink, grow_s=grow,
-                                      cross_host_s=grow))
+    grow_s = grow if grow is not None else (shrink if fallback is None else fallback)
+    shrink_s = shrink if shrink is not None else (grow if fallback is None else fallback)
+    assert grow_s is not None and shrink_s is not None  # (in place: it resized some job in place)
+    return ReshapeOverheads(name, start_s=start, shrink_s=shrink_s, grow_s=grow_s,
+                            cross_host_s=grow_s)
 
 
 def replay(run: MeasuredRun, policy: Policy | None = None,

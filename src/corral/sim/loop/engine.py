@@ -28,7 +28,7 @@ from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
 from corral.sim.loop.job import SimJob
-from corral.sim.loop.mechanism import GpuHandover
+from corral.sim.loop.mechanism import GpuHandover, Mechanism
 from corral.sim.loop.results import JobRecord, SimResult, fast_gpu_share
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.one_gpu import one_gpu_profiles
@@ -96,6 +96,7 @@ class Simulator:
     _finish_heap: list[tuple[float, int, SimJob]]  # predicted finishes (hints)
     _predicted: dict[int, float]  # the live prediction per job; older heap entries are stale
     _specs: dict[str, JobSpec]  # the active jobs' specs, by name
+    _mech: Mechanism  # the config's, each model's own restart pause applied (`Mechanism.for_models`)
 
     def __init__(self, truth: Truth, policy: Policy, cluster: Cluster,
                  config: EngineConfig | None = None) -> None:
@@ -122,6 +123,8 @@ class Simulator:
             workload = capped_to_types(workload, self.cluster)[0]
         check_feasible(workload, self.cluster, self.truth)
         cfg = self.config
+        #: the mechanism with each model's own restart pause where its data sets one
+        self._mech = cfg.mechanism.for_models(self.truth.restart_times())
         per_node = self.cluster.max_node_gpus
         jobs = [SimJob(spec, job_app(self.truth, spec, per_node)) for spec in workload.jobs]
         types = self.cluster.gpu_types
@@ -161,7 +164,7 @@ class Simulator:
         self._used = 0  # ... and in all
         self._waiting = 0  # active jobs without GPUs
         limit = trace_horizon(workload.jobs, self.truth, self.cluster.max_node_gpus,
-                              cfg.mechanism.overheads.start_s, cfg.max_time_s, cfg.interval_s,
+                              self._mech.start_s(), cfg.max_time_s, cfg.interval_s,
                               self.cluster.gpu_types or ("",))
         self._max_time_s = max_time = limit.limit_s
         active, done, finish_heap = self._active, self._done, self._finish_heap
@@ -224,7 +227,7 @@ class Simulator:
             return _NO_CHANGE
         for job in finished:  # exactly the active jobs that finished: out, in place
             active.remove(job)
-        release_s = self.config.mechanism.overheads.release_s
+        release_s = self._mech.overheads.release_s
         learns = self._rounds.promises.learns_from_completed
         for job in finished:
             if self._mixed:
@@ -396,7 +399,7 @@ class Simulator:
 
     def _reassign(self, now: float, decision: Decision, active: list[SimJob]) -> list[SimJob]:
         """The assignments that change, GPU handover included (see `_apply`)."""
-        mech = self.config.mechanism
+        mech = self._mech
         get = decision.get
         touched = [(job, new) for job, new in [(j, get(j.spec.name)) for j in active]
                    if not job.keeps(new)]

@@ -5,14 +5,16 @@ By name (`mechanism_named`, `--mechanism`): `checkpoint-restart` (Pollux's testb
 change, first start included), `sidecar` (SideCar (SC'20)), `termination` (Kubernetes, the
 SideCar paper's baseline), `termination-epoch` (resuming from the last epoch), `in-place`
 (ONES (SC'21) §3.3.1). Numbers: `corral.perf.overheads`; GPUs being released: `GpuHandover`.
+Checkpoint-restart charges each model the pause its data's publishers charged it
+(`Truth.restart_times`, via `for_models`) unless the user set one pause for all (`pinned`).
 Decided here: a job waits for the last of its releasing GPUs (release + start, or their max
 with early initialisation); a donor shrinks at the decision, not when the incoming job is ready.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from corral.core.cluster import NO_PLACEMENT, Placement
 from corral.core.errors import InputError
@@ -23,17 +25,51 @@ CHECKPOINT_RESTART = "checkpoint-restart"
 
 @dataclass(frozen=True, slots=True)
 class Mechanism:
-    """An execution mechanism: its overhead profile and the pause each placement change costs."""
+    """An execution mechanism: its overhead profile and the pause each placement change costs.
+
+    `pinned`: checkpoint-restart's pause was set for every model (`--restart-delay`), so
+    `for_models` leaves it; `per_model`: (app, overheads) pairs that replace the profile for
+    those models (each model's own restart pause, or what a live run measured of it).
+    """
 
     overheads: ReshapeOverheads
+    pinned: bool = False
+    per_model: tuple[tuple[str, ReshapeOverheads], ...] = ()
 
     @property
     def name(self) -> str:
         return self.overheads.name
 
+    def for_models(self, restarts: Mapping[str, float]) -> Mechanism:
+        """This mechanism charging each model in `restarts` its own checkpoint-restart pause;
+        itself when it is another mechanism or its pause is pinned."""
+        if self.pinned or self.name != CHECKPOINT_RESTART or not restarts:
+            return self
+        return replace(self, per_model=tuple((app, restart_overheads(pause))
+                                             for app, pause in sorted(restarts.items())))
+
+    def overheads_of(self, app: str) -> ReshapeOverheads:
+        """The overheads `app` pays: its own where set (`per_model`), else the profile's."""
+        for name, own in self.per_model:
+            if name == app:
+                return own
+        return self.overheads
+
+    def describe(self) -> str:
+        """The name, and the models whose start pause differs from the profile's."""
+        own = [(app, o.start_s) for app, o in self.per_model if o.start_s != self.overheads.start_s]
+        if not own:
+            return self.name
+        each = ", ".join(f"{app} {pause:g} s" for app, pause in own)
+        return f"{self.name} (restart pause per model: {each}; others {self.overheads.start_s:g} s)"
+
+    def start_s(self) -> float:
+        """The longest first-start pause any model pays (the horizon's allowance)."""
+        return max([self.overheads.start_s, *(o.start_s for _, o in self.per_model)])
+
     def pause_s(self, app: str, old: Placement, new: Placement, wait_s: float = 0.0) -> float:
         """Pause of a job moving from `old` to `new`; `wait_s`: until its new GPUs are free."""
-        o = self.overheads
+        o = self.overheads_of(app)
         if not new:
             return 0.0
         if not old:
@@ -43,19 +79,31 @@ class Mechanism:
         return max(o.resize_s(old.num_gpus, new.num_gpus, new_host), wait_s)
 
 
-def CheckpointRestart(delay_s: float = 30.0) -> Mechanism:  # noqa: N802 - reads as a type
+DEFAULT_RESTART_S = 30.0  # Pollux (OSDI'21) §5.3: the simulator's delay per re-allocation
+
+
+def restart_overheads(delay_s: float) -> ReshapeOverheads:
+    """Checkpoint-restart's profile: `delay_s` for every placement change, first start included."""
+    return ReshapeOverheads(CHECKPOINT_RESTART, delay_s, delay_s, delay_s, delay_s)
+
+
+def CheckpointRestart(delay_s: float = DEFAULT_RESTART_S, pinned: bool = False) -> Mechanism:  # noqa: N802 - reads as a type
     """Stop, checkpoint, restart on the new GPUs: a fixed pause for every placement change.
 
     A job's first start costs the same pause (its workers start and load), as in the reference
     simulator, where every allocation change, the first included, started the same countdown.
+    `pinned`: `delay_s` holds for every model, whatever pause its data sets (`for_models`).
     """
-    return Mechanism(ReshapeOverheads(CHECKPOINT_RESTART, delay_s, delay_s, delay_s, delay_s))
+    return Mechanism(restart_overheads(delay_s), pinned=pinned)
 
 
-def mechanism_named(name: str, restart_delay_s: float = 30.0) -> Mechanism:
-    """The mechanism called `name`; `restart_delay_s` sets checkpoint-restart's pause."""
+def mechanism_named(name: str, restart_delay_s: float | None = None) -> Mechanism:
+    """The mechanism called `name`. `restart_delay_s` sets checkpoint-restart's pause for every
+    model; None: each model's own where its data sets one (`for_models`), else 30 s."""
     if name == CHECKPOINT_RESTART:
-        return CheckpointRestart(restart_delay_s)
+        if restart_delay_s is None:
+            return CheckpointRestart()
+        return CheckpointRestart(restart_delay_s, pinned=True)
     if name in OVERHEADS:
         return Mechanism(OVERHEADS[name])
     raise InputError(f"unknown mechanism {name!r}; known: {', '.join(mechanism_names())}")

@@ -51,6 +51,9 @@ class AppTruth(ABC):
     #: Types described by their speed relative to another, {type: (base type, factor)}
     #: (`corral.sim.truth.speeds.with_speeds`); none by default.
     speeds: Mapping[str, tuple[str, float]] = MappingProxyType({})
+    #: This model's checkpoint-restart pause as its data's publishers charged it
+    #: (`corral.sim.truth.model_facts`); None: the mechanism's own (`--restart-delay`).
+    restart_s: float | None = None
 
     def gpu_types(self) -> tuple[str, ...]:
         """The GPU types whose step times this application knows, its own (`gpu_type`) first."""
@@ -157,6 +160,7 @@ class TypeView(AppTruth):
         self.speeds = app.speeds
         self.limits = app.limits
         self.epoch_overhead_s = app.epoch_overhead_s
+        self.restart_s = app.restart_s
         self.step_time = lru_cache(maxsize=65536)(step_s)  # type: ignore[method-assign]
         self.grad_stats = app.grad_stats  # type: ignore[method-assign]
         self.metric = app.metric  # type: ignore[method-assign]
@@ -215,3 +219,8 @@ class Truth(ABC):
 
     def limits(self) -> dict[str, AppLimits]:
         return {name: a.limits for name, a in self.apps().items()}
+
+    def restart_times(self) -> dict[str, float]:
+        """{app: checkpoint-restart pause} of the applications whose data sets one
+        (`AppTruth.restart_s`); the others pause as the mechanism says."""
+        return {name: a.restart_s for name, a in self.apps().items() if a.restart_s is not None}

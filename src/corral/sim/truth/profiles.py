@@ -8,6 +8,8 @@ instead (or as well) hold one such pair per GPU type, `placements-<type>.csv` an
 are interpolated between the two nearest validated batch sizes; epoch boundaries are the
 minimum over batch sizes. Decided here: queries outside the measured range are clamped to it,
 and a configuration outside the measurements' convex hull takes the nearest measured point.
+Each model runs with the settings of its layout's publishers (`corral.sim.truth.model_facts`):
+its restart pause (`AppTruth.restart_s`) and its step times multiplied by its slowdown.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import csv
 import re
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,17 +28,19 @@ from corral.core.cluster import gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import LrRule
 from corral.sim.truth.base import AppLimits, AppTruth, Truth, TypeView
+from corral.sim.truth.model_facts import POLLUX, SIA, model_facts
 
 #: Per-model facts the profile files do not carry (Pollux (OSDI'21) Table 1, §4.2, and the
-#: artifact's simulator settings): optimizer LR rule, and the
-#: per-GPU cap / fixed batch the reference simulator applied.
+#: artifact's simulator settings): optimizer LR rule, and the fixed batch and GPU count the
+#: reference simulators (Pollux's and Sia's alike) applied. What differs by layout (restart
+#: pause, slowdown, per-GPU cap) is in `corral.sim.truth.model_facts`.
 APP_FACTS: dict[str, dict] = {
     "bert": {"lr_rule": LrRule.SQRT},
     "cifar10": {"lr_rule": LrRule.ADASCALE},
     "deepspeech2": {"lr_rule": LrRule.ADASCALE},
     "imagenet": {"lr_rule": LrRule.ADASCALE},
     "ncf": {"lr_rule": LrRule.SQRT, "adaptive": False, "fixed_bsz": 32768, "max_gpus": 1},
-    "yolov3": {"lr_rule": LrRule.ADASCALE, "max_local_bsz": 8},
+    "yolov3": {"lr_rule": LrRule.ADASCALE},
 }
 
 MAX_INTERP_NODES = 16
@@ -176,6 +180,21 @@ def _typed_files(directory: Path) -> dict[str, tuple[Path, Path]]:
     return dict(sorted(out.items()))
 
 
+StepFn = Callable[[tuple[int, ...], float], tuple[float, float]]
+
+
+def slowed(step_s: StepFn, slowdown: float) -> StepFn:
+    """`step_s` with step and sync times multiplied by `slowdown` (a job's goodput divided by
+    it, as Sia's simulator divides it); `step_s` itself when the slowdown is 1."""
+    if slowdown == 1.0:
+        return step_s
+
+    def step(counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        step_time, sync_time = step_s(counts, local_bsz)
+        return step_time * slowdown, sync_time * slowdown
+    return step
+
+
 class ProfileApp(_StepTable, AppTruth):
     """One application's measured behaviour, read from `<dir>/<app>/`.
 
@@ -183,12 +202,17 @@ class ProfileApp(_StepTable, AppTruth):
     artifact's layout) give type `<type>`; the plain `placements.csv` and `scalability.csv` the
     unnamed type "". The application's own type (`gpu_type`, what `step_time` answers and the
     batch limits come from) is "" when the plain files are there, else the first type by name.
+    `layout`: `SIA` when the folder holds only per-type files, else `POLLUX`; it picks the
+    model's restart pause and slowdown (`model_facts`).
     """
 
     def __init__(self, directory: Path) -> None:
         self.name = directory.name
         self._typed = _typed_files(directory)
         plain = directory / "placements.csv"
+        self.layout = POLLUX if plain.is_file() or not self._typed else SIA
+        run = model_facts(self.layout, self.name)
+        self.restart_s, self.slowdown = run.restart_s, run.slowdown
         if plain.is_file() or not self._typed:
             self._load_placements(plain)
             self._load_scalability(directory / "scalability.csv")
@@ -199,7 +223,7 @@ class ProfileApp(_StepTable, AppTruth):
         self._load_validation(directory)
         facts = APP_FACTS.get(self.name, {})
         min_local = int(self._min_local)
-        max_local = int(facts.get("max_local_bsz", self._max_local))
+        max_local = int(self._max_local if run.max_local_bsz is None else run.max_local_bsz)
         self.limits = AppLimits(
             app=self.name,
             init_bsz=int(self.batch_sizes[0]),
@@ -212,16 +236,18 @@ class ProfileApp(_StepTable, AppTruth):
             fixed_bsz=facts.get("fixed_bsz"),
             max_gpus=facts.get("max_gpus"),
         )
-        self.step_time = lru_cache(maxsize=65536)(self._step_time)  # type: ignore[method-assign]
+        self.step_time = lru_cache(maxsize=65536)(  # type: ignore[method-assign]
+            slowed(self._step_time, self.slowdown))
 
     def step_time(self, counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:  # replaced per instance
-        return self._step_time(counts, local_bsz)
+        return slowed(self._step_time, self.slowdown)(counts, local_bsz)
 
     def gpu_types(self) -> tuple[str, ...]:
         return (self.gpu_type, *(t for t in self._typed if t != self.gpu_type))
 
     def _type_view(self, gpu_type: str) -> AppTruth:
-        return TypeView(self, gpu_type, _StepTable(*self._typed[gpu_type])._step_time)
+        return TypeView(self, gpu_type,
+                        slowed(_StepTable(*self._typed[gpu_type])._step_time, self.slowdown))
 
     # -- statistical efficiency and progress ------------------------------------------------------
     def _load_validation(self, directory: Path) -> None:

@@ -30,6 +30,7 @@ from corral.protocol.inplace import ENV_CONTROL_DIR
 
 if TYPE_CHECKING:
     from corral.executors.early import EarlyStarts
+    from corral.executors.resize import InPlaceResizer
 
 __all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
 
@@ -76,7 +77,8 @@ class JobTableExecutor(Executor, Generic[J]):
     def __init__(self, root: Path, *, thread_name: str, max_retries: int, stop_timeout_s: float,
                  crash_grace_s: float, report_interval_s: float, checkpoint_interval_s: float,
                  poll_s: float, retry_backoff_s: float = 1.0,
-                 early: EarlyStarts[J] | None = None) -> None:
+                 early: EarlyStarts[J] | None = None,
+                 inplace: InPlaceResizer[J] | None = None) -> None:
         self.files = JobFiles(root)  # every job's files under root/jobs/
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
@@ -89,6 +91,9 @@ class JobTableExecutor(Executor, Generic[J]):
         self._jobs: dict[str, J] = {}
         #: starts jobs early on slots others give up (corral.executors.early); None: never
         self.early = early
+        #: resizes running jobs in place where they allow it (corral.executors.resize); None:
+        #: every resize is checkpoint-restart
+        self.inplace = inplace
         self._lock = threading.RLock()
         self._round_open = False  # inside `applying()`: stops wait for the next pass
         self._closing = threading.Event()
@@ -307,11 +312,12 @@ class JobTableExecutor(Executor, Generic[J]):
             self._signal(j, signal.SIGTERM)
 
     def _resize(self, j: J) -> None:
-        """Move the running job to `j.target`; checkpoint-restart here, an executor may do it
-        in place (corral.executors.resize)."""
-        self._terminate(j, "resize", self.stop_timeout_s)
+        """Move the running job to `j.target`: in place where the job allows it, else (or
+        with no `inplace` part) checkpoint-restart."""
+        if self.inplace is None or not self.inplace.begin(j):
+            self._terminate(j, "resize", self.stop_timeout_s)
 
-    def _joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
+    def joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
                        joiner_codes: Sequence[int | None]) -> bool:
         """While an in-place resize's new workers start: drop it when the job was re-decided
         (its target is no longer `planned`), stopped or crashed, and the lifecycle goes on;
@@ -319,26 +325,31 @@ class JobTableExecutor(Executor, Generic[J]):
         the resize is over."""
         if j.state is not ExecState.RUNNING or j.target != planned or any(
                 c is not None for c in old_codes):
-            self._drop_joiners(j)
+            self._drop_resize(j)
         elif any(c is not None for c in joiner_codes):
-            self._fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
+            self.fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
                             "was ready")
         elif j.resize.timed_out():
-            self._fall_back(j, "the new workers were not ready in time")
+            self.fall_back(j, "the new workers were not ready in time")
         else:
             return False
         return True
 
-    def _fall_back(self, j: J, why: str) -> None:
+    def fall_back(self, j: J, why: str) -> None:
         """The in-place resize under way (`j.resize`, corral.executors.resize) failed: its new
         workers end, and the job is resized by checkpoint-restart instead (the old workers
         checkpoint the state they hold on SIGTERM, or have already)."""
         target = j.resize.new_world
-        self._drop_joiners(j)
+        self._drop_resize(j)
         self.event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
                     "resizing by checkpoint-restart instead")
         if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
             self._terminate(j, "resize", self.stop_timeout_s)
+
+    def _drop_resize(self, j: J) -> None:
+        """End the in-place resize under way: its new workers and their slots."""
+        assert self.inplace is not None  # (only it starts one)
+        self.inplace.drop(j)
 
     def advance_in_flight(self, j: J) -> bool:
         """Move on an early start or an in-place resize under way (a backend's first step in
@@ -349,14 +360,10 @@ class JobTableExecutor(Executor, Generic[J]):
             self.early.advance(j)
             return True
         if j.resize is not None:
-            self._advance_resize(j)
+            assert self.inplace is not None  # (only it starts one)
+            self.inplace.advance(j)
             return j.resize is not None
         return False
-
-    def _advance_resize(self, j: J) -> None:
-        """One look at the in-place resize under way (`j.resize`); executors that resize in
-        place."""
-        raise NotImplementedError
 
     def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
         """The job ends FAILED with `message` (its workers released first)."""
@@ -382,7 +389,7 @@ class JobTableExecutor(Executor, Generic[J]):
         """The number workers of the job's next launch are told (see JobLaunch)."""
         return j.launch.config.launch + j.launches
 
-    def _worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
+    def worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
                     inherit: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment every worker of the job's next launch gets, before its rank's
         variables: `inherit`, the job's env, CORRAL_* (and no GPU, one BLAS thread on CPU)."""
@@ -445,12 +452,6 @@ class JobTableExecutor(Executor, Generic[J]):
     @abstractmethod
     def _release(self, j: J) -> None:
         """Kill what is left of the job's worker set and free its resources."""
-
-    @abstractmethod
-    def _drop_joiners(self, j: J) -> None:
-        """End the in-place resize's new workers and give back their slots (executors that
-        resize in place)."""
-        raise NotImplementedError
 
     def _try_start(self, j: J) -> None:
         """Start a launch of a queued job on `j.target` if its resources are free."""

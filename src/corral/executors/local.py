@@ -28,6 +28,7 @@ from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.local_early import EarlyProcs, LocalEarlySlots
+from corral.executors.local_resize import LocalInPlace
 from corral.executors.procs import (
     ENV_LAUNCH_TAG,
     end_launch,
@@ -42,14 +43,11 @@ from corral.executors.resize import (
     IN_PLACE,
     InPlaceResize,
     check_mechanism,
-    regroup_failure,
-    runs_corral_train,
 )
 from corral.executors.sandbox import available as sandbox_available
 from corral.executors.sandbox import sandboxed
 from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
-from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["LocalExecutor"]
 
@@ -118,13 +116,16 @@ class LocalExecutor(JobTableExecutor[_Job]):
         self.node_name = node_name
         #: the slots and worker sets of early starts (corral.executors.local_early)
         self.early_slots = LocalEarlySlots(self)
+        #: in-place resizes (corral.executors.local_resize), used when `mechanism` is in-place
+        self.resizer = LocalInPlace(self)
         super().__init__(self.data_dir, thread_name="corral-local-executor",
                          max_retries=max_retries, stop_timeout_s=stop_timeout_s,
                          crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
                          checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
                          retry_backoff_s=retry_backoff_s,
                          early=EarlyStarts(self, self.early_slots, timeout_s=early_timeout_s)
-                         if early_init else None)
+                         if early_init else None,
+                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
 
     # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
     def cluster(self) -> Cluster:
@@ -192,7 +193,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
     def _release(self, j: _Job) -> None:
         """Free the slots and logs first (that cannot fail), then end every process left."""
         if j.resize is not None:
-            self._drop_joiners(j)
+            self.resizer.drop(j)
         if j.early is not None:
             self.early_slots.drop(j)
         procs, logs, tag = j.procs, j.logs, j.tag
@@ -246,7 +247,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
         what started there to release), and record them for a later service to reclaim."""
         job, k = j.launch, len(slots)
         backend = "nccl" if self.pool.gpu else "gloo"
-        base = self._worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        base = self.worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
         base[ENV_LAUNCH_TAG] = tag
         base.update(extra or {})
         if self.pool.gpu:
@@ -256,12 +257,12 @@ class LocalExecutor(JobTableExecutor[_Job]):
                                master_addr="127.0.0.1", master_port=port, backend=backend)
             log = self.files.open_log(job.job_id, rank)
             logs.append(log)
-            argv, env = self._contained(j, {**base, **worker.to_env(),
+            argv, env = self.contained(j, {**base, **worker.to_env(),
                                             ENV_GPU_TYPE: self.slot_type[slots[rank]]})
             procs.append(spawn(argv, job.cwd, env, log))
         self.files.record_workers(job.job_id, [p.pid for p in procs], tag)
 
-    def _contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    def contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The argv and environment a worker of `j` starts with: in the sandbox
         (corral.executors.sandbox) when this executor sandboxes, else its command as given.
         Raises PermissionError (one line) for a job the sandbox cannot keep off the data
@@ -271,123 +272,3 @@ class LocalExecutor(JobTableExecutor[_Job]):
             return list(job.command), env
         return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)), env=env,
                          deny=[str(self.data_dir)])
-
-    # -- in-place resize (corral.executors.resize) ----------------------------------------------
-    def _resize(self, j: _Job) -> None:
-        """Resize in place when the job allows it, else checkpoint-restart. A grow waits here
-        (old workers training on) until the slots for its new workers are free."""
-        current = self.launch_number(j) - 1
-        node = self._one_node(j)
-        if self.mechanism != IN_PLACE or not j.procs or node is None or not runs_corral_train(
-                self.report(j.launch.job_id), current, j.procs[0].pid):
-            super()._resize(j)
-            return
-        plan, old = j.target, len(j.procs)
-        assert plan is not None
-        extra: list[int] = []
-        if plan.num_workers > old:
-            got = self.pool.acquire(j.launch.job_id, plan.num_workers - old, node=node)
-            if got is None:
-                return  # not free yet: asked again at the next pass
-            extra = sorted(got)
-        j.resize = InPlaceResize(plan, generation=self.launch_number(j), old_world=old,
-                                 port=free_port(), new_slots=extra)
-        self.files.note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
-                   f"worker(s) (generation {j.resize.generation})")
-        try:
-            for rank in sorted(j.resize.joiner_ranks):
-                self._start_joiner(j, rank)
-        except (OSError, ValueError) as exc:
-            self._fall_back(j, f"a new worker could not start: {exc}")
-
-    def _one_node(self, j: _Job) -> int | None:
-        """The node the job's workers are on and its target keeps it on, or None when it
-        moves between nodes (which in-place resizes do not do: they keep ranks' slots)."""
-        assert j.target is not None  # (resizing: it has a target)
-        nodes = {self.pool.node[s] for s in j.slots} | set(self.per_node(j.target.placement))
-        return nodes.pop() if len(nodes) == 1 else None
-
-    def _start_joiner(self, j: _Job, rank: int) -> None:
-        r, job = j.resize, j.launch
-        assert r is not None and j.tag is not None
-        env = self._worker_env(j, r.plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
-        env[ENV_LAUNCH_TAG] = j.tag
-        env[ENV_JOIN_GENERATION] = str(r.generation)
-        if self.pool.gpu:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in j.slots + r.new_slots)
-        worker = WorkerEnv(rank=rank, world_size=r.new_world, local_rank=rank,
-                           local_world_size=r.new_world, master_addr="127.0.0.1",
-                           master_port=r.port, backend="nccl" if self.pool.gpu else "gloo")
-        log = self.files.open_log(job.job_id, rank)
-        r.joiner_logs.append(log)
-        slot = (j.slots + r.new_slots)[rank]
-        argv, full = self._contained(j, {**env, **worker.to_env(), ENV_GPU_TYPE: self.slot_type[slot]})
-        r.joiners.append(spawn(argv, job.cwd, full, log))
-
-    def _advance_resize(self, j: _Job) -> None:
-        """One look at the resize under way: send the request once the new workers are ready,
-        take the new worker set once it reports, or fall back to checkpoint-restart."""
-        r = j.resize
-        assert r is not None
-        old_codes = [p.poll() for p in j.procs]
-        joiner_codes = [p.poll() for p in r.joiners]
-        if r.phase == "joining":
-            if self._joining_ended(j, r.plan, old_codes, joiner_codes):
-                return
-            if r.joiner_ranks <= ready_ranks(self.files.control_dir(j.launch.job_id), r.generation):
-                self._send_request(j)
-            return
-        report = self.report(j.launch.job_id)
-        if report and report.get("launch") == r.generation and report.get("world_size") == r.new_world:
-            self._take_new_set(j)
-            return
-        why = regroup_failure(old_codes, range(r.new_world, r.old_world), joiner_codes)
-        if why:
-            self._fall_back(j, why)
-        elif r.timed_out():
-            self._fall_back(j, "the new process group did not report in time")
-
-    def _send_request(self, j: _Job) -> None:
-        r = j.resize
-        assert r is not None
-        batch = (r.plan.batch.local_bsz, r.plan.batch.accum_steps) if r.plan.batch else None
-        write_request(self.files.control_dir(j.launch.job_id), ResizeRequest(
-            r.generation, r.new_world, "127.0.0.1", r.port, r.ranks(), batch=batch,
-            launch=r.generation))
-        r.switch()
-        for p in j.procs:  # the trainer itself (runs_corral_train), not its process group
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGUSR1)
-
-    def _take_new_set(self, j: _Job) -> None:
-        """The new process group trains: it is the job's worker set from now on."""
-        r, job = j.resize, j.launch
-        assert r is not None
-        keep = min(r.old_world, r.new_world)
-        for p in j.procs[keep:]:  # leavers: gone already, or on their way out
-            signal_group(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
-        for f in j.logs[keep:]:
-            f.close()
-        self.pool.release(job.job_id, j.slots[keep:])
-        j.procs = j.procs[:keep] + r.joiners
-        j.logs = j.logs[:keep] + r.joiner_logs
-        j.slots = j.slots[:keep] + r.new_slots
-        j.plan, j.started_at, j.resize = r.plan, time.time(), None
-        j.launches += 1
-        self.files.record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
-        self.event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
-                    f"to {r.new_world} worker(s) {r.took()}")
-
-    def _drop_joiners(self, j: _Job) -> None:
-        """End the resize's new workers and free their slots."""
-        r, j.resize = j.resize, None
-        assert r is not None
-        self.pool.release(j.launch.job_id, r.new_slots)
-        for p in r.joiners:
-            signal_group(p.pid, signal.SIGKILL)
-        for p in r.joiners:
-            if p.poll() is None:
-                p.wait(timeout=5)
-        for f in r.joiner_logs:
-            f.close()

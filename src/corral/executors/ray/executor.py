@@ -30,6 +30,7 @@ from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.executors.ray.early import RayEarlyStart
+from corral.executors.ray.inplace import RayInPlace
 from corral.executors.ray.launch import (
     LOST,
     Launcher,
@@ -38,14 +39,12 @@ from corral.executors.ray.launch import (
     WorkerSet,
     connect,
     ready,
-    remove_groups,
 )
 from corral.executors.ray.nodes import NodeTable
-from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
+from corral.executors.ray.resize import PidLookup, RayResize
 from corral.executors.ray.seats import RayEarlySeats, lost_note
-from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
+from corral.executors.resize import IN_PLACE, check_mechanism
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
-from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["RayExecutor", "connect"]
 
@@ -80,8 +79,6 @@ class RayExecutor(JobTableExecutor[_Job]):
     name = "ray"
     _job_type = _Job
     _join_timeout_s = 10.0
-    #: Seconds rank 0's actor gets to name its command's pid (`_runs_trainer`).
-    _pid_timeout_s = 10.0
 
     def __init__(self, data_dir: str | Path, *, address: str | None = None,
                  resource: str | None = None, storage: str | Path | None = None,
@@ -112,13 +109,16 @@ class RayExecutor(JobTableExecutor[_Job]):
         self._nodes_at = time.monotonic()
         #: the seats and worker sets of early starts (corral.executors.ray.seats)
         self.early_seats = RayEarlySeats(self)
+        #: in-place resizes (corral.executors.ray.inplace), used when `mechanism` is in-place
+        self.resizer = RayInPlace(self)
         super().__init__(self.storage, thread_name="corral-ray-executor", max_retries=max_retries,
                          stop_timeout_s=stop_timeout_s, crash_grace_s=crash_grace_s,
                          report_interval_s=report_interval_s,
                          checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
                          retry_backoff_s=retry_backoff_s,
                          early=EarlyStarts(self, self.early_seats, timeout_s=early_timeout_s)
-                         if early_init else None)
+                         if early_init else None,
+                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
 
     @property
     def resource(self) -> str:
@@ -240,11 +240,11 @@ class RayExecutor(JobTableExecutor[_Job]):
         """Kill the job's actors and free its placement groups, but those promised to a job
         starting early on them (they pass to it)."""
         if j.resize is not None:
-            self._drop_joiners(j)
+            self.resizer.drop(j)
         if j.early is not None:
             self.early_seats.drop(j)
         if j.ws is not None:
-            j.ws.release(keep=self._handed_groups())
+            j.ws.release(keep=self.handed_groups())
             j.ws = None
 
     def _requeue(self, j: _Job) -> None:
@@ -291,7 +291,7 @@ class RayExecutor(JobTableExecutor[_Job]):
             self.files.note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
             return False
         batch = ws.target.plan.batch
-        base = {**self._worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
+        base = {**self.worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
         k = len(ws.actors)
         envs = [{**base, **WorkerEnv(rank=rank, world_size=k, local_rank=local_rank,
                                      local_world_size=local_size, master_addr=master_addr,
@@ -307,165 +307,8 @@ class RayExecutor(JobTableExecutor[_Job]):
                             [str(self.files.log_path(job.job_id, r)) for r in range(k)], devices)
         return True
 
-    # -- in-place resize (corral.executors.ray.resize) ------------------------------------------
-    def _resize(self, j: _Job) -> None:
-        """Resize in place when the job and the move allow it, else checkpoint-restart (the
-        lifecycle calls this at every look while the job's target differs from its workers',
-        so a look that is still waiting for rank 0's pid returns and a later one decides)."""
-        ws, target = j.ws, j.target
-        assert ws is not None and target is not None
-        plan = (plan_in_place(ws.nodes, target.nodes)
-                if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
-                and target.nodes is not None else None)
-        trainer = self._runs_trainer(j) if plan is not None else False
-        if trainer is None:
-            return
-        if not trainer:
-            super()._resize(j)
-            return
-        assert plan is not None  # (trainer is only true with a plan)
-        joiners = None
-        if plan.joiners:
-            try:
-                joiners = self.launcher.reserve(Target.of(target.plan, plan.joiners,
-                                                          sum(c for _, c in plan.joiners)))
-            except LaunchError as exc:
-                self.event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
-                            "checkpoint-restart instead")
-                super()._resize(j)
-                return
-        j.resize = RayResize(target, self.launch_number(j), plan, joiners,
-                             [ws.actors[0].address.remote()])
-        self.files.note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
-                   f"{plan.new_world} worker(s) (generation {j.resize.generation})")
-
-    def _runs_trainer(self, j: _Job) -> bool | None:
-        """The running launch's rank 0 is a corral.train trainer (its report names the pid of
-        rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
-        being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
-        `_pid_timeout_s` counts as not a trainer)."""
-        assert j.ws is not None
-        name, lookup = j.ws.names[0], j.pid_lookup
-        if lookup is None or lookup.actor != name:
-            lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
-                                              time.monotonic() + self._pid_timeout_s)
-        if not ready(lookup.ref):
-            if time.monotonic() < lookup.deadline:
-                return None
-            j.pid_lookup = None
-            self.files.note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
-                       f"{self._pid_timeout_s:g} s; resizing by checkpoint-restart")
-            return False
-        try:
-            pid = ray.get(lookup.ref)
-        except RayError:
-            pid = None
-        if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
-            j.pid_lookup = None
-            return False
-        return runs_corral_train(self.report(j.launch.job_id), self.launch_number(j) - 1, pid)
-
-    def _advance_resize(self, j: _Job) -> None:
-        """One look at the resize under way: start the new workers, send the request once
-        they are ready, take the new worker set once it reports, or fall back."""
-        r, ws = j.resize, j.ws
-        assert r is not None and ws is not None
-        ws.collect()
-        if r.joiners is not None and r.joiners.started:
-            r.joiners.collect()
-        joiner_codes = r.joiners.codes if r.joiners is not None else []
-        if r.phase == "joining":
-            if self._joining_ended(j, r.target, ws.codes, joiner_codes):
-                return
-            if r.master is None:
-                if ready(*r.address):
-                    r.master = tuple(ray.get(r.address[0]))
-            elif r.joiners is not None and not r.joiners.started:
-                self._start_joiners(j)
-            elif r.joiners is not None and ready(*r.joiners.starts) and r.joiners.start_error():
-                self._fall_back(j, f"a new worker could not start: {r.joiners.start_error()}")
-            elif r.joiner_ranks <= ready_ranks(self.files.control_dir(j.launch.job_id), r.generation):
-                self._send_request(j)
-            return
-        report = self.report(j.launch.job_id)
-        if (report and report.get("launch") == r.generation
-                and report.get("world_size") == r.plan.new_world):
-            self._take_new_set(j)
-            return
-        why = regroup_failure(ws.codes, r.plan.leaving, joiner_codes)
-        if why:
-            self._fall_back(j, why)
-        elif r.timed_out():
-            self._fall_back(j, "the new process group did not report in time")
-
-    def _start_joiners(self, j: _Job) -> None:
-        """The joiners' groups are reserved: create their actors, then start them with the new
-        rendezvous once their actors are up (the next looks)."""
-        r, job, ws = j.resize, j.launch, j.ws
-        assert r is not None and r.joiners is not None and ws is not None
-        js = r.joiners
-        if js.phase == "pg":
-            if ready(*js.waiting):
-                self.launcher.create_actors(js, job.job_id, r.generation, self.node_table,
-                                            first_rank=len(r.plan.staying))
-            return
-        if not ready(*js.waiting):
-            return
-        assert r.master is not None
-        nodes = [ws.nodes[rank] for rank in r.plan.staying] + js.nodes
-        base = self._worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.launcher.gpu)
-        base[ENV_JOIN_GENERATION] = str(r.generation)
-        envs, first = [], len(r.plan.staying)
-        for i, (local_rank, local_size) in enumerate(local_ranks(nodes)[first:]):
-            envs.append({**base, **WorkerEnv(
-                rank=first + i, world_size=r.plan.new_world, local_rank=local_rank,
-                local_world_size=local_size, master_addr=r.master[0], master_port=r.master[1],
-                backend=self.launcher.backend).to_env(),
-                ENV_GPU_TYPE: self.node_table.type_of(nodes[first + i])})
-        self.launcher.start(js, job.command, job.cwd, envs,
-                            [str(self.files.log_path(job.job_id, first + i)) for i in range(len(envs))])
-
-    def _send_request(self, j: _Job) -> None:
-        r, ws = j.resize, j.ws
-        assert r is not None and r.master is not None and ws is not None
-        batch = r.target.plan.batch
-        nodes = {ws.nodes[rank] for rank in r.plan.staying} | set(
-            r.joiners.nodes if r.joiners is not None else ())
-        write_request(self.files.control_dir(j.launch.job_id), ResizeRequest(
-            r.generation, r.plan.new_world, r.master[0], r.master[1], dict(r.plan.ranks),
-            batch=(batch.local_bsz, batch.accum_steps) if batch else None,
-            num_nodes=len(nodes), launch=r.generation))
-        r.switch()
-        for actor, code in zip(ws.actors, ws.codes):
-            if code is None:
-                actor.signal_command.remote(signal.SIGUSR1)
-
-    def _take_new_set(self, j: _Job) -> None:
-        """The new process group trains: it is the job's worker set from now on; the leavers'
-        actors end and their slots are given back."""
-        r, old, job = j.resize, j.ws, j.launch
-        assert r is not None and old is not None
-        for rank in r.plan.leaving:
-            ray.kill(old.actors[rank], no_restart=True)
-        remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving],
-                      keep=self._handed_groups())
-        j.ws, j.resize = merged(old, r), None
-        j.ws.placement = self.node_table.placement_of(j.ws.nodes)
-        j.plan, j.started_at = WorkerPlan(j.ws.placement, r.target.plan.batch), time.time()
-        j.launches += 1
-        self.files.record_workers(job.job_id, j.ws.names)
-        self.event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
-                    f"to {r.plan.new_world} worker(s) {r.took()}")
-
-    def _drop_joiners(self, j: _Job) -> None:
-        """End the resize's new workers and give back their slots."""
-        r, j.resize = j.resize, None
-        assert r is not None
-        if r.joiners is not None:
-            r.joiners.release()
-
     # -- early initialisation (corral.executors.early: the sequence; ray.seats: the seats) ------
-    def _handed_groups(self) -> set[str]:
+    def handed_groups(self) -> set[str]:
         """Ids of the donors' placement groups promised to jobs starting early: a donor that
         gives its slot up leaves them in place (they pass to the incoming job)."""
         return {s.pg.id.hex() for s in (self.early.promised_slots() if self.early else [])}

@@ -148,7 +148,7 @@ class JobTableExecutor(Executor, Generic[J]):
                 pass  # its next pass stops it (`_watch`), unless a job starts early on its slots
             elif j.state is not ExecState.STOPPING:
                 self.guarded(j, f"cannot {reason} it", self._terminate, j, reason,
-                              self.stop_timeout_s)
+                             self.stop_timeout_s)
             elif reason == "cancel" or j.reason == "resize":
                 j.reason = reason
 
@@ -219,7 +219,7 @@ class JobTableExecutor(Executor, Generic[J]):
             self._closing.wait(self.poll_s)
 
     def guarded(self, j: J, what: str, step: Callable[..., Any], *args: Any,
-                 kind: str = "executor-error") -> None:
+                kind: str = "executor-error") -> None:
         """Run one step for job `j`; if it raises, the job fails with a `kind` event (its
         workers are released if they can be) and nothing else is affected."""
         try:
@@ -246,7 +246,7 @@ class JobTableExecutor(Executor, Generic[J]):
             elif any(c not in (None, 0) for c in codes):
                 bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
                 self.files.note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
-                           + self._codes_note([c for _, c in bad]) + "; stopping the rest")
+                                + self._codes_note([c for _, c in bad]) + "; stopping the rest")
                 self._terminate(j, "crash", self.crash_grace_s)
             elif j.target != running and not (self.early is not None
                                               and self.early.keeps_training(j)):
@@ -261,7 +261,7 @@ class JobTableExecutor(Executor, Generic[J]):
                 if j.killed == 0:
                     alive = sum(c is None for c in codes)
                     self.event(j, "killed", f"killed at stop timeout: {alive} worker(s) still "
-                                f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
+                               f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
                 self._escalate(j)
                 j.killed += 1
 
@@ -274,7 +274,7 @@ class JobTableExecutor(Executor, Generic[J]):
         if codes is not None:
             j.exit_codes = tuple(codes)
             self.files.note(job_id, f"launch {j.launches - 1} exited with {list(codes)}"
-                       + (f" ({reason})" if reason else "") + self._codes_note(codes))
+                            + (f" ({reason})" if reason else "") + self._codes_note(codes))
             if reason != "cancel" and (all(c == 0 for c in codes) or self._reported_finished(j)):
                 j.state = ExecState.DONE
                 return
@@ -292,7 +292,7 @@ class JobTableExecutor(Executor, Generic[J]):
             wait_s = min(MAX_BACKOFF_S, self.retry_backoff_s * 2 ** (j.crashes - 1))
             j.not_before = time.monotonic() + wait_s
             self.event(j, "retry", f"restarting from the last checkpoint in {wait_s:g} s "
-                        f"(retry {j.crashes} of {self.max_retries})")
+                       f"(retry {j.crashes} of {self.max_retries})")
         if j.target is not None:
             j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
         else:
@@ -318,7 +318,7 @@ class JobTableExecutor(Executor, Generic[J]):
             self._terminate(j, "resize", self.stop_timeout_s)
 
     def joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
-                       joiner_codes: Sequence[int | None]) -> bool:
+                      joiner_codes: Sequence[int | None]) -> bool:
         """While an in-place resize's new workers start: drop it when the job was re-decided
         (its target is no longer `planned`), stopped or crashed, and the lifecycle goes on;
         fall back to checkpoint-restart when a new worker exited or time ran out. True when
@@ -328,7 +328,7 @@ class JobTableExecutor(Executor, Generic[J]):
             self._drop_resize(j)
         elif any(c is not None for c in joiner_codes):
             self.fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
-                            "was ready")
+                           "was ready")
         elif j.resize.timed_out():
             self.fall_back(j, "the new workers were not ready in time")
         else:
@@ -342,7 +342,7 @@ class JobTableExecutor(Executor, Generic[J]):
         target = j.resize.new_world
         self._drop_resize(j)
         self.event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
-                    "resizing by checkpoint-restart instead")
+                   "resizing by checkpoint-restart instead")
         if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
             self._terminate(j, "resize", self.stop_timeout_s)
 
@@ -390,7 +390,7 @@ class JobTableExecutor(Executor, Generic[J]):
         return j.launch.config.launch + j.launches
 
     def worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
-                    inherit: Mapping[str, str] | None = None) -> dict[str, str]:
+                   inherit: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment every worker of the job's next launch gets, before its rank's
         variables: `inherit`, the job's env, CORRAL_* (and no GPU, one BLAS thread on CPU)."""
         job = j.launch

@@ -152,7 +152,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
             stragglers = end_launch(tag)
             if stragglers:
                 self.files.note(job_id, f"killed {len(stragglers)} process(es) its workers had "
-                           f"started: {stragglers}")
+                                f"started: {stragglers}")
 
     # -- hooks --------------------------------------------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> WorkerPlan:
@@ -224,8 +224,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
             self._fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
             return
         self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
-                   f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
-                                       if plan.batch else ""))
+                        f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
+                                            if plan.batch else ""))
         j.plan, j.state, j.started_at = plan, ExecState.RUNNING, time.time()
         j.slots = list(slots)
         j.tag = new_launch_tag(job.job_id)
@@ -240,8 +240,8 @@ class LocalExecutor(JobTableExecutor[_Job]):
         j.launches += 1
 
     def spawn_set(self, j: _Job, plan: WorkerPlan, slots: list[int], port: int, tag: str,
-                   procs: list[subprocess.Popen], logs: list[IO[bytes]],
-                   extra: dict[str, str] | None = None) -> None:
+                  procs: list[subprocess.Popen], logs: list[IO[bytes]],
+                  extra: dict[str, str] | None = None) -> None:
         """Start the workers of the job's next launch on `slots` (rank r on slots[r]), appending
         them to `procs` and their logs to `logs` as they start (so a failure midway leaves
         what started there to release), and record them for a later service to reclaim."""
@@ -258,7 +258,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
             log = self.files.open_log(job.job_id, rank)
             logs.append(log)
             argv, env = self.contained(j, {**base, **worker.to_env(),
-                                            ENV_GPU_TYPE: self.slot_type[slots[rank]]})
+                                           ENV_GPU_TYPE: self.slot_type[slots[rank]]})
             procs.append(spawn(argv, job.cwd, env, log))
         self.files.record_workers(job.job_id, [p.pid for p in procs], tag)
 

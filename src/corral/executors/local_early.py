@@ -95,7 +95,7 @@ class LocalEarlySlots:
         assert e is not None
         try:
             self.ex.spawn_set(j, e.target, e.slots, e.port, e.tag, e.procs, e.logs,
-                              {ENV_EARLY_START: str(e.generation)})
+                                 {ENV_EARLY_START: str(e.generation)})
         except (OSError, ValueError) as exc:
             return str(exc)
         return None

@@ -52,7 +52,7 @@ class LocalInPlace:
         j.resize = InPlaceResize(plan, generation=self.ex.launch_number(j), old_world=old,
                                  port=free_port(), new_slots=extra)
         self.ex.files.note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
-                   f"worker(s) (generation {j.resize.generation})")
+                           f"worker(s) (generation {j.resize.generation})")
         try:
             for rank in sorted(j.resize.joiner_ranks):
                 self._start_joiner(j, rank)
@@ -137,7 +137,7 @@ class LocalInPlace:
         j.launches += 1
         self.ex.files.record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
         self.ex.event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
-                    f"to {r.new_world} worker(s) {r.took()}")
+                      f"to {r.new_world} worker(s) {r.took()}")
 
     def drop(self, j: _Job) -> None:
         """End the resize's new workers and free their slots."""

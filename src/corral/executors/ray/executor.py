@@ -170,7 +170,7 @@ class RayExecutor(JobTableExecutor[_Job]):
         if nodes is None:
             count = min(plan.num_workers, max(self.node_table.total_slots, 1))
             self.files.note(job_id, f"placement {plan.placement} does not fit the nodes now "
-                       f"({self.node_table.cluster().describe()}); packing {count} worker(s)")
+                            f"({self.node_table.cluster().describe()}); packing {count} worker(s)")
             return Target.of(plan, None, count)
         return Target.of(plan, nodes, plan.num_workers)
 
@@ -257,7 +257,7 @@ class RayExecutor(JobTableExecutor[_Job]):
         if j.target.nodes is not None and not self.node_table.still_fits(j.target.nodes):
             count = min(j.target.count, max(self.node_table.total_slots, 1))
             self.files.note(j.launch.job_id, f"a node of its placement has left; packing {count} "
-                       "worker(s) wherever they fit")
+                            "worker(s) wherever they fit")
             j.target = Target.of(j.target.plan, None, count)
         try:
             j.ws = self.launcher.reserve(j.target)
@@ -280,7 +280,7 @@ class RayExecutor(JobTableExecutor[_Job]):
         self.files.record_workers(j.launch.job_id, j.ws.names)
 
     def start_set(self, j: _Job, ws: WorkerSet, extra: dict[str, str] | None = None,
-                   devices: Sequence[Sequence[str] | None] = ()) -> bool:
+                  devices: Sequence[Sequence[str] | None] = ()) -> bool:
         """Start the workers of `ws` (its rank 0's actor is up) with the rendezvous at its node,
         `extra` variables and, per rank, the GPUs to use where given; False when rank 0's
         actor died before it answered (its node left?)."""
@@ -300,9 +300,9 @@ class RayExecutor(JobTableExecutor[_Job]):
                  ENV_GPU_TYPE: self.node_table.type_of(node)}
                 for rank, (_, node, local_rank, local_size) in enumerate(ws.slots)]
         self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
-                   f"{ws.placement} ({self.resource})"
-                   + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
-                   + f", rendezvous {master_addr}:{master_port}")
+                        f"{ws.placement} ({self.resource})"
+                        + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
+                        + f", rendezvous {master_addr}:{master_port}")
         self.launcher.start(ws, job.command, job.cwd, envs,
                             [str(self.files.log_path(job.job_id, r)) for r in range(k)], devices)
         return True

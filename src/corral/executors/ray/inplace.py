@@ -55,7 +55,7 @@ class RayInPlace:
         if plan.joiners:
             try:
                 joiners = self.ex.launcher.reserve(Target.of(target.plan, plan.joiners,
-                                                          sum(c for _, c in plan.joiners)))
+                                                             sum(c for _, c in plan.joiners)))
             except LaunchError as exc:
                 self.ex.event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
                               "checkpoint-restart instead")
@@ -63,7 +63,7 @@ class RayInPlace:
         j.resize = RayResize(target, self.ex.launch_number(j), plan, joiners,
                              [ws.actors[0].address.remote()])
         self.ex.files.note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
-                   f"{plan.new_world} worker(s) (generation {j.resize.generation})")
+                           f"{plan.new_world} worker(s) (generation {j.resize.generation})")
         return True
 
     def _runs_trainer(self, j: _Job) -> bool | None:
@@ -81,7 +81,7 @@ class RayInPlace:
                 return None
             j.pid_lookup = None
             self.ex.files.note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
-                       f"{PID_TIMEOUT_S:g} s; resizing by checkpoint-restart")
+                               f"{PID_TIMEOUT_S:g} s; resizing by checkpoint-restart")
             return False
         try:
             pid = ray.get(lookup.ref)
@@ -134,7 +134,7 @@ class RayInPlace:
         if js.phase == "pg":
             if ready(*js.waiting):
                 self.ex.launcher.create_actors(js, job.job_id, r.generation, self.ex.node_table,
-                                            first_rank=len(r.plan.staying))
+                                               first_rank=len(r.plan.staying))
             return
         if not ready(*js.waiting):
             return
@@ -150,7 +150,7 @@ class RayInPlace:
                 backend=self.ex.launcher.backend).to_env(),
                 ENV_GPU_TYPE: self.ex.node_table.type_of(nodes[first + i])})
         self.ex.launcher.start(js, job.command, job.cwd, envs,
-                            [str(self.ex.files.log_path(job.job_id, first + i)) for i in range(len(envs))])
+                               [str(self.ex.files.log_path(job.job_id, first + i)) for i in range(len(envs))])
 
     def _send_request(self, j: _Job) -> None:
         r, ws = j.resize, j.ws
@@ -182,7 +182,7 @@ class RayInPlace:
         j.launches += 1
         self.ex.files.record_workers(job.job_id, j.ws.names)
         self.ex.event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
-                    f"to {r.plan.new_world} worker(s) {r.took()}")
+                      f"to {r.plan.new_world} worker(s) {r.took()}")
 
     def drop(self, j: _Job) -> None:
         """End the resize's new workers and give back their slots."""

@@ -150,7 +150,7 @@ class RayEarlySeats:
         nodes: Counter[str] = Counter(s.node for s in e.free)
         try:
             e.ws = self.ex.launcher.reserve(Target.of(j.target.plan, tuple(nodes.items()),
-                                                   len(e.free)))
+                                                      len(e.free)))
         except LaunchError as exc:
             return str(exc)
         e.ws.target = j.target
@@ -167,7 +167,7 @@ class RayEarlySeats:
         if ws.phase == "pg":
             if ready(*ws.waiting, *e.devices):
                 self.ex.launcher.create_actors(ws, job_id, f"{j.launches}e", self.ex.node_table,
-                                            borrowed=[(s.pg, s.bundle, s.node) for s in e.donated])
+                                               borrowed=[(s.pg, s.bundle, s.node) for s in e.donated])
         elif ws.phase == "addr":
             if ready(*ws.waiting):
                 try:

@@ -184,6 +184,13 @@ class EarlyStarts(Generic[J]):
         return {d for o in self.table.jobs() if o.early is not None and not o.early.initialising
                 for d in o.early.donors}
 
+    def open_donors(self) -> tuple[set[Any], list[J]]:
+        """What a backend plans donors from: the slots already promised, and the jobs that may
+        still give slots up (not starting early themselves, not let go yet)."""
+        let_go = self.let_go()
+        return set(self.promised_slots()), [d for d in self.table.jobs() if d.early is None
+                                             and d.launch.job_id not in let_go]
+
     def promised_slots(self) -> list[Any]:
         """Every donor slot promised to a job starting early."""
         return [s for o in self.table.jobs() if o.early is not None for s in o.early.promised]

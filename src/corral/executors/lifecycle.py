@@ -1,9 +1,11 @@
 """`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
 
 It holds what does not depend on how workers run: the contract's bookkeeping, the background
-thread, what follows a worker set's exit, launch environments and per-job files under
-`<root>/jobs/<job id>/`; subclasses supply the hooks at the end of the class (state machine:
-corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
+thread, what follows a worker set's exit and launch environments. Its parts: the per-job files
+(`JobFiles`, under `<root>/jobs/<job id>/`), early starts (`EarlyStarts`, corral.executors.early)
+and in-place resizes (an `InPlaceResizer`, corral.executors.resize), each given by the backend or
+left out; a backend subclass supplies how its worker sets start, are watched, signalled and
+released (the hooks at the end of the class; state machine: corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
 the round whole. Each per-job step runs under `guarded`: an exception fails that job, not the
 thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
 secrets (SERVICE_ENV) never reach workers.

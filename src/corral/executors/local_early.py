@@ -59,14 +59,10 @@ class LocalEarlySlots:
     def _donor_slots(self) -> dict[str, dict[int, list[int]]]:
         """Running jobs that give slots up and are not let go yet: the slots each gives up
         that nobody was promised, by node."""
-        early = self.ex.early
-        assert early is not None  # (asked by its sequence only)
-        promised = set(early.promised_slots())
-        let_go = early.let_go()
+        assert self.ex.early is not None  # (asked by its sequence only)
+        promised, donors = self.ex.early.open_donors()
         found: dict[str, dict[int, list[int]]] = {}
-        for d in self.ex.jobs():
-            if d.early is not None or d.launch.job_id in let_go:
-                continue
+        for d in donors:
             slots = {node: left for node, held in self._gives_up(d).items()
                      if (left := [s for s in held if s not in promised])}
             if slots:

@@ -99,15 +99,12 @@ class RayEarlySeats:
     def _donor_seats(self) -> dict[str, dict[str, list[Seat]]]:
         """Running jobs that give slots up and are not let go yet: per node, the seats each
         gives up that nobody was promised (only jobs with a placement group per worker)."""
-        early = self.ex.early
-        assert early is not None  # (asked by its sequence only)
-        promised = set(early.promised_slots())
-        let_go = early.let_go()
+        assert self.ex.early is not None  # (asked by its sequence only)
+        promised, donors = self.ex.early.open_donors()
         found: dict[str, dict[str, list[Seat]]] = {}
-        for d in self.ex.jobs():
+        for d in donors:
             if (d.state is not ExecState.RUNNING or d.ws is None or d.ws.phase != "run"
-                    or d.resize is not None or d.early is not None or not d.ws.per_worker
-                    or d.launch.job_id in let_go):
+                    or d.resize is not None or not d.ws.per_worker):
                 continue
             for rank in self._leaving(d):
                 seat = self._donated_seat(d, rank)

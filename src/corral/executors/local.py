@@ -90,25 +90,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
         #: jobs run in the sandbox (corral.executors.sandbox); None: where Landlock is
         self.sandbox = sandbox_available() if sandbox is None else sandbox
         self.mechanism = check_mechanism(mechanism)
-        typed = list(slot_types) if slot_types is not None else None
-        if gpus is not None:
-            ids = list(gpus)
-        elif slots or typed is not None:
-            ids = []  # CPU slots asked for
-        else:
-            ids = detect_gpus()
-        gpu = bool(ids)
-        if gpu and typed is None:
-            typed = detect_gpu_types(ids)
-        elif not gpu:
-            if typed is None:
-                typed = [""] * (slots or os.cpu_count() or 1)
-            elif slots and slots != len(typed):
-                raise ValueError(f"{slots} slots but {len(typed)} slot types")
-            ids = list(range(len(typed)))
-        assert typed is not None  # (given, detected, or one unnamed type per slot)
-        if len(typed) != len(ids):
-            raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
+        ids, typed, gpu = _slot_layout(slots, gpus, slot_types)
         #: the distinct slot types in slot order: node i of `cluster()` holds the slots of type i
         self.types = list(dict.fromkeys(typed))
         self.slot_type = dict(zip(ids, typed))
@@ -272,3 +254,30 @@ class LocalExecutor(JobTableExecutor[_Job]):
             return list(job.command), env
         return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)), env=env,
                          deny=[str(self.data_dir)])
+
+
+def _slot_layout(slots: int | None, gpus: Sequence[int] | None,
+                 slot_types: Sequence[str] | None) -> tuple[list[int], list[str], bool]:
+    """The slot ids, each one's GPU type and whether they are GPUs: the `gpus` given, CPU
+    `slots` (or one per `slot_types` entry), or else this machine's GPUs (nvidia-smi), or else
+    a CPU slot per core. ValueError when the counts disagree."""
+    typed = list(slot_types) if slot_types is not None else None
+    if gpus is not None:
+        ids = list(gpus)
+    elif slots or typed is not None:
+        ids = []  # CPU slots asked for
+    else:
+        ids = detect_gpus()
+    gpu = bool(ids)
+    if gpu and typed is None:
+        typed = detect_gpu_types(ids)
+    elif not gpu:
+        if typed is None:
+            typed = [""] * (slots or os.cpu_count() or 1)
+        elif slots and slots != len(typed):
+            raise ValueError(f"{slots} slots but {len(typed)} slot types")
+        ids = list(range(len(typed)))
+    assert typed is not None  # (given, detected, or one unnamed type per slot)
+    if len(typed) != len(ids):
+        raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
+    return ids, typed, gpu

@@ -21,12 +21,17 @@ class _Idle(Policy):
 
 
 def test_core_imports_no_policy():
-    """Importing core (and its registry) loads no policy module: nothing points upward."""
-    code = ("import sys, corral.core, corral.core.policy as p; "
-            "print(sorted(m for m in sys.modules if m.startswith('corral.policies')), "
-            "p.REGISTERED.names())")
+    """Core's registry, asked for names and for a policy, loads no policy module: nothing of
+    core reaches up to corral.policies, not even by a string at run time (on main before this
+    change, the first lookup imported the package by name)."""
+    code = ("import sys, corral.core.policy as p\n"
+            "from corral.core.errors import UnknownPolicyError\n"
+            "names = p.REGISTERED.names()\n"
+            "try:\n    p.REGISTERED.policy_class('fifo')\n"
+            "except UnknownPolicyError as exc:\n    print(exc)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('corral.policies')), names)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[] []"
+    assert out.stdout.splitlines() == ["unknown policy 'fifo'; known: none", "[] []"]
 
 
 def test_the_policies_package_registers_every_builtin():

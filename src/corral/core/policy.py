@@ -176,7 +176,7 @@ class PolicyRegistry:
             return self._classes[name]
         except KeyError:
             raise UnknownPolicyError(
-                f"unknown policy {name!r}; known: {', '.join(self.names())}") from None
+                f"unknown policy {name!r}; known: {', '.join(self.names()) or 'none'}") from None
 
     def create(self, name: str, overrides: Mapping[str, Any] | None = None) -> Policy:
         """Instantiate policy `name`, setting the named parameters (strings are converted)."""

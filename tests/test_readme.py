@@ -9,8 +9,9 @@ import sys
 import types
 from pathlib import Path
 
-from corral.core import Cluster, create_policy
-from corral.core.policy import _REGISTRY
+from corral.core import Cluster
+from corral.core.policy import REGISTERED
+from corral.policies import create_policy
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.workloads import builtin_default
@@ -24,7 +25,7 @@ def test_policy_example_runs():
     text = (DOCS / "policies.md").read_text()
     section = text.split("## Adding a policy", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    _REGISTRY.pop("mine", None)
+    REGISTERED._classes.pop("mine", None)
     module = types.ModuleType("docs_policy_example")
     sys.modules[module.__name__] = module  # dataclasses look their module up here
     try:
@@ -34,7 +35,7 @@ def test_policy_example_runs():
         result = Simulator(truth, policy, Cluster.parse("16x4")).run(builtin_default(truth.limits()))
         assert all(j.finish_s is not None for j in result.jobs)
     finally:
-        _REGISTRY.pop("mine", None)
+        REGISTERED._classes.pop("mine", None)
         sys.modules.pop(module.__name__, None)
 
 

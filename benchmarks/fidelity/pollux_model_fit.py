@@ -64,7 +64,8 @@ def offline(root: Path) -> dict[str, np.ndarray]:
 
 def online(root: Path, tables: dict[str, np.ndarray], workload_no: str) -> None:
     import corral.sim.loop.engine as engine
-    from corral.core import Cluster, create_policy
+    from corral.core import Cluster
+    from corral.policies import create_policy
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv

@@ -12,8 +12,9 @@ import dataclasses
 import importlib.util
 from pathlib import Path
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.perf.overheads import OVERHEADS
+from corral.policies import create_policy
 from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _co
 from _common import machine
 from bench_scale import busiest_day
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.perf import throughput
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth

@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import SHARED, machine  # noqa: E402
 
-from corral.core import Cluster, create_policy  # noqa: E402
+from corral.core import Cluster  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.sim.analysis.metrics import summarize  # noqa: E402
 from corral.sim.batch.sweep import PolicyChoice, run_matrix, runner_for  # noqa: E402
 from corral.sim.loop.config import EngineConfig  # noqa: E402

@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _co
 from _common import POLLUX, machine, require
 from bench_pollux import TimedRounds, report_rounds
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import mechanism_named

@@ -27,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _co
 from _common import POLLUX, machine, require
 from bench_sim import timed
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import Policy
+from corral.policies import create_policy
 from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

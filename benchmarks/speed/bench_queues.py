@@ -118,8 +118,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import POLLUX, machine, require  # noqa: E402
 
-from corral.core import Cluster, create_policy  # noqa: E402
+from corral.core import Cluster  # noqa: E402
 from corral.core.queues import parse_queues  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.sim.analysis.allocations import record_allocations  # noqa: E402
 from corral.sim.analysis.metrics import summarize  # noqa: E402

@@ -365,7 +365,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

@@ -189,7 +189,7 @@ def test_describe_fits(cli, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_policies_table_fits(monkeypatch, width):
-    from corral.core.policy import policy_names
+    from corral.policies import policy_names
 
     monkeypatch.setattr(console, "width", width)
     result = CliRunner().invoke(app, ["policies"])

@@ -8,8 +8,9 @@ import itertools
 
 import pytest
 
-from corral.core.policy import Changes, Keeps, Promises, Reads, policy_class, policy_names
+from corral.core.policy import Changes, Keeps, Promises, Reads
 from corral.core.rounds import Ask, Rounds
+from corral.policies import policy_class, policy_names
 from corral.policies.fifo import Fifo
 
 

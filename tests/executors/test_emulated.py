@@ -188,7 +188,7 @@ def test_a_stopped_clock_reads_the_same_and_catches_up_after() -> None:
 def test_a_decision_takes_no_emulated_time(tmp_path: Path) -> None:
     """A tick of the service (a round: deciding, applying) happens at one emulated instant:
     the job starts at the round's time, however long the policy took in real time."""
-    from corral.core.policy import create_policy
+    from corral.policies import create_policy
     from corral.service.jobs import LiveJob
     from corral.service.loop import ControlLoop
     from corral.service.store import Store
@@ -405,7 +405,7 @@ def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) ->
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
 
-    from corral.core.policy import create_policy
+    from corral.policies import create_policy
     from corral.service.api import create_app
     from corral.service.loop import ControlLoop
     from corral.service.store import Store

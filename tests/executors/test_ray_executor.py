@@ -27,7 +27,7 @@ from corral.core.cluster import Placement  # noqa: E402
 from corral.core.errors import CorralError  # noqa: E402
 from corral.executors import create_executor  # noqa: E402
 from corral.executors.base import ExecState, WorkerPlan  # noqa: E402
-from corral.executors.ray import executor as ray_executor  # noqa: E402
+from corral.executors.ray import inplace as ray_inplace  # noqa: E402
 from corral.executors.ray.executor import RayExecutor, connect  # noqa: E402
 from corral.executors.ray.launch import check_address  # noqa: E402
 from corral.executors.ray.nodes import NodeTable, bundles_for, ranks_by_node  # noqa: E402
@@ -259,7 +259,7 @@ def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, 
         asked.append(time.monotonic())
         return PidLookup(actor, late.remote(ref), deadline)
 
-    monkeypatch.setattr(ray_executor, "PidLookup", slow_lookup)
+    monkeypatch.setattr(ray_inplace, "PidLookup", slow_lookup)  # where resizes ask it
     ex = _ray_trainer_executor(tmp_path / "data")
     try:
         ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))

@@ -10,7 +10,8 @@ import pytest
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import Decision, Snapshot
-from corral.core.policy import Policy, create_policy, policy_names
+from corral.core.policy import Policy
+from corral.policies import create_policy, policy_names
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import synthetic

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from corral.core.cluster import Cluster
-from corral.core.policy import create_policy, policy_names
 from corral.core.queues import parse_queues
+from corral.policies import create_policy, policy_names
 from corral.policies.tenancy import QueuedPolicy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

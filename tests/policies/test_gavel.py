@@ -11,8 +11,9 @@ from job_views import view as job_view
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Reads, create_policy
+from corral.core.policy import Reads
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.policies.gavel import (
     Gavel,
     GavelFtf,

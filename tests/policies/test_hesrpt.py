@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.errors import UnknownPolicyError
+from corral.policies import create_policy
 from corral.policies.hesrpt import hesrpt_fractions, hesrpt_total_flow_time, whole_shares
 from corral.sim.analysis.lp_bound import BoundJob, lp_lower_bound
 from corral.sim.loop.engine import Simulator

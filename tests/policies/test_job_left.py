@@ -7,7 +7,8 @@ import pytest
 
 from corral.core.cluster import Cluster, Node
 from corral.core.jobs import Decision, Snapshot
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
+from corral.policies import create_policy
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.source import TruthSource
 from corral.sim.workloads import synthetic

@@ -12,7 +12,8 @@ import pytest
 
 from corral.core.cluster import Cluster
 from corral.core.jobs import STATUS_RUNNING, Decision, Snapshot
-from corral.core.policy import Keeps, create_policy, policy_class, policy_names
+from corral.core.policy import Keeps
+from corral.policies import create_policy, policy_class, policy_names
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth

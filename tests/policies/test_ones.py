@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.core import Changes, Cluster, JobSpec, Policy, Promises, Reads, create_policy
+from corral.core import Changes, Cluster, JobSpec, Policy, Promises, Reads
 from corral.core.jobs import LrRule
+from corral.policies import create_policy
 from corral.policies.ones.search import IDLE, Round, Search
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

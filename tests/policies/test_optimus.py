@@ -8,9 +8,9 @@ import pytest
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Decision, JobSpec, JobStatus, JobView, OracleInfo, Snapshot
-from corral.core.policy import create_policy
 from corral.perf.convergence import LossCurve, predict_total_epochs
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.policies.optimus import (
     USER_DELTA,
     EvenPlacer,

@@ -11,7 +11,8 @@ import pytest
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Reads, create_policy, policy_class, policy_names
+from corral.core.policy import Reads
+from corral.policies import create_policy, policy_class, policy_names
 from corral.policies.fifo import Fifo
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

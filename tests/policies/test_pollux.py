@@ -8,11 +8,12 @@ import itertools
 import numpy as np
 import pytest
 
-from corral.core import Cluster, JobSpec, create_policy
+from corral.core import Cluster, JobSpec
 from corral.core.cluster import Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.policies.pollux.policy import (
     PolluxParams,
     max_gpus_for,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.core import Cluster, JobSpec, create_policy
+from corral.core import Cluster, JobSpec
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
 
 

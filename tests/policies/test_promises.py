@@ -19,11 +19,9 @@ from corral.core.policy import (
     Policy,
     Promises,
     Reads,
-    create_policy,
-    policy_class,
-    policy_names,
     register_policy,
 )
+from corral.policies import create_policy, policy_class, policy_names
 from corral.policies.fifo import Fifo
 from corral.policies.placement import consolidated, free_gpus, take
 from corral.policies.tiresias import TiresiasLas
@@ -101,7 +99,8 @@ class _LeastServedFirst(Policy):
 @pytest.fixture
 def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Policies registered by a test are known only during it."""
-    monkeypatch.setattr(policy_module, "_REGISTRY", dict(policy_module._REGISTRY))
+    monkeypatch.setattr(policy_module.REGISTERED, "_classes",
+                        dict(policy_module.REGISTERED._classes))
 
 
 @pytest.mark.usefixtures("scratch_registry")

@@ -13,8 +13,9 @@ from job_views import view as job_view
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
-from corral.core.policy import Reads, create_policy
+from corral.core.policy import Reads
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.policies.sia.policy import Sia, SiaParams
 from corral.policies.sia.program import Config, Program, configurations, objective, solve
 from corral.sim.loop.config import EngineConfig

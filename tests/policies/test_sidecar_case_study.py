@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import pytest
 
-from corral.core import Cluster, JobSpec, create_policy
+from corral.core import Cluster, JobSpec
 from corral.core.jobs import LrRule
+from corral.policies import create_policy
 from corral.sim.analysis.metrics import summarize
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

@@ -19,8 +19,8 @@ from corral.core.jobs import (
     Snapshot,
     check_decision,
 )
-from corral.core.policy import create_policy
 from corral.core.queues import Queue, QueueTree, parse_queues
+from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy, is_elastic
 from corral.sim.analysis.allocations import record_allocations
 from corral.sim.loop.engine import Simulator

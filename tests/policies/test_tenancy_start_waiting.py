@@ -12,8 +12,9 @@ from layer_rounds import spec, view
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, Decision, Snapshot, check_decision
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
 from corral.core.queues import parse_queues, queues_toml
+from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy, is_elastic
 
 QUEUES = "[queue.a]\nquota = 4\n[queue.b]\nquota = 4\n"

@@ -21,8 +21,8 @@ from corral.core.jobs import (
     Snapshot,
     check_decision,
 )
-from corral.core.policy import create_policy
 from corral.core.queues import DEFAULT_QUEUE, Queue, QueueTree, parse_queues, type_capacity
+from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy, type_demand
 
 MIXED = Cluster.parse("k80:2x4,v100:1x4")  # nodes 0, 1: k80; node 2: v100

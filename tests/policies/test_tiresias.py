@@ -13,7 +13,8 @@ import pytest
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import UnknownPolicyError
 from corral.core.jobs import Assignment, Decision, JobSpec, JobStatus, JobView, LrRule, Snapshot
-from corral.core.policy import Promises, create_policy
+from corral.core.policy import Promises
+from corral.policies import create_policy
 from corral.policies.tiresias import TiresiasLas, TiresiasParams, spread_fill
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator

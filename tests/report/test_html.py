@@ -124,3 +124,11 @@ def test_findings_call_a_tie_a_tie():
     assert not any("has the fairest" in line for line in lines)
     doc["policies"]["tiresias-las"]["mean"]["ftf_max"] = 5.001
     assert any(line.startswith("Every policy ties for the fairest") for line in findings(doc))
+
+
+def test_findings_mark_the_oracles_they_are_told_of():
+    """Report imports no policy: which ones are oracles is the caller's to say (the registry's
+    `oracles()`), and only those are marked."""
+    doc = _doc(fifo=3000.0, srtf=1000.0)
+    assert "srtf (oracle) has the shortest" in findings(doc, {"srtf"})[0]
+    assert findings(doc)[0].startswith("srtf has the shortest")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from corral.core.clock import Clock as WallClock
-from corral.core.policy import create_policy
+from corral.policies import create_policy
 from corral.service.jobs import LiveJob
 from corral.service.loop import ControlLoop
 from corral.service.store import Store

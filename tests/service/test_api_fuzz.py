@@ -32,8 +32,8 @@ with warnings.catch_warnings():  # starlette's test client warns about its httpx
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient  # noqa: E402
 
-from corral.core.policy import create_policy  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402

@@ -17,7 +17,7 @@ with warnings.catch_warnings():
 from fakes import FakeExecutor  # noqa: E402
 
 from corral.core.cluster import Cluster  # noqa: E402
-from corral.core.policy import create_policy  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402

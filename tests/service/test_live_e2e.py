@@ -23,8 +23,8 @@ pytest.importorskip("uvicorn")
 
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
 
-from corral.core.policy import policy_names  # noqa: E402
 from corral.executors.procs import is_job_worker  # noqa: E402
+from corral.policies import policy_names  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
 

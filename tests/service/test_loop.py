@@ -11,9 +11,10 @@ from loopkit import Clock, make_loop, submit  # noqa: E402  (tests/service is on
 from corral.core.cluster import Placement
 from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
 from corral.executors.base import ExecState
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.service.jobs import LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.store import Store

@@ -14,8 +14,9 @@ from loopkit import Clock, make_loop, submit  # noqa: E402
 
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, Snapshot
-from corral.core.policy import Policy, policy_class, policy_names
+from corral.core.policy import Policy
 from corral.executors.base import ExecState
+from corral.policies import policy_class, policy_names
 from corral.service.loop import ControlLoop
 
 

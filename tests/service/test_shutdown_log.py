@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from corral.core.policy import create_policy
+from corral.policies import create_policy
 from corral.service.jobs import LiveJob
 from corral.service.loop import ControlLoop
 from corral.service.server import _shutdown

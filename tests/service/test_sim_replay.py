@@ -11,8 +11,8 @@ import pytest
 
 from corral.core.cluster import Cluster, Node
 from corral.core.errors import InputError
-from corral.core.policy import create_policy
 from corral.perf.estimator import JobEstimator
+from corral.policies import create_policy
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.loop import run_settings
 from corral.service.run_record import read_run

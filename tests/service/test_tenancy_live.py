@@ -6,8 +6,8 @@ from __future__ import annotations
 from loopkit import Clock, submit  # noqa: E402  (tests/service is on sys.path)
 
 from corral.core.cluster import Placement
-from corral.core.policy import create_policy
 from corral.core.queues import parse_queues
+from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.jobs import LiveStatus
 from corral.service.loop import ControlLoop

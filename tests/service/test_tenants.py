@@ -19,8 +19,8 @@ with warnings.catch_warnings():
     from fastapi.routing import APIRoute  # noqa: E402
     from fastapi.testclient import TestClient  # noqa: E402
 
-from corral.core.policy import create_policy  # noqa: E402
 from corral.core.queues import parse_queues  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402

@@ -18,8 +18,8 @@ with warnings.catch_warnings():
 from fakes import FakeExecutor  # noqa: E402
 
 from corral.core.cluster import Cluster  # noqa: E402
-from corral.core.policy import create_policy  # noqa: E402
 from corral.core.queues import parse_queues, type_capacity  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
 from corral.service.api import create_app  # noqa: E402
 from corral.service.kept_queues import KeptQueues  # noqa: E402

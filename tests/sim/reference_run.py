@@ -67,7 +67,8 @@ def figures(policy: str, workload: str, profiles: Path | None = None,
     """Every non-timing summary field of `policy` on one shared workload (measured profiles);
     the Pollux profiles and workloads folders default to where corral.datasets finds them."""
     from corral import datasets
-    from corral.core import Cluster, create_policy
+    from corral.core import Cluster
+    from corral.policies import create_policy
     from corral.sim.analysis.metrics import summarize
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.profiles import ProfileTruth

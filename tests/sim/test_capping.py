@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.errors import InfeasibleJobError
-from corral.core.policy import policy_class
+from corral.policies import create_policy, policy_class
 from corral.sim.loop.capping import capped_note, capped_to_types, chooses_counts, most_gpus
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth

@@ -9,8 +9,9 @@ from dataclasses import replace
 import datafiles
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.errors import InputError
+from corral.policies import create_policy
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.scaled import job_app

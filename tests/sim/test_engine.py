@@ -18,7 +18,8 @@ from corral.core import (
     Snapshot,
 )
 from corral.core.jobs import LrRule
-from corral.core.policy import Changes, Promises, Reads, create_policy
+from corral.core.policy import Changes, Promises, Reads
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CheckpointRestart

@@ -8,7 +8,8 @@ import weakref
 
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.gc_pacing import YOUNG_THRESHOLD, fewer_collections
 from corral.sim.truth.catalog import CatalogTruth

@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 from test_truth_types import _toy
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.errors import InputError
 from corral.core.gpu_speeds import parse_gpu_speeds
+from corral.policies import create_policy
 from corral.sim.loop.engine import Simulator
 from corral.sim.truth.catalog import CatalogTruth
 from corral.sim.truth.source import TruthSource

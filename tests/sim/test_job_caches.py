@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.job import SimJob

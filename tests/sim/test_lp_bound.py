@@ -21,7 +21,8 @@ import datafiles
 import numpy as np
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.analysis.bound_jobs import bound_job, workload_lp_bound
 from corral.sim.analysis.lp_bound import BoundJob, hull_pieces, lp_lower_bound
 from corral.sim.analysis.metrics import summarize

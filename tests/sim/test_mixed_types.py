@@ -12,11 +12,12 @@ import dataclasses
 
 import pytest
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
 from corral.core.cluster import Placement
 from corral.core.errors import DecisionError, InfeasibleJobError
 from corral.core.jobs import Assignment, Decision
 from corral.core.policy import Changes, Policy, Promises, Reads
+from corral.policies import create_policy
 from corral.sim.analysis.bound_jobs import workload_lp_bound
 from corral.sim.analysis.metrics import summarize
 from corral.sim.loop import engine as engine_module

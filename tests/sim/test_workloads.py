@@ -351,7 +351,8 @@ def test_builtin_default(apps):
 def test_builtin_default_tells_the_story():
     """Issue 14: on the default workload the policies differ clearly (it was so lightly loaded
     that fifo and tiresias-las had identical figures)."""
-    from corral.core import Cluster, create_policy
+    from corral.core import Cluster
+    from corral.policies import create_policy
     from corral.sim.analysis.metrics import summarize
     from corral.sim.loop.engine import Simulator
     from corral.sim.truth.catalog import CatalogTruth

@@ -299,7 +299,7 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
 def simulate_same(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,
                   sets: Sequence[str] = ()) -> SimResult:
     """`corral simulate` of the same workload, policy, cluster and mechanism."""
-    from corral.core.policy import create_policy
+    from corral.policies import create_policy
     from corral.sim.batch.sweep import parse_settings
     from corral.sim.loop.config import EngineConfig
     from corral.sim.loop.engine import Simulator

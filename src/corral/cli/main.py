@@ -159,7 +159,7 @@ def _check_fits(workloads: list, shape: Cluster, truth: Truth, policies: list[st
     a policy that runs a job on the GPUs it asked for is refused a job no GPU type holds, naming
     it; one that chooses the count starts such a job from the largest type's GPUs, said in one
     warning line per workload (`corral.sim.loop.capping`)."""
-    from corral.core.policy import policy_class
+    from corral.policies import policy_class
     from corral.sim.loop.capping import capped_note, capped_to_types, chooses_counts
     from corral.sim.loop.engine import check_feasible
 
@@ -181,7 +181,7 @@ def _check_fits(workloads: list, shape: Cluster, truth: Truth, policies: list[st
 
 
 def _policy_list(text: str | None) -> list[str]:
-    from corral.core.policy import policy_names
+    from corral.policies import policy_names
 
     if text:
         return [p.strip() for p in text.split(",") if p.strip()]
@@ -231,6 +231,7 @@ def simulate(
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
     from corral.core.gpu_speeds import parse_gpu_speeds
+    from corral.policies import POLICIES
     from corral.report import comparison_table, summary_document, write_outputs
     from corral.report.findings import findings
     from corral.report.tables import per_workload_tables
@@ -315,10 +316,11 @@ def simulate(
     if tenancy is not None:
         per_queue = _per_queue(results, workloads, tenancy, shape)
         print_table(_queue_table(results, per_queue, width), wide)
-    for line in findings(summary_document(results, summaries)):
+    oracles = POLICIES.oracles()
+    for line in findings(summary_document(results, summaries), oracles):
         console.print(line, highlight=False)  # wrapped between words at the terminal's width
     if out is not None:
-        paths = write_outputs(out, results, summaries, queues=per_queue)
+        paths = write_outputs(out, results, summaries, queues=per_queue, oracles=oracles)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
     rss, child = peak_rss_mib()
     console.print(f"[dim]peak memory (RSS): {rss:,.0f} MiB here"
@@ -369,16 +371,19 @@ def report(
 
     The folder is one written by `corral simulate --out`: report.html is made again from its
     summary.json and jobs.csv."""
+    from corral.policies import POLICIES
     from corral.report.html import write_html_report
 
-    console.print(f"wrote {write_html_report(out_dir)}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {write_html_report(out_dir, POLICIES.oracles())}", highlight=False,
+                  soft_wrap=True)
 
 
 @app.command()
 @user_errors
 def policies() -> None:
     """List the policies with their parameters and defaults."""
-    from corral.core.policy import param_fields, policy_class, policy_names
+    from corral.core.policy import param_fields
+    from corral.policies import policy_class, policy_names
     from corral.report.tables import Col, fitted_table
 
     rows = []

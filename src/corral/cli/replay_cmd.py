@@ -54,7 +54,7 @@ def replay(
     Each job's simulated JCT is printed beside the real one.
     The simulator charges the resize pauses the run measured; `--mechanism` replays the same
     jobs under the other mechanism (a what-if: how much in-place resizing saved)."""
-    from corral.core.policy import create_policy
+    from corral.policies import create_policy
     from corral.service.endpoint import data_dir as resolve
     from corral.service.run_record import read_run
     from corral.sim.analysis.measured_run import MeasuredRun, measured_catalog, replay_summary

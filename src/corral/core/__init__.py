@@ -27,12 +27,10 @@ from corral.core.policy import (
                                 Keeps,
                                 NoParams,
                                 Policy,
+                                PolicyRegistry,
                                 Promises,
                                 Reads,
-                                create_policy,
                                 param_fields,
-                                policy_class,
-                                policy_names,
                                 register_policy,
 )
 from corral.core.rounds import Ask, Rounds, World
@@ -41,6 +39,6 @@ __all__ = [
     "Ask", "Assignment", "BatchConfig", "Changes", "Cluster", "CorralError", "Decision",
     "DecisionError", "InfeasibleJobError", "InputError", "JobLedger", "JobSpec", "JobStatus",
     "JobView", "Keeps", "LrRule", "NoParams", "Node", "OracleInfo", "Placement", "Policy",
-    "Promises", "Reads", "Rounds", "Snapshot", "UnknownPolicyError", "World", "create_policy",
-    "param_fields", "policy_class", "policy_names", "register_policy",
+    "Promises", "Reads", "Rounds", "Snapshot", "UnknownPolicyError", "World",
+    "PolicyRegistry", "param_fields", "register_policy",
 ]

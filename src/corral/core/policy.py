@@ -1,5 +1,10 @@
 """The policy interface and the registry that finds policies by name.
 
+`PolicyRegistry` maps names to policy classes; `register_policy` adds a class to `REGISTERED`,
+the registry every `@register_policy` fills. Core imports no policy: the built-in ones are
+registered by importing `corral.policies`, whose `POLICIES` is the registry with all of them,
+and the callers (cli, service, sim) take it from there.
+
 A policy is `decide(snapshot) -> Decision`: the simulator and the live service build the same
 `Snapshot` and apply the same `Decision`, so a policy never knows whether time is simulated.
 Each policy declares its parameters as a dataclass with the papers' defaults; the CLI sets them
@@ -10,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import math
 import types
 import typing
@@ -150,16 +154,42 @@ class Policy(ABC):
         nothing is kept per job."""
 
 
-_REGISTRY: dict[str, type[Policy]] = {}
+class PolicyRegistry:
+    """Policy classes by name: what `--policy NAME` and `--set NAME.key=value` resolve against."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[Policy]] = {}
+
+    def register(self, cls: type[Policy]) -> type[Policy]:
+        """Class decorator: make a policy available by its `name`, once its `promises` hold."""
+        if cls.name in self._classes and self._classes[cls.name] is not cls:
+            raise ValueError(f"policy {cls.name!r} registered twice")
+        check_promises(cls)
+        self._classes[cls.name] = cls
+        return cls
+
+    def names(self) -> list[str]:
+        return sorted(self._classes)
+
+    def policy_class(self, name: str) -> type[Policy]:
+        try:
+            return self._classes[name]
+        except KeyError:
+            raise UnknownPolicyError(
+                f"unknown policy {name!r}; known: {', '.join(self.names()) or 'none'}") from None
+
+    def create(self, name: str, overrides: Mapping[str, Any] | None = None) -> Policy:
+        """Instantiate policy `name`, setting the named parameters (strings are converted)."""
+        return _instantiate(self.policy_class(name), overrides)
+
+    def oracles(self) -> frozenset[str]:
+        """The names of the policies that read what a real scheduler cannot know."""
+        return frozenset(n for n, cls in self._classes.items() if cls.promises.oracle)
 
 
-def register_policy(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: make a policy available by its `name`, once its `promises` hold."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"policy {cls.name!r} registered twice")
-    check_promises(cls)
-    _REGISTRY[cls.name] = cls
-    return cls
+#: The registry `@register_policy` fills (built-in policies, and those of files a user loads).
+REGISTERED = PolicyRegistry()
+register_policy = REGISTERED.register
 
 
 def check_promises(cls: type[Policy]) -> None:
@@ -174,32 +204,6 @@ def check_promises(cls: type[Policy]) -> None:
                      "stands_until() would never be asked")
     if found:
         raise ValueError(f"policy {cls.name!r}: contradictory promises: {'; '.join(found)}")
-
-
-#: Packages whose import registers policies, imported by name on the registry's first lookup.
-#: Core names the built-in policies' package but does not import it as code: `corral.policies`
-#: sits above core (its modules import core), so a static import here would point upward.
-POLICY_PACKAGES: tuple[str, ...] = ("corral.policies",)
-
-
-def _load_builtin_policies() -> None:
-    for package in POLICY_PACKAGES:
-        importlib.import_module(package)  # cached after the first time by sys.modules
-
-
-def policy_names() -> list[str]:
-    _load_builtin_policies()
-    return sorted(_REGISTRY)
-
-
-def policy_class(name: str) -> type[Policy]:
-    _load_builtin_policies()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownPolicyError(
-            f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}"
-        ) from None
 
 
 def param_fields(cls: type[Policy]) -> list[tuple[str, Any, Any]]:
@@ -237,9 +241,9 @@ def _convert(policy: str, key: str, typ: Any, raw: Any) -> Any:
     return raw
 
 
-def create_policy(name: str, overrides: Mapping[str, Any] | None = None) -> Policy:
-    """Instantiate a registered policy, setting the named parameters (strings are converted)."""
-    cls = policy_class(name)
+def _instantiate(cls: type[Policy], overrides: Mapping[str, Any] | None = None) -> Policy:
+    """Instantiate policy class `cls`, setting the named parameters (strings are converted)."""
+    name = cls.name
     fields = {n: t for n, t, _ in param_fields(cls)}
     values = {}
     for key, raw in (overrides or {}).items():

@@ -1,28 +1,28 @@
 """Early initialisation, executor side (SideCar (SC'20) §III-A); protocol: corral.protocol.early.
 
 A job placed on slots that donors (shrunk or stopped by the same round) give up starts its
-workers at once while the donors train on. `EarlyStartExecutor`: *plan* (`plan_slots`: free
+workers at once while the donors train on. The sequence: *plan* (`plan_slots`: free
 slots taken, donors' promised; a donor gives up its highest ranks per node, a stopped one all),
-*initialise* (workers wait at the gate, donors held by `_keeps_training`), *hand over* (when all
+*initialise* (workers wait at the gate, donors held by `keeps_training`), *hand over* (when all
 are ready the donors resize or stop; then the gate opens), *fall back* (a worker exit,
 `timeout_s`, a changed decision, stop or cancel; an `early-init-fallback` event, nothing lost).
-Only jobs with `allows_early_start`; `EarlyStart` records one under way.
+Only jobs with `allows_early_start`; `EarlyStart` records one under way. `EarlyStarts` is the
+sequence, a part of the job table; a backend gives it its slots and worker sets (`EarlySlots`).
 """
 
 from __future__ import annotations
 
 import time
-from abc import abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from corral.executors.base import ExecState
 from corral.executors.lifecycle import JobRecord, JobTableExecutor
 from corral.protocol.early import clear_gate, open_gate
 from corral.protocol.inplace import ready_ranks
 
-__all__ = ["EarlyStart", "EarlyJobRecord", "EarlyStartExecutor", "EARLY_READY_TIMEOUT_S",
+__all__ = ["EarlyStart", "EarlySlots", "EarlyStarts", "EARLY_READY_TIMEOUT_S",
            "allows_early_start", "plan_slots"]
 
 #: Seconds the pre-started workers get to become ready before the early start is called off.
@@ -109,111 +109,130 @@ class EarlyStart:
                 f"for the donor(s) to give the slots up")
 
 
-@dataclass
-class EarlyJobRecord(JobRecord):
-    """A job record of an executor that starts jobs early."""
-
-    early: EarlyStart | None = None  # its next launch, started early (it is QUEUED meanwhile)
-    no_early_for: int = -1  # the launch number whose early start was called off (not retried)
+J = TypeVar("J", bound=JobRecord)
+J_contra = TypeVar("J_contra", bound=JobRecord, contravariant=True)
 
 
-J = TypeVar("J", bound=EarlyJobRecord)
+class EarlySlots(Protocol[J_contra]):
+    """What a backend gives the early-start sequence: its slots and its worker sets."""
+
+    def plan(self, j: J_contra) -> tuple[list[Any], dict[str, list[Any]]] | None:
+        """`plan_slots` for queued job `j` over the backend's free and donated slots (None:
+        it does not start early)."""
+
+    def record(self, j: J_contra, generation: int, free: list[Any],
+               donors: dict[str, list[Any]]) -> EarlyStart:
+        """The record of `j`'s early start on `free` slots and the `donors'` (taking the free
+        ones and the promises where the backend books slots itself)."""
+
+    def start(self, j: J_contra) -> str | None:
+        """Start (or begin starting) `j.early`'s workers with CORRAL_EARLY_START; why they
+        could not (None: under way)."""
+
+    def failure(self, j: J_contra) -> str | None:
+        """Move `j.early`'s worker set on; why it failed (a worker exited or was lost), None
+        while it is fine."""
+
+    def donor_keeps(self, d: J_contra, slots: Sequence[Any]) -> bool:
+        """Running job `d` still holds some of `slots` (promised away) and is now told to keep
+        it (its decision changed)."""
+
+    def handed_over(self, j: J_contra) -> bool:
+        """Every donor has released the slots promised to `j` (its workers there are gone)."""
+
+    def take(self, j: J_contra, e: EarlyStart) -> None:
+        """The early workers become `j`'s worker set, on the slots it now holds; sets `j.plan`."""
+
+    def drop(self, j: J_contra) -> None:
+        """End `j.early`'s workers and give up what it held or was promised (`j.early` None)."""
 
 
-class EarlyStartExecutor(JobTableExecutor[J]):
-    """The early-start sequence of the module docstring over the shared job lifecycle. A
-    subclass sets `early_init` and `early_timeout_s` and implements the hooks at the end: what
-    its slots are (free ones, the ones a donor gives up), how an early worker set starts, is
-    watched, becomes the job's worker set and is dropped."""
+class EarlyStarts(Generic[J]):
+    """The early-start sequence of the module docstring, a part of a job table (`table`, whose
+    jobs it starts early) over a backend's slots (`slots`, `EarlySlots`). The table asks it
+    whether a stop waits for its next pass (`defers_give_up`), whether a donor trains on
+    (`keeps_training`), to start queued jobs early (`plan_starts`) and to move one on
+    (`advance`)."""
 
-    early_init: bool = True
-    early_timeout_s: float = EARLY_READY_TIMEOUT_S
+    def __init__(self, table: JobTableExecutor[J], slots: EarlySlots[J], *,
+                 timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
+        self.table = table
+        self.slots = slots
+        self.timeout_s = timeout_s
 
-    # -- the lifecycle's hooks ----------------------------------------------------------------
-    def _defers_give_up(self) -> bool:
-        return self.early_init
-
-    def _keeps_training(self, j: J) -> bool:
+    def keeps_training(self, j: J) -> bool:
+        """Does running job `j` keep training on slots it was told to give up (a job that
+        takes them is still initialising early)?"""
         return any(o.early is not None and o.early.initialising and j.launch.job_id in o.early.donors
-                   for o in self._jobs.values())
+                   for o in self.table.jobs())
 
-    def _plan_starts(self) -> None:
+    def plan_starts(self) -> None:
         """Start early every queued job that can run on free slots plus slots donors give up."""
-        if not self.early_init:
-            return
+        t = self.table
         now = time.monotonic()
-        for j in sorted(self._jobs.values(), key=lambda j: j.queued_at):
-            if (j.state is not ExecState.QUEUED or self._has_workers(j) or j.target is None
-                    or now < j.not_before or self._launch_number(j) == j.no_early_for):
+        for j in sorted(t.jobs(), key=lambda j: j.queued_at):
+            if (j.state is not ExecState.QUEUED or t.has_workers(j) or j.target is None
+                    or now < j.not_before or t.launch_number(j) == j.no_early_for):
                 continue
-            planned = self._plan_early(j)
+            planned = self.slots.plan(j)
             if planned is not None and allows_early_start(j.launch.early_init,
-                                                          self.report(j.launch.job_id)):
-                self._guarded(j, "cannot start it early", self._begin_early, j, *planned)
+                                                          t.report(j.launch.job_id)):
+                t.guarded(j, "cannot start it early", self._begin, j, *planned)
 
-    # -- the sequence -------------------------------------------------------------------------
-    def _let_go(self) -> set[str]:
+    def let_go(self) -> set[str]:
         """Donors whose incoming job is ready: they are giving their slots up now."""
-        return {d for o in self._jobs.values() if o.early is not None and not o.early.initialising
+        return {d for o in self.table.jobs() if o.early is not None and not o.early.initialising
                 for d in o.early.donors}
 
-    def _promised_slots(self) -> list[Any]:
+    def open_donors(self) -> tuple[set[Any], list[J]]:
+        """What a backend plans donors from: the slots already promised, and the jobs that may
+        still give slots up (not starting early themselves, not let go yet)."""
+        let_go = self.let_go()
+        return set(self.promised_slots()), [d for d in self.table.jobs() if d.early is None
+                                             and d.launch.job_id not in let_go]
+
+    def promised_slots(self) -> list[Any]:
         """Every donor slot promised to a job starting early."""
-        return [s for o in self._jobs.values() if o.early is not None for s in o.early.promised]
+        return [s for o in self.table.jobs() if o.early is not None for s in o.early.promised]
 
-    def _begin_early(self, j: J, free: list[Any], donors: dict[str, list[Any]]) -> None:
-        generation = self._launch_number(j)
-        j.early = self._early_record(j, generation, free, donors)
-        e = j.early
-        clear_gate(self._control_dir(j.launch.job_id), generation, len(e.slots))
-        self._event(j, "early-init", f"launch {generation}: starting {len(e.slots)} worker(s) "
-                    f"early on slots {e.slots}; donor job(s) {', '.join(donors)} train on until "
-                    "they are ready")
-        why = self._start_early(j)
+    def _begin(self, j: J, free: list[Any], donors: dict[str, list[Any]]) -> None:
+        t = self.table
+        generation = t.launch_number(j)
+        j.early = e = self.slots.record(j, generation, free, donors)
+        e.timeout_s = self.timeout_s
+        clear_gate(t.files.control_dir(j.launch.job_id), generation, len(e.slots))
+        t.event(j, "early-init", f"launch {generation}: starting {len(e.slots)} worker(s) "
+                f"early on slots {e.slots}; donor job(s) {', '.join(donors)} train on until "
+                "they are ready")
+        why = self.slots.start(j)
         if why:
-            self._call_off(j, f"a worker could not start: {why}")
+            self.call_off(j, f"a worker could not start: {why}")
 
-    def _advance_in_flight(self, j: J) -> bool:
-        """Move on an early start or an in-place resize under way (`_advance`'s first step in
-        both subclasses); True while one still holds the job, whose worker set is then not
-        watched this pass."""
-        if j.early is not None:
-            self._advance_early(j)
-            return True
-        if j.resize is not None:
-            self._advance_resize(j)
-            return j.resize is not None
-        return False
-
-    @abstractmethod
-    def _advance_resize(self, j: J) -> None:
-        """One look at the in-place resize under way (`j.resize`)."""
-
-    def _advance_early(self, j: J) -> None:
+    def advance(self, j: J) -> None:
         """One look at the early start under way: call it off, let the donors go once every
         worker is ready, start it once the donors' slots are free."""
-        e = j.early
+        e, t = j.early, self.table
         assert e is not None
         if j.state is ExecState.STOPPING:  # stopped, cancelled or shut down meanwhile
-            self._exited(j)
+            t.exited(j)
             return
         if j.state is not ExecState.QUEUED or j.target != e.target:
-            self._call_off(j, "its placement changed")
+            self.call_off(j, "its placement changed")
             return
-        why = self._early_failure(j)
+        why = self.slots.failure(j)
         kept = [d for d, slots in e.donors.items()
-                if (k := self._jobs.get(d)) is not None and self._donor_keeps(k, slots)]
+                if (k := t.job(d)) is not None and self.slots.donor_keeps(k, slots)]
         if why:
-            self._call_off(j, why)
+            self.call_off(j, why)
         elif kept:
-            self._call_off(j, f"{', '.join(kept)} keep(s) the slots (decision changed)")
+            self.call_off(j, f"{', '.join(kept)} keep(s) the slots (decision changed)")
         elif e.timed_out():
-            self._call_off(j, f"its workers were not ready within {e.timeout_s:g} s")
+            self.call_off(j, f"its workers were not ready within {e.timeout_s:g} s")
         elif e.initialising:
-            if set(range(len(e.slots))) <= ready_ranks(self._control_dir(j.launch.job_id),
+            if set(range(len(e.slots))) <= ready_ranks(t.files.control_dir(j.launch.job_id),
                                                        e.generation):
                 self._let_donors_go(j)
-        elif self._handed_over(j):
+        elif self.slots.handed_over(j):
             self._start_now(j)
 
     def _let_donors_go(self, j: J) -> None:
@@ -222,66 +241,27 @@ class EarlyStartExecutor(JobTableExecutor[J]):
         assert e is not None
         e.ready_at = now = time.monotonic()
         for donor, slots in e.donors.items():
-            d = self._jobs.get(donor)
+            d = self.table.job(donor)
             if d is not None:
-                self._event(d, "donated", f"trained on for {now - e.started:.2f} s while "
-                            f"{j.launch.job_id} initialised early; now gives up slots {slots}")
+                self.table.event(d, "donated", f"trained on for {now - e.started:.2f} s while "
+                                 f"{j.launch.job_id} initialised early; now gives up slots {slots}")
 
     def _start_now(self, j: J) -> None:
         """The slots are free: the waiting workers are the job's new launch; open the gate."""
         e, j.early = j.early, None
         assert e is not None
-        self._take_early_set(j, e)
+        self.slots.take(j, e)
         j.state, j.started_at = ExecState.RUNNING, time.time()
         j.launches += 1
-        open_gate(self._control_dir(j.launch.job_id), e.generation)
-        self._event(j, "early-started", e.summary(time.monotonic()))
+        open_gate(self.table.files.control_dir(j.launch.job_id), e.generation)
+        self.table.event(j, "early-started", e.summary(time.monotonic()))
 
-    def _call_off(self, j: J, why: str) -> None:
+    def call_off(self, j: J, why: str) -> None:
         """The early start failed or is not wanted: end it; the job starts normally later."""
         assert j.early is not None
         generation = j.early.generation
-        self._drop_early(j)
+        self.slots.drop(j)
         j.no_early_for = generation
-        self._event(j, "early-init-fallback", f"launch {generation}: early start called off: "
-                    f"{why}; the donor(s) give their slots up as decided and the job starts "
-                    "normally once they are free")
-
-    # -- hooks: the executor's slots and worker sets ------------------------------------------
-    @abstractmethod
-    def _plan_early(self, j: J) -> tuple[list[Any], dict[str, list[Any]]] | None:
-        """`plan_slots` for queued job `j` over this executor's free and donated slots (None:
-        it does not start early)."""
-
-    @abstractmethod
-    def _early_record(self, j: J, generation: int, free: list[Any],
-                      donors: dict[str, list[Any]]) -> EarlyStart:
-        """The record of `j`'s early start on `free` slots and the `donors`' (taking the free
-        ones and the promises where the executor books slots itself)."""
-
-    @abstractmethod
-    def _start_early(self, j: J) -> str | None:
-        """Start (or begin starting) `j.early`'s workers with CORRAL_EARLY_START; why they
-        could not (None: under way)."""
-
-    @abstractmethod
-    def _early_failure(self, j: J) -> str | None:
-        """Move `j.early`'s worker set on; why it failed (a worker exited or was lost), None
-        while it is fine."""
-
-    @abstractmethod
-    def _donor_keeps(self, d: J, slots: Sequence[Any]) -> bool:
-        """Running job `d` still holds some of `slots` (promised away) and is now told to keep
-        it (its decision changed)."""
-
-    @abstractmethod
-    def _handed_over(self, j: J) -> bool:
-        """Every donor has released the slots promised to `j` (its workers there are gone)."""
-
-    @abstractmethod
-    def _take_early_set(self, j: J, e: EarlyStart) -> None:
-        """The early workers become `j`'s worker set, on the slots it now holds; sets `j.plan`."""
-
-    @abstractmethod
-    def _drop_early(self, j: J) -> None:
-        """End `j.early`'s workers and give up what it held or was promised (`j.early` None)."""
+        self.table.event(j, "early-init-fallback", f"launch {generation}: early start called "
+                         f"off: {why}; the donor(s) give their slots up as decided and the job "
+                         "starts normally once they are free")

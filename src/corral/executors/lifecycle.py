@@ -1,10 +1,12 @@
 """`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
 
 It holds what does not depend on how workers run: the contract's bookkeeping, the background
-thread, what follows a worker set's exit, launch environments and per-job files under
-`<root>/jobs/<job id>/`; subclasses supply the hooks at the end of the class (state machine:
-corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
-the round whole. Each per-job step runs under `_guarded`: an exception fails that job, not the
+thread, what follows a worker set's exit and launch environments. Its parts: the per-job files
+(`JobFiles`, under `<root>/jobs/<job id>/`), early starts (`EarlyStarts`, corral.executors.early)
+and in-place resizes (an `InPlaceResizer`, corral.executors.resize), each given by the backend or
+left out; a backend subclass supplies how its worker sets start, are watched, signalled and
+released (the hooks at the end of the class; state machine: corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
+the round whole. Each per-job step runs under `guarded`: an exception fails that job, not the
 thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
 secrets (SERVICE_ENV) never reach workers.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import threading
 import time
@@ -21,19 +22,20 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.executors.jobfiles import JobFiles
 from corral.protocol.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
-from corral.protocol.files import atomic_write_json, read_json
 from corral.protocol.inplace import ENV_CONTROL_DIR
-from corral.protocol.report import REPORT_FILE, read_report
+
+if TYPE_CHECKING:
+    from corral.executors.early import EarlyStarts
+    from corral.executors.resize import InPlaceResizer
 
 __all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
 
-WORKERS_FILE = "workers.json"  # ids of the current launch's workers, for a later service to reclaim
-TAG_FILE = "launch.tag"  # the current launch's tag (corral.executors.procs), where one is used
 #: Variables of the service's environment that are its own (its token, where clients find it):
 #: removed from what workers inherit.
 SERVICE_ENV = ("CORRAL_TOKEN", "CORRAL_URL", "CORRAL_HOME")
@@ -60,6 +62,8 @@ class JobRecord:
     queued_at: float = field(default_factory=time.monotonic)
     not_before: float = 0.0  # monotonic time before which it is not started (retry back-off)
     resize: Any = None  # an in-place resize under way (the executor's record of it)
+    early: Any = None  # its next launch, started early (corral.executors.early; QUEUED meanwhile)
+    no_early_for: int = -1  # the launch number whose early start was called off (not retried)
     events: list[tuple[str, str]] = field(default_factory=list)  # see ExecStatus.events
 
 
@@ -74,8 +78,10 @@ class JobTableExecutor(Executor, Generic[J]):
 
     def __init__(self, root: Path, *, thread_name: str, max_retries: int, stop_timeout_s: float,
                  crash_grace_s: float, report_interval_s: float, checkpoint_interval_s: float,
-                 poll_s: float, retry_backoff_s: float = 1.0) -> None:
-        self._root = root
+                 poll_s: float, retry_backoff_s: float = 1.0,
+                 early: EarlyStarts[J] | None = None,
+                 inplace: InPlaceResizer[J] | None = None) -> None:
+        self.files = JobFiles(root)  # every job's files under root/jobs/
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
         self._last_round: float | None = time.monotonic()
@@ -85,6 +91,11 @@ class JobTableExecutor(Executor, Generic[J]):
         self.checkpoint_interval_s = checkpoint_interval_s
         self.poll_s = poll_s
         self._jobs: dict[str, J] = {}
+        #: starts jobs early on slots others give up (corral.executors.early); None: never
+        self.early = early
+        #: resizes running jobs in place where they allow it (corral.executors.resize); None:
+        #: every resize is checkpoint-restart
+        self.inplace = inplace
         self._lock = threading.RLock()
         self._round_open = False  # inside `applying()`: stops wait for the next pass
         self._closing = threading.Event()
@@ -132,14 +143,14 @@ class JobTableExecutor(Executor, Generic[J]):
             if j is None or j.state in TERMINAL:
                 return
             j.target = None
-            if not self._has_workers(j):
+            if not self.has_workers(j):
                 j.state = idle_state
             elif reason == "stop" and j.state is ExecState.RUNNING and self._round_open \
-                    and self._defers_give_up():
+                    and self.early is not None:
                 pass  # its next pass stops it (`_watch`), unless a job starts early on its slots
             elif j.state is not ExecState.STOPPING:
-                self._guarded(j, f"cannot {reason} it", self._terminate, j, reason,
-                              self.stop_timeout_s)
+                self.guarded(j, f"cannot {reason} it", self._terminate, j, reason,
+                             self.stop_timeout_s)
             elif reason == "cancel" or j.reason == "resize":
                 j.reason = reason
 
@@ -155,41 +166,40 @@ class JobTableExecutor(Executor, Generic[J]):
     def last_round(self) -> float | None:
         return self._last_round
 
+    def jobs(self) -> list[J]:
+        """Every job record (its parts walk them under the lock)."""
+        return list(self._jobs.values())
+
+    def job(self, job_id: str) -> J | None:
+        return self._jobs.get(job_id)
+
     def report(self, job_id: str) -> dict[str, Any] | None:
-        return read_report(self._dir(job_id) / REPORT_FILE)
+        return self.files.report(job_id)
 
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        path = self._log_path(job_id, rank)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:  # none yet, or a link the job made in place of its log: not followed
-            return ""
-        with open(fd, "rb") as f:
-            if tail_bytes is not None:
-                f.seek(max(0, os.fstat(fd).st_size - tail_bytes))
-            return f.read().decode(errors="replace")
+        return self.files.read_log(job_id, rank, tail_bytes)
 
     def checkpoint_dir(self, job_id: str) -> Path:
-        return self._dir(job_id) / "checkpoints"
+        return self.files.checkpoint_dir(job_id)
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         with self._lock:
             for j in self._jobs.values():
-                if self._has_workers(j) and j.state is not ExecState.STOPPING:
-                    self._guarded(j, "cannot stop it", self._terminate, j, "shutdown", timeout_s)
+                if self.has_workers(j) and j.state is not ExecState.STOPPING:
+                    self.guarded(j, "cannot stop it", self._terminate, j, "shutdown", timeout_s)
                 j.target = None
         deadline = time.monotonic() + timeout_s + 5
         while time.monotonic() < deadline:
             with self._lock:
-                if not any(self._has_workers(j) for j in self._jobs.values()):
+                if not any(self.has_workers(j) for j in self._jobs.values()):
                     break
             time.sleep(self.poll_s)
         self._closing.set()
         self._thread.join(timeout=self._join_timeout_s)
         with self._lock:
             for j in self._jobs.values():
-                if self._has_workers(j):
-                    self._guarded(j, "cannot release its workers", self._release, j)
+                if self.has_workers(j):
+                    self.guarded(j, "cannot release its workers", self._release, j)
 
     # -- the background loop ------------------------------------------------------------------
     def _run(self) -> None:
@@ -200,17 +210,18 @@ class JobTableExecutor(Executor, Generic[J]):
                 log.exception("executor refresh failed")
             with self._lock:
                 try:
-                    self._plan_starts()
+                    if self.early is not None:
+                        self.early.plan_starts()
                 except Exception:  # noqa: BLE001 - the jobs still advance; planned next pass
                     log.exception("executor planning failed")
                 for j in list(self._jobs.values()):
-                    self._guarded(j, "executor error", self._advance, j)
+                    self.guarded(j, "executor error", self._advance, j)
                 self._start_queued()
             self._last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
-    def _guarded(self, j: J, what: str, step: Callable[..., Any], *args: Any,
-                 kind: str = "executor-error") -> None:
+    def guarded(self, j: J, what: str, step: Callable[..., Any], *args: Any,
+                kind: str = "executor-error") -> None:
         """Run one step for job `j`; if it raises, the job fails with a `kind` event (its
         workers are released if they can be) and nothing else is affected."""
         try:
@@ -223,39 +234,40 @@ class JobTableExecutor(Executor, Generic[J]):
                 j.state, j.message = ExecState.FAILED, detail
                 j.events.append((kind, f"{detail}; clean-up failed too: {again}"[:600]))
 
-    def _event(self, j: J, kind: str, detail: str) -> None:
+    def event(self, j: J, kind: str, detail: str) -> None:
         """Something the service records for this job (and the job's log)."""
         j.events.append((kind, detail))
-        self._note(j.launch.job_id, detail)
+        self.files.note(j.launch.job_id, detail)
 
     def _watch(self, j: J, codes: Sequence[int | None], running: Any) -> None:
         """Act on a started worker set's exit statuses (None: still running); `running` is the
         target it was started for."""
         if j.state is ExecState.RUNNING:
             if all(c is not None for c in codes):
-                self._exited(j)
+                self.exited(j)
             elif any(c not in (None, 0) for c in codes):
                 bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-                self._note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
-                           + self._codes_note([c for _, c in bad]) + "; stopping the rest")
+                self.files.note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
+                                + self._codes_note([c for _, c in bad]) + "; stopping the rest")
                 self._terminate(j, "crash", self.crash_grace_s)
-            elif j.target != running and not self._keeps_training(j):
+            elif j.target != running and not (self.early is not None
+                                              and self.early.keeps_training(j)):
                 if j.target is None:  # a stop deferred by `applying()`
                     self._terminate(j, "stop", self.stop_timeout_s)
                 else:
                     self._resize(j)
         elif j.state is ExecState.STOPPING:
             if all(c is not None for c in codes):
-                self._exited(j)
+                self.exited(j)
             elif time.monotonic() > j.deadline:
                 if j.killed == 0:
                     alive = sum(c is None for c in codes)
-                    self._event(j, "killed", f"killed at stop timeout: {alive} worker(s) still "
-                                f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
+                    self.event(j, "killed", f"killed at stop timeout: {alive} worker(s) still "
+                               f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
                 self._escalate(j)
                 j.killed += 1
 
-    def _exited(self, j: J) -> None:
+    def exited(self, j: J) -> None:
         """The current worker set is gone (or was called off before it started): what next."""
         job_id = j.launch.job_id
         codes = self._final_codes(j)
@@ -263,8 +275,8 @@ class JobTableExecutor(Executor, Generic[J]):
         reason, j.reason = (j.reason if j.state is ExecState.STOPPING else ""), ""
         if codes is not None:
             j.exit_codes = tuple(codes)
-            self._note(job_id, f"launch {j.launches - 1} exited with {list(codes)}"
-                       + (f" ({reason})" if reason else "") + self._codes_note(codes))
+            self.files.note(job_id, f"launch {j.launches - 1} exited with {list(codes)}"
+                            + (f" ({reason})" if reason else "") + self._codes_note(codes))
             if reason != "cancel" and (all(c == 0 for c in codes) or self._reported_finished(j)):
                 j.state = ExecState.DONE
                 return
@@ -277,12 +289,12 @@ class JobTableExecutor(Executor, Generic[J]):
                 j.state = ExecState.FAILED
                 j.message = (f"workers failed {j.crashes} times (exit statuses "
                              f"{list(j.exit_codes)}); see its log")
-                self._note(job_id, j.message)
+                self.files.note(job_id, j.message)
                 return
             wait_s = min(MAX_BACKOFF_S, self.retry_backoff_s * 2 ** (j.crashes - 1))
             j.not_before = time.monotonic() + wait_s
-            self._event(j, "retry", f"restarting from the last checkpoint in {wait_s:g} s "
-                        f"(retry {j.crashes} of {self.max_retries})")
+            self.event(j, "retry", f"restarting from the last checkpoint in {wait_s:g} s "
+                       f"(retry {j.crashes} of {self.max_retries})")
         if j.target is not None:
             j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
         else:
@@ -293,139 +305,114 @@ class JobTableExecutor(Executor, Generic[J]):
         caught it while the interpreter was shutting down, turning status 0 into -15)."""
         report = self.report(j.launch.job_id)
         return bool(report and report.get("state") == "finished"
-                    and report.get("launch") == self._launch_number(j) - 1)
+                    and report.get("launch") == self.launch_number(j) - 1)
 
     def _terminate(self, j: J, reason: str, timeout_s: float) -> None:
         j.state, j.reason, j.killed = ExecState.STOPPING, reason, 0
         j.deadline = time.monotonic() + timeout_s
-        if self._has_workers(j):
+        if self.has_workers(j):
             self._signal(j, signal.SIGTERM)
 
     def _resize(self, j: J) -> None:
-        """Move the running job to `j.target`; checkpoint-restart here, an executor may do it
-        in place (corral.executors.resize)."""
-        self._terminate(j, "resize", self.stop_timeout_s)
+        """Move the running job to `j.target`: in place where the job allows it, else (or
+        with no `inplace` part) checkpoint-restart."""
+        if self.inplace is None or not self.inplace.begin(j):
+            self._terminate(j, "resize", self.stop_timeout_s)
 
-    def _joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
-                       joiner_codes: Sequence[int | None]) -> bool:
+    def joining_ended(self, j: J, planned: Any, old_codes: Sequence[int | None],
+                      joiner_codes: Sequence[int | None]) -> bool:
         """While an in-place resize's new workers start: drop it when the job was re-decided
         (its target is no longer `planned`), stopped or crashed, and the lifecycle goes on;
         fall back to checkpoint-restart when a new worker exited or time ran out. True when
         the resize is over."""
         if j.state is not ExecState.RUNNING or j.target != planned or any(
                 c is not None for c in old_codes):
-            self._drop_joiners(j)
+            self._drop_resize(j)
         elif any(c is not None for c in joiner_codes):
-            self._fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
-                            "was ready")
+            self.fall_back(j, f"a new worker exited with status {list(joiner_codes)} before it "
+                           "was ready")
         elif j.resize.timed_out():
-            self._fall_back(j, "the new workers were not ready in time")
+            self.fall_back(j, "the new workers were not ready in time")
         else:
             return False
         return True
 
-    def _fall_back(self, j: J, why: str) -> None:
+    def fall_back(self, j: J, why: str) -> None:
         """The in-place resize under way (`j.resize`, corral.executors.resize) failed: its new
         workers end, and the job is resized by checkpoint-restart instead (the old workers
         checkpoint the state they hold on SIGTERM, or have already)."""
         target = j.resize.new_world
-        self._drop_joiners(j)
-        self._event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
-                    "resizing by checkpoint-restart instead")
+        self._drop_resize(j)
+        self.event(j, "resize-fallback", f"in-place resize to {target} worker(s) failed: {why}; "
+                   "resizing by checkpoint-restart instead")
         if j.state is ExecState.RUNNING:  # a stop or cancel under way keeps its reason
             self._terminate(j, "resize", self.stop_timeout_s)
+
+    def _drop_resize(self, j: J) -> None:
+        """End the in-place resize under way: its new workers and their slots."""
+        assert self.inplace is not None  # (only it starts one)
+        self.inplace.drop(j)
+
+    def advance_in_flight(self, j: J) -> bool:
+        """Move on an early start or an in-place resize under way (a backend's first step in
+        `_advance`); True while one still holds the job, whose worker set is then not watched
+        this pass."""
+        if j.early is not None:
+            assert self.early is not None  # (only its sequence starts one)
+            self.early.advance(j)
+            return True
+        if j.resize is not None:
+            assert self.inplace is not None  # (only it starts one)
+            self.inplace.advance(j)
+            return j.resize is not None
+        return False
 
     def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
         """The job ends FAILED with `message` (its workers released first)."""
         j.state, j.message, j.target = ExecState.FAILED, message, None
-        self._event(j, kind, message)
-        if self._has_workers(j):
+        self.event(j, kind, message)
+        if self.has_workers(j):
             self._release(j)
 
     def _start_queued(self) -> None:
         now = time.monotonic()
         queued = sorted((j for j in self._jobs.values()
-                         if j.state is ExecState.QUEUED and not self._has_workers(j)),
+                         if j.state is ExecState.QUEUED and not self.has_workers(j)),
                         key=lambda j: j.queued_at)
         for j in queued:
             if j.target is None:
                 j.state = ExecState.STOPPED
             elif now >= j.not_before:
-                self._guarded(j, "cannot start it", self._try_start, j, kind="start-failed")
+                self.guarded(j, "cannot start it", self._try_start, j, kind="start-failed")
 
     # -- launching ----------------------------------------------------------------------------
     @staticmethod
-    def _launch_number(j: JobRecord) -> int:
+    def launch_number(j: JobRecord) -> int:
         """The number workers of the job's next launch are told (see JobLaunch)."""
         return j.launch.config.launch + j.launches
 
-    def _worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
-                    inherit: Mapping[str, str] | None = None) -> dict[str, str]:
+    def worker_env(self, j: J, batch: BatchConfig | None, num_nodes: int, *, gpu: bool,
+                   inherit: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment every worker of the job's next launch gets, before its rank's
         variables: `inherit`, the job's env, CORRAL_* (and no GPU, one BLAS thread on CPU)."""
         job = j.launch
         ckpt = self.checkpoint_dir(job.job_id)
         ckpt.mkdir(parents=True, exist_ok=True)
         config = job.config.replace(
-            job_id=job.job_id, num_nodes=num_nodes, launch=self._launch_number(j),
+            job_id=job.job_id, num_nodes=num_nodes, launch=self.launch_number(j),
             batch=(batch.local_bsz, batch.accum_steps) if batch else None,
-            checkpoint_dir=str(ckpt), report_path=str(self._dir(job.job_id) / REPORT_FILE),
+            checkpoint_dir=str(ckpt), report_path=str(self.files.report_path(job.job_id)),
             report_interval_s=self.report_interval_s,
             checkpoint_interval_s=self.checkpoint_interval_s)
         inherited = {k: v for k, v in (inherit or {}).items() if k not in SERVICE_ENV}
         env = {**inherited, **job.env, ENV_JOB_ID: job.job_id, ENV_CHECKPOINT_DIR: str(ckpt),
-               ENV_CONFIG: config.to_json(), ENV_CONTROL_DIR: str(self._control_dir(job.job_id)),
+               ENV_CONFIG: config.to_json(), ENV_CONTROL_DIR: str(self.files.control_dir(job.job_id)),
                "PYTHONUNBUFFERED": "1"}
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
                 env.setdefault(var, "1")
         return env
-
-    # -- files --------------------------------------------------------------------------------
-    def _dir(self, job_id: str) -> Path:
-        path = self._root / "jobs" / job_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def _control_dir(self, job_id: str) -> Path:
-        """Where the in-place resize protocol's files live (corral.protocol.inplace)."""
-        path = self._dir(job_id) / "control"
-        path.mkdir(exist_ok=True)
-        return path
-
-    def _log_path(self, job_id: str, rank: int) -> Path:
-        return self._dir(job_id) / ("job.log" if rank == 0 else f"worker-{rank}.log")
-
-    def _note(self, job_id: str, text: str) -> None:
-        try:
-            with self._open_log(job_id, 0) as f:
-                f.write(f"[corral {time.strftime('%H:%M:%S')}] {text}\n".encode())
-        except OSError:  # a link the job made in place of its log: the note is not written
-            log.warning("job %s: cannot write its log: %s", job_id, text)
-
-    def _open_log(self, job_id: str, rank: int) -> IO[bytes]:
-        """Rank `rank`'s log, to append to; never through a symbolic link (a sandboxed job may
-        replace its log with one to make the service write, or read back, another file)."""
-        fd = os.open(self._log_path(job_id, rank),
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        return open(fd, "ab")
-
-    def _record_workers(self, job_id: str, ids: Sequence[Any], tag: str | None = None) -> None:
-        """Record the launch's worker ids (and its tag) before they can outlive this service."""
-        if tag is not None:
-            atomic_write_json(self._dir(job_id) / TAG_FILE, tag)
-        atomic_write_json(self._dir(job_id) / WORKERS_FILE, list(ids))
-
-    def _recorded_workers(self, job_id: str) -> list[Any]:
-        ids = read_json(self._dir(job_id) / WORKERS_FILE)
-        return list(ids) if isinstance(ids, list) else []
-
-    def _recorded_tag(self, job_id: str) -> str | None:
-        """The recorded launch tag, if it is one of this job's (the job can write the file:
-        it must not name another job's tag, whose processes a reclaim would kill)."""
-        tag = read_json(self._dir(job_id) / TAG_FILE)
-        return tag if isinstance(tag, str) and tag.startswith(f"{job_id}.") else None
 
     # -- hooks: how this executor's worker sets behave ------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> Any:
@@ -435,27 +422,13 @@ class JobTableExecutor(Executor, Generic[J]):
     def _refresh(self) -> None:
         """Called by the background thread before each round, without the lock."""
 
-    def _defers_give_up(self) -> bool:
-        """Does a stop inside `applying()` wait for the next pass (an executor that may start
-        another job early on the stopped job's slots)?"""
-        return False
-
-    def _plan_starts(self) -> None:
-        """Called by the background thread at the start of each pass, with the lock, before
-        any job is advanced: where early initialisation is done, queued jobs start early here."""
-
-    def _keeps_training(self, j: J) -> bool:
-        """Does running job `j` keep training on slots it was told to give up (a job that
-        takes them is still initialising early)?"""
-        return False
-
     @staticmethod
     def _codes_note(codes: Sequence[int]) -> str:
         """What to add to a note about these exit statuses."""
         return ""
 
     @abstractmethod
-    def _has_workers(self, j: J) -> bool:
+    def has_workers(self, j: J) -> bool:
         """The job has a worker set (being started, running or stopping)."""
 
     @abstractmethod
@@ -481,12 +454,6 @@ class JobTableExecutor(Executor, Generic[J]):
     @abstractmethod
     def _release(self, j: J) -> None:
         """Kill what is left of the job's worker set and free its resources."""
-
-    @abstractmethod
-    def _drop_joiners(self, j: J) -> None:
-        """End the in-place resize's new workers and give back their slots (executors that
-        resize in place)."""
-        raise NotImplementedError
 
     def _try_start(self, j: J) -> None:
         """Start a launch of a queued job on `j.target` if its resources are free."""

@@ -25,13 +25,10 @@ from typing import IO
 
 from corral.core.cluster import Cluster, Node, Placement
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.early import (
-    EARLY_READY_TIMEOUT_S,
-    EarlyJobRecord,
-    EarlyStart,
-    EarlyStartExecutor,
-    plan_slots,
-)
+from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
+from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.local_early import EarlyProcs, LocalEarlySlots
+from corral.executors.local_resize import LocalInPlace
 from corral.executors.procs import (
     ENV_LAUNCH_TAG,
     end_launch,
@@ -46,21 +43,17 @@ from corral.executors.resize import (
     IN_PLACE,
     InPlaceResize,
     check_mechanism,
-    regroup_failure,
-    runs_corral_train,
 )
 from corral.executors.sandbox import available as sandbox_available
 from corral.executors.sandbox import sandboxed
 from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
-from corral.protocol.early import ENV_EARLY_START
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
-from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["LocalExecutor"]
 
 
 @dataclass
-class _Job(EarlyJobRecord):
+class _Job(JobRecord):
     target: WorkerPlan | None
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
@@ -68,20 +61,10 @@ class _Job(EarlyJobRecord):
     tag: str | None = None  # the current launch's tag
     slots: list[int] = field(default_factory=list)  # the slot of each rank of the current launch
     resize: InPlaceResize | None = None  # an in-place resize under way
-    early: _EarlyProcs | None = None  # its next launch, started early
+    early: EarlyProcs | None = None  # its next launch, started early
 
 
-@dataclass(kw_only=True)
-class _EarlyProcs(EarlyStart):
-    """An early start's worker processes: rank r on `slots[r]`, with its log."""
-
-    port: int
-    tag: str
-    procs: list[subprocess.Popen] = field(default_factory=list)
-    logs: list[IO[bytes]] = field(default_factory=list)
-
-
-class LocalExecutor(EarlyStartExecutor[_Job]):
+class LocalExecutor(JobTableExecutor[_Job]):
     """Runs workers as local processes; see the module docstring. GPU types: each slot has one (from
     nvidia-smi; CPU slots: "" or the types `slot_types` names, `corral serve --slots
     t4:2,a100:2`); the slots of one type are one node of `cluster()` (`localhost` with one type,
@@ -107,37 +90,24 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         #: jobs run in the sandbox (corral.executors.sandbox); None: where Landlock is
         self.sandbox = sandbox_available() if sandbox is None else sandbox
         self.mechanism = check_mechanism(mechanism)
-        self.early_init = early_init
-        self.early_timeout_s = early_timeout_s
-        typed = list(slot_types) if slot_types is not None else None
-        if gpus is not None:
-            ids = list(gpus)
-        elif slots or typed is not None:
-            ids = []  # CPU slots asked for
-        else:
-            ids = detect_gpus()
-        gpu = bool(ids)
-        if gpu and typed is None:
-            typed = detect_gpu_types(ids)
-        elif not gpu:
-            if typed is None:
-                typed = [""] * (slots or os.cpu_count() or 1)
-            elif slots and slots != len(typed):
-                raise ValueError(f"{slots} slots but {len(typed)} slot types")
-            ids = list(range(len(typed)))
-        assert typed is not None  # (given, detected, or one unnamed type per slot)
-        if len(typed) != len(ids):
-            raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
+        ids, typed, gpu = _slot_layout(slots, gpus, slot_types)
         #: the distinct slot types in slot order: node i of `cluster()` holds the slots of type i
         self.types = list(dict.fromkeys(typed))
         self.slot_type = dict(zip(ids, typed))
         self.pool = SlotPool(ids, gpu=gpu, nodes=[self.types.index(t) for t in typed])
         self.node_name = node_name
+        #: the slots and worker sets of early starts (corral.executors.local_early)
+        self.early_slots = LocalEarlySlots(self)
+        #: in-place resizes (corral.executors.local_resize), used when `mechanism` is in-place
+        self.resizer = LocalInPlace(self)
         super().__init__(self.data_dir, thread_name="corral-local-executor",
                          max_retries=max_retries, stop_timeout_s=stop_timeout_s,
                          crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
                          checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
-                         retry_backoff_s=retry_backoff_s)
+                         retry_backoff_s=retry_backoff_s,
+                         early=EarlyStarts(self, self.early_slots, timeout_s=early_timeout_s)
+                         if early_init else None,
+                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
 
     # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
     def cluster(self) -> Cluster:
@@ -146,7 +116,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         return Cluster(tuple(Node(f"{self.node_name}-{t or 'untyped'}", self.pool.on_node(n), t)
                              for n, t in enumerate(self.types)))
 
-    def _per_node(self, placement: Placement) -> dict[int, int]:
+    def per_node(self, placement: Placement) -> dict[int, int]:
         """The slots `placement` takes on each node (on a one-node cluster, all on node 0,
         whichever node it names)."""
         if len(self.types) == 1:
@@ -154,38 +124,38 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         return dict(placement.slots)
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
-        ids = {int(w) for w in [*workers, *self._recorded_workers(job_id)] if str(w).isdigit()}
+        ids = {int(w) for w in [*workers, *self.files.recorded_workers(job_id)] if str(w).isdigit()}
         pids = sorted(p for p in ids if is_job_worker(p, job_id))
-        tag = self._recorded_tag(job_id)
+        tag = self.files.recorded_tag(job_id)
         if pids:
-            self._note(job_id, f"stopping {len(pids)} worker(s) left by an earlier service: {pids}")
+            self.files.note(job_id, f"stopping {len(pids)} worker(s) left by an earlier service: {pids}")
             stop_pids(pids, self.stop_timeout_s)
         if tag is not None:
             stragglers = end_launch(tag)
             if stragglers:
-                self._note(job_id, f"killed {len(stragglers)} process(es) its workers had "
-                           f"started: {stragglers}")
+                self.files.note(job_id, f"killed {len(stragglers)} process(es) its workers had "
+                                f"started: {stragglers}")
 
     # -- hooks --------------------------------------------------------------------------------
     def _target_for(self, job_id: str, plan: WorkerPlan) -> WorkerPlan:
         if plan.num_workers < 1 or plan.num_workers > self.pool.size:
             raise ValueError(f"job {job_id}: cannot run {plan.num_workers} workers on "
                              f"{self.pool.size} slots")
-        for node, count in self._per_node(plan.placement).items():
+        for node, count in self.per_node(plan.placement).items():
             if not 0 <= node < len(self.types) or count > self.pool.on_node(node):
                 raise ValueError(f"job {job_id}: cannot run {count} workers on node {node} "
                                  f"({self.pool.on_node(node) if 0 <= node < len(self.types) else 0}"
                                  " slots)")
         return plan
 
-    def _has_workers(self, j: _Job) -> bool:
+    def has_workers(self, j: _Job) -> bool:
         return bool(j.procs) or j.resize is not None or j.early is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return tuple(str(p.pid) for p in j.procs if p.poll() is None)
 
     def _advance(self, j: _Job) -> None:
-        if self._advance_in_flight(j):
+        if self.advance_in_flight(j):
             return
         if j.procs:
             self._watch(j, [p.poll() for p in j.procs], j.plan)
@@ -205,9 +175,9 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
     def _release(self, j: _Job) -> None:
         """Free the slots and logs first (that cannot fail), then end every process left."""
         if j.resize is not None:
-            self._drop_joiners(j)
+            self.resizer.drop(j)
         if j.early is not None:
-            self._drop_early(j)
+            self.early_slots.drop(j)
         procs, logs, tag = j.procs, j.logs, j.tag
         j.prefer = self.pool.held(j.launch.job_id)
         self.pool.release(j.launch.job_id)
@@ -224,7 +194,7 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
 
     def _try_start(self, j: _Job) -> None:
         assert j.target is not None
-        slots = self.pool.acquire_on(j.launch.job_id, self._per_node(j.target.placement), j.prefer)
+        slots = self.pool.acquire_on(j.launch.job_id, self.per_node(j.target.placement), j.prefer)
         if slots is not None:
             self._launch(j, j.target, slots)
 
@@ -235,14 +205,14 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
             self.pool.release(job.job_id)
             self._fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
             return
-        self._note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
-                   f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
-                                       if plan.batch else ""))
+        self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
+                        f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
+                                            if plan.batch else ""))
         j.plan, j.state, j.started_at = plan, ExecState.RUNNING, time.time()
         j.slots = list(slots)
         j.tag = new_launch_tag(job.job_id)
         try:
-            self._spawn_set(j, plan, slots, free_port(), j.tag, j.procs, j.logs)
+            self.spawn_set(j, plan, slots, free_port(), j.tag, j.procs, j.logs)
         except (OSError, ValueError) as exc:  # no such program, not executable, bad argument
             j.launches += 1
             self._release(j)  # also when no process started: the slots and the logs
@@ -251,15 +221,15 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
             return
         j.launches += 1
 
-    def _spawn_set(self, j: _Job, plan: WorkerPlan, slots: list[int], port: int, tag: str,
-                   procs: list[subprocess.Popen], logs: list[IO[bytes]],
-                   extra: dict[str, str] | None = None) -> None:
+    def spawn_set(self, j: _Job, plan: WorkerPlan, slots: list[int], port: int, tag: str,
+                  procs: list[subprocess.Popen], logs: list[IO[bytes]],
+                  extra: dict[str, str] | None = None) -> None:
         """Start the workers of the job's next launch on `slots` (rank r on slots[r]), appending
         them to `procs` and their logs to `logs` as they start (so a failure midway leaves
         what started there to release), and record them for a later service to reclaim."""
         job, k = j.launch, len(slots)
         backend = "nccl" if self.pool.gpu else "gloo"
-        base = self._worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        base = self.worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
         base[ENV_LAUNCH_TAG] = tag
         base.update(extra or {})
         if self.pool.gpu:
@@ -267,14 +237,14 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         for rank in range(k):
             worker = WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
                                master_addr="127.0.0.1", master_port=port, backend=backend)
-            log = self._open_log(job.job_id, rank)
+            log = self.files.open_log(job.job_id, rank)
             logs.append(log)
-            argv, env = self._contained(j, {**base, **worker.to_env(),
-                                            ENV_GPU_TYPE: self.slot_type[slots[rank]]})
+            argv, env = self.contained(j, {**base, **worker.to_env(),
+                                           ENV_GPU_TYPE: self.slot_type[slots[rank]]})
             procs.append(spawn(argv, job.cwd, env, log))
-        self._record_workers(job.job_id, [p.pid for p in procs], tag)
+        self.files.record_workers(job.job_id, [p.pid for p in procs], tag)
 
-    def _contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    def contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The argv and environment a worker of `j` starts with: in the sandbox
         (corral.executors.sandbox) when this executor sandboxes, else its command as given.
         Raises PermissionError (one line) for a job the sandbox cannot keep off the data
@@ -282,220 +252,32 @@ class LocalExecutor(EarlyStartExecutor[_Job]):
         job = j.launch
         if not self.sandbox:
             return list(job.command), env
-        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self._dir(job.job_id)), env=env,
+        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)), env=env,
                          deny=[str(self.data_dir)])
 
-    # -- in-place resize (corral.executors.resize) ----------------------------------------------
-    def _resize(self, j: _Job) -> None:
-        """Resize in place when the job allows it, else checkpoint-restart. A grow waits here
-        (old workers training on) until the slots for its new workers are free."""
-        current = self._launch_number(j) - 1
-        node = self._one_node(j)
-        if self.mechanism != IN_PLACE or not j.procs or node is None or not runs_corral_train(
-                self.report(j.launch.job_id), current, j.procs[0].pid):
-            super()._resize(j)
-            return
-        plan, old = j.target, len(j.procs)
-        assert plan is not None
-        extra: list[int] = []
-        if plan.num_workers > old:
-            got = self.pool.acquire(j.launch.job_id, plan.num_workers - old, node=node)
-            if got is None:
-                return  # not free yet: asked again at the next pass
-            extra = sorted(got)
-        j.resize = InPlaceResize(plan, generation=self._launch_number(j), old_world=old,
-                                 port=free_port(), new_slots=extra)
-        self._note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
-                   f"worker(s) (generation {j.resize.generation})")
-        try:
-            for rank in sorted(j.resize.joiner_ranks):
-                self._start_joiner(j, rank)
-        except (OSError, ValueError) as exc:
-            self._fall_back(j, f"a new worker could not start: {exc}")
 
-    def _one_node(self, j: _Job) -> int | None:
-        """The node the job's workers are on and its target keeps it on, or None when it
-        moves between nodes (which in-place resizes do not do: they keep ranks' slots)."""
-        assert j.target is not None  # (resizing: it has a target)
-        nodes = {self.pool.node[s] for s in j.slots} | set(self._per_node(j.target.placement))
-        return nodes.pop() if len(nodes) == 1 else None
-
-    def _start_joiner(self, j: _Job, rank: int) -> None:
-        r, job = j.resize, j.launch
-        assert r is not None and j.tag is not None
-        env = self._worker_env(j, r.plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
-        env[ENV_LAUNCH_TAG] = j.tag
-        env[ENV_JOIN_GENERATION] = str(r.generation)
-        if self.pool.gpu:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s) for s in j.slots + r.new_slots)
-        worker = WorkerEnv(rank=rank, world_size=r.new_world, local_rank=rank,
-                           local_world_size=r.new_world, master_addr="127.0.0.1",
-                           master_port=r.port, backend="nccl" if self.pool.gpu else "gloo")
-        log = self._open_log(job.job_id, rank)
-        r.joiner_logs.append(log)
-        slot = (j.slots + r.new_slots)[rank]
-        argv, full = self._contained(j, {**env, **worker.to_env(), ENV_GPU_TYPE: self.slot_type[slot]})
-        r.joiners.append(spawn(argv, job.cwd, full, log))
-
-    def _advance_resize(self, j: _Job) -> None:
-        """One look at the resize under way: send the request once the new workers are ready,
-        take the new worker set once it reports, or fall back to checkpoint-restart."""
-        r = j.resize
-        assert r is not None
-        old_codes = [p.poll() for p in j.procs]
-        joiner_codes = [p.poll() for p in r.joiners]
-        if r.phase == "joining":
-            if self._joining_ended(j, r.plan, old_codes, joiner_codes):
-                return
-            if r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
-                self._send_request(j)
-            return
-        report = self.report(j.launch.job_id)
-        if report and report.get("launch") == r.generation and report.get("world_size") == r.new_world:
-            self._take_new_set(j)
-            return
-        why = regroup_failure(old_codes, range(r.new_world, r.old_world), joiner_codes)
-        if why:
-            self._fall_back(j, why)
-        elif r.timed_out():
-            self._fall_back(j, "the new process group did not report in time")
-
-    def _send_request(self, j: _Job) -> None:
-        r = j.resize
-        assert r is not None
-        batch = (r.plan.batch.local_bsz, r.plan.batch.accum_steps) if r.plan.batch else None
-        write_request(self._control_dir(j.launch.job_id), ResizeRequest(
-            r.generation, r.new_world, "127.0.0.1", r.port, r.ranks(), batch=batch,
-            launch=r.generation))
-        r.switch()
-        for p in j.procs:  # the trainer itself (runs_corral_train), not its process group
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGUSR1)
-
-    def _take_new_set(self, j: _Job) -> None:
-        """The new process group trains: it is the job's worker set from now on."""
-        r, job = j.resize, j.launch
-        assert r is not None
-        keep = min(r.old_world, r.new_world)
-        for p in j.procs[keep:]:  # leavers: gone already, or on their way out
-            signal_group(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
-        for f in j.logs[keep:]:
-            f.close()
-        self.pool.release(job.job_id, j.slots[keep:])
-        j.procs = j.procs[:keep] + r.joiners
-        j.logs = j.logs[:keep] + r.joiner_logs
-        j.slots = j.slots[:keep] + r.new_slots
-        j.plan, j.started_at, j.resize = r.plan, time.time(), None
-        j.launches += 1
-        self._record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
-        self._event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
-                    f"to {r.new_world} worker(s) {r.took()}")
-
-    def _drop_joiners(self, j: _Job) -> None:
-        """End the resize's new workers and free their slots."""
-        r, j.resize = j.resize, None
-        assert r is not None
-        self.pool.release(j.launch.job_id, r.new_slots)
-        for p in r.joiners:
-            signal_group(p.pid, signal.SIGKILL)
-        for p in r.joiners:
-            if p.poll() is None:
-                p.wait(timeout=5)
-        for f in r.joiner_logs:
-            f.close()
-
-    # -- early initialisation (corral.executors.early: the sequence; here its slots) -----------
-    def _gives_up(self, d: _Job) -> dict[int, list[int]]:
-        """The slots running job `d` was told to give up and still holds, by node: on each
-        node, its highest ranks' beyond what its target keeps there (as an in-place shrink
-        frees them)."""
-        if d.state is not ExecState.RUNNING or not d.procs or d.resize is not None:
-            return {}
-        keep = self._per_node(d.target.placement) if d.target is not None else {}
-        out: dict[int, list[int]] = {}
-        for node in {self.pool.node[s] for s in d.slots}:
-            held = [s for s in d.slots if self.pool.node[s] == node]
-            if len(held) > keep.get(node, 0):
-                out[node] = held[keep.get(node, 0):]
-        return out
-
-    def _donor_slots(self) -> dict[str, dict[int, list[int]]]:
-        """Running jobs that give slots up and are not let go yet: the slots each gives up
-        that nobody was promised, by node."""
-        promised = set(self._promised_slots())
-        let_go = self._let_go()
-        found: dict[str, dict[int, list[int]]] = {}
-        for d in self._jobs.values():
-            if d.early is not None or d.launch.job_id in let_go:
-                continue
-            slots = {node: left for node, held in self._gives_up(d).items()
-                     if (left := [s for s in held if s not in promised])}
-            if slots:
-                found[d.launch.job_id] = slots
-        return found
-
-    def _plan_early(self, j: _Job) -> tuple[list[int], dict[str, list[int]]] | None:
-        if not os.path.isdir(j.launch.cwd):
-            return None  # its normal start fails it with the reason
-        assert j.target is not None
-        need = self._per_node(j.target.placement)
-        return plan_slots(need, {n: self.pool.free(j.launch.job_id, n) for n in need},
-                          self._donor_slots())
-
-    def _early_record(self, j: _Job, generation: int, free: list[int],
-                      donors: dict[str, list[int]]) -> _EarlyProcs:
-        job_id = j.launch.job_id
-        promised = [s for slots in donors.values() for s in slots]
-        self.pool.acquire(job_id, len(free), free)
-        self.pool.promise(job_id, promised)
-        return _EarlyProcs(j.target, generation, sorted(free + promised), donors,
-                           timeout_s=self.early_timeout_s, port=free_port(),
-                           tag=new_launch_tag(job_id))
-
-    def _start_early(self, j: _Job) -> str | None:
-        e = j.early
-        assert e is not None
-        try:
-            self._spawn_set(j, e.target, e.slots, e.port, e.tag, e.procs, e.logs,
-                            {ENV_EARLY_START: str(e.generation)})
-        except (OSError, ValueError) as exc:
-            return str(exc)
-        return None
-
-    def _early_failure(self, j: _Job) -> str | None:
-        assert j.early is not None
-        codes = [p.poll() for p in j.early.procs]
-        if any(c is not None for c in codes):
-            return f"a worker exited (statuses {codes}) before it was ready"
-        return None
-
-    def _donor_keeps(self, d: _Job, slots: Sequence[int]) -> bool:
-        return (d.state is ExecState.RUNNING and d.resize is None and d.target is not None
-                and not self._gives_up(d) and bool(set(slots) & set(d.slots)))
-
-    def _handed_over(self, j: _Job) -> bool:
-        return set(self.pool.promised(j.launch.job_id)) <= set(self.pool.free(j.launch.job_id))
-
-    def _take_early_set(self, j: _Job, e: EarlyStart) -> None:
-        assert isinstance(e, _EarlyProcs)
-        promised = self.pool.promised(j.launch.job_id)
-        self.pool.acquire(j.launch.job_id, len(promised), promised)
-        j.procs, j.logs, j.slots, j.tag, j.plan = e.procs, e.logs, e.slots, e.tag, e.target
-
-    def _drop_early(self, j: _Job) -> None:
-        """End the early workers; free the slots the job held for them and its promises."""
-        e, j.early = j.early, None
-        assert e is not None
-        job_id = j.launch.job_id
-        self.pool.withdraw(job_id)
-        self.pool.release(job_id)  # a queued job holds only its early workers' slots
-        j.prefer = e.slots
-        for p in e.procs:
-            signal_group(p.pid, signal.SIGKILL)
-        end_launch(e.tag)
-        for p in e.procs:
-            if p.poll() is None:
-                p.wait(timeout=5)
-        for f in e.logs:
-            f.close()
+def _slot_layout(slots: int | None, gpus: Sequence[int] | None,
+                 slot_types: Sequence[str] | None) -> tuple[list[int], list[str], bool]:
+    """The slot ids, each one's GPU type and whether they are GPUs: the `gpus` given, CPU
+    `slots` (or one per `slot_types` entry), or else this machine's GPUs (nvidia-smi), or else
+    a CPU slot per core. ValueError when the counts disagree."""
+    typed = list(slot_types) if slot_types is not None else None
+    if gpus is not None:
+        ids = list(gpus)
+    elif slots or typed is not None:
+        ids = []  # CPU slots asked for
+    else:
+        ids = detect_gpus()
+    gpu = bool(ids)
+    if gpu and typed is None:
+        typed = detect_gpu_types(ids)
+    elif not gpu:
+        if typed is None:
+            typed = [""] * (slots or os.cpu_count() or 1)
+        elif slots and slots != len(typed):
+            raise ValueError(f"{slots} slots but {len(typed)} slot types")
+        ids = list(range(len(typed)))
+    assert typed is not None  # (given, detected, or one unnamed type per slot)
+    if len(typed) != len(ids):
+        raise ValueError(f"{len(ids)} GPUs but {len(typed)} slot types")
+    return ids, typed, gpu

@@ -14,14 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Protocol, TypeVar
 
 from corral.executors.base import WorkerPlan
 from corral.protocol.env import STOP_EXIT_CODE
 from corral.protocol.inplace import LEAVE_EXIT_CODE
 
 __all__ = ["MECHANISMS", "IN_PLACE", "CHECKPOINT_RESTART", "InPlaceResize", "check_mechanism",
-           "runs_corral_train", "regroup_failure", "ResizeTimeline"]
+           "runs_corral_train", "regroup_failure", "ResizeTimeline", "InPlaceResizer"]
 
 CHECKPOINT_RESTART = "checkpoint-restart"
 IN_PLACE = "in-place"
@@ -60,6 +60,24 @@ def regroup_failure(old_codes: Sequence[int | None], leaving: Collection[int],
     if bad and all(c == STOP_EXIT_CODE for _, c in bad):
         return "the old workers gave up the regroup and checkpointed"
     return f"a worker exited during the regroup (old {list(old_codes)}, new {list(joiner_codes)})"
+
+
+J_contra = TypeVar("J_contra", contravariant=True)  # an executor's job record
+
+
+class InPlaceResizer(Protocol[J_contra]):
+    """What a backend that resizes in place gives the job table (corral.executors.lifecycle),
+    which falls back to checkpoint-restart where `begin` declines."""
+
+    def begin(self, j: J_contra) -> bool:
+        """Start moving running job `j` to its target in place (its record in `j.resize`), or
+        wait for what that needs; False: it cannot be done in place."""
+
+    def advance(self, j: J_contra) -> None:
+        """One look at the resize under way (`j.resize`)."""
+
+    def drop(self, j: J_contra) -> None:
+        """End the resize's new workers and give back their slots (`j.resize` None)."""
 
 
 class ResizeTimeline:

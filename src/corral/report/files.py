@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +116,15 @@ def write_timelines(out_dir: str | Path, results: Mapping[str, Sequence[SimResul
 
 def write_outputs(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]],
                   summaries: SummariesArg | None = None, plots: bool = True,
-                  queues: QueuesArg | None = None) -> dict[str, Path]:
+                  queues: QueuesArg | None = None, oracles: Collection[str] = ()
+                  ) -> dict[str, Path]:
     """Write summary.json, jobs.csv, gpu_timeline.csv, allocations.csv and (if `plots`)
     jct_cdf.png, gpu_usage.png and report.html to `out_dir`.
 
     `results` is `{policy: [SimResult per workload]}`. `summaries`, when given, is per policy
     either a list parallel to its results or `{workload: Summary}`; runs without one are
     summarised here. `queues`: per-queue figures for summary.json (`summary_document`).
+    `oracles`: the policies report.html marks as oracles.
     Returns `{file kind: path}` for the files written.
     """
     out = Path(out_dir)
@@ -142,5 +144,5 @@ def write_outputs(out_dir: str | Path, results: Mapping[str, Sequence[SimResult]
 
         written["jct_cdf"] = plot_jct_cdf(results, out / "jct_cdf.png")
         written["gpu_usage"] = plot_gpu_usage(results, out / "gpu_usage.png")
-        written["report"] = write_html_report(out)
+        written["report"] = write_html_report(out, oracles)
     return written

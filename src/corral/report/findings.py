@@ -5,16 +5,14 @@ policy had the shortest average JCT and by how much against the baseline (`fifo`
 else the slowest), the best tail (p99), the shortest queueing, the fairest (lowest worst-case
 finish-time fairness) and the makespan, and when the policies barely differ, that they do and
 why that usually is (a lightly loaded cluster). Oracle policies (`srtf`, `optimus-oracle`, ...)
-are marked: they know what no real scheduler knows.
+are marked (the caller names them, `PolicyRegistry.oracles()`): they know what no real
+scheduler knows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
-
-from corral.core.errors import UnknownPolicyError
-from corral.core.policy import policy_class
 
 __all__ = ["findings"]
 
@@ -22,11 +20,8 @@ __all__ = ["findings"]
 CLOSE = 0.05
 
 
-def _label(policy: str) -> str:
-    try:
-        return f"{policy} (oracle)" if policy_class(policy).promises.oracle else policy
-    except UnknownPolicyError:
-        return policy
+def _label(policy: str, oracles: Collection[str]) -> str:
+    return f"{policy} (oracle)" if policy in oracles else policy
 
 
 def _best(means: Mapping[str, Mapping[str, Any]], key: str,
@@ -45,17 +40,19 @@ def _shown(unit: str) -> Callable[[float], str]:
     return (lambda v: f"{v:,.0f}{unit}") if unit else (lambda v: f"{v:.2f}")
 
 
-def _names(policies: list[str]) -> str:
-    labels = [_label(p) for p in policies]
+def _names(policies: list[str], oracles: Collection[str]) -> str:
+    labels = [_label(p, oracles) for p in policies]
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
-def findings(summary: Mapping[str, Any]) -> list[str]:
-    """Sentences saying what the table of `summary` (a summary.json document) shows."""
+def findings(summary: Mapping[str, Any], oracles: Collection[str] = ()) -> list[str]:
+    """Sentences saying what the table of `summary` (a summary.json document) shows; the
+    policies named in `oracles` (the registry's `oracles()`, which the caller passes: report
+    imports no policy) are marked as such."""
     means = {p: doc.get("mean") or {} for p, doc in (summary.get("policies") or {}).items()}
     jct = {p: m["avg_jct_s"] for p, m in means.items() if m.get("avg_jct_s")}
     if len(jct) < 2:
-        return [] if not jct else [f"Only {_label(next(iter(jct)))} ran: nothing to compare."]
+        return [] if not jct else [f"Only {_label(next(iter(jct)), oracles)} ran: nothing to compare."]
     best, best_jct = min(jct.items(), key=lambda pv: pv[1])
     base = "fifo" if "fifo" in jct and best != "fifo" else max(jct, key=lambda p: jct[p])
     spread = (max(jct.values()) - best_jct) / best_jct
@@ -67,12 +64,12 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
                                  "little contention every policy runs most jobs at once."
                                  if util else "."))
         return lines
-    lines.append(f"{_label(best)} has the shortest average JCT: {best_jct:,.0f} s, "
-                 f"{jct[base] / best_jct:.1f}x shorter than {_label(base)} ({jct[base]:,.0f} s).")
+    lines.append(f"{_label(best, oracles)} has the shortest average JCT: {best_jct:,.0f} s, "
+                 f"{jct[base] / best_jct:.1f}x shorter than {_label(base, oracles)} ({jct[base]:,.0f} s).")
     for p in jct:
         if p not in (best, base):
-            lines.append(f"{_label(p)}: {jct[p]:,.0f} s, {jct[base] / jct[p]:.2f}x "
-                         f"{_label(base)}'s average JCT.")
+            lines.append(f"{_label(p, oracles)}: {jct[p]:,.0f} s, {jct[base] / jct[p]:.2f}x "
+                         f"{_label(base, oracles)}'s average JCT.")
     for key, what, unit in (("p99_jct_s", "the shortest tail (p99 JCT)", " s"),
                             ("avg_queue_s", "the least queueing (mean wait before the first "
                              "start)", " s"),
@@ -84,9 +81,9 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
             continue
         winners, value = top
         if len(winners) == 1:
-            lines.append(f"{_label(winners[0])} has {what}: {value}.")
+            lines.append(f"{_label(winners[0], oracles)} has {what}: {value}.")
         elif len(winners) < sum(1 for m in means.values() if m.get(key) is not None):
-            lines.append(f"{_names(winners)} tie for {what}: {value}.")
+            lines.append(f"{_names(winners, oracles)} tie for {what}: {value}.")
         else:
             lines.append(f"Every policy ties for {what}: {value}.")
     return lines

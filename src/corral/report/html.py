@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,10 @@ def _image(fig: Any, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
 
-def render_html_report(outputs: Outputs, title: str = "corral simulation report") -> str:
-    """The page for `outputs` (see the module docstring)."""
+def render_html_report(outputs: Outputs, title: str = "corral simulation report",
+                       oracles: Collection[str] = ()) -> str:
+    """The page for `outputs` (see the module docstring); `oracles`: the policies its findings
+    mark as oracles (`corral.report.findings`)."""
     from corral.report.plots import (
         allocation_figure,
         gpu_usage_figure,
@@ -83,7 +85,7 @@ def render_html_report(outputs: Outputs, title: str = "corral simulation report"
              f'<p class="note">{len(policies)} policies on {len(workloads)} workload(s): '
              f'{_e(", ".join(workloads))}. Times are simulated seconds; the shortest average '
              "JCT is highlighted.</p>"]
-    words = findings(outputs.summary)
+    words = findings(outputs.summary, oracles)
     if words:
         parts.append('<h2>What it shows</h2><ul class="findings">'
                      + "".join(f"<li>{_e(w)}</li>" for w in words) + "</ul>")
@@ -120,10 +122,10 @@ def render_html_report(outputs: Outputs, title: str = "corral simulation report"
             + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write_html_report(out_dir: str | Path) -> Path:
+def write_html_report(out_dir: str | Path, oracles: Collection[str] = ()) -> Path:
     """Read the results folder `out_dir` and write `out_dir/report.html`; returns its path."""
     out = Path(out_dir)
-    page = render_html_report(read_outputs(out))
+    page = render_html_report(read_outputs(out), oracles=oracles)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.errors import CorralError
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
 from corral.core.queues import QueueTree, load_queues, type_capacity
 from corral.executors import create_backend
 from corral.executors.sandbox import SHARED_USER_EXPOSES
 from corral.executors.sandbox import available as sandbox_available
+from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy
 from corral.service.endpoint import (
     ServiceLock,

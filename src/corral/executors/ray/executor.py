@@ -4,7 +4,7 @@ The contract (corral.executors.base) on a Ray cluster, also under KubeRay (docs/
 cluster is Ray's node table (ray.nodes); each worker is an actor (ray.worker) in a placement
 group of its own, pinned to its node, so one slot can be given back alone (ray.launch). Resizes
 in place where possible (ray.resize); early initialisation unless `early_init=False`
-(ray.early). Job files live under `<storage>/jobs/<job id>/`, seen by every node. Decided here:
+(ray.early, ray.seats). Job files live under `<storage>/jobs/<job id>/`, seen by every node. Decided here:
 actors are owned by the service's driver, so workers die with it and resume from checkpoints; a
 lost node is a crash towards `max_retries`, restarted on its placement or packed where it fits.
 """
@@ -16,7 +16,6 @@ import os
 import secrets
 import signal
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +27,10 @@ from ray.exceptions import RayError
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError
 from corral.executors.base import ExecState, WorkerPlan
-from corral.executors.early import (
-    EARLY_READY_TIMEOUT_S,
-    EarlyJobRecord,
-    EarlyStart,
-    EarlyStartExecutor,
-    plan_slots,
-)
-from corral.executors.ray.early import RayEarlyStart, Seat, leaving_ranks
+from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
+from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.ray.early import RayEarlyStart
+from corral.executors.ray.inplace import RayInPlace
 from corral.executors.ray.launch import (
     LOST,
     Launcher,
@@ -44,15 +39,12 @@ from corral.executors.ray.launch import (
     WorkerSet,
     connect,
     ready,
-    remove_groups,
-    seat_key,
 )
 from corral.executors.ray.nodes import NodeTable
-from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
-from corral.executors.resize import IN_PLACE, check_mechanism, regroup_failure, runs_corral_train
-from corral.protocol.early import ENV_EARLY_START
+from corral.executors.ray.resize import PidLookup, RayResize
+from corral.executors.ray.seats import RayEarlySeats, lost_note
+from corral.executors.resize import IN_PLACE, check_mechanism
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
-from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 __all__ = ["RayExecutor", "connect"]
 
@@ -60,7 +52,7 @@ log = logging.getLogger("corral.executors.ray.executor")
 
 
 @dataclass
-class _Job(EarlyJobRecord):
+class _Job(JobRecord):
     """A job and its Ray worker set; `plan` holds the node indices its workers actually got."""
 
     target: Target | None
@@ -70,7 +62,7 @@ class _Job(EarlyJobRecord):
     early: RayEarlyStart | None = None  # its next launch, started early
 
 
-class RayExecutor(EarlyStartExecutor[_Job]):
+class RayExecutor(JobTableExecutor[_Job]):
     """Runs workers as Ray actors; see the module docstring.
 
     Options (the CLI passes them through `corral serve`): `address` (default $RAY_ADDRESS; none:
@@ -87,8 +79,6 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     name = "ray"
     _job_type = _Job
     _join_timeout_s = 10.0
-    #: Seconds rank 0's actor gets to name its command's pid (`_runs_trainer`).
-    _pid_timeout_s = 10.0
 
     def __init__(self, data_dir: str | Path, *, address: str | None = None,
                  resource: str | None = None, storage: str | Path | None = None,
@@ -104,8 +94,6 @@ class RayExecutor(EarlyStartExecutor[_Job]):
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
                              "(start Ray with the GPUs it should offer)")
         self.mechanism = check_mechanism(mechanism)
-        self.early_init = early_init
-        self.early_timeout_s = early_timeout_s
         address = address or os.environ.get("RAY_ADDRESS") or None
         self._owns_ray = connect(address, num_cpus=slots)
         resource = resource or os.environ.get("CORRAL_RAY_RESOURCE") or (
@@ -115,15 +103,22 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         self.nodes_poll_s = nodes_poll_s
         self.launcher = Launcher(resource, secrets.token_hex(3), sandbox=(
             sandbox, tuple(dict.fromkeys([str(self.data_dir), str(self.storage)]))))
-        self._table = NodeTable(resource)
-        if not self._table.update(ray.nodes()):  # nodes may still join (an autoscaler)
+        self.node_table = NodeTable(resource)
+        if not self.node_table.update(ray.nodes()):  # nodes may still join (an autoscaler)
             log.warning("no Ray node offers the %r resource yet: the cluster is empty", resource)
         self._nodes_at = time.monotonic()
+        #: the seats and worker sets of early starts (corral.executors.ray.seats)
+        self.early_seats = RayEarlySeats(self)
+        #: in-place resizes (corral.executors.ray.inplace), used when `mechanism` is in-place
+        self.resizer = RayInPlace(self)
         super().__init__(self.storage, thread_name="corral-ray-executor", max_retries=max_retries,
                          stop_timeout_s=stop_timeout_s, crash_grace_s=crash_grace_s,
                          report_interval_s=report_interval_s,
                          checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
-                         retry_backoff_s=retry_backoff_s)
+                         retry_backoff_s=retry_backoff_s,
+                         early=EarlyStarts(self, self.early_seats, timeout_s=early_timeout_s)
+                         if early_init else None,
+                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
 
     @property
     def resource(self) -> str:
@@ -132,19 +127,19 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
     def cluster(self) -> Cluster:
         with self._lock:
-            return self._table.cluster()
+            return self.node_table.cluster()
 
     def node_ids(self) -> tuple[str, ...]:
         """Ray node ids in the order of `cluster()`'s nodes."""
         with self._lock:
-            return tuple(n.node_id for n in self._table.nodes)
+            return tuple(n.node_id for n in self.node_table.nodes)
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """Actors of an earlier executor in a Ray driver that is still alive (one whose driver
         died took its actors along: nothing is left to stop)."""
         prefix = f"corral-{job_id}-"
         actors: list[Any] = []  # (like WorkerSet.actors: ray types a handle's methods as Never)
-        for name in sorted({str(w) for w in [*workers, *self._recorded_workers(job_id)]
+        for name in sorted({str(w) for w in [*workers, *self.files.recorded_workers(job_id)]
                             if str(w).startswith(prefix)}):
             try:
                 actors.append(ray.get_actor(name))
@@ -152,7 +147,7 @@ class RayExecutor(EarlyStartExecutor[_Job]):
                 continue
         if not actors:
             return
-        self._note(job_id, f"stopping {len(actors)} worker(s) left by an earlier service")
+        self.files.note(job_id, f"stopping {len(actors)} worker(s) left by an earlier service")
         waits = [a.wait.remote() for a in actors]
         for a in actors:
             a.signal.remote(signal.SIGTERM)
@@ -171,11 +166,11 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """The plan resolved to Ray nodes; one naming a node that has gone is packed."""
         if plan.num_workers < 1:
             raise ValueError(f"job {job_id}: a placement needs at least one worker")
-        nodes = self._table.resolve(plan.placement)
+        nodes = self.node_table.resolve(plan.placement)
         if nodes is None:
-            count = min(plan.num_workers, max(self._table.total_slots, 1))
-            self._note(job_id, f"placement {plan.placement} does not fit the nodes now "
-                       f"({self._table.cluster().describe()}); packing {count} worker(s)")
+            count = min(plan.num_workers, max(self.node_table.total_slots, 1))
+            self.files.note(job_id, f"placement {plan.placement} does not fit the nodes now "
+                            f"({self.node_table.cluster().describe()}); packing {count} worker(s)")
             return Target.of(plan, None, count)
         return Target.of(plan, nodes, plan.num_workers)
 
@@ -185,32 +180,32 @@ class RayExecutor(EarlyStartExecutor[_Job]):
             if time.monotonic() - self._nodes_at >= self.nodes_poll_s:
                 nodes = ray.nodes()
                 with self._lock:
-                    self._table.update(nodes)
+                    self.node_table.update(nodes)
                 self._nodes_at = time.monotonic()
         except RayError:
             pass  # the GCS is briefly unreachable: keep the last table
 
     @staticmethod
     def _codes_note(codes: Sequence[int]) -> str:
-        return " - worker(s) lost: their node left or their actor died" if LOST in codes else ""
+        return lost_note(codes)
 
-    def _has_workers(self, j: _Job) -> bool:
+    def has_workers(self, j: _Job) -> bool:
         return j.ws is not None or j.resize is not None or j.early is not None
 
     def _live_workers(self, j: _Job) -> tuple[str, ...]:
         return j.ws.live_names if j.ws else ()
 
     def _advance(self, j: _Job) -> None:
-        if self._advance_in_flight(j):
+        if self.advance_in_flight(j):
             return
         ws = j.ws
         if ws is None:
             return
         if not ws.started:
             if j.state is ExecState.STOPPING:  # called off before any process started
-                self._exited(j)
+                self.exited(j)
             elif j.target != ws.target or (  # re-placed, or its node left, while reserving
-                    ws.target.nodes is not None and not self._table.still_fits(ws.target.nodes)):
+                    ws.target.nodes is not None and not self.node_table.still_fits(ws.target.nodes)):
                 self._requeue(j)
             elif ready(*ws.waiting):
                 (self._create_actors if ws.phase == "pg" else self._start_workers)(j)
@@ -245,11 +240,11 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         """Kill the job's actors and free its placement groups, but those promised to a job
         starting early on them (they pass to it)."""
         if j.resize is not None:
-            self._drop_joiners(j)
+            self.resizer.drop(j)
         if j.early is not None:
-            self._drop_early(j)
+            self.early_seats.drop(j)
         if j.ws is not None:
-            j.ws.release(keep=self._handed_groups())
+            j.ws.release(keep=self.handed_groups())
             j.ws = None
 
     def _requeue(self, j: _Job) -> None:
@@ -259,10 +254,10 @@ class RayExecutor(EarlyStartExecutor[_Job]):
     # -- launching ----------------------------------------------------------------------------
     def _try_start(self, j: _Job) -> None:
         assert j.target is not None
-        if j.target.nodes is not None and not self._table.still_fits(j.target.nodes):
-            count = min(j.target.count, max(self._table.total_slots, 1))
-            self._note(j.launch.job_id, f"a node of its placement has left; packing {count} "
-                       "worker(s) wherever they fit")
+        if j.target.nodes is not None and not self.node_table.still_fits(j.target.nodes):
+            count = min(j.target.count, max(self.node_table.total_slots, 1))
+            self.files.note(j.launch.job_id, f"a node of its placement has left; packing {count} "
+                            "worker(s) wherever they fit")
             j.target = Target.of(j.target.plan, None, count)
         try:
             j.ws = self.launcher.reserve(j.target)
@@ -271,21 +266,21 @@ class RayExecutor(EarlyStartExecutor[_Job]):
 
     def _create_actors(self, j: _Job) -> None:
         assert j.ws is not None
-        self.launcher.create_actors(j.ws, j.launch.job_id, j.launches, self._table)
+        self.launcher.create_actors(j.ws, j.launch.job_id, j.launches, self.node_table)
         j.plan = WorkerPlan(j.ws.placement, j.ws.target.plan.batch)
 
     def _start_workers(self, j: _Job) -> None:
         """Rank 0's actor is up: start every worker with the rendezvous at its node."""
         assert j.ws is not None
-        if not self._start_set(j, j.ws):
+        if not self.start_set(j, j.ws):
             self._requeue(j)
             return
         j.state, j.started_at = ExecState.RUNNING, time.time()
         j.launches += 1
-        self._record_workers(j.launch.job_id, j.ws.names)
+        self.files.record_workers(j.launch.job_id, j.ws.names)
 
-    def _start_set(self, j: _Job, ws: WorkerSet, extra: dict[str, str] | None = None,
-                   devices: Sequence[Sequence[str] | None] = ()) -> bool:
+    def start_set(self, j: _Job, ws: WorkerSet, extra: dict[str, str] | None = None,
+                  devices: Sequence[Sequence[str] | None] = ()) -> bool:
         """Start the workers of `ws` (its rank 0's actor is up) with the rendezvous at its node,
         `extra` variables and, per rank, the GPUs to use where given; False when rank 0's
         actor died before it answered (its node left?)."""
@@ -293,361 +288,27 @@ class RayExecutor(EarlyStartExecutor[_Job]):
         try:
             master_addr, master_port = self.launcher.rendezvous(ws)
         except RayError as exc:
-            self._note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
+            self.files.note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
             return False
         batch = ws.target.plan.batch
-        base = {**self._worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
+        base = {**self.worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
         k = len(ws.actors)
         envs = [{**base, **WorkerEnv(rank=rank, world_size=k, local_rank=local_rank,
                                      local_world_size=local_size, master_addr=master_addr,
                                      master_port=master_port,
                                      backend=self.launcher.backend).to_env(),
-                 ENV_GPU_TYPE: self._table.type_of(node)}
+                 ENV_GPU_TYPE: self.node_table.type_of(node)}
                 for rank, (_, node, local_rank, local_size) in enumerate(ws.slots)]
-        self._note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
-                   f"{ws.placement} ({self.resource})"
-                   + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
-                   + f", rendezvous {master_addr}:{master_port}")
+        self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
+                        f"{ws.placement} ({self.resource})"
+                        + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
+                        + f", rendezvous {master_addr}:{master_port}")
         self.launcher.start(ws, job.command, job.cwd, envs,
-                            [str(self._log_path(job.job_id, r)) for r in range(k)], devices)
+                            [str(self.files.log_path(job.job_id, r)) for r in range(k)], devices)
         return True
 
-    # -- in-place resize (corral.executors.ray.resize) ------------------------------------------
-    def _resize(self, j: _Job) -> None:
-        """Resize in place when the job and the move allow it, else checkpoint-restart (the
-        lifecycle calls this at every look while the job's target differs from its workers',
-        so a look that is still waiting for rank 0's pid returns and a later one decides)."""
-        ws, target = j.ws, j.target
-        assert ws is not None and target is not None
-        plan = (plan_in_place(ws.nodes, target.nodes)
-                if self.mechanism == IN_PLACE and ws.phase == "run" and ws.per_worker
-                and target.nodes is not None else None)
-        trainer = self._runs_trainer(j) if plan is not None else False
-        if trainer is None:
-            return
-        if not trainer:
-            super()._resize(j)
-            return
-        assert plan is not None  # (trainer is only true with a plan)
-        joiners = None
-        if plan.joiners:
-            try:
-                joiners = self.launcher.reserve(Target.of(target.plan, plan.joiners,
-                                                          sum(c for _, c in plan.joiners)))
-            except LaunchError as exc:
-                self._event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
-                            "checkpoint-restart instead")
-                super()._resize(j)
-                return
-        j.resize = RayResize(target, self._launch_number(j), plan, joiners,
-                             [ws.actors[0].address.remote()])
-        self._note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
-                   f"{plan.new_world} worker(s) (generation {j.resize.generation})")
-
-    def _runs_trainer(self, j: _Job) -> bool | None:
-        """The running launch's rank 0 is a corral.train trainer (its report names the pid of
-        rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
-        being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
-        `_pid_timeout_s` counts as not a trainer)."""
-        assert j.ws is not None
-        name, lookup = j.ws.names[0], j.pid_lookup
-        if lookup is None or lookup.actor != name:
-            lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
-                                              time.monotonic() + self._pid_timeout_s)
-        if not ready(lookup.ref):
-            if time.monotonic() < lookup.deadline:
-                return None
-            j.pid_lookup = None
-            self._note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
-                       f"{self._pid_timeout_s:g} s; resizing by checkpoint-restart")
-            return False
-        try:
-            pid = ray.get(lookup.ref)
-        except RayError:
-            pid = None
-        if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
-            j.pid_lookup = None
-            return False
-        return runs_corral_train(self.report(j.launch.job_id), self._launch_number(j) - 1, pid)
-
-    def _advance_resize(self, j: _Job) -> None:
-        """One look at the resize under way: start the new workers, send the request once
-        they are ready, take the new worker set once it reports, or fall back."""
-        r, ws = j.resize, j.ws
-        assert r is not None and ws is not None
-        ws.collect()
-        if r.joiners is not None and r.joiners.started:
-            r.joiners.collect()
-        joiner_codes = r.joiners.codes if r.joiners is not None else []
-        if r.phase == "joining":
-            if self._joining_ended(j, r.target, ws.codes, joiner_codes):
-                return
-            if r.master is None:
-                if ready(*r.address):
-                    r.master = tuple(ray.get(r.address[0]))
-            elif r.joiners is not None and not r.joiners.started:
-                self._start_joiners(j)
-            elif r.joiners is not None and ready(*r.joiners.starts) and r.joiners.start_error():
-                self._fall_back(j, f"a new worker could not start: {r.joiners.start_error()}")
-            elif r.joiner_ranks <= ready_ranks(self._control_dir(j.launch.job_id), r.generation):
-                self._send_request(j)
-            return
-        report = self.report(j.launch.job_id)
-        if (report and report.get("launch") == r.generation
-                and report.get("world_size") == r.plan.new_world):
-            self._take_new_set(j)
-            return
-        why = regroup_failure(ws.codes, r.plan.leaving, joiner_codes)
-        if why:
-            self._fall_back(j, why)
-        elif r.timed_out():
-            self._fall_back(j, "the new process group did not report in time")
-
-    def _start_joiners(self, j: _Job) -> None:
-        """The joiners' groups are reserved: create their actors, then start them with the new
-        rendezvous once their actors are up (the next looks)."""
-        r, job, ws = j.resize, j.launch, j.ws
-        assert r is not None and r.joiners is not None and ws is not None
-        js = r.joiners
-        if js.phase == "pg":
-            if ready(*js.waiting):
-                self.launcher.create_actors(js, job.job_id, r.generation, self._table,
-                                            first_rank=len(r.plan.staying))
-            return
-        if not ready(*js.waiting):
-            return
-        assert r.master is not None
-        nodes = [ws.nodes[rank] for rank in r.plan.staying] + js.nodes
-        base = self._worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.launcher.gpu)
-        base[ENV_JOIN_GENERATION] = str(r.generation)
-        envs, first = [], len(r.plan.staying)
-        for i, (local_rank, local_size) in enumerate(local_ranks(nodes)[first:]):
-            envs.append({**base, **WorkerEnv(
-                rank=first + i, world_size=r.plan.new_world, local_rank=local_rank,
-                local_world_size=local_size, master_addr=r.master[0], master_port=r.master[1],
-                backend=self.launcher.backend).to_env(),
-                ENV_GPU_TYPE: self._table.type_of(nodes[first + i])})
-        self.launcher.start(js, job.command, job.cwd, envs,
-                            [str(self._log_path(job.job_id, first + i)) for i in range(len(envs))])
-
-    def _send_request(self, j: _Job) -> None:
-        r, ws = j.resize, j.ws
-        assert r is not None and r.master is not None and ws is not None
-        batch = r.target.plan.batch
-        nodes = {ws.nodes[rank] for rank in r.plan.staying} | set(
-            r.joiners.nodes if r.joiners is not None else ())
-        write_request(self._control_dir(j.launch.job_id), ResizeRequest(
-            r.generation, r.plan.new_world, r.master[0], r.master[1], dict(r.plan.ranks),
-            batch=(batch.local_bsz, batch.accum_steps) if batch else None,
-            num_nodes=len(nodes), launch=r.generation))
-        r.switch()
-        for actor, code in zip(ws.actors, ws.codes):
-            if code is None:
-                actor.signal_command.remote(signal.SIGUSR1)
-
-    def _take_new_set(self, j: _Job) -> None:
-        """The new process group trains: it is the job's worker set from now on; the leavers'
-        actors end and their slots are given back."""
-        r, old, job = j.resize, j.ws, j.launch
-        assert r is not None and old is not None
-        for rank in r.plan.leaving:
-            ray.kill(old.actors[rank], no_restart=True)
-        remove_groups([old.seats[old.slots[rank][0]][0] for rank in r.plan.leaving],
-                      keep=self._handed_groups())
-        j.ws, j.resize = merged(old, r), None
-        j.ws.placement = self._table.placement_of(j.ws.nodes)
-        j.plan, j.started_at = WorkerPlan(j.ws.placement, r.target.plan.batch), time.time()
-        j.launches += 1
-        self._record_workers(job.job_id, j.ws.names)
-        self._event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
-                    f"to {r.plan.new_world} worker(s) {r.took()}")
-
-    def _drop_joiners(self, j: _Job) -> None:
-        """End the resize's new workers and give back their slots."""
-        r, j.resize = j.resize, None
-        assert r is not None
-        if r.joiners is not None:
-            r.joiners.release()
-
-    # -- early initialisation (corral.executors.early: the sequence; ray_early: the slots) ------
-    def _handed_groups(self) -> set[str]:
+    # -- early initialisation (corral.executors.early: the sequence; ray.seats: the seats) ------
+    def handed_groups(self) -> set[str]:
         """Ids of the donors' placement groups promised to jobs starting early: a donor that
         gives its slot up leaves them in place (they pass to the incoming job)."""
-        return {s.pg.id.hex() for s in self._promised_slots()}
-
-    def _held_nodes(self, j: _Job) -> Counter[str] | None:
-        """How many slots job `j` holds on each node, by the executor's books (None when a
-        reservation of it is not tied to nodes yet: a job packed wherever it fits)."""
-        held: Counter[str] = Counter()
-        for ws in (j.ws, j.resize.joiners if j.resize is not None else None):
-            if ws is None:
-                continue
-            if ws.slots:
-                held.update(ws.nodes)
-            elif ws.target.nodes is not None:
-                held.update(dict(ws.target.nodes))
-            else:
-                return None
-        if j.early is not None:
-            held.update(s.node for s in j.early.free)
-            held.update(s.node for s in j.early.donated if not self._donor_holds(s))
-        return held
-
-    def _free_seats(self) -> dict[str, list[Seat]] | None:
-        """Each node's slots that no job of this executor holds, as free seats (None while a
-        reservation is not tied to nodes)."""
-        held: Counter[str] = Counter()
-        for j in self._jobs.values():
-            h = self._held_nodes(j)
-            if h is None:
-                return None
-            held.update(h)
-        return {n.node_id: [Seat(f"free:{n.node_id}:{i}", n.node_id, f"n{index}")
-                            for i in range(max(0, n.slots - held[n.node_id]))]
-                for index, n in enumerate(self._table.nodes)}
-
-    def _leaving(self, d: _Job) -> list[int]:
-        """Ranks of running job `d` whose slots its target gives up (stopped: all of them; a
-        target packed wherever it fits: none are known)."""
-        if d.ws is None or d.target == d.ws.target:
-            return []
-        if d.target is None:
-            return list(range(len(d.ws.actors)))
-        if d.target.nodes is None:
-            return []
-        new: Counter[str] = Counter()
-        for node, count in d.target.nodes:
-            new[node] += count
-        return leaving_ranks(d.ws.nodes, new)
-
-    def _donated_seat(self, d: _Job, rank: int) -> Seat:
-        assert d.ws is not None
-        pg, bundle = d.ws.seats[d.ws.slots[rank][0]]
-        node = d.ws.nodes[rank]
-        index = self._table.index_of(node)
-        return Seat(seat_key(pg, bundle), node, f"n{index if index is not None else '?'}",
-                    d.launch.job_id, rank, pg, bundle, d.ws.waits[rank], d.ws.actors[rank])
-
-    def _donor_seats(self) -> dict[str, dict[str, list[Seat]]]:
-        """Running jobs that give slots up and are not let go yet: per node, the seats each
-        gives up that nobody was promised (only jobs with a placement group per worker)."""
-        promised = set(self._promised_slots())
-        let_go = self._let_go()
-        found: dict[str, dict[str, list[Seat]]] = {}
-        for d in self._jobs.values():
-            if (d.state is not ExecState.RUNNING or d.ws is None or d.ws.phase != "run"
-                    or d.resize is not None or d.early is not None or not d.ws.per_worker
-                    or d.launch.job_id in let_go):
-                continue
-            for rank in self._leaving(d):
-                seat = self._donated_seat(d, rank)
-                if seat not in promised:
-                    found.setdefault(d.launch.job_id, {}).setdefault(seat.node, []).append(seat)
-        return found
-
-    def _donor_holds(self, seat: Seat) -> bool:
-        """The donor still has `seat` in its worker set."""
-        if seat.donor is None:  # a free seat: no donor
-            return False
-        d = self._jobs.get(seat.donor)
-        return d is not None and d.ws is not None and seat.key in d.ws.seat_keys()
-
-    def _plan_early(self, j: _Job) -> tuple[list[Seat], dict[str, list[Seat]]] | None:
-        assert j.target is not None  # (a queued job with a target: `_plan_starts`)
-        if j.target.nodes is None or not self._table.still_fits(j.target.nodes):
-            return None
-        free = self._free_seats()
-        if free is None:
-            return None
-        need: Counter[str] = Counter()
-        for node, count in j.target.nodes:
-            need[node] += count
-        return plan_slots(need, free, self._donor_seats())
-
-    def _early_record(self, j: _Job, generation: int, free: list[Seat],
-                      donors: dict[str, list[Seat]]) -> RayEarlyStart:
-        donated = [s for seats in donors.values() for s in seats]
-        assert j.target is not None
-        return RayEarlyStart(j.target, generation, free + donated, donors,
-                             timeout_s=self.early_timeout_s, ws=WorkerSet(j.target, []),
-                             free=free, donated=donated)
-
-    def _start_early(self, j: _Job) -> str | None:
-        """Reserve the free seats (placement groups pinned to their nodes) and ask the donors'
-        actors for their GPUs; the actors and workers start at the next looks."""
-        e = j.early
-        assert e is not None and j.target is not None
-        nodes: Counter[str] = Counter(s.node for s in e.free)
-        try:
-            e.ws = self.launcher.reserve(Target.of(j.target.plan, tuple(nodes.items()),
-                                                   len(e.free)))
-        except LaunchError as exc:
-            return str(exc)
-        e.ws.target = j.target
-        if self.launcher.gpu:
-            e.devices = [s.actor.devices.remote() for s in e.donated]
-        return None
-
-    def _early_failure(self, j: _Job) -> str | None:
-        e, job_id = j.early, j.launch.job_id
-        assert e is not None and j.target is not None and j.target.nodes is not None
-        ws = e.ws
-        if not self._table.still_fits(j.target.nodes):
-            return "a node of its placement has left"
-        if ws.phase == "pg":
-            if ready(*ws.waiting, *e.devices):
-                self.launcher.create_actors(ws, job_id, f"{j.launches}e", self._table,
-                                            borrowed=[(s.pg, s.bundle, s.node) for s in e.donated])
-        elif ws.phase == "addr":
-            if ready(*ws.waiting):
-                try:
-                    devices = [ray.get(ref) for ref in e.devices]
-                except RayError:
-                    return "a donor's worker was lost before it named its GPUs"
-                own = len(ws.seats) - len(e.donated)
-                per_rank = [devices[seat - own] if devices and seat >= own else None
-                            for seat, _, _, _ in ws.slots]
-                if not self._start_set(j, ws, {ENV_EARLY_START: str(e.generation)}, per_rank):
-                    return "its rank 0's actor was lost while starting"
-                self._record_workers(job_id, ws.names)
-        elif ws.phase == "start" and ready(*ws.starts):
-            error = ws.start_error()
-            if error:
-                return error
-            ws.phase = "run"
-        if ws.started:
-            ws.collect()
-            if any(c is not None for c in ws.codes):
-                return (f"a worker exited (statuses {ws.codes}) before it was ready"
-                        + self._codes_note([c for c in ws.codes if c is not None]))
-        return None
-
-    def _donor_keeps(self, d: _Job, slots: Sequence[Seat]) -> bool:
-        if d.state is not ExecState.RUNNING or d.resize is not None or d.ws is None:
-            return False
-        held = d.ws.seat_keys()
-        giving = {self._donated_seat(d, rank).key for rank in self._leaving(d)}
-        return any(s.key in held and s.key not in giving for s in slots)
-
-    def _handed_over(self, j: _Job) -> bool:
-        e = j.early
-        assert e is not None
-        return e.ws.phase == "run" and all(not self._donor_holds(s) and ready(s.done)
-                                           for s in e.donated)
-
-    def _take_early_set(self, j: _Job, e: EarlyStart) -> None:
-        """The early worker set, with the donated placement groups now its own."""
-        assert isinstance(e, RayEarlyStart) and j.target is not None
-        ws = e.ws
-        ws.pgs.extend(s.pg for s in e.donated)
-        j.ws = ws
-        j.plan = WorkerPlan(ws.placement, j.target.plan.batch)
-        self._record_workers(j.launch.job_id, ws.names)
-
-    def _drop_early(self, j: _Job) -> None:
-        """End the early workers and free the placement groups they reserved, and the donated
-        ones whose donor has already given them up (the others stay the donor's)."""
-        e, j.early = j.early, None
-        assert e is not None
-        e.ws.release()
-        remove_groups([s.pg for s in e.donated if not self._donor_holds(s)])
+        return {s.pg.id.hex() for s in (self.early.promised_slots() if self.early else [])}

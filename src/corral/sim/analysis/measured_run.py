@@ -23,9 +23,10 @@ import numpy as np
 from corral.core.cluster import Cluster, Node
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
-from corral.core.policy import Policy, create_policy
+from corral.core.policy import Policy
 from corral.perf.overheads import ReshapeOverheads
 from corral.perf.throughput import ThroughputParams, fit_throughput, iteration_time
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CHECKPOINT_RESTART, Mechanism

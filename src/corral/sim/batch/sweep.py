@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError, UnknownPolicyError
-from corral.core.policy import create_policy, param_fields, policy_class
+from corral.core.policy import param_fields
+from corral.policies import create_policy, policy_class
 from corral.policies.tenancy import QueuedPolicy
 from corral.sim.analysis.allocations import record_allocations
 from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from corral.cli.main import app as cli
 from corral.core import Cluster
-from corral.core.policy import create_policy
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import CheckpointRestart, mechanism_named

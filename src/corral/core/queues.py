@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import heapq
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ from corral.core.cluster import Cluster, gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 
 DEFAULT_QUEUE = "default"
-QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority")
+#: A Unix user's name as `useradd` takes it (POSIX portable characters, at most 32).
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,30}[A-Za-z0-9_.$-]?")
+QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority", "run_as")
 TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s", "start_waiting")
 
 
@@ -44,6 +47,9 @@ class Queue:
     priority: int = 0
     type_quota: tuple[tuple[str, int], ...] | None = None
     type_limit: tuple[tuple[str, int], ...] | None = None
+    #: the Unix user its jobs run as (the service runs as root; `corral.service.tenants.
+    #: check_run_as`), None: the service's own user
+    run_as: str | None = None
 
     @property
     def typed(self) -> bool:
@@ -323,6 +329,10 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
             raise InputError(f"{where}: {what}: priority must be a whole number, got {priority!r}")
         type_quota = _per_type(where, what, "quota", quota)
         type_limit = _per_type(where, what, "limit", limit)
+        run_as = body.get("run_as")
+        if run_as is not None and not (isinstance(run_as, str) and _USER_NAME.fullmatch(run_as)):
+            raise InputError(f"{where}: {what}: run_as must be a Unix user's name (letters, "
+                             f"digits, '_', '-', '.'), got {run_as!r}")
         queues.append(Queue(
             name=name,
             quota=None if quota is None or type_quota is not None
@@ -332,7 +342,7 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
             type_quota=type_quota, type_limit=type_limit,
             weight=float(_number(where, what, "weight", body.get("weight", 1.0), integer=False,
                                  positive=True)),
-            parent=parent, priority=priority))
+            parent=parent, priority=priority, run_as=run_as))
     names = {q.name for q in queues}
     if DEFAULT_QUEUE not in names:
         queues.append(Queue(DEFAULT_QUEUE, quota=0))

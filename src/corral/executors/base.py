@@ -62,6 +62,9 @@ class JobLaunch:
     #: True: it waits at the start gate; False: never (two processes on one GPU do not fit);
     #: None: only once a report shows it runs corral.train, which always waits at the gate
     early_init: bool | None = None
+    #: the Unix user its workers run as (its queue's `run_as`; the local executor, the
+    #: service running as root), None: the service's own
+    run_as: str | None = None
 
 
 @dataclass(frozen=True)

@@ -250,10 +250,11 @@ class LocalExecutor(JobTableExecutor[_Job]):
         Raises PermissionError (one line) for a job the sandbox cannot keep off the data
         directory."""
         job = j.launch
-        if not self.sandbox:
+        if not self.sandbox and job.run_as is None:
             return list(job.command), env
-        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)), env=env,
-                         deny=[str(self.data_dir)])
+        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)),
+                         env=env, deny=[str(self.data_dir)], run_as=job.run_as,
+                         landlock=self.sandbox)
 
 
 def _slot_layout(slots: int | None, gpus: Sequence[int] | None,

@@ -35,6 +35,7 @@ import ctypes
 import errno
 import os
 import platform
+import pwd
 import shutil
 import site
 import sys
@@ -42,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["LAUNCHER", "abi", "available", "apply", "sandboxed", "refusal", "read_paths",
+           "as_user", "become",
            "SHARED_USER_EXPOSES"]
 
 LAUNCHER = Path(__file__).resolve()
@@ -262,12 +264,19 @@ def _check_program(program: str, cwd: str, env: Mapping[str, str]) -> None:
 
 
 def sandboxed(command: Sequence[str], *, cwd: str, job_dir: str, env: Mapping[str, str],
-              deny: Sequence[str], python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+              deny: Sequence[str], python: str = sys.executable, run_as: str | None = None,
+              landlock: bool = True) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that run `command` in the sandbox: reading and writing `cwd`
     and `job_dir` (TMPDIR becomes `<job_dir>/tmp`), reading the system, and nothing of `deny`
     (the data directory, Ray's storage). Raises PermissionError with `refusal`'s line where
-    that cannot hold."""
+    that cannot hold. `run_as`: the job runs as that Unix user (the caller is root), which is
+    given `job_dir`; `landlock` False: that alone, where the kernel has no Landlock."""
     _check_program(command[0], cwd, env)
+    user = as_user(run_as, job_dir) if run_as is not None else None
+    if not landlock:
+        assert user is not None, "nothing to contain the job with"
+        return ([python, "-I", str(LAUNCHER), "--user", user[0], "--no-landlock", "--",
+                 *command], {**env, **user[1]})
     ro = read_paths(command, env)
     why = refusal(cwd, [job_dir], ro, deny)
     if why:
@@ -285,27 +294,66 @@ def sandboxed(command: Sequence[str], *, cwd: str, job_dir: str, env: Mapping[st
         argv += ["--rw", p]
     for p in ro:
         argv += ["--ro", p]
-    return [*argv, "--", *command], {**env, "TMPDIR": tmp}
+    if user is not None:
+        os.chown(tmp, *user[2])
+        argv += ["--user", user[0]]
+    return [*argv, "--", *command], {**env, "TMPDIR": tmp, **(user[1] if user else {})}
+
+
+def as_user(name: str, job_dir: str) -> tuple[str, dict[str, str], tuple[int, int]]:
+    """(name, its login environment, (uid, gid)) for a job run as `name`, whose job directory
+    (and everything in it) is given to it; PermissionError (one line) for an unknown user."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise PermissionError(f"run_as user {name!r} does not exist on this machine") from None
+    ids = (entry.pw_uid, entry.pw_gid)
+    for root, dirs, files in os.walk(job_dir):
+        for entry_name in (*dirs, *files):
+            os.lchown(os.path.join(root, entry_name), *ids)
+    os.chown(job_dir, *ids)
+    return name, {"HOME": entry.pw_dir, "USER": name, "LOGNAME": name}, ids
+
+
+def become(name: str) -> None:
+    """Take user `name`'s uid, gid and groups for good (the launcher runs as root): what it
+    execs then holds no capability, and files the service keeps 0600 are closed to it."""
+    entry = pwd.getpwnam(name)
+    os.setgroups(os.getgrouplist(name, entry.pw_gid))
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
 
 
 def main(argv: list[str]) -> int:
     """`--rw P`, `--ro P` (repeatable), `--`, the command: apply the ruleset and exec."""
+    usage = ("usage: sandbox.py [--rw PATH] [--ro PATH] ... [--user NAME [--no-landlock]] -- "
+             "COMMAND...\n")
     rw: list[str] = []
     ro: list[str] = []
+    user, landlock = None, True
     i = 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] not in ("--rw", "--ro") or i + 1 >= len(argv):
-            sys.stderr.write("usage: sandbox.py [--rw PATH] [--ro PATH] ... -- COMMAND...\n")
+        if argv[i] == "--no-landlock":
+            landlock, i = False, i + 1
+            continue
+        if argv[i] not in ("--rw", "--ro", "--user") or i + 1 >= len(argv):
+            sys.stderr.write(usage)
             return 2
-        (rw if argv[i] == "--rw" else ro).append(argv[i + 1])
+        if argv[i] == "--user":
+            user = argv[i + 1]
+        else:
+            (rw if argv[i] == "--rw" else ro).append(argv[i + 1])
         i += 2
     command = argv[i + 1:]
-    if not command:
-        sys.stderr.write("usage: sandbox.py [--rw PATH] [--ro PATH] ... -- COMMAND...\n")
+    if not command or (not landlock and user is None):
+        sys.stderr.write(usage)
         return 2
     try:
-        apply(rw, ro)
-    except OSError as exc:
+        if user is not None:
+            become(user)  # first: setuid needs the capabilities `apply` gives up
+        if landlock:
+            apply(rw, ro)
+    except (OSError, KeyError) as exc:
         sys.stderr.write(f"corral sandbox: cannot restrict the job: {exc}\n")
         return 126
     try:

@@ -61,7 +61,9 @@ from corral.service.tenants import (
     change_seen_by,
     check_change,
     check_drops,
+    check_run_as,
     check_tree_names,
+    open_for_run_as,
     queue_rows,
     tree_diff,
 )
@@ -338,6 +340,9 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                                type_capacity(loop.cluster))
             check_tree_names(new)
             check_change(new, store.active_by_queue())
+            if data_dir is not None:
+                check_run_as(new, data_dir, executor.name)
+                open_for_run_as(new, data_dir)
             old = t.tree
             check_drops(old, new, drop)
             diff = tree_diff(old, new)

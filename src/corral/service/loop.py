@@ -709,9 +709,10 @@ class ControlLoop:
                 detail = " ".join(str(event.get("message", "")).split())[:500]
                 self.store.add_event(now, job.id, f"training-{kind or 'event'}", detail)
 
-    @staticmethod
-    def _launch(job: LiveJob) -> JobLaunch:
+    def _launch(self, job: LiveJob) -> JobLaunch:
         sub = job.submission
+        tree = getattr(self.policy, "queues", None)  # under queues: its queue's run_as user
+        run_as = tree[tree.leaf_for(job.spec.queue)].run_as if tree is not None else None
         return JobLaunch(job.id, tuple(sub.command), sub.cwd, dict(sub.env),
                          sub.job_config(job.id).replace(launch=job.launch_base), spec=job.spec,
-                         early_init=sub.early_init)
+                         early_init=sub.early_init, run_as=run_as)

@@ -45,7 +45,13 @@ from corral.service.kept_queues import KeptQueues, StartTree
 from corral.service.loop import ControlLoop, check_live_policy
 from corral.service.records import note_shutdown
 from corral.service.store import Store, stored_active_queues
-from corral.service.tenants import Tenancy, check_change, check_tree_names
+from corral.service.tenants import (
+    Tenancy,
+    check_change,
+    check_run_as,
+    check_tree_names,
+    open_for_run_as,
+)
 
 __all__ = ["ServeOptions", "serve"]
 
@@ -125,6 +131,7 @@ def serve(opts: ServeOptions, on_ready: Any = None) -> None:
         tree = load_queues(opts.queues)
         check_tree_names(tree)
         check_sandbox(opts)
+        check_run_as(tree, opts.data_dir, opts.executor)
         policy = QueuedPolicy(lambda: create_policy(opts.policy, opts.policy_params), tree)
     _log_to_stderr()
     lock = ServiceLock(opts.data_dir)
@@ -158,6 +165,7 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
             start = kept.choose(total, by_type)  # the tree PUT /queues kept, or the file's
             tree = start.tree
             check_change(tree, stored_active_queues(directory / "state.db"))
+            check_run_as(tree, directory, opts.executor)
         except BaseException:
             sock.close()
             executor.shutdown(0)
@@ -170,6 +178,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         token = resolve_token(directory, opts.token)
         os.umask(0o077)
         secure_dir(directory)
+        if tree is not None:
+            open_for_run_as(tree, directory)
         store_token(directory, token)
         store = Store(directory / "state.db")
         tenancy = Tenancy.start(directory, store, tree) if tree is not None else None

@@ -13,8 +13,10 @@ import hashlib
 import hmac
 import json
 import os
+import pwd
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -217,6 +219,48 @@ def check_drops(old: QueueTree, new: QueueTree, confirmed: bool) -> None:
                          "queues --set FILE --drop) to confirm; nothing changed")
 
 
+def check_run_as(tree: QueueTree, data_dir: Path, executor: str) -> None:
+    """A queue's `run_as` user must exist, and can only be taken by a service that runs as root
+    on the local executor (Ray's workers run as their node's user), whose data directory the
+    user can pass through to its jobs' directories (every folder above it searchable by
+    others: `open_for_run_as` then makes the data directory and jobs/ 0711, traverse-only).
+    One-line InputError naming the queue otherwise."""
+    for q in tree.queues:
+        if q.run_as is None:
+            continue
+        what = f'{tree.source}: queue "{q.name}": run_as = "{q.run_as}"'
+        if executor != "local":
+            raise InputError(f"{what} needs --executor local (the {executor} executor's "
+                             "workers run as their own user)")
+        if os.geteuid() != 0:
+            raise InputError(f"{what} needs corral serve to run as root, to start jobs as "
+                             "another user")
+        try:
+            pwd.getpwnam(q.run_as)
+        except KeyError:
+            raise InputError(f"{what}: no such user on this machine") from None
+        for folder in Path(data_dir).resolve().parents:
+            if not folder.exists():
+                continue  # made by the service: searchable (only the data directory is 0700)
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                raise InputError(f"{what}: the user cannot reach its jobs' folders: {folder} is "
+                                 f"{stat.S_IMODE(mode):o}, not searchable by others (chmod o+x "
+                                 "it, or put --data-dir where it is)")
+
+
+def open_for_run_as(tree: QueueTree, data_dir: Path) -> None:
+    """Where a queue runs jobs as another user: the data directory and its jobs/ folder become
+    0711, so that the user passes through to its job's own folder (which the executor gives
+    it) but lists neither; every file in them stays the service's, 0600 (`secure_dir`)."""
+    if not any(q.run_as for q in tree.queues):
+        return
+    Path(data_dir).chmod(0o711)
+    jobs = Path(data_dir) / "jobs"
+    jobs.mkdir(mode=0o711, exist_ok=True)
+    jobs.chmod(0o711)
+
+
 def change_seen_by(detail: str, who: Principal) -> str | None:
     """The parts of a `tree_diff` line `who` may read: all for the admin; for a tenant, those
     about its own queues and the tree-wide settings (None: nothing of it is the tenant's)."""
@@ -247,7 +291,7 @@ def tree_diff(old: QueueTree, new: QueueTree) -> str:
                       if (getattr(was, f), getattr(was, "type_" + f)) !=
                       (getattr(q, f), getattr(q, "type_" + f))]
             fields += [f"{f} {getattr(was, f)}->{getattr(q, f)}"
-                       for f in ("weight", "parent", "priority")
+                       for f in ("weight", "parent", "priority", "run_as")
                        if getattr(was, f) != getattr(q, f)]
             parts.append(f"{q.name}: {', '.join(fields)}")
     for f in ("min_runtime_s", "usage_half_life_s"):

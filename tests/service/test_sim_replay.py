@@ -266,6 +266,14 @@ def test_the_replay_ends_with_the_median_and_worst_error_and_the_jobs_left_out(t
     assert replay_summary(rows[:1], [("x", "failed")] * 12, names=2)[-1].endswith(
         "failed: x, x and 10 more")
     assert replay_summary(rows[:1])[-1].startswith("left out: none")
+    # a job of a few seconds, most of them its start: the summary says so (the README's old
+    # example job printed +57.1% and nothing more)
+    short = [ReplayedJob("job-9", "a", 4.4, 6.9)]
+    assert replay_summary(short, start_s=2.1)[1] == (
+        "job-9 ran 4.4 s, of which starting a launch takes about 2.1 s (48%): the simulator "
+        "charges the run's mean start, so in a job this short a start that differs from the "
+        "mean is much of its JCT")
+    assert len(replay_summary(rows, run.left_out, start_s=2.1)) == 3  # long jobs: no such line
 
 
 def test_corral_replay_prints_the_summary(tmp_path):

@@ -66,7 +66,7 @@ def replay(
     rows, mech = run_replay(run, chosen, mechanism)
     o = mech.overheads
     console.print(replay_table(rows, run.policy, policy or run.policy, o))
-    for line in replay_summary(rows, run.left_out):
+    for line in replay_summary(rows, run.left_out, start_s=o.start_s):
         console.print(escape(line), soft_wrap=True)
     if catalog_out is not None:
         catalog_out.write_text(json.dumps(measured_catalog(run), indent=1) + "\n")

@@ -349,11 +349,17 @@ def replay(run: MeasuredRun, policy: Policy | None = None,
             for j in run.jobs], mech
 
 
+#: The worst error above which `replay_summary` says why, where a launch's start is more than
+#: this share of the job's JCT: a job of a few seconds.
+SHORT_JOB_ERROR, SHORT_JOB_START_SHARE = 0.2, 0.2
+
+
 def replay_summary(rows: Sequence[ReplayedJob], left_out: Sequence[tuple[str, str]] = (),
-                   names: int = 10) -> list[str]:
+                   names: int = 10, start_s: float | None = None) -> list[str]:
     """The lines that end `corral replay`: the median and worst absolute JCT error of the jobs
-    replayed (and which were the worst), the jobs the simulator did not finish, and the run's
-    jobs left out of the replay with why (by reason, at most `names` ids each)."""
+    replayed (and which were the worst, with why where the run's measured start `start_s` is
+    a large share of its JCT), the jobs the simulator did not finish, and the run's jobs left
+    out of the replay with why (by reason, at most `names` ids each)."""
     def ids(found: list[str]) -> str:
         more = len(found) - names
         return ", ".join(found[:names]) + (f" and {more} more" if more > 0 else "")
@@ -365,6 +371,12 @@ def replay_summary(rows: Sequence[ReplayedJob], left_out: Sequence[tuple[str, st
         lines.append(f"{len(errors)} job(s) replayed: median absolute JCT error "
                      f"{statistics.median(e for e, _ in errors):.1%}, worst {worst_abs:.1%} "
                      f"({worst.job_id}: {worst.error:+.1%})")
+        share = start_s / worst.real_jct_s if start_s and worst.real_jct_s > 0 else 0.0
+        if worst_abs > SHORT_JOB_ERROR and share > SHORT_JOB_START_SHARE:
+            lines.append(f"{worst.job_id} ran {worst.real_jct_s:.1f} s, of which starting a "
+                         f"launch takes about {start_s:.1f} s ({share:.0%}): the simulator "
+                         "charges the run's mean start, so in a job this short a start that "
+                         "differs from the mean is much of its JCT")
     else:
         lines.append(f"{len(rows)} job(s) replayed, none finished in the simulator: no error "
                      "to summarise")

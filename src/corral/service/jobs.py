@@ -272,6 +272,9 @@ class LiveJob(JobLedger):
             "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
+            # why it waits (corral.core.reasons), while it waits for GPUs
+            "reason": self.reason.to_doc() if self.status is LiveStatus.QUEUED else None,
+            "waited_by_reason": dict(self.waited_by_reason),
         }
 
 

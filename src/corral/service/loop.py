@@ -30,6 +30,7 @@ from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
+from corral.core.reasons import WaitKind, WaitReason
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.perf.estimator import JobEstimator
@@ -611,12 +612,18 @@ class ControlLoop:
                 kept[job.id] = a
                 for node, gpus in a.placement.slots:
                     free[node] -= gpus
-        return Decision(kept)
+        reasons = dict(decision.reasons)  # the policy's, for the jobs it left waiting
+        for job in self.jobs.values():
+            if job.id not in kept and job.id not in reasons:
+                reasons[job.id] = WaitReason(
+                    WaitKind.ARRIVING, f"{self.policy.name} placed it on GPUs not idle yet: "
+                    "it starts at the next round")
+        return Decision(kept, reasons)
 
-    def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str]]]:
+    def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str, str | None]]]:
         """Per node, the jobs `decision` gives more of its GPUs than they hold now, as (id,
-        label with its queue: `job-5 (queue nlp)`): who a preempted job's GPUs went to."""
-        out: dict[int, list[tuple[str, str]]] = {}
+        label with its queue: `job-5 (queue nlp)`, queue): who a preempted job's GPUs went to."""
+        out: dict[int, list[tuple[str, str, str | None]]] = {}
         for job in self.jobs.values():
             a = decision.get(job.id)
             if a is None:
@@ -625,19 +632,24 @@ class ControlLoop:
             label = job.id + (f" (queue {job.spec.queue})" if job.spec.queue else "")
             for node, gpus in a.placement.slots:
                 if gpus > held.get(node, 0):
-                    out.setdefault(node, []).append((job.id, label))
+                    out.setdefault(node, []).append((job.id, label, job.spec.queue))
         return out
 
-    def _preempted_words(self, job_id: str, old: Placement,
-                         takers: dict[int, list[tuple[str, str]]]) -> str:
-        """A `preempted` event's detail: whose decision, and who took the job's GPUs (`old`)."""
-        took = [label for node, _ in old.slots for other, label in takers.get(node, [])
-                if other != job_id]
+    def _preempted_words(self, job: LiveJob, old: Placement,
+                         takers: dict[int, list[tuple[str, str, str | None]]]) -> str:
+        """A `preempted` event's detail: whose decision, who took the job's GPUs (`old`) and
+        why (the job's reason, when the policy gave one). The job's team reads it: a taker of
+        another queue is "a job of another queue", never named."""
+        own = job.spec.queue
+        took = [label if queue == own else "a job of another queue"
+                for node, _ in old.slots for other, label, queue in takers.get(node, [])
+                if other != job.id]
         to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
-        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}"
+        why = "" if job.reason.kind is WaitKind.UNEXPLAINED else f"; {job.reason.text}"
+        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}{why}"
 
     def _apply(self, now: float, job: LiveJob, decision: Decision,
-               takers: dict[int, list[tuple[str, str]]] | None = None) -> None:
+               takers: dict[int, list[tuple[str, str, str | None]]] | None = None) -> None:
         a = decision.get(job.id)
         old_placement = job.placement
         placement = a.placement if a else Placement()
@@ -648,6 +660,11 @@ class ControlLoop:
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         job.gpu_type = self.cluster.placement_type(placement)  # what it runs on, for the API
+        if not placement:  # why it waits, kept with the job (and shown) until it runs
+            told = job.reason
+            job.told(decision.reasons.get(job.id))
+            if not changed and job.reason != told:
+                self.store.save_job(*job.record())
         if not changed and batch == old_batch:
             return
         self.restarts_total += job.restarts - restarts
@@ -667,7 +684,7 @@ class ControlLoop:
         else:
             self.preemptions_total += 1
             self.store.add_event(now, job.id, "preempted",
-                                 self._preempted_words(job.id, old_placement, takers or {}))
+                                 self._preempted_words(job, old_placement, takers or {}))
             self.store.save_job(*job.record())
             self.executor.stop(job.id)
 

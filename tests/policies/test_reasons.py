@@ -3,6 +3,8 @@ from the registry: a new policy that leaves jobs waiting without a reason fails 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from corral.core.cluster import Cluster
@@ -34,15 +36,30 @@ def _watched(policy: Policy, seen: list[tuple[str, str, str]]) -> Policy:
     return policy
 
 
+def _silent(policy: Policy) -> Policy:
+    """`policy` with the reasons of its decisions dropped (a policy that says nothing)."""
+    decide = policy.decide
+    policy.decide = lambda snapshot: Decision(  # type: ignore[method-assign]
+        decide(snapshot).assignments)
+    return policy
+
+
+def test_a_policy_that_leaves_jobs_waiting_without_a_reason_is_caught() -> None:
+    with pytest.raises(AssertionError, match="gave no reason"):
+        test_every_policy_gives_its_own_reason_for_each_job_it_leaves_waiting("fifo", _silent)
+
+
 @pytest.mark.parametrize("name", policy_names())
-def test_every_policy_gives_its_own_reason_for_each_job_it_leaves_waiting(name: str) -> None:
+def test_every_policy_gives_its_own_reason_for_each_job_it_leaves_waiting(
+        name: str, wrap: Callable[[Policy], Policy] = lambda policy: policy) -> None:
     truth = CatalogTruth()
     workload = synthetic(truth.limits(), num_jobs=_JOBS, rate_per_hour=_RATE_PER_HOUR, seed=5,
                          mix={"cifar10": 0.5, "ncf": 0.3, "deepspeech2": 0.2})
     seen: list[tuple[str, str, str]] = []
     jobs = []
     for cluster in ("2x8", "k80:2x8,v100:1x8"):  # one GPU type, and two
-        jobs += Simulator(truth, _watched(create_policy(name), seen), Cluster.parse(cluster),
+        jobs += Simulator(truth, _watched(wrap(create_policy(name)), seen),
+                          Cluster.parse(cluster),
                           EngineConfig(max_time_s=4 * 3600.0)).run(workload).jobs
     assert seen, f"{name} left no job waiting: the workload does not test it"
     silent = [job for job, kind, text in seen if not kind or not text.strip()]

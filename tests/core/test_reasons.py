@@ -4,12 +4,13 @@ through a store."""
 
 from __future__ import annotations
 
+from job_views import view
+
 from corral.core.cluster import Cluster, Placement
 from corral.core.gpu_types import within_one_type
 from corral.core.jobs import Assignment, Decision, JobSpec
 from corral.core.ledger import JobLedger
 from corral.core.reasons import ARRIVING, WaitKind, WaitReason, no_type_room, waiting_reasons
-from job_views import view
 
 TYPED = Cluster.parse("a100:1x4,v100:1x4")
 

@@ -51,7 +51,7 @@ if tuple(f.name for f in dataclasses.fields(JobView)) != VIEW_FIELDS:
 class JobLedger:
     """The accounting of one job: placement, time held and waited, restarts, its end."""
 
-    __slots__ = ("spec", "placement", "outcome", "_shown", "reason", "waited_by_reason",
+    __slots__ = ("spec", "placement", "outcome", "_shown", "reason", "_waited", "_wait_open",
                  *LEDGER_FIELDS)
 
     def __init__(self, spec: JobSpec) -> None:
@@ -72,8 +72,8 @@ class JobLedger:
         self.finish_s: float | None = None
         #: Why the job waits (shown while it has no GPUs; kept from its last wait after).
         self.reason: WaitReason = ARRIVING
-        #: Seconds waited per reason kind (`WaitKind.value`), summed by `wait`.
-        self.waited_by_reason: dict[str, float] = {}
+        self._waited: dict[str, float] = {}  # seconds per reason kind, up to the last `told`
+        self._wait_open = 0.0  # seconds waited since, under `reason`
 
     # -- changes --------------------------------------------------------------------------
     def place(self, now_s: float, placement: Placement, epoch: int) -> bool:
@@ -101,16 +101,29 @@ class JobLedger:
         self.attained_gpu_s += dt_s * self.placement.num_gpus
 
     def wait(self, dt_s: float) -> None:
-        """`dt_s` seconds active without GPUs: queueing, counted under the current reason."""
+        """`dt_s` seconds active without GPUs: queueing, counted under the current reason
+        (summed apart and filed by kind at the next `told`: the simulator's hot loop)."""
         self.queue_time_s += dt_s
-        kind = self.reason.kind.value
-        by = self.waited_by_reason
-        by[kind] = by.get(kind, 0.0) + dt_s
+        self._wait_open += dt_s
 
     def told(self, reason: WaitReason | None) -> None:
         """The round loop's reason for a job the decision left without GPUs (None: the
         decision gave none; the job shows UNEXPLAINED)."""
+        if self._wait_open:
+            self._file_wait()
         self.reason = reason if reason is not None else UNEXPLAINED
+
+    def _file_wait(self) -> None:
+        kind = self.reason.kind.value
+        self._waited[kind] = self._waited.get(kind, 0.0) + self._wait_open
+        self._wait_open = 0.0
+
+    @property
+    def waited_by_reason(self) -> dict[str, float]:
+        """Seconds waited per reason kind (`WaitKind.value`; a kind never waited for: absent)."""
+        if self._wait_open:
+            self._file_wait()
+        return dict(self._waited)
 
     def crash_retried(self, count: int = 1) -> None:
         """The job was restarted `count` times after its workers failed (live jobs only)."""
@@ -170,7 +183,7 @@ class JobLedger:
         doc: dict[str, Any] = {name: getattr(self, name) for name in LEDGER_FIELDS}
         doc["placement"] = [list(s) for s in self.placement.slots]
         doc["reason"] = self.reason.to_doc()
-        doc["waited_by_reason"] = dict(self.waited_by_reason)
+        doc["waited_by_reason"] = self.waited_by_reason
         return doc
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -183,7 +196,8 @@ class JobLedger:
             self.reason = WaitReason.from_doc(doc["reason"])
         waited = doc.get("waited_by_reason")
         if isinstance(waited, dict):
-            self.waited_by_reason = {str(k): float(v) for k, v in waited.items()}
+            self._waited = {str(k): float(v) for k, v in waited.items()}
+            self._wait_open = 0.0
 
 
 def completed_view(view: JobView) -> JobView:

@@ -274,7 +274,7 @@ class LiveJob(JobLedger):
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
             # why it waits (corral.core.reasons), while it waits for GPUs
             "reason": self.reason.to_doc() if self.status is LiveStatus.QUEUED else None,
-            "waited_by_reason": dict(self.waited_by_reason),
+            "waited_by_reason": self.waited_by_reason,
         }
 
 

@@ -457,7 +457,7 @@ class Simulator:
             attained_gpu_s=job.attained_gpu_s, run_time_s=job.run_time_s,
             queue_time_s=job.queue_time_s, active_at_arrival=job.active_at_arrival,
             isolated_jct_s=isolated, fair_share_jct_s=fair, gpu_s_by_type=by_type,
-            waited_by_reason=dict(job.waited_by_reason))
+            waited_by_reason=job.waited_by_reason)
 
 
 def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs: int,

@@ -98,3 +98,25 @@ def test_corral_queues_prints_the_queue_changes_it_is_given(monkeypatch) -> None
     result = CliRunner().invoke(live.app, ["queues"])
     assert result.exit_code == 0, result.output
     assert "changed at 12.5 s: nlp: quota 2->3" in out.getvalue()
+
+
+def test_a_waiting_jobs_reason_shows_in_jobs_as_a_word_and_whole_in_describe(monkeypatch) -> None:
+    waiting = {**_job("nlp"), "reason": {
+        "kind": "quota", "queue": "nlp",
+        "text": "queue nlp holds its quota 2/2 and nothing is idle to borrow"}}
+    running = {**_job("nlp"), "id": "job-8", "status": "running", "gpus": 2,
+               "reason": {"kind": "ranked_lower", "queue": "nlp", "text": "from its last wait"}}
+    out = io.StringIO()
+    monkeypatch.setattr(live, "console", Console(file=out, width=120))
+    live.console.print(live._jobs_table([waiting, running], 120, 2))
+    live._describe(waiting, [])
+    live._describe(running, [])
+    text = out.getvalue()
+    assert "why" in text.splitlines()[2] and " quota " in text
+    assert "ranked lower" not in text  # a running job shows no reason
+    assert "waiting: quota: queue nlp holds its quota 2/2 and nothing is idle to borrow" in text
+    assert "from its last wait" not in text
+    bare = io.StringIO()
+    monkeypatch.setattr(live, "console", Console(file=bare, width=120))
+    live.console.print(live._jobs_table([running], 120, 1))  # none waits: no column
+    assert not re.search(r"\bwhy\b", bare.getvalue())

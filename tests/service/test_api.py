@@ -273,13 +273,17 @@ def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
 
     from corral.core.cluster import Placement
 
+    from corral.core.reasons import WaitKind, WaitReason
+
     def job(queue):
-        return SimpleNamespace(spec=SimpleNamespace(queue=queue))
+        return SimpleNamespace(id="job-1", spec=SimpleNamespace(queue=queue),
+                               reason=WaitReason(WaitKind.UNEXPLAINED, ""))
 
     fake = SimpleNamespace(policy=SimpleNamespace(name="pollux"),
                            jobs={"job-1": job("vision"), "job-2": job("nlp"),
                                  "job-3": job("vision")})
     takers = {0: [("job-2", "nlp")], 1: [("job-3", "vision")]}
-    words = ControlLoop._preempted_words(fake, "job-1", Placement(((0, 1), (1, 1))), takers)
+    words = ControlLoop._preempted_words(fake, fake.jobs["job-1"], Placement(((0, 1), (1, 1))),
+                                         takers)
     assert words == "by pollux: its 2 GPU(s) went to a job (queue nlp), job-3 (queue vision)"
     assert "job-2" not in words

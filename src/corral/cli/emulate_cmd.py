@@ -255,7 +255,9 @@ def _result(workload: Workload, policy: str, truth: Truth, cluster: Cluster,
             name=spec.name, app=spec.app, submit_s=submit, requested_gpus=spec.gpus,
             first_start_s=shift(row["first_start_s"], offset), finish_s=finish,
             restarts=int(row["restarts"]), attained_gpu_s=float(row["attained_gpu_s"]),
-            run_time_s=float(row["run_time_s"]), queue_time_s=float(row["queue_time_s"])))
+            run_time_s=float(row["run_time_s"]), queue_time_s=float(row["queue_time_s"]),
+            waited_by_reason={str(kind): float(s) for kind, s in
+                              (row.get("waited_by_reason") or {}).items()}))
         end = shift(row["finish_s"], offset)
         spans.append((submit, end if end is not None else math.inf))
     epochs = {app: len(a.epoch_progress()) for app, a in truth.apps().items()}

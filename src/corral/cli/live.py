@@ -285,7 +285,8 @@ def _per_type(gpus: dict[str, int]) -> str:
 
 
 #: `corral jobs`' columns: rank 0 always shown, the others in rank order while they fit.
-_JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("queue", rank=1),
+_JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("why", rank=1),
+                Col("queue", rank=1),
                 Col("gpus", justify="right"), Col("type", rank=1),
                 Col("batch", rank=1), Col("steps", rank=2, justify="right"),
                 Col("epoch", rank=4, justify="right"), Col("loss", rank=3, justify="right"),
@@ -308,6 +309,13 @@ def _gpu_type_text(job: dict) -> str:
     return runs or "-"
 
 
+def _why_text(job: dict) -> str:
+    """Why a waiting job waits, in a word or two (its reason's kind: `quota`, `ranked lower`;
+    `corral describe` gives the whole reason); `-` for a job that does not wait."""
+    reason = job.get("reason") if job.get("status") == "queued" else None
+    return str(reason.get("kind", "-")).replace("_", " ") if isinstance(reason, dict) else "-"
+
+
 def _jobs_table(rows: list[dict], width: int | None = None, total: int | None = None) -> Table:
     """`corral jobs`: the columns that fit `width` (None: all); message only when one has one;
     the title says how many of the `total` matching jobs are shown."""
@@ -316,15 +324,17 @@ def _jobs_table(rows: list[dict], width: int | None = None, total: int | None = 
         batch = f"{r['batch'][0]}x{r['batch'][1] + 1}" if r.get("batch") else "-"
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")
         cells.append([str(c) for c in (
-            r["id"], r["name"], r["status"], (r.get("spec") or {}).get("queue") or "-",
+            r["id"], r["name"], r["status"], _why_text(r),
+            (r.get("spec") or {}).get("queue") or "-",
             r["gpus"], _gpu_type_text(r), batch, r["steps"], r["epoch"],
             fmt(r.get("loss")), fmt(r.get("metric")), r.get("launches", 0),
             r.get("preemptions", 0), r.get("crash_retries", 0), r.get("in_place_resizes", 0),
             r["restarts"] - r.get("in_place_resizes", 0), r.get("message") or "")])
     cols = list(_JOB_COLUMNS)
     # no column that says nothing: message when no job has one, queue on a service without
-    # queues, type on a cluster without GPU types (right to left, so indices hold)
-    for i, blank in ((len(cols) - 1, ""), (5, "-"), (3, "-")):
+    # queues, type on a cluster without GPU types, why when none waits (right to left, so
+    # indices hold)
+    for i, blank in ((len(cols) - 1, ""), (6, "-"), (4, "-"), (3, "-")):
         if all(c[i] == blank for c in cells):
             cols, cells = cols[:i] + cols[i + 1:], [c[:i] + c[i + 1:] for c in cells]
     # names and messages are user text: fitted_table escapes every cell
@@ -497,6 +507,10 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         f"GPU(s) ({escape(job['placement'])}{types}), {job['steps']} steps, epoch {job['epoch']}, "
         f"{job['launches']} launch(es), {restarts_text(job)}"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
+    reason = job.get("reason") if job.get("status") == "queued" else None
+    if isinstance(reason, dict):  # why it waits, whole
+        out(f"waiting: {escape(str(reason.get('kind', '')).replace('_', ' '))}: "
+            f"{escape(str(reason.get('text', '')))}", soft_wrap=True)
     command = (job.get("spec") or {}).get("command") or job.get("command") or []
     # whole, on a line of its own: a table folds a long path mid-word at the terminal's width
     out("command: " + escape(shlex.join(command)), soft_wrap=True)

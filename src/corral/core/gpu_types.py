@@ -14,6 +14,10 @@ from collections.abc import Mapping
 
 from corral.core.cluster import Cluster, Placement, consolidated
 from corral.core.jobs import Assignment, Decision, JobSpec
+from corral.core.reasons import WaitKind, WaitReason, no_type_room
+
+#: Who gives the reason of a job `within_one_type` leaves waiting.
+ONE_TYPE = "one GPU type per job"
 
 __all__ = ["within_one_type"]
 
@@ -23,7 +27,8 @@ def within_one_type(decision: Decision, cluster: Cluster,
     """`decision` with every job's GPUs on one GPU type (and on its `gpu_type`, if any), in order:
     assignments already so are kept as they are and their GPUs taken first; every other one, in
     decision order (the policies' priority order), is re-placed by `_replace`; a job no type has
-    room for is left out this round. A job some type could hold is never shrunk (only moved).
+    room for is left out this round, with its reason (`_no_room`) added to the decision's. A job
+    some type could hold is never shrunk (only moved).
     `specs` maps job names to their JobSpecs (a job absent from it is unrestricted). Returns
     `decision` itself when the cluster has one type or nothing moves, else a new Decision in the
     same job order. Assumes `decision` over-allocates no node."""
@@ -47,12 +52,16 @@ def within_one_type(decision: Decision, cluster: Cluster,
     if not movers:
         return decision
     moved: dict[str, Assignment | None] = {}
+    reasons = dict(decision.reasons)
     for name in movers:
         a = decision.assignments[name]
         spec = specs.get(name)
         wanted = spec.gpu_type if spec is not None else None
-        moved[name] = _replace(cluster, types, free, a, wanted,
-                               spec.min_gpus if spec is not None else 1)
+        least = spec.min_gpus if spec is not None else 1
+        moved[name] = _replace(cluster, types, free, a, wanted, least)
+        if moved[name] is None:
+            reasons[name] = _no_room(cluster, free, min(a.placement.num_gpus, max(1, least)),
+                                     wanted)
     out: dict[str, Assignment] = {}
     for name, a in decision.assignments.items():
         if name in moved:
@@ -61,7 +70,21 @@ def within_one_type(decision: Decision, cluster: Cluster,
                 out[name] = new
         else:
             out[name] = a
-    return Decision(out)
+    return Decision(out, reasons)
+
+
+def _no_room(cluster: Cluster, free: list[int], need: int, wanted: str | None) -> WaitReason:
+    """Why `within_one_type` could place a job needing at least `need` GPUs on no one type
+    with `free` GPUs per node left."""
+    per_type = dict.fromkeys(cluster.gpu_types, 0)
+    for node, gpus in enumerate(free):
+        per_type[cluster.node_types[node]] += gpus
+    named = no_type_room(ONE_TYPE, need, wanted, per_type) if wanted is not None else None
+    if named is not None:
+        return named
+    best_type, best = max(per_type.items(), key=lambda item: (item[1], item[0]))
+    return WaitReason(WaitKind.NO_FIT, f"{ONE_TYPE}: needs {need} GPU(s) of one type; the "
+                      f"largest free block is {best} ({best_type})")
 
 
 def _replace(cluster: Cluster, types: tuple[str, ...], free: list[int], a: Assignment,

@@ -11,6 +11,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from corral.core.cluster import NO_PLACEMENT, Cluster, Placement, gpu_type_key, gpu_type_problem
+from corral.core.reasons import WaitReason
 
 
 class LrRule(str, enum.Enum):
@@ -318,9 +319,14 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """`{job name: Assignment}`; a job absent, or with an empty placement, does not run."""
+    """`{job name: Assignment}`; a job absent, or with an empty placement, does not run.
+
+    `reasons` says, per job the decision leaves without GPUs, why (`corral.core.reasons`):
+    every policy gives one for each job it leaves waiting. Not compared: two decisions that
+    run the same jobs the same way are equal whatever they say of the others."""
 
     assignments: Mapping[str, Assignment] = field(default_factory=dict)
+    reasons: Mapping[str, WaitReason] = field(default_factory=dict, compare=False)
 
     def get(self, name: str) -> Assignment | None:
         a = self.assignments.get(name)

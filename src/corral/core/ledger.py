@@ -4,8 +4,10 @@
 builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
 worlds apart. Counting: `restarts` = placements of a job that ran before (resize or resume) plus
 crash retries; `preemptions` = placements the policy took away (an ended job is released);
-`epochs_since_change` = epochs since the last placement change. The books are `SimJob`'s own
-slots (a subclass), so the simulator's hot loop reads them at no cost.
+`epochs_since_change` = epochs since the last placement change. A job without GPUs carries
+why (`reason`, a `WaitReason`, set by the round loop from the decision) and the seconds waited
+are summed per reason kind (`waited_by_reason`). The books are `SimJob`'s own slots (a
+subclass), so the simulator's hot loop reads them at no cost.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from corral.core.jobs import (
     JobView,
     OracleInfo,
 )
+from corral.core.reasons import ARRIVING, UNEXPLAINED, WaitReason
 
 if TYPE_CHECKING:  # annotation only: core imports nothing above it at run time
     from collections.abc import Sequence
@@ -48,7 +51,8 @@ if tuple(f.name for f in dataclasses.fields(JobView)) != VIEW_FIELDS:
 class JobLedger:
     """The accounting of one job: placement, time held and waited, restarts, its end."""
 
-    __slots__ = ("spec", "placement", "outcome", "_shown", *LEDGER_FIELDS)
+    __slots__ = ("spec", "placement", "outcome", "_shown", "reason", "_waited", "_wait_open",
+                 *LEDGER_FIELDS)
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
@@ -66,6 +70,10 @@ class JobLedger:
         self.last_change_s: float | None = None
         self.epoch_at_change = 0  # the job's epoch when its placement last changed
         self.finish_s: float | None = None
+        #: Why the job waits (shown while it has no GPUs; kept from its last wait after).
+        self.reason: WaitReason = ARRIVING
+        self._waited: dict[str, float] = {}  # seconds per reason kind, up to the last `told`
+        self._wait_open = 0.0  # seconds waited since, under `reason`
 
     # -- changes --------------------------------------------------------------------------
     def place(self, now_s: float, placement: Placement, epoch: int) -> bool:
@@ -93,8 +101,29 @@ class JobLedger:
         self.attained_gpu_s += dt_s * self.placement.num_gpus
 
     def wait(self, dt_s: float) -> None:
-        """`dt_s` seconds active without GPUs: queueing."""
+        """`dt_s` seconds active without GPUs: queueing, counted under the current reason
+        (summed apart and filed by kind at the next `told`: the simulator's hot loop)."""
         self.queue_time_s += dt_s
+        self._wait_open += dt_s
+
+    def told(self, reason: WaitReason | None) -> None:
+        """The round loop's reason for a job the decision left without GPUs (None: the
+        decision gave none; the job shows UNEXPLAINED)."""
+        if self._wait_open:
+            self._file_wait()
+        self.reason = reason if reason is not None else UNEXPLAINED
+
+    def _file_wait(self) -> None:
+        kind = self.reason.kind.value
+        self._waited[kind] = self._waited.get(kind, 0.0) + self._wait_open
+        self._wait_open = 0.0
+
+    @property
+    def waited_by_reason(self) -> dict[str, float]:
+        """Seconds waited per reason kind (`WaitKind.value`; a kind never waited for: absent)."""
+        if self._wait_open:
+            self._file_wait()
+        return dict(self._waited)
 
     def crash_retried(self, count: int = 1) -> None:
         """The job was restarted `count` times after its workers failed (live jobs only)."""
@@ -153,6 +182,8 @@ class JobLedger:
         """The books as plain values (placement as [[node, gpus], ...]), for a JSON store."""
         doc: dict[str, Any] = {name: getattr(self, name) for name in LEDGER_FIELDS}
         doc["placement"] = [list(s) for s in self.placement.slots]
+        doc["reason"] = self.reason.to_doc()
+        doc["waited_by_reason"] = self.waited_by_reason
         return doc
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -161,6 +192,12 @@ class JobLedger:
             if name in doc:
                 setattr(self, name, doc[name])
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
+        if isinstance(doc.get("reason"), dict):
+            self.reason = WaitReason.from_doc(doc["reason"])
+        waited = doc.get("waited_by_reason")
+        if isinstance(waited, dict):
+            self._waited = {str(k): float(v) for k, v in waited.items()}
+            self._wait_open = 0.0
 
 
 def completed_view(view: JobView) -> JobView:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, Snapshot
+from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.placement import consolidated, free_gpus, take
 
 
@@ -49,4 +50,10 @@ class Fifo(Policy):
                 break
             take(free, placement)
             out[view.name] = Assignment.user_config(view.spec, placement)
-        return Decision(out)
+        return Decision(out, waiting_reasons(snapshot.jobs, out, snapshot.cluster, self.name,
+                                             _behind))
+
+
+def _behind(view: JobView, above: str) -> str:
+    """Why fifo leaves a job waiting: its place in arrival order."""
+    return f"behind {above} in arrival order" if above else "first in arrival order"

@@ -20,6 +20,7 @@ from scipy.optimize import linprog
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.gpu_types import model_type, nodes_for
 from corral.policies.placement import consolidated, fits, take
 
@@ -182,7 +183,11 @@ class Gavel(Policy):
             keep = {n: g for n, g in self._given.items() if n in names}
         self._given = self._assign(snapshot, keep)
         self._until = (k + 1) * self.params.round_s
-        return Decision({n: a for n, (_, a) in self._given.items()})
+        out = {n: a for n, (_, a) in self._given.items()}
+        return Decision(out, waiting_reasons(
+            snapshot.jobs, out, cluster, self.name,
+            "lower max-min fairness priority than the jobs running on its GPU types this round",
+            need=lambda v: gang_gpus(cluster, v)))
 
     # -- the program ---------------------------------------------------------------------------
     def _allocate(self, cluster: Cluster, views: tuple[JobView, ...], now: float) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.placement import anywhere, consolidated, free_gpus, take
 
 
@@ -98,7 +99,12 @@ class HeSrpt(Policy):
             if where is not None:
                 take(free, where)
                 out[view.name] = self._assignment(view, where)
-        return Decision(out)
+        zero = {v.name for v, k in zip(ordered, shares) if not k}
+        return Decision(out, waiting_reasons(
+            ordered[::-1], out, cluster, self.name,
+            lambda v, above: "heSRPT share of 0 GPUs: more remaining work than the jobs it "
+            "runs" if v.name in zero else "its share did not fit beside smaller jobs",
+            need=lambda v: 1))
 
     @staticmethod
     def _assignment(view: JobView, placement: Placement) -> Assignment:

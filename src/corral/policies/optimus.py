@@ -23,6 +23,7 @@ import numpy as np
 from corral.core.cluster import Placement
 from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.perf.convergence import ConvergencePrediction, predict_total_epochs
 from corral.perf.ps_speed import fit_ps_speed
 from corral.perf.throughput import ThroughputParams, iteration_time
@@ -303,9 +304,13 @@ class OptimusOracle(Policy):
         gpus = marginal_gain_allocation(demands, total)
         # PLACE: running jobs whose count is unchanged stay; the others go smallest first.
         ordered = sorted(snapshot.jobs, key=lambda v: (gpus[v.name], v.spec.submit_time_s, v.name))
-        return Decision(gang_allocate(snapshot.cluster, ordered, lambda v: gpus[v.name],
-                                      place=EvenPlacer(),
-                                      batch_of=lambda v, p: v.spec.user_batch(p.num_gpus)))
+        out = gang_allocate(snapshot.cluster, ordered, lambda v: gpus[v.name], place=EvenPlacer(),
+                            batch_of=lambda v, p: v.spec.user_batch(p.num_gpus))
+        return Decision(out, waiting_reasons(
+            ordered, out, snapshot.cluster, self.name,
+            lambda v, above: "given no GPU: each went where it cuts remaining time most"
+            if not gpus[v.name] else f"its {gpus[v.name]} GPU(s) did not fit beside {above}",
+            need=lambda v: gpus[v.name] or max(1, v.spec.min_gpus)))
 
     def max_gpus(self, view: JobView, total_gpus: int) -> int:
         spec = view.spec

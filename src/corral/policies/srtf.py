@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.placement import gang_allocate
 
 
@@ -28,5 +29,9 @@ class Srtf(Policy):
             return (view.oracle.remaining_s_user, view.spec.submit_time_s)
 
         ordered = sorted(snapshot.jobs, key=remaining)
-        return Decision(gang_allocate(snapshot.cluster, ordered, lambda v: v.spec.gpus,
-                                      batch_of=lambda v, p: Assignment.user_config(v.spec, p).batch))
+        out = gang_allocate(snapshot.cluster, ordered, lambda v: v.spec.gpus,
+                            batch_of=lambda v, p: Assignment.user_config(v.spec, p).batch)
+        return Decision(out, waiting_reasons(
+            ordered, out, snapshot.cluster, self.name,
+            lambda v, above: f"behind {above} by true remaining time" if above
+            else "shortest remaining time"))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from corral.core.cluster import Placement
 from corral.core.jobs import STATUS_RUNNING, Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Keeps, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.perf.gittins import ServiceDistribution, load_service_distribution
 from corral.policies.placement import Placer, consolidated, gang_allocate
 
@@ -130,6 +131,8 @@ class TiresiasLas(Policy):
 
     #: Jobs inside one queue are ordered by more than FIFO (Gittins), so a job can starve in Q1.
     ranks_within_queue = False
+    #: What orders the jobs, as a waiting job's reason says it.
+    ranking = "attained service"
     #: Admission by the user's GPU count, and a running admitted job stays where it is: when
     #: none waits, all are admitted again as they run (queues and promotion only order them).
     promises = Promises(keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
@@ -196,9 +199,16 @@ class TiresiasLas(Policy):
             keyed.append(((queue, self._within_queue(queue, attained, snapshot),
                            self._fifo(view, st)), view, attained))
         keyed.sort(key=_KEY)
-        out = self._allocate(snapshot, [v for _, v, _ in keyed])
+        ordered = [v for _, v, _ in keyed]
+        out = self._allocate(snapshot, ordered)
         self._stands_until = self._standing(snapshot.time_s, keyed, out)
-        return Decision(out)
+        queue_of = {v.spec.name: key[0] for key, v, _ in keyed}
+        ranking = self.ranking
+
+        def why(view: JobView, above: str) -> str:
+            where = f"queue {queue_of[view.spec.name]} by {ranking}"
+            return f"{where}, behind {above}" if above else where
+        return Decision(out, waiting_reasons(ordered, out, snapshot.cluster, self.name, why))
 
     def stands_until(self) -> float:
         return self._stands_until
@@ -249,6 +259,7 @@ class TiresiasGittins(TiresiasLas):
     summary = "Tiresias discretized 2D-Gittins: Gittins index from a GPU-time distribution"
     Params = TiresiasGittinsParams
     ranks_within_queue = True
+    ranking = "attained service, then Gittins index"
     #: the GPU-time distribution is learned from finished jobs when none is given
     promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED, keeps=Keeps.RUNNING_WHEN_NONE_WAITS)
 

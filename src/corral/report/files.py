@@ -14,14 +14,18 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corral.core.reasons import WaitKind
 from corral.sim.analysis.metrics import Summary, job_ftf, mean_summary, summarize
 from corral.sim.loop.results import SimResult
 
 SCHEMA_VERSION = 1
 
+#: Seconds a job waited for each reason (`corral.core.reasons.WaitKind`), one column each.
+WAIT_COLUMNS: dict[WaitKind, str] = {kind: f"wait_{kind.value}_s" for kind in WaitKind}
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
     "policy", "workload", "name", "app", "submit_s", "first_start_s", "finish_s", "jct_s",
     "restarts", "attained_gpu_s", "requested_gpus", "isolated_jct_s", "ftf",
+    *WAIT_COLUMNS.values(),
 )
 
 GPU_TIMELINE_COLUMNS: tuple[str, ...] = ("policy", "workload", "time_s", "gpus", "cluster_gpus")
@@ -89,6 +93,7 @@ def write_jobs_csv(path: str | Path, results: Mapping[str, Sequence[SimResult]])
                         policy, key, j.name, j.app, j.submit_s, j.first_start_s, j.finish_s,
                         j.jct_s, j.restarts, j.attained_gpu_s, j.requested_gpus,
                         j.isolated_jct_s, job_ftf(j))]
+                    row += [j.waited_by_reason.get(kind.value, 0.0) for kind in WaitKind]
                     if typed:  # a cluster of several GPU types: `k80=120.0;v100=60.5`
                         row.append(";".join(f"{t}={v!r}" for t, v in j.gpu_s_by_type.items()))
                     writer.writerow(row)

@@ -22,8 +22,12 @@ from corral.report.files import (
     GPU_TIMELINE_COLUMNS,
     JOBS_CSV_COLUMNS,
     SCHEMA_VERSION,
+    WAIT_COLUMNS,
 )
 from corral.sim.loop.results import JobRecord, SimResult
+
+#: The jobs.csv columns a folder must have (the waits by reason came later: optional).
+_REQUIRED = tuple(c for c in JOBS_CSV_COLUMNS if c not in WAIT_COLUMNS.values())
 
 __all__ = ["Outputs", "read_outputs"]
 
@@ -57,6 +61,12 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
         raise InputError(f"{path}: not a CSV file ({exc})") from None
 
 
+def _waited(row: dict[str, str]) -> dict[str, float]:
+    """A row's seconds waited per reason kind (none in a folder written before they were)."""
+    waited = {kind.value: float(row.get(column) or 0.0) for kind, column in WAIT_COLUMNS.items()}
+    return {kind: s for kind, s in waited.items() if s}
+
+
 def _job(row: dict[str, str], line: int, path: Path) -> JobRecord:
     try:
         jct, ftf = _num(row["jct_s"]), _num(row["ftf"])
@@ -69,7 +79,8 @@ def _job(row: dict[str, str], line: int, path: Path) -> JobRecord:
             fair_share_jct_s=jct / ftf if jct is not None and ftf else None,
             gpu_s_by_type={t: float(v) for t, _, v in (
                 part.partition("=") for part in (row.get("gpu_s_by_type") or "").split(";")
-                if part)})
+                if part)},
+            waited_by_reason=_waited(row))
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path}, row {line}: {exc}") from None
 
@@ -95,7 +106,7 @@ def read_outputs(out_dir: str | Path) -> Outputs:
         for key in (doc.get("workloads") or {}):
             runs[(policy, key)] = SimResult(policy=policy, workload=key, cluster_gpus=0, jobs=[])
     jobs_path = out / "jobs.csv"
-    for line, row in enumerate(_rows(jobs_path, JOBS_CSV_COLUMNS), start=2):
+    for line, row in enumerate(_rows(jobs_path, _REQUIRED), start=2):
         run = runs.get((row["policy"], row["workload"]))
         if run is None:
             raise InputError(f"{jobs_path}, row {line}: policy {row['policy']!r} on workload "

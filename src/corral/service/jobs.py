@@ -275,6 +275,9 @@ class LiveJob(JobLedger):
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
             "in_place_resizes": self.in_place_resizes,
+            # why it waits (corral.core.reasons), while it waits for GPUs
+            "reason": self.reason.to_doc() if self.status is LiveStatus.QUEUED else None,
+            "waited_by_reason": self.waited_by_reason,
         }
 
     @property

@@ -30,6 +30,7 @@ from corral.core.errors import CorralError
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
+from corral.core.reasons import WaitKind, WaitReason
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.perf.estimator import JobEstimator
@@ -628,7 +629,13 @@ class ControlLoop:
                 kept[job.id] = a
                 for node, gpus in a.placement.slots:
                     free[node] -= gpus
-        return Decision(kept)
+        reasons = dict(decision.reasons)  # the policy's, for the jobs it left waiting
+        for job in self.jobs.values():
+            if job.id not in kept and job.id not in reasons:
+                reasons[job.id] = WaitReason(
+                    WaitKind.ARRIVING, f"{self.policy.name} placed it on GPUs not idle yet: "
+                    "it starts at the next round")
+        return Decision(kept, reasons)
 
     def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str | None]]]:
         """Per node, the jobs `decision` gives more of its GPUs than they hold now, as (id,
@@ -644,18 +651,20 @@ class ControlLoop:
                     out.setdefault(node, []).append((job.id, job.spec.queue))
         return out
 
-    def _preempted_words(self, job_id: str, old: Placement,
+    def _preempted_words(self, job: LiveJob, old: Placement,
                          takers: dict[int, list[tuple[str, str | None]]]) -> str:
-        """A `preempted` event's detail: whose decision, and who took the job's GPUs (`old`):
-        a job of its own queue by id (`job-5 (queue nlp)`), another queue's only by the queue's
-        name, since the event is shown to the preempted job's team."""
-        own = self.jobs[job_id].spec.queue if job_id in self.jobs else None
+        """A `preempted` event's detail: whose decision, who took the job's GPUs (`old`) and
+        why (the job's reason, when the policy gave one). The job's team reads it: a job of its
+        own queue by id (`job-5 (queue nlp)`), another queue's only by the queue's name (which
+        queue took the GPUs back, never which job)."""
+        own = job.spec.queue
         took = [(other if queue == own or queue is None else "a job") +
                 (f" (queue {queue})" if queue else "")
                 for node, _ in old.slots for other, queue in takers.get(node, [])
-                if other != job_id]
+                if other != job.id]
         to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
-        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}"
+        why = "" if job.reason.kind is WaitKind.UNEXPLAINED else f"; {job.reason.text}"
+        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}{why}"
 
     def _apply(self, now: float, job: LiveJob, decision: Decision,
                takers: dict[int, list[tuple[str, str | None]]] | None = None) -> None:
@@ -670,6 +679,11 @@ class ControlLoop:
         changed = job.assign(now, placement, batch)
         job.gpu_type = self.cluster.placement_type(placement)  # what it runs on, for the API
         job.placement_text = self.cluster.placement_text(placement)  # with its nodes' names
+        if not placement:  # why it waits, kept with the job (and shown) until it runs
+            told = job.reason
+            job.told(decision.reasons.get(job.id))
+            if not changed and job.reason != told:
+                self.store.save_job(*job.record())
         if not changed and batch == old_batch:
             return
         self.restarts_total += job.restarts - restarts
@@ -690,7 +704,7 @@ class ControlLoop:
         else:
             self.preemptions_total += 1
             self.store.add_event(now, job.id, "preempted",
-                                 self._preempted_words(job.id, old_placement, takers or {}))
+                                 self._preempted_words(job, old_placement, takers or {}))
             self.store.save_job(*job.record())
             self.executor.stop(job.id)
 

@@ -4,9 +4,10 @@ Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the pol
 (with live workers), and per active job its slots, steps, progress and restarts (labelled by
 queue under queues). Counters (since
 this service started): scheduling rounds, policy time, restarts, completions, failures,
-preemptions and crash retries. A summary: the pause of every resize, by mechanism. Under
+preemptions and crash retries. A summary: the pause of every resize, by mechanism. Waiting
+jobs by reason kind (`corral_waiting_jobs{reason=...}`, `corral.core.reasons`). Under
 `corral serve --queues`, per queue: its quota, GPUs used (held), borrowed and lent, active and
-waiting jobs, and its longest wait below quota.
+waiting jobs, and its longest wait below quota; the waiting jobs by reason carry a `queue` label.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from corral.core.reasons import WaitKind
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.records import RESIZE_MECHANISMS
@@ -53,6 +55,7 @@ class _ServiceCollector(Collector):
                                     lambda j: j.progress),
             "corral_job_restarts": ("Placement changes of a running job", lambda j: j.restarts),
         }
+        yield self._waiting(active)
         tree = getattr(self.loop.policy, "queues", None)  # under queues: a queue label too
         for name, (doc, value) in per_job.items():
             family = GaugeMetricFamily(name, doc, labels=["job", "queue"] if tree else ["job"])
@@ -92,6 +95,24 @@ class _ServiceCollector(Collector):
         for name, (doc, total) in counters.items():
             yield CounterMetricFamily(name, f"{doc} since the service started", value=total)
 
+
+    def _waiting(self, active: list[LiveJob]) -> GaugeMetricFamily:
+        """Jobs waiting for GPUs by reason kind (every kind, 0 included), per queue where the
+        service runs queues (its leaves, and "default" for jobs that name none)."""
+        tree = getattr(self.loop.policy, "queues", None)
+        queued = [j for j in active if j.status is LiveStatus.QUEUED]
+        doc = "Jobs waiting for GPUs, by why they wait (corral.core.reasons.WaitKind)"
+        if tree is None:
+            family = GaugeMetricFamily("corral_waiting_jobs", doc, labels=["reason"])
+            for kind in WaitKind:
+                family.add_metric([kind.value], sum(j.reason.kind is kind for j in queued))
+            return family
+        family = GaugeMetricFamily("corral_waiting_jobs", doc, labels=["reason", "queue"])
+        for queue in tree.leaves:
+            mine = [j for j in queued if tree.leaf_for(j.spec.queue) == queue]
+            for kind in WaitKind:
+                family.add_metric([kind.value, queue], sum(j.reason.kind is kind for j in mine))
+        return family
 
     def _queues(self) -> Iterator[GaugeMetricFamily]:
         """Per queue (a `QueuedPolicy`'s tree, cohorts included): quota, GPUs used, borrowed,

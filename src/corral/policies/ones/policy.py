@@ -19,6 +19,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, BatchConfig, Decision, JobView, Snapshot
 from corral.core.policy import Changes, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.perf.progress import EpochLog, JobLog, ProgressPredictor
 from corral.perf.throughput import ThroughputParams, iteration_time
 from corral.policies.ones.search import IDLE, Round, Search
@@ -215,7 +216,10 @@ class Ones(Policy):
         best = self._search(rnd, views, current)
         decision = self._deploy(cluster, views, states, best)
         self._after_deploy(views, states, decision)
-        return decision
+        return Decision(decision.assignments, waiting_reasons(
+            views, decision.assignments, cluster, self.name,
+            "its search gave the GPUs to jobs that cut the GPU time still to run most",
+            need=lambda v: max(1, v.spec.min_gpus)))
 
     @staticmethod
     def _after_deploy(views: list[JobView], states: list[_JobState], decision: Decision) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.pollux.nodes import move_columns, search_nodes
 from corral.policies.pollux.search import (
     AllocationProblem,
@@ -160,7 +161,9 @@ class Pollux(Policy):
             placement = Placement(tuple(slots))
             out[view.name] = Assignment(view.placement if placement == view.placement
                                         else placement)
-        return Decision(out)
+        return Decision(out, waiting_reasons(
+            jobs, out, snapshot.cluster, self.name, "placed lower than running jobs by goodput",
+            need=lambda v: max(1, v.spec.min_gpus)))
 
     def _since_last_search(self, names: tuple[str, ...], now_s: float) -> float | None:
         """Seconds since the last search, if it searched any of these jobs (else None: its

@@ -25,6 +25,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.perf.goodput import GoodputFunction, best_goodputs
 from corral.policies.gpu_types import model_type
 from corral.policies.placement import consolidated, fits, take
@@ -224,7 +225,11 @@ class Sia(Policy):
                 held = views[name].placement
                 out[name] = Assignment(held if placement == held else placement)
         self._remember_moves(snapshot.jobs, out)
-        return Decision({v.name: out[v.name] for v in snapshot.jobs if v.name in out})
+        out = {v.name: out[v.name] for v in snapshot.jobs if v.name in out}
+        return Decision(out, waiting_reasons(
+            snapshot.jobs, out, cluster, self.name,
+            "its program chose no (GPU type, count) for it: more goodput elsewhere",
+            need=lambda v: max(1, v.spec.min_gpus)))
 
 
 def _pack(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]]

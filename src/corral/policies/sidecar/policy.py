@@ -17,6 +17,7 @@ from typing import ClassVar
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot
 from corral.core.policy import Changes, Keeps, Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.perf.overheads import OVERHEADS, overheads_named
 from corral.perf.sidecar_time import SidecarTimeModel
 from corral.policies.placement import consolidated, free_gpus, take
@@ -189,7 +190,10 @@ class Sidecar(Policy):
         if self.params.reshape_up:
             while self.reshape_up(plan, views, snapshot.cluster, model):
                 pass
-        return Decision(plan.assignments)
+        return Decision(plan.assignments, waiting_reasons(
+            snapshot.jobs, plan.assignments, snapshot.cluster, self.name,
+            "no allowed GPU count free, even with one running job shrunk for it",
+            need=lambda v: (self.counts(v.spec, snapshot.cluster) or (1,))[0]))
 
     # -- Algorithm 1 ------------------------------------------------------------------------
     def schedule_incoming(self, view: JobView, plan: SidecarPlan, views: dict[str, JobView],

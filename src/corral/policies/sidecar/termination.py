@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from corral.core.jobs import Decision, Snapshot
 from corral.core.policy import Keeps, register_policy
+from corral.core.reasons import waiting_reasons
 from corral.policies.placement import consolidated
 from corral.policies.sidecar.policy import Sidecar, check_params, grow_placement
 
@@ -71,4 +72,7 @@ class SidecarTermination(Sidecar):
                 break
             _, view, placement, left = best
             plan.place(view.spec, placement, left)
-        return Decision(plan.assignments)
+        return Decision(plan.assignments, waiting_reasons(
+            snapshot.jobs, plan.assignments, cluster, self.name,
+            "its first GPU count is not free; running jobs are never shrunk",
+            need=lambda v: (self.counts(v.spec, cluster) or (1,))[0]))

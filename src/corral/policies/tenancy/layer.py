@@ -30,6 +30,7 @@ from corral.core.jobs import (
 )
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
+from corral.core.reasons import WaitReason
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
 from corral.policies.tenancy.gpu_types import (
     fits,
@@ -39,6 +40,7 @@ from corral.policies.tenancy.gpu_types import (
     summed,
     waiting,
 )
+from corral.policies.tenancy.reasons import queue_reasons
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
@@ -81,6 +83,9 @@ class QueuedPolicy(Policy):
         self._done_last: JobView | None = None
         self._leaf_of: dict[str | None, str] = {}  # a job's queue -> the leaf it runs in
         self._stands = -math.inf
+        #: Each waiting job's reason from its inner policy when that was last asked: a queue
+        #: whose decision is known without asking (`_known`) keeps its jobs' reasons.
+        self._said: dict[str, WaitReason] = {}
 
     @property
     def queues(self) -> QueueTree:
@@ -108,6 +113,7 @@ class QueuedPolicy(Policy):
         return policy
 
     def job_left(self, name: str) -> None:
+        self._said.pop(name, None)
         queue = self._queue_of.pop(name, None)
         if queue is not None and queue in self._inner:
             self._inner[queue].job_left(name)
@@ -200,6 +206,7 @@ class QueuedPolicy(Policy):
             decision = self._ask(q, inner, Snapshot(time_s=now, cluster=part, jobs=(),
                                                     previous=snapshot.previous, completed=done),
                                  views, kept, local, cluster.is_mixed)
+            self._said.update(decision.reasons)
             decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
@@ -217,7 +224,8 @@ class QueuedPolicy(Policy):
             # policy's decision may change), the next round has the same shares, the same
             # sub-clusters and the same answers.
             self._stands = stands
-        return Decision(merged)
+        return Decision(merged, queue_reasons(now, cluster, tree, by_queue, merged, split.share,
+                                              self._said, elastic))
 
     def _start_waiting(self, merged: dict[str, Assignment],
                        by_queue: Mapping[str, list[JobView]],

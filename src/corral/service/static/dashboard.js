@@ -128,6 +128,12 @@ function drawJobsPager(page) {
   $("jobs-older").onclick = () => { jobsView.cursors.push(page.next); tick(); };
 }
 
+// Why a job waits (GET /jobs/ID's `reason`, corral.core.reasons): its kind in a word or two,
+// the whole text as the cell's title; "" for a job that does not wait.
+function reasonKind(j) {
+  return j.status === "queued" && j.reason ? j.reason.kind.replace(/_/g, " ") : "";
+}
+
 function drawJobs(jobs) {
   const rows = jobs.map(j => {
     const batch = j.batch ? j.batch[0] + "x" + (j.batch[1] + 1) : "-";
@@ -135,6 +141,7 @@ function drawJobs(jobs) {
       el("td", {}, el("a", {"href": "#/job/" + encodeURIComponent(j.id)}, j.id)),
       el("td", {}, j.name),
       el("td", {"class": "status status-" + j.status}, j.status),
+      el("td", {"class": "reason", "title": reasonKind(j) ? j.reason.text : ""}, reasonKind(j)),
       el("td", {"class": "gpus-count"}, j.gpus),
       el("td", {}, j.placement + typeText(j)),
       el("td", {}, batch),
@@ -247,6 +254,9 @@ async function refreshJob(jobId) {
     " steps, epoch " + job.epoch + ", " + job.launches + " launch(es), " + job.restarts +
     " restart(s), queued " + duration(job.queue_time_s) + ", running " + duration(job.run_time_s) +
     (job.message ? " - " + job.message : "");
+  const reason = $("job-reason");
+  reason.hidden = !reasonKind(job);
+  reason.textContent = reasonKind(job) ? "waiting: " + reasonKind(job) + ": " + job.reason.text : "";
   const now = job.finish_s !== null && job.finish_s !== undefined ? job.finish_s : null;
   const alloc = job.assignments.map(a => [a.time_s, a.num_gpus]);
   if (alloc.length) alloc.push([now !== null ? now : Math.max(alloc[alloc.length - 1][0],

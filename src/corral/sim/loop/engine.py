@@ -288,6 +288,11 @@ class Simulator:
         decision = self._validate(decision, active)
         moved = self._apply(now_s, decision, active)
         self._previous = decision
+        if self._waiting:  # why each job left without GPUs waits, until the next decision
+            reasons = decision.reasons
+            for job in active:
+                if not job.placement.slots:
+                    job.told(reasons.get(job.spec.name))
         if self._predict and moved:
             max_time, predicted, heap = self._max_time_s, self._predicted, self._finish_heap
             for job in moved:
@@ -457,7 +462,8 @@ class Simulator:
             first_start_s=job.first_start_s, finish_s=job.finish_s, restarts=job.restarts,
             attained_gpu_s=job.attained_gpu_s, run_time_s=job.run_time_s,
             queue_time_s=job.queue_time_s, active_at_arrival=job.active_at_arrival,
-            isolated_jct_s=isolated, fair_share_jct_s=fair, gpu_s_by_type=by_type)
+            isolated_jct_s=isolated, fair_share_jct_s=fair, gpu_s_by_type=by_type,
+            waited_by_reason=job.waited_by_reason)
 
 
 def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs: int,

@@ -353,6 +353,7 @@ class SimJob(JobLedger):
             setattr(ghost, slot, getattr(self, slot))
         ghost.dry = True
         ghost.metrics = []
+        ghost._waited = {}  # its own: a prediction files nothing into the job's books
         ghost.advance(horizon_s)
         return ghost.finish_s if ghost.finish_s is not None else math.inf
 

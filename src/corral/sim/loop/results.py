@@ -26,6 +26,8 @@ class JobRecord:
     #: GPU-seconds held per GPU type (restart pauses included, as `attained_gpu_s`); empty
     #: on a cluster of one type, so its records and files are as before
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
+    #: Seconds waited per reason kind (`corral.core.reasons.WaitKind` values; absent: none)
+    waited_by_reason: dict[str, float] = field(default_factory=dict)
 
     @property
     def jct_s(self) -> float | None:

@@ -31,6 +31,7 @@ from corral.core.jobs import (
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
+from corral.policies.tenancy.shape import give_back_order, unusable
 from corral.policies.tenancy.types import (
     fits,
     leaf_limits,
@@ -174,7 +175,8 @@ class QueuedPolicy(Policy):
             split, kept, sub, over = self._typed_carve(now, cluster, by_queue, usage)
         else:
             split = self._shares(now, demand, usage, total, base)
-            kept, sub = self._carve(now, cluster, by_queue, split, tree, list(cluster.gpus_per_node))
+            kept, sub = self._carve(now, cluster, by_queue, split, tree,
+                                    list(cluster.gpus_per_node), cluster.is_mixed)
             over = any(usage[q] > split.share.get(q, 0) for q in usage)
         self.last_shares = split
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
@@ -452,7 +454,7 @@ class QueuedPolicy(Policy):
         return kept, sub, over
 
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
-               split: Shares, tree: QueueTree, free: list[int],
+               split: Shares, tree: QueueTree, free: list[int], shaped: bool = False,
                ) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
         """Which running jobs keep which GPUs, and each queue's GPUs per node (global). A queue
         within its share keeps its running jobs' GPUs, the rest from free GPUs (its own nodes
@@ -464,16 +466,20 @@ class QueuedPolicy(Policy):
         with jobs waiting to start are spread over more nodes (`_grant`), and GPUs idle after
         every demand go to the queues, up to once more their demand. `tree`: the queues (one type's,
         `for_type`, where GPUs are shared per type); `free`: the GPUs per node to share (taken
-        from)."""
+        from). `shaped` (an untyped tree on a mixed cluster): GPUs are given back of one type
+        first and what a queue could not use is lent (`_lend`, `shape.py`)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}
         spread: dict[str, int] = {}  # per elastic queue with jobs waiting: its jobs
+        given: dict[str, tuple[str, Placement, float]] = {}  # shrunk or taken out: was
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
             over = sum(p.num_gpus for p in hold.values()) - split.share.get(q, 0)
             # most recently (re)started first: they give back first
             order = sorted(running, key=lambda v: (-_started(v), v.name))
+            if shaped and over > 0:  # of one type first: what is freed forms one block
+                order = give_back_order(order, cluster.node_types, over)
             if over > 0 and self.elastic:
                 for v in order:
                     if over <= 0:
@@ -496,6 +502,9 @@ class QueuedPolicy(Policy):
                     if p.num_gpus <= -over:  # keep the older ones that still fit
                         hold[name] = p
                         over += p.num_gpus
+            for v in running:
+                if hold.get(v.name) != v.placement:
+                    given[v.name] = (q, v.placement, _started(v))
             per: dict[int, int] = {}
             for name, p in hold.items():
                 kept[name] = p
@@ -515,7 +524,40 @@ class QueuedPolicy(Policy):
             for q in sorted(ranked, key=lambda q: (-tree[q].priority, split.demand[q], q)):
                 self._grant(sub[q], free, self._room(tree, q, split, sub, split.demand[q]),
                             spread[q])
+        if shaped:
+            self._lend(by_queue, split, tree, kept, sub, free, given, cluster.node_types)
         return kept, sub
+
+    def _lend(self, by_queue: Mapping[str, list[JobView]], split: Shares, tree: QueueTree,
+              kept: dict[str, Placement], sub: dict[str, dict[int, int]], free: list[int],
+              given: Mapping[str, tuple[str, Placement, float]],
+              node_types: tuple[str, ...]) -> None:
+        """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
+        use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
+        round: first back to the jobs that gave those GPUs up (oldest first; they keep their
+        placement, no restart), then to the other queues with demand left."""
+        lenders = set()
+        for q, views in by_queue.items():
+            for n, g in unusable(views, sub[q], kept, node_types, self.elastic).items():
+                sub[q][n] -= g
+                if not sub[q][n]:
+                    del sub[q][n]
+                free[n] += g
+                lenders.add(q)
+        if not lenders:
+            return
+        for name, (q, was, _) in sorted(given.items(), key=lambda kv: (kv[1][2], kv[0])):
+            now = dict(kept[name].slots) if name in kept else {}
+            extra = {n: g - now.get(n, 0) for n, g in was.slots if g > now.get(n, 0)}
+            if (q not in lenders and all(free[n] >= g for n, g in extra.items())
+                    and sum(extra.values()) <= self._room(tree, q, split, sub)):
+                kept[name] = was
+                for n, g in extra.items():
+                    free[n] -= g
+                    sub[q][n] = sub[q].get(n, 0) + g
+        for q in sorted(by_queue, key=lambda q: (-tree[q].priority, q)):
+            if q not in lenders:
+                self._grant(sub[q], free, self._room(tree, q, split, sub))
 
     @staticmethod
     def _room(tree: QueueTree, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]],

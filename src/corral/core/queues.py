@@ -27,6 +27,12 @@ from corral.core.errors import InputError
 DEFAULT_QUEUE = "default"
 QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority")
 TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s", "start_waiting")
+#: A job (re)started less than this ago is not taken back for another queue, unless a queues
+#: file says otherwise: about one restart's cost (the simulator's restart delay is 30 s), so a
+#: job is not stopped before the restart it just paid for has been worth it, and a round that
+#: preempts a job and the next that restarts it on the same slots (issue 43's churn: 3 s apart
+#: under pollux) cannot happen. An in-place shrink is not held back by it.
+DEFAULT_MIN_RUNTIME_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,7 @@ class QueueTree:
     """The queues (in file order, `default` included) and the layer's options."""
 
     queues: tuple[Queue, ...]
-    min_runtime_s: float = 0.0
+    min_runtime_s: float = DEFAULT_MIN_RUNTIME_S
     usage_half_life_s: float | None = None
     source: str = "queues"
     #: the layer itself starts a queue's waiting jobs on GPUs of its guarantee that an elastic
@@ -336,7 +342,7 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
     names = {q.name for q in queues}
     if DEFAULT_QUEUE not in names:
         queues.append(Queue(DEFAULT_QUEUE, quota=0))
-    min_runtime = _number(where, "min_runtime_s", "value", doc.get("min_runtime_s", 0.0),
+    min_runtime = _number(where, "min_runtime_s", "value", doc.get("min_runtime_s", DEFAULT_MIN_RUNTIME_S),
                           integer=False)
     half = doc.get("usage_half_life_s")
     if half is not None:
@@ -423,7 +429,7 @@ def load_queues(path: str | Path, total_gpus: int | None = None,
 
 
 def proportional_queues(gpu_s: Mapping[str | None, float], total_gpus: int, *,
-                        min_runtime_s: float = 0.0) -> QueueTree:
+                        min_runtime_s: float = DEFAULT_MIN_RUNTIME_S) -> QueueTree:
     """One flat queue per tenant, its quota its share of the GPU-time (`--quotas proportional`),
     rounded down and the remainder given by largest fraction, so quotas sum to the cluster."""
     named = {(k if k else DEFAULT_QUEUE): 0.0 for k in gpu_s}

@@ -6,9 +6,11 @@ instance per queue (`inner_factory()`, so per-job state stays per queue) to deci
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
 A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
 are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
-are kept within one type of its sub-cluster (`_ask`, `types.py`). Where the inner policies'
-promises give a queue's decision without asking (`_known`), it is not asked; `fast=False`
-asks every round, as a reference (tests/policies/test_tenancy.py compares the two).
+are kept within one type of its sub-cluster (`_ask`, `types.py`), and every inner decision
+goes through the one step the engine and the live loop use (`core/deciding.checked_decision`).
+Where the inner policies' promises give a queue's decision without asking (`_known`, by the
+round's own rule, `core/rounds.should_decide`), it is not asked; `fast=False` asks every
+round, as a reference (tests/policies/test_tenancy.py compares the two).
 docs/queues.md, "The layer" and "Quotas per GPU type", has the rules.
 """
 
@@ -19,6 +21,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from corral.core.cluster import Cluster, Placement
+from corral.core.deciding import checked_decision
 from corral.core.jobs import (
     STATUS_PENDING,
     STATUS_RUNNING,
@@ -26,10 +29,10 @@ from corral.core.jobs import (
     Decision,
     JobView,
     Snapshot,
-    check_decision,
 )
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
+from corral.core.rounds import Ask, should_decide
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
 from corral.policies.tenancy.shape import give_back_order, unusable
 from corral.policies.tenancy.types import (
@@ -286,13 +289,15 @@ class QueuedPolicy(Policy):
             decision = inner.decide(dataclasses.replace(
                 frame, jobs=tuple(v for v in shown if v.name not in hidden),
                 previous=Decision({n: a for n, a in previous.items() if n not in hidden})))
-            if not mixed:
-                check_decision(decision, specs.keys(), part, f"{inner.name} (queue {q})")
-                return decision
+            type_aware = inner.promises.type_aware
             placed = decision
-            if not inner.promises.type_aware:
-                placed = one_type_each(decision, part, specs, held, self.elastic)
-            check_decision(placed, specs, part, f"{inner.name} (queue {q})")
+            if mixed and not type_aware and not self.elastic:  # gangs packed type-aware
+                placed = one_type_each(decision, part, specs, held, elastic=False)
+            # the one step every decision goes through (within one type, then checked)
+            placed = checked_decision(placed, part, specs, f"{inner.name} (queue {q})",
+                                      type_aware, restricted=mixed)
+            if not mixed:
+                return placed
             dropped = {n for n, a in decision.assignments.items()
                        if a.placement.slots and n not in placed.assignments}
             if not dropped:
@@ -327,26 +332,17 @@ class QueuedPolicy(Policy):
                 none_waits = False
             elif v.assignment is None or p != v.assignment.placement:
                 return None  # shrunk by the carve
+        last = self._asked.get(q)
+        changed = last is None or last.sub != key or not _runs_as_decided(last, views)
+        # the round's own rule (`core/rounds.py`): every layer decision is a round, and a
+        # change of the queue's jobs or sub-cluster is a change for its inner policy
+        if should_decide(inner, promises, True, changed, False, now, none_waits) is Ask.DECIDE:
+            return None
         if none_waits and promises.keeps_running:
             self._asked.pop(q, None)  # not asked: its stands_until is not renewed
             return {v.name: v.assignment for v in views if v.assignment is not None}, math.inf
-        last = self._asked.get(q)
-        if last is None or last.sub != key or len(last.names) != len(views):
-            return None
-        until = math.inf if promises.on_change_only else inner.stands_until()
-        if not now < until:
-            return None
-        decided = last.decided
-        for v, name in zip(views, last.names):
-            if v.name != name:
-                return None
-            a = decided.get(name)
-            if a is None:
-                if v.assignment is not None and v.is_running:
-                    return None
-            elif v.assignment is None or not v.is_running or v.assignment.placement != a.placement:
-                return None
-        return decided, until
+        assert last is not None  # unchanged: it was asked before
+        return last.decided, (math.inf if promises.on_change_only else inner.stands_until())
 
     def _part(self, q: str, key: tuple, cluster: Cluster) -> tuple[list[int], dict[int, int],
                                                                    Cluster]:
@@ -607,6 +603,24 @@ class _Asked:
     sub: tuple[tuple[int, int], ...]  # its sub-cluster: (node, GPUs) pairs
     names: tuple[str, ...]  # its jobs, in the snapshot's order
     decided: dict[str, Assignment]  # what it placed
+
+
+def _runs_as_decided(last: _Asked, views: list[JobView]) -> bool:
+    """Are `views` the jobs the queue's inner policy was last asked about, in the same order,
+    each running exactly as it decided (or waiting, where it placed nothing)?"""
+    if len(last.names) != len(views):
+        return False
+    decided = last.decided
+    for v, name in zip(views, last.names):
+        if v.name != name:
+            return False
+        a = decided.get(name)
+        if a is None:
+            if v.assignment is not None and v.is_running:
+                return False
+        elif v.assignment is None or not v.is_running or v.assignment.placement != a.placement:
+            return False
+    return True
 
 
 def _started(view: JobView) -> float:

@@ -22,7 +22,14 @@ from corral.core.jobs import (
     check_decision,
 )
 from corral.core.policy import create_policy
-from corral.core.queues import DEFAULT_QUEUE, Queue, QueueTree, parse_queues, type_capacity
+from corral.core.queues import (
+    DEFAULT_QUEUE,
+    Queue,
+    QueueTree,
+    any_type,
+    parse_queues,
+    type_capacity,
+)
 from corral.policies.tenancy import QueuedPolicy, type_demand
 
 MIXED = Cluster.parse("k80:2x4,v100:1x4")  # nodes 0, 1: k80; node 2: v100
@@ -129,13 +136,13 @@ def typed_scenarios(draw):
         return tuple(chosen.items()) if chosen else None
     queues = []
     if cohort:
-        queues.append(Queue("c", type_quota=tuple(c_quota.items()), type_limit=limits(c_quota),
+        queues.append(Queue("c", quota=tuple(c_quota.items()), limit=limits(c_quota),
                             weight=draw(st.sampled_from([1, 2])), priority=draw(st.integers(0, 1))))
     for i, q in enumerate(leaves):
-        queues.append(Queue(q, type_quota=tuple(quotas[q].items()), type_limit=limits(quotas[q]),
+        queues.append(Queue(q, quota=tuple(quotas[q].items()), limit=limits(quotas[q]),
                             weight=draw(st.sampled_from([0.5, 1, 3])),
                             parent="c" if i < cohort else None, priority=draw(st.integers(0, 2))))
-    queues.append(Queue(DEFAULT_QUEUE, quota=0))
+    queues.append(Queue(DEFAULT_QUEUE, quota=any_type(0)))
     tree = QueueTree(tuple(queues), 0.0, None, "hypothesis")
     tree.validate(cluster.total_gpus, caps)
     biggest = max(g for _, g in shape.values()) * 2
@@ -177,8 +184,8 @@ def test_no_round_breaks_a_typed_limit_idles_a_typed_guarantee_or_splits_a_gang(
         for t in cluster.gpu_types:
             per_type = tree.for_type(t)
             for q in per_type.queues:  # no limit of the type exceeded
-                if q.limit is not None:
-                    assert held[q.name][t] <= q.limit, (q.name, t, held, r)
+                if q.any_limit is not None:
+                    assert held[q.name][t] <= q.any_limit, (q.name, t, held, r)
             idle = cluster.gpus_of_type(t) - sum(held[q][t] for q in tree.children(None))
             for q in tree.leaves:  # no guaranteed GPU of t idle while a job that fits waits
                 room = min(per_type.quota(q) - held[q][t], idle)

@@ -562,7 +562,7 @@ class QueuedPolicy(Policy):
         cohorts' limits."""
         room = split.demand[q] + beyond - sum(sub[q].values())
         for a in ((q,) if beyond else ()) + tree.ancestors(q):
-            limit = tree[a].limit
+            limit = tree[a].any_limit
             if limit is not None:
                 under = sum(sum(per.values()) for x, per in sub.items()
                             if x == a or a in tree.ancestors(x))

@@ -25,7 +25,17 @@ at counts only if the fault should not end it) and the worst recovery time, meas
 * kill -9 of a torchrun agent: its trainers (sessions of their own) must end; recovery = from
   the kill to the trainers gone and the job running again;
 * a burst of 1,000 submissions from 16 client threads: every job must finish; recovery = from
-  the first submission to the last job done (submission and GET /jobs latencies are printed).
+  the first submission to the last job done (submission and GET /jobs latencies are printed);
+* a burst of 1,000 concurrent GET /jobs (one thread each) on a store of jobs whose commands are
+  as long as allowed: every answer 200 or 503 (the concurrency limit), none lost, and the
+  service's memory (RSS) printed before, at its peak during and after; it must stay within
+  256 MiB of where it began; recovery = the burst's length;
+* in-job attacks (issue 43; needs Landlock): under `--queues` (nlp, vision) a vision job writes
+  a log and a checkpoint, then an nlp job (tests/service/attack_job.py) tries to read every file
+  of the data directory (listed from outside), the admin token, vision's token, log and
+  checkpoint, the service's /proc environ, to list the data directory and to signal the
+  service: each attempt must be refused (the matrix is printed with each OS error), and its own
+  checkpoint written, then resumed by its retry; recovery = the attacker's submission to its end.
 
 Run: python benchmarks/live/bench_faults.py [--trials 2] [--burst 1000] [--only NAME,...]
 Everything listens on 127.0.0.1; every wait is bounded.
@@ -122,7 +132,8 @@ def settle(svc: live.LiveService, ids: list[str], timeout_s: float = TIMEOUT_S) 
 
 def probe(svc: live.LiveService, since: float) -> tuple[float, int, int]:
     """Submit a quick job; (seconds from `since` to its end, done, lost)."""
-    job = svc.client.submit({"command": [sys.executable, "-c", "pass"], "cwd": "/"})["id"]
+    job = svc.client.submit({"command": [sys.executable, "-c", "pass"],
+                             "cwd": str(WORKER.parent)})["id"]
     done, lost = settle(svc, [job], 60)
     return time.monotonic() - since, done, lost
 
@@ -203,7 +214,8 @@ def bad_body(body: bytes) -> Callable[[live.LiveService, Path], None]:
 def unstartable(kind: str) -> Callable[[live.LiveService, Path], None]:
     def submit(svc: live.LiveService, root: Path) -> None:
         if kind == "program":
-            bad = svc.client.submit({"command": ["/nonexistent/program"], "cwd": "/"})["id"]
+            bad = svc.client.submit({"command": ["/nonexistent/program"],
+                                     "cwd": str(WORKER.parent)})["id"]
         else:
             gone = Path(tempfile.mkdtemp(dir=root))
             # 2 slots: it waits for the counting job, long after its directory is gone
@@ -323,13 +335,14 @@ def corrupt_checkpoints(root: Path) -> tuple[int, int, float]:
 
 
 def torchrun_agent(root: Path) -> tuple[int, int, float]:
-    script = root / "trainer.py"
+    work = Path(tempfile.mkdtemp(prefix="torchrun-work-", dir=root))  # not a data dir's parent:
+    script = work / "trainer.py"  # the job sandbox refuses a working directory holding one
     script.write_text(TRAINER)
     svc = start(root, "torchrun")
     try:
         job = svc.client.submit({"command": [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "--monitor-interval", "0.2", str(script), "4"], "cwd": str(root),
+            "--monitor-interval", "0.2", str(script), "4"], "cwd": str(work),
             "env": {"OMP_NUM_THREADS": "1"}})["id"]
         ckpts = svc.data_dir / "jobs" / job / "checkpoints"
         live.wait_until(lambda: len(list(ckpts.glob("trainer-*.pid"))) >= 2, 120, "the trainers")
@@ -362,7 +375,8 @@ def burst(count: int) -> Callable[[Path], tuple[int, int, float]]:
         try:
             def submit(i: int) -> str:
                 t = time.monotonic()
-                job = svc.client.submit({"command": ["true"], "cwd": "/", "name": f"b{i}"})["id"]
+                job = svc.client.submit({"command": ["true"], "cwd": str(WORKER.parent),
+                                         "name": f"b{i}"})["id"]
                 latencies.append(time.monotonic() - t)
                 return job
 
@@ -394,6 +408,119 @@ def burst(count: int) -> Callable[[Path], tuple[int, int, float]]:
     return run
 
 
+def get_burst(count: int) -> Callable[[Path], tuple[int, int, float]]:
+    def run(root: Path) -> tuple[int, int, float]:
+        import psutil
+
+        from corral.service.submission import MAX_COMMAND_CHARS, MAX_STRING
+
+        svc = start(root, "get-burst", slots=2)
+        try:
+            args = ["x" * MAX_STRING] * (MAX_COMMAND_CHARS // MAX_STRING - 1)
+            ids = [svc.client.submit({"command": ["true", *args], "cwd": str(WORKER.parent),
+                                      "name": f"long{i}"})["id"] for i in range(100)]
+            settle(svc, ids, 120)
+            service = psutil.Process(svc.proc.pid)
+            before = service.memory_info().rss
+            peak, sampling = before, threading.Event()
+
+            def sample() -> None:
+                nonlocal peak
+                while not sampling.is_set():
+                    peak = max(peak, service.memory_info().rss)
+                    sampling.wait(0.02)
+
+            codes: list[int] = []
+            port = int(svc.client.url.rsplit(":", 1)[1])
+            token = (svc.data_dir / "token").read_text().strip()
+
+            def get() -> None:
+                with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+                    conn.sendall(f"GET /jobs?limit=1000 HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                                 f"Bearer {token}\r\nConnection: close\r\n\r\n".encode())
+                    head = conn.recv(64)
+                    while conn.recv(1 << 16):  # read the whole answer, as a client does
+                        pass
+                codes.append(int(head.split()[1]))
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            t0 = time.monotonic()
+            threads = [threading.Thread(target=get, daemon=True) for _ in range(count)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            took = time.monotonic() - t0
+            time.sleep(1.0)  # what the service keeps once the burst is over
+            sampling.set()
+            sampler.join(5)
+            after = service.memory_info().rss
+            mib = 1 << 20
+            print(f"  GET burst: {count} concurrent GET /jobs?limit=1000 of 100 jobs with "
+                  f"{MAX_COMMAND_CHARS:,}-character commands: {codes.count(200)} answered 200, "
+                  f"{codes.count(503)} 503 (busy), {count - len(codes)} unanswered in {took:.1f}"
+                  f" s; service RSS {before / mib:.0f} MiB before, {peak / mib:.0f} MiB at its "
+                  f"peak, {after / mib:.0f} MiB after", flush=True)
+            expect(len(codes) == count and set(codes) <= {200, 503},
+                   f"answers {sorted(set(codes))}, {count - len(codes)} unanswered")
+            expect(peak - before < 256 * mib, f"RSS grew {(peak - before) / mib:.0f} MiB")
+            done, lost = settle(svc, ids, 10)
+            return done, lost, took
+        finally:
+            svc.close()
+    return run
+
+
+ATTACK_QUEUES = "[queue.nlp]\nquota = 1\n[queue.vision]\nquota = 1\n"
+VICTIM = ("import os; open(os.path.join(os.environ['CORRAL_CHECKPOINT_DIR'], 'vision.pt'), 'w')"
+          ".write('vision weights'); print('vision log line', flush=True)")
+
+
+def in_job_attacks(root: Path) -> tuple[int, int, float]:
+    from corral.executors import sandbox
+
+    expect(sandbox.available(), "this kernel has no Landlock: no job sandbox to attack")
+    home = Path(tempfile.mkdtemp(prefix="attacks-", dir=root))
+    work = home / "work"
+    work.mkdir()
+    (home / "queues.toml").write_text(ATTACK_QUEUES)
+    svc = start(home, "service", extra=("--queues", str(home / "queues.toml"),
+                                        "--max-retries", "2"))
+    nlp, vision = svc.tenant("nlp"), svc.tenant("vision")
+    try:
+        body = {"cwd": str(work), "gpus": 1}
+        victim = vision.submit({"command": [sys.executable, "-c", VICTIM], **body})["id"]
+        svc.wait_all_done([victim], 60)
+        data = svc.data_dir
+        listing = work / "paths.txt"  # what is there to steal, listed from outside
+        listing.write_text("\n".join(str(p) for p in sorted(data.rglob("*")) if p.is_file()))
+        t0 = time.monotonic()
+        attacker = nlp.submit({"command": [sys.executable, str(REPO / "tests" / "service" /
+                                                               "attack_job.py"),
+                                           str(data), victim, str(listing)], **body})["id"]
+        [job] = svc.wait_all_done([attacker], 90)
+        took = time.monotonic() - t0
+        log = nlp.logs(attacker)
+        attempts = [json.loads(line.split("ATTEMPT ", 1)[1]) for line in log.splitlines()
+                    if line.startswith("ATTEMPT ")]
+        for what, got in attempts:
+            print(f"    {what:<56} {got}", flush=True)
+        allowed = [] if sandbox.abi() >= 6 else ["signal service"]  # ABI 6 scopes signals
+        through = [what for what, got in attempts if got == "ok" and what not in allowed]
+        print(f"  in-job attacks: {len(attempts)} attempts, {len(through)} got through; own "
+              f"checkpoint resumed: {'resumed {' in log}", flush=True)
+        expect(len(attempts) > 10, f"only {len(attempts)} attempts ran: {log[-300:]}")
+        expect(not through, f"got through: {through}")
+        expect('resumed {"step": 7}' in log and job["status"] == "done",
+               "the attacker's own checkpoint was not resumed")
+        return 1, len(through), took
+    finally:
+        nlp.close()
+        vision.close()
+        svc.close()
+
+
 def catalogue(burst_size: int) -> dict[str, Callable[[Path], tuple[int, int, float]]]:
     faults: dict[str, Callable[[Path], tuple[int, int, float]]] = {
         name: beside_a_job("bad", bad_body(body)) for name, body in BAD_BODIES.items()}
@@ -408,6 +535,8 @@ def catalogue(burst_size: int) -> dict[str, Callable[[Path], tuple[int, int, flo
         "corrupt checkpoints (corral.train)": corrupt_checkpoints,
         "kill -9 of a torchrun agent": torchrun_agent,
         f"burst of {burst_size} submissions": burst(burst_size),
+        f"burst of {burst_size} concurrent GET /jobs": get_burst(burst_size),
+        "in-job attacks (queues, sandbox)": in_job_attacks,
     })
     return faults
 
@@ -427,7 +556,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="corral-faults-") as tmp:
         for name, fault in faults.items():
             row = Row(name)
-            for _ in range(1 if name.startswith("burst") else args.trials):
+            for _ in range(1 if name.startswith(("burst", "in-job")) else args.trials):
                 try:
                     row.add(*fault(Path(tmp)))
                 except (Check, TimeoutError, AssertionError, RuntimeError) as exc:

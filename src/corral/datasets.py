@@ -246,7 +246,22 @@ def fetch_file(ds: Dataset, f: DataFile, root: Path, timeout: float = TIMEOUT_S)
     target = root / f.path
     if verified(target, f):
         return False
+    made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _fetch_into(ds, f, target, timeout)
+    except BaseException:
+        for folder in made:  # deepest first: a failed fetch leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty (another file arrived), or not ours to remove
+        raise
+    return True
+
+
+def _fetch_into(ds: Dataset, f: DataFile, target: Path, timeout: float) -> None:
+    """Download `f` beside `target`, check it, then move it into place (nothing on failure)."""
     url = file_url(ds, f)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     tmp = Path(tmp_name)
@@ -265,7 +280,6 @@ def fetch_file(ds: Dataset, f: DataFile, root: Path, timeout: float = TIMEOUT_S)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return True
 
 
 def fetch(name: str, dest: Path | None = None, *, timeout: float = TIMEOUT_S,

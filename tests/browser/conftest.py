@@ -26,7 +26,8 @@ def _missing() -> str | None:
     for names, package in ((("chromium", "chromium-browser", "google-chrome"), "chromium"),
                            (("chromedriver",), "chromium-driver")):
         if not any(shutil.which(n) for n in names):
-            return f"{names[0]} not found (apt-get install -y {package})"
+            return (f"{names[0]} not found (apt-get install -y chromium chromium-driver: the "
+                    f"browser and its driver; {package} is the one missing)")
     return None
 
 

@@ -196,3 +196,36 @@ def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path
         sorted((j.name, j.app) for j in drawn)
     assert [round(float(r.split(",")[4]), 3) for r in rows] == \
         [round(j.submit_time_s, 3) for j in drawn]
+
+
+def test_an_elastic_request_above_the_largest_type(tmp_path):
+    """Capped for a policy that chooses the count, with one warning line; refused, naming the
+    job, for a fixed-size one (issue 44 item 4)."""
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\nbig,0,cifar10,12,256\n"
+                 "small,5,cifar10,2,128\n")
+    args = ["simulate", "-w", str(w), "--cluster", "k80:2x4,v100:1x8", "--no-lp-bound", "-j", "1"]
+    assert_one_line_error(invoke(*args, "-p", "fifo"),
+                          "job big in w asks for 12 GPUs but a job runs on one GPU type")
+    result = invoke(*args, "-p", "pollux")
+    assert result.exit_code == 0, result.output
+    warned = [ln for ln in result.output.splitlines() if "warning:" in ln]
+    assert len(warned) == 1 and "big 12 -> 8" in warned[0], result.output
+
+
+def test_todays_gpu_types_run_out_of_the_box_and_gpu_speed_describes_others(tmp_path):
+    """issue 44 item 4: the built-in catalog knows a100 (and h100, l4); --gpu-speed describes a
+    type it lacks; a bad description is one line."""
+    w = tmp_path / "w.csv"
+    w.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,128\n")
+    args = ["simulate", "-w", str(w), "-p", "fifo", "--no-lp-bound", "-j", "1"]
+    result = invoke(*args, "--cluster", "a100:1x4,v100:1x4")
+    assert result.exit_code == 0, result.output
+    result = invoke(*args, "--cluster", "B200:1x8", "--gpu-speed", "b200=h100*2")
+    assert result.exit_code == 0 and "B200:1x8" in result.output, result.output
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8", "--gpu-speed", "b200=x100*2"),
+                          "b200=x100*2: base type 'x100' is unknown to built-in catalog")
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8", "--gpu-speed", "b200=h100*0"),
+                          "the factor must be a number > 0")
+    assert_one_line_error(invoke(*args, "--cluster", "b200:1x8"),
+                          "has no step times for GPU type 'b200'")

@@ -65,7 +65,7 @@ def test_watch_follow_describe(service, tmp_path):
     text = done.stdout
     for part in ("spec", "events", "launches", "assignments", "checkpoints:", "last report:",
                  "submitted", "started", "tiny_job.py",
-                 f'"steps": {service.job(job_id)["steps"]}'):
+                 f'step {service.job(job_id)["steps"]},'):
         assert part in text, part
     missing = service.cli("describe", "job-99")
     assert missing.returncode == 2 and "no job 'job-99'" in missing.stderr

@@ -3,12 +3,14 @@ per-type tables; a cluster of the one unnamed type stays exactly what it was."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from corral.core.cluster import Cluster, Node, Placement, gpu_type_problem
 from corral.core.errors import InputError
+from corral.core.jobs import JobSpec
 
 MIXED = "k80:6x4,p100:3x8,v100:2x8"
 
@@ -48,7 +50,8 @@ def test_typed_form() -> None:
 @pytest.mark.parametrize("text, where, problem", [
     ("k80:0x4", "part 1 'k80:0x4' (column 1)", "zero nodes"),
     ("k80:2x0", "part 1 'k80:2x0' (column 1)", "zero GPUs per node"),
-    ("k80:6x4,K80:2x8", "part 2 'K80:2x8' (column 9)", "odd characters"),
+    ("k80:6x4,K80:2x8", "part 2 'K80:2x8' (column 9)", "type K80 given twice (first in part 1;"),
+    ("k80:6x4,.v100:2x8", "part 2 '.v100:2x8' (column 9)", "odd characters"),
     ("k80:6x4,v1 00:2x8", "part 2 'v1 00:2x8' (column 9)", "is not TYPE:NODESxGPUS"),
     ("k80:6x4,v100:2x8,k80:1x4", "part 3 'k80:1x4' (column 18)", "type k80 given twice"),
     ("k80:6x4, v100", "part 2 'v100' (column 10)", "is not TYPE:NODESxGPUS"),
@@ -92,8 +95,9 @@ def test_files_with_and_without_types(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text, line, problem", [
     ("a 4 k80\nb 4\n", 2, "has no GPU type but the node on line 1 has one"),
     ("a 4\nb 4 k80\n", 2, "has a GPU type but the node on line 1 has none"),
-    ("a 4 V100\n", 1, "odd characters"),
-    ("a 4 k80 extra\n", 1, "expected 'name gpus' or 'name gpus type'"),
+    ("a 4 V100!\n", 1, "odd characters"),
+    ("a 4 k80 extra\n", 1, "k80='extra' is not TYPE=BASE*FACTOR"),  # the speed column
+    ("a 4 k80 v100*2 extra\n", 1, "expected 'name gpus', 'name gpus type' or 'name gpus type speed'"),
     ("a 0 k80\n", 1, "gpus >= 1"),
 ])
 def test_file_errors(tmp_path: Path, text: str, line: int, problem: str) -> None:
@@ -120,13 +124,42 @@ def test_placement_type() -> None:
 
 
 def test_type_names() -> None:
-    for good in ("k80", "v100", "a100-80g", "rtx_3090", "t4", "3090"):
+    for good in ("k80", "v100", "a100-80g", "rtx_3090", "t4", "3090", "V100", "dgx-ext",
+                 "A100-SXM4-80GB", "gh200.nvl"):
         assert gpu_type_problem(good) is None
-    for bad in ("", "V100", "v100!", "-k80", "a" * 33, "k 80"):
+    for bad in ("", "v100!", "-k80", ".k80", "a" * 33, "k 80", "a100/80"):
         assert gpu_type_problem(bad) is not None
     with pytest.raises(ValueError, match="node n: .*odd characters"):
-        Node("n", 4, "V100")
+        Node("n", 4, "V100!")
     assert Node("n", 4) == Node("n", 4, "") != Node("n", 4, "k80")
+
+
+def test_type_names_match_whatever_their_case_and_show_as_written(tmp_path: Path) -> None:
+    """Sia's published layout names its A100 nodes `dgx-ext`, Alibaba's trace `A100-SXM4-80GB`:
+    a name is matched by its lower-case key and shown as the cluster was told it."""
+    c = Cluster.parse("dgx-ext:2x8,A100-SXM4-80GB:1x8")
+    assert c.gpu_types == ("dgx-ext", "a100-sxm4-80gb") and c.is_mixed
+    assert c.describe() == "dgx-ext:2x8,A100-SXM4-80GB:1x8"
+    assert c.type_label("a100-sxm4-80gb") == "A100-SXM4-80GB" and c.type_label("t4") == "t4"
+    assert c.nodes[2].name == "A100-SXM4-80GB-0" and c.gpus_of_type("a100-sxm4-80gb") == 8
+    assert Node("n", 8, "A100") == Node("n", 8, "a100") and Node("n", 8, "A100").row()[2] == "A100"
+    assert Node.from_row(Node("n", 8, "A100").row()).type_label == "A100"
+    typed = Cluster.parse(str(_file(tmp_path, "x 8 DGX-Ext\ny 8 dgx-ext\n")))
+    assert typed.gpu_types == ("dgx-ext",) and typed.describe() == "DGX-Ext:2x8"
+    spec = JobSpec("j", 0.0, "cifar10", 8, 64, 64, 64, 16, 64, gpu_type="Dgx-EXT")
+    assert spec.gpu_type == "dgx-ext" and typed.types_for(spec) == ("dgx-ext",)
+    with pytest.raises(ValueError, match="job j: GPU type 'a100/80' has odd characters"):
+        JobSpec("j", 0.0, "cifar10", 8, 64, 64, 64, 16, 64, gpu_type="a100/80")
+
+
+def test_types_for_is_the_types_a_job_may_use() -> None:
+    c = Cluster.parse(MIXED)
+    spec = JobSpec("j", 0.0, "cifar10", 4, 64, 64, 64, 16, 64)
+    assert c.types_for(spec) == ("k80", "p100", "v100")
+    assert c.types_for(dataclasses.replace(spec, gpu_type="p100")) == ("p100",)
+    assert c.types_for(dataclasses.replace(spec, gpu_type="a100")) == ()  # not on this cluster
+    assert Cluster.parse("4x4").types_for(spec) == ("",)
+    assert Cluster.parse("4x4").types_for(dataclasses.replace(spec, gpu_type="v100")) == ()
 
 
 def test_type_tables_survive_pickling() -> None:

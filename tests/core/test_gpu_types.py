@@ -73,8 +73,9 @@ def test_check_decision_keeps_its_other_refusals() -> None:
 def test_jobspec_gpu_type_round_trips() -> None:
     spec = _spec("a", "v100", lr_rule=LrRule.SQRT)
     assert _spec("b").gpu_type is None
-    with pytest.raises(ValueError, match="job x: GPU type 'V100' has odd characters"):
-        _spec("x", "V100")
+    assert _spec("y", "V100").gpu_type == "v100"  # matched by its lower-case key
+    with pytest.raises(ValueError, match="job x: GPU type 'V100!' has odd characters"):
+        _spec("x", "V100!")
     # the emulated executor's checkpoint form: asdict, lr_rule as its value
     from corral.executors.emulated.executor import _spec_doc, _spec_from
 

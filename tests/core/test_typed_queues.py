@@ -67,7 +67,7 @@ CLUSTER = {"k80": 8, "v100": 8}
     ('[queue.a]\nquota = { v100 = 1.5 }', 'queue "a": quota.v100 must be a whole number, got 1.5'),
     ('[queue.a]\nquota = { v100 = "2" }', "queue \"a\": quota.v100 must be a whole number, got '2'"),
     ('[queue.a]\nlimit = { k80 = true }', 'queue "a": limit.k80 must be a whole number'),
-    ('[queue.a]\nquota = { V100 = 1 }', "queue \"a\": quota: GPU type 'V100' has odd characters"),
+    ('[queue.a]\nquota = { "V100!" = 1 }', "queue \"a\": quota: GPU type 'V100!' has odd characters"),
     ('[queue.a]\nquota = { v100 = 4 }\nlimit = { v100 = 2 }',
      'queue "a": v100 limit 2 is below its v100 quota 4'),
     ('[queue.p]\nquota = { v100 = 2 }\n[queue.a]\nparent = "p"\nquota = { v100 = 3 }',

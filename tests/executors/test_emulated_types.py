@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.core.cluster import Placement
+from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.emulated.executor import EmulatedExecutor
@@ -52,7 +52,7 @@ def test_each_job_trains_at_its_types_speed_as_in_the_engine(executor) -> None:
         assert sim.estimator.max_gpus(other) == 1
         twin = SimJob(spec, executor.truth.app("cifar10").for_type(gpu_type))
         twin.estimator.bootstrap_missing(  # as the engine profiles a job at its arrival
-            one_gpu_profiles(spec, executor.truth.app("cifar10"), ("k80", "v100")))
+            one_gpu_profiles(spec, executor.truth.app("cifar10"), Cluster.parse("k80:1x4,v100:1x4")))
         twin.clock_s = sim.first_start_s
         twin.assign(sim.first_start_s, Assignment(placement), 30.0, gpu_type)
         twin.advance(1e9)
@@ -78,11 +78,11 @@ def test_a_job_moved_to_another_type_reports_it_and_trains_at_its_speed(executor
 
 
 def test_a_type_the_model_does_not_know_fails_the_job(tmp_path: Path) -> None:
-    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,h100:1x4", time_scale=5000)
+    ex = EmulatedExecutor(tmp_path, cluster="k80:1x4,b200:1x4", time_scale=5000)
     try:
         ex.place(_launch(_spec(ex, "h")), WorkerPlan(Placement.of({1: 4})))
         st = ex.status("h")
-        assert st.state is ExecState.FAILED and "h100" in st.message and "\n" not in st.message
+        assert st.state is ExecState.FAILED and "b200" in st.message and "\n" not in st.message
     finally:
         ex.shutdown()
 
@@ -92,7 +92,7 @@ def test_a_new_job_is_profiled_on_one_gpu_of_each_type_as_the_engine_profiles_it
     """`profile` is the engine's arrival profile; the job's own twin starts from it, so its
     reports carry a model of every type; a one-type cluster is not profiled."""
     spec = _spec(executor, "p")
-    want = one_gpu_profiles(spec, executor.truth.app("cifar10"), ("k80", "v100"))
+    want = one_gpu_profiles(spec, executor.truth.app("cifar10"), Cluster.parse("k80:1x4,v100:1x4"))
     assert executor.profile(spec) == want and set(want) == {"k80", "v100"}
     assert executor.profile(dataclasses.replace(spec, gpu_type="v100")) == {"v100": want["v100"]}
     executor.place(_launch(spec), WorkerPlan(Placement.of({1: 1})))
@@ -103,3 +103,14 @@ def test_a_new_job_is_profiled_on_one_gpu_of_each_type_as_the_engine_profiles_it
         assert plain.profile(spec) == {}
     finally:
         plain.shutdown()
+
+
+def test_a_cluster_files_speed_column_describes_a_type_for_the_emulation(tmp_path: Path) -> None:
+    (tmp_path / "cluster.txt").write_text("k-0 4 k80\nb-0 4 B200 v100*3\n")
+    ex = EmulatedExecutor(tmp_path / "d", cluster=str(tmp_path / "cluster.txt"), time_scale=5000)
+    try:
+        assert "b200" in ex.truth.gpu_types("cifar10")
+        v100, b200 = (ex.truth.app("cifar10").for_type(t).step_time((1,), 64) for t in ("v100", "b200"))
+        assert b200[0] < v100[0] and b200[1] == v100[1]
+    finally:
+        ex.shutdown()

@@ -18,7 +18,8 @@ from corral.executors.slots import SlotPool, gpu_types_from_smi, parse_slots
 def test_parse_slots_old_and_typed_forms() -> None:
     assert parse_slots("3") == ["", "", ""]
     assert parse_slots("t4:1, a100:2") == ["t4", "a100", "a100"]
-    for bad in ("0", "t4", "t4:0", "T4:1", "t4:1,t4:2", "t4:1,", ":2"):
+    assert parse_slots("T4:1,A100-SXM4:1") == ["t4", "a100-sxm4"]  # matched by lower case
+    for bad in ("0", "t4", "t4:0", "T4!:1", "t4:1,t4:2", "t4:1,T4:2", "t4:1,", ":2"):
         with pytest.raises(InputError):
             parse_slots(bad)
 

@@ -111,3 +111,16 @@ def test_findings_name_the_winner_against_fifo():
 def test_findings_say_when_policies_barely_differ():
     lines = findings(_doc(fifo=1000.0, pollux=990.0))
     assert len(lines) == 1 and "barely differ" in lines[0] and "50%" in lines[0]
+
+
+def test_findings_call_a_tie_a_tie():
+    doc = _doc(fifo=3000.0, **{"tiresias-las": 2000.0}, pollux=1000.0)
+    for policy in ("fifo", "pollux"):  # equal as printed: 5.00 and 5.00
+        doc["policies"][policy]["mean"]["ftf_max"] = 5.0
+    doc["policies"]["tiresias-las"]["mean"]["ftf_max"] = 7.0
+    lines = findings(doc)
+    assert "fifo and pollux tie for the fairest worst case (largest finish-time fairness rho; " \
+           "1 = a fair 1/N share): 5.00." in lines
+    assert not any("has the fairest" in line for line in lines)
+    doc["policies"]["tiresias-las"]["mean"]["ftf_max"] = 5.001
+    assert any(line.startswith("Every policy ties for the fairest") for line in findings(doc))

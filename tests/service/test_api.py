@@ -264,3 +264,22 @@ def test_a_preemption_event_says_whose_decision_and_who_took_the_gpus(tmp_path: 
     finally:
         client.close()
         store.close()
+
+
+def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
+    """The event is shown to the preempted job's team: a job of its own queue by id, another
+    queue's job only as `a job (queue q)`."""
+    from types import SimpleNamespace
+
+    from corral.core.cluster import Placement
+
+    def job(queue):
+        return SimpleNamespace(spec=SimpleNamespace(queue=queue))
+
+    fake = SimpleNamespace(policy=SimpleNamespace(name="pollux"),
+                           jobs={"job-1": job("vision"), "job-2": job("nlp"),
+                                 "job-3": job("vision")})
+    takers = {0: [("job-2", "nlp")], 1: [("job-3", "vision")]}
+    words = ControlLoop._preempted_words(fake, "job-1", Placement(((0, 1), (1, 1))), takers)
+    assert words == "by pollux: its 2 GPU(s) went to a job (queue nlp), job-3 (queue vision)"
+    assert "job-2" not in words

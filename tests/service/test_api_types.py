@@ -74,6 +74,16 @@ def test_a_restricted_job_is_capped_to_its_types_gpus(api) -> None:
     assert job["gpu_type"] is None  # not placed yet
 
 
+def test_a_type_name_in_upper_case_is_the_clusters_type(api) -> None:
+    client, _ = api
+    resp = client.post("/jobs", headers=AUTH, json={"command": ["python", "t.py"],
+                                                    "gpu_type": "A100"})
+    assert resp.status_code == 201 and resp.json()["spec"]["gpu_type"] == "a100"
+    resp = client.post("/jobs", headers=AUTH, json={"command": ["python", "t.py"],
+                                                    "gpu_type": "A100/80"})
+    assert resp.status_code == 422 and "odd characters" in resp.text
+
+
 def test_a_jobs_summary_says_the_type_of_its_placement(api) -> None:
     client, loop = api
     client.post("/jobs", headers=AUTH, json={"command": ["python", "u.py"], "gpus": 2})

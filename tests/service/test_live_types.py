@@ -66,7 +66,8 @@ def test_a_job_moves_between_gpu_types_and_resumes_there(typed_service, tmp_path
     assert first_a100["launch"] >= 1 and first_a100["resumed_steps"] is not None
     assert first_a100["resumed_steps"] >= 5
     placements = [a["placement"] for a in svc.job(job)["assignments"] if a["num_gpus"]]
-    assert placements[0] == "n0:1" and placements[-1] == "n1:1"
+    # named as /cluster names the nodes (events once said n0:1 where /cluster said localhost-t4)
+    assert placements[0] == "localhost-t4:1" and placements[-1] == "localhost-a100:1"
 
     shown = svc.cli("jobs", "--wide")  # the type it ran on last, as it reported
     assert shown.returncode == 0 and "type" in shown.stdout and "a100" in shown.stdout

@@ -309,7 +309,7 @@ def test_a_service_restart_is_recorded_as_one_with_the_gpus_it_held_nothing(
     assert len(requeued) == 1 and requeued[0]["time_s"] == 119.0
     assert requeued[0]["detail"].startswith("after a service restart: the service was "
                                             + ("killed" if shutdown_at is None else "stopped"))
-    assert "it held 2 GPU(s) (n0:2)" in requeued[0]["detail"]
+    assert "it held 2 GPU(s) (here:2)" in requeued[0]["detail"]
     assert "requeued" not in kinds(store, b)  # it held nothing when the service stopped
     policy2.plan = {a: 2, b: 2}
     clock.t = 130.0

@@ -132,7 +132,7 @@ def test_a_service_restart_reads_alike_in_the_dashboard_and_describe(
     events = [(e["kind"], e["detail"]) for e in job["events"]]
     assert events[-2][0] == "requeued" and events[-2][1].startswith(
         "after a service restart: the service was killed and restarted at 119.0 s")
-    assert events[-1] == ("started", "2 GPU(s) n0:2, batch 16x1 (again, after a service restart)")
+    assert events[-1] == ("started", "2 GPU(s) here:2, batch 16x1 (again, after a service restart)")
     assert [(x["time_s"], x["num_gpus"]) for x in job["assignments"]] == \
         [(100.0, 2), (119.0, 0), (120.0, 2)]
     described = " ".join(_cli(monkeypatch, web_app, "describe", a).split())

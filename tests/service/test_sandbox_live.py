@@ -35,34 +35,7 @@ with open(os.path.join(ckpt, "vision.pt"), "w") as f:
 print("vision log line", flush=True)
 """
 
-ATTACKER = """
-import errno, json, os, sys
-data, victim = sys.argv[1], sys.argv[2]
-ckpt = os.path.join(os.environ["CORRAL_CHECKPOINT_DIR"], "state.json")
-if os.path.exists(ckpt):  # the retry: resume from its own checkpoint
-    print("resumed " + open(ckpt).read(), flush=True)
-    sys.exit(0)
-def attempt(name, do):
-    try:
-        do()
-        got = "ok"
-    except OSError as exc:
-        got = errno.errorcode.get(exc.errno, str(exc.errno))
-    print("ATTEMPT " + json.dumps([name, got]), flush=True)
-read = lambda p: (lambda: open(p, "rb").read())
-service = os.getppid()
-attempt("admin token", read(os.path.join(data, "token")))
-attempt("vision token", read(os.path.join(data, "tokens", "vision")))
-attempt("state.db", read(os.path.join(data, "state.db")))
-attempt("vision log", read(os.path.join(data, "jobs", victim, "job.log")))
-attempt("vision checkpoint", read(os.path.join(data, "jobs", victim, "checkpoints", "vision.pt")))
-attempt("service environ", read(f"/proc/{service}/environ"))
-attempt("signal service", lambda: os.kill(service, 0))
-with open(ckpt + ".tmp", "w") as f:
-    f.write(json.dumps({"step": 7}))
-os.replace(ckpt + ".tmp", ckpt)
-sys.exit(1)  # a crash: the retry must resume from the checkpoint just written
-"""
+ATTACKER = Path(__file__).with_name("attack_job.py")  # its attempts, then a crash
 
 
 def test_a_teams_job_reads_nothing_of_the_service_or_the_other_team(tmp_path: Path) -> None:
@@ -71,7 +44,7 @@ def test_a_teams_job_reads_nothing_of_the_service_or_the_other_team(tmp_path: Pa
     data.mkdir()
     work.mkdir()
     (work / "victim.py").write_text(VICTIM)
-    (work / "attacker.py").write_text(ATTACKER)
+    (work / "attacker.py").write_text(ATTACKER.read_text())
     (tmp_path / "queues.toml").write_text(QUEUES)
     svc = LiveService(data, "fifo", slots=2, extra_args=(
         "--queues", str(tmp_path / "queues.toml"), "--max-retries", "2", "--retry-backoff",
@@ -92,7 +65,8 @@ def test_a_teams_job_reads_nothing_of_the_service_or_the_other_team(tmp_path: Pa
         assert attempts == {"admin token": "EACCES", "vision token": "EACCES",
                             "state.db": "EACCES", "vision log": "EACCES",
                             "vision checkpoint": "EACCES", "service environ": "EACCES",
-                            "signal service": "EPERM" if sandbox.abi() >= 6 else "ok"}, log
+                            "signal service": "EPERM" if sandbox.abi() >= 6 else "ok",
+                            "list the data directory": "EACCES"}, log
         assert 'resumed {"step": 7}' in log, log  # its own checkpoint, written and resumed
         assert svc.job(attacker)["restarts"] >= 1
         assert time.monotonic() - began < BUDGET_S

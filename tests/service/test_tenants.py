@@ -163,6 +163,13 @@ def _no_job_ids(path: str) -> Callable:
     return check
 
 
+def _no_job_counts(s: Service, a_job: str, b_job: str) -> None:
+    """A tenant's recent rounds say when and how long, not how many jobs (everyone's)."""
+    rounds = lambda h: s.client.get("/cluster", headers=h).json()["recent_rounds"]  # noqa: E731
+    assert rounds(s.admin) and all("jobs" in r for r in rounds(s.admin))
+    assert rounds(s.token("b")) and not any("jobs" in r for r in rounds(s.token("b")))
+
+
 def _metrics(s: Service, a_job: str, b_job: str) -> None:
     refused = s.client.get("/metrics", headers=s.token("b"))
     assert refused.status_code == 403 and "admin" in one_line(refused)
@@ -192,7 +199,8 @@ def _put_queues(s: Service, a_job: str, b_job: str) -> None:
 #: every (method, path) the API serves, and how a tenant's access to another's jobs is checked
 CHECKS: dict[tuple[str, str], Callable] = {
     ("GET", "/healthz"): _no_job_ids("/healthz"),
-    ("GET", "/cluster"): _no_job_ids("/cluster"),
+    ("GET", "/cluster"): lambda s, a, b: (_no_job_ids("/cluster")(s, a, b),
+                                         _no_job_counts(s, a, b)),
     ("POST", "/jobs"): _submit,
     ("GET", "/jobs"): _list_jobs,
     ("GET", "/jobs/{job_id}"): _job_checks("/jobs/{job_id}", "GET"),
@@ -296,6 +304,13 @@ def test_put_queues_swaps_the_tree_records_an_event_and_keeps_the_old_one_on_err
     assert rows["research"]["used"] == 2 and rows["research"]["borrowed"] == 0
     assert svc.client.get("/jobs", headers=svc.token("ops")).json()["jobs"] == []
     svc.loop.tick()  # the next round runs on the new tree
+    # the change on GET /queues: the admin reads it whole, a team only what is its own
+    changes = lambda h: [c["detail"] for c in  # noqa: E731
+                         svc.client.get("/queues", headers=h).json()["changes"]]
+    assert changes(svc.admin) == ["+ops (quota 1); prod: quota 2->1, limit None->3"]
+    assert changes(svc.token("prod")) == ["prod: quota 2->1, limit None->3"]
+    assert changes(svc.token("ops")) == ["+ops (quota 1)"]
+    assert changes(svc.token("a")) == []  # nothing of it is a's: not even that it happened
 
 
 # -- bad queues file at `corral serve` -------------------------------------------------------------
@@ -353,6 +368,10 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         assert jobs[first]["status"] == "running" and jobs[second]["status"] == "queued"
         metrics = svc.client.get("/metrics", headers=svc.admin).text
         assert 'corral_queue_waiting_jobs{queue="a"} 1.0' in metrics
+        assert f'corral_job_gpus{{job="{first}",queue="a"}} 1.0' in metrics  # per job, by queue
+        # a holds its quota (1 of 1): its waiting job is no broken promise; b lends nothing
+        assert 'corral_queue_longest_wait_below_quota_seconds{queue="a"} 0.0' in metrics
+        assert 'corral_queue_lent_gpus{queue="b"} 0.0' in metrics
         resp = svc.client.put("/queues", headers=svc.admin,
                               content=b"[queue.a]\nquota = 2\nlimit = 2\n[queue.b]\nquota = 2\n")
         assert resp.status_code == 200, resp.text
@@ -364,3 +383,16 @@ def test_a_quota_change_takes_effect_at_the_next_round_with_no_job_coming_or_goi
         assert jobs[second]["status"] == "running", jobs[second]
     finally:
         svc.close()
+
+
+def test_lent_gpus_and_the_wait_below_quota_are_computed_per_queue() -> None:
+    from corral.service.metrics import lent_and_waits
+
+    rows = [{"name": "a", "leaf": True, "quota": 2, "used": 0, "borrowed": 0},
+            {"name": "b", "leaf": True, "quota": 2, "used": 4, "borrowed": 2},
+            {"name": "c", "leaf": True, "quota": 2, "used": 1, "borrowed": 0}]
+    lent_and_waits(rows, {"a": 42.0, "b": 7.0})
+    # 3 GPUs of quota unused (a 2, c 1), 2 of them borrowed by b: each lends 2/3 of its unused
+    assert [round(r["lent"], 3) for r in rows] == [1.333, 0.0, 0.667]
+    # a waits below its quota (the promise broken for 42 s); b waits above it: not counted
+    assert [r["wait_below_quota_s"] for r in rows] == [42.0, 0.0, 0.0]

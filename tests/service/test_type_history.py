@@ -68,17 +68,17 @@ def test_seeded_types_are_not_taken_for_measured_ones(store) -> None:
     est.observe_step(1, 2, 128, 0.5, 0.1, count=3, gpu_type="k80")  # ran
     spec = _spec("cifar10")
     assert history.learn(spec, est, seeded={"v100": (0.07, 128)}) == ["k80"]
-    assert set(history.profile(spec, ("k80", "v100"))) == {"k80"}
+    assert set(history.profile(spec, Cluster.parse("k80:1x4,v100:1x4"))) == {"k80"}
     assert history.learn(spec, est, seeded={"v100": (0.07, 128)}) == []  # nothing new
     assert one_gpu_step_s(est, "p100", 128) is None
 
 
 def test_an_unreadable_stored_history_starts_afresh(store, caplog) -> None:
     store.set_meta("type_history", "{not json")
-    assert TypeHistory(store).profile(_spec(), ("t4",)) == {}
+    assert TypeHistory(store).profile(_spec(), Cluster.parse("t4:1x4")) == {}
     assert "unreadable" in caplog.text
     store.set_meta("type_history", json.dumps({"digits": {"t4": [0.2, 64]}}))
-    assert TypeHistory(store).profile(_spec(), ("t4", "a100")) == {"t4": (0.2, 64)}
+    assert TypeHistory(store).profile(_spec(), Cluster.parse("t4:1x4,a100:1x4")) == {"t4": (0.2, 64)}
 
 
 def _spec(app: str = "digits"):

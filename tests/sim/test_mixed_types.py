@@ -234,6 +234,12 @@ def test_pollux_csv_gpu_type_column(truth, tmp_path):
     result = Simulator(truth, create_policy("fifo"), Cluster.parse("k80:1x4,v100:1x4")).run(w)
     assert set(result.jobs[0].gpu_s_by_type) == {"v100"}
     path.write_text("name,time,application,num_replicas,batch_size,gpu_type\n"
+                    "a,0,cifar10,2,128,V100\n")  # a name in upper case is the same type
+    w = load_pollux_csv(path, truth.limits())
+    assert w.jobs[0].gpu_type == "v100"
+    result = Simulator(truth, create_policy("fifo"), Cluster.parse("k80:1x4,V100:1x4")).run(w)
+    assert set(result.jobs[0].gpu_s_by_type) == {"v100"}
+    path.write_text("name,time,application,num_replicas,batch_size,gpu_type\n"
                     "a,0,cifar10,2,128,V 100\n")
     with pytest.raises(InputError, match="row 2: column gpu_type"):
         load_pollux_csv(path, truth.limits())

@@ -12,7 +12,7 @@ import pytest
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec
 from corral.sim.truth.catalog import CatalogTruth
-from corral.sim.truth.gputypes import derive, speed_at
+from corral.sim.truth.gpu_types import derive, speed_at
 from corral.sim.truth.profiles import ProfileTruth
 from corral.sim.truth.scaled import job_app
 
@@ -78,6 +78,21 @@ def test_only_typed_files_the_first_type_is_the_apps_own(tmp_path):
         app.for_type("a100")
 
 
+def test_type_names_in_file_names_as_users_write_them(tmp_path):
+    """Sia's layout names its A100 nodes `dgx-ext` (placements-dgx-ext.csv); a name in upper
+    case is the same type as a cluster's in lower case."""
+    _toy(tmp_path, types=("dgx-ext", "A100-SXM4-80GB"))
+    app = ProfileTruth(tmp_path).app("toy")
+    assert app.gpu_types() == ("a100-sxm4-80gb", "dgx-ext")
+    assert app.for_type("dgx-ext").step_time((1,), 16) == pytest.approx((0.1, 0.0))
+    assert app.step_time((1,), 16) == pytest.approx((0.2, 0.0))  # its own: first by name
+    d = _toy(tmp_path / "twice", types=("v100",))
+    (d / "placements-V100.csv").write_text(PLACEMENTS)
+    (d / "scalability-V100.csv").write_text(SCALABILITY)
+    with pytest.raises(InputError, match=r"GPU type 'v100' also has files placements-V100.csv"):
+        ProfileTruth(tmp_path / "twice")
+
+
 def test_per_type_errors_name_the_file_and_line(tmp_path):
     d = _toy(tmp_path / "a", types=("", "v100"))
     (d / "placements-v100.csv").write_text(PLACEMENTS + "1,16,0.1,0\n1,16,x,0\n")
@@ -116,8 +131,8 @@ def test_catalog_types_and_the_unnamed_one_unchanged(catalog):
             assert app.step_time(counts, m) == fresh.app(name).step_time(counts, m)
             # the catalog's figures stand for the P100
             assert app.for_type("p100").step_time(counts, m) == pytest.approx(app.step_time(counts, m), rel=1e-12)
-    with pytest.raises(InputError, match=r"'bert' has no step times for GPU type 'a100'; known types: '' \(the unnamed type\), 'k80', 'p100', 'v100'"):
-        catalog.app("bert").for_type("a100")
+    with pytest.raises(InputError, match=r"'bert' has no step times for GPU type 'b200'; known types: '' \(the unnamed type\), 'k80', 'p100', 'v100', 'a100', 'h100', 'l4'"):
+        catalog.app("bert").for_type("b200")
 
 
 def test_catalog_type_scales_compute_not_sync(catalog):

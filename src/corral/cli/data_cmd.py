@@ -8,6 +8,7 @@ fetcher are `corral.datasets`.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import typer
@@ -35,21 +36,27 @@ def list_() -> None:
 
     Its contents, source repository at its pinned commit, licence, size, paper, and where it is
     found here (the data checkout or the cache), if anywhere."""
-    from corral.datasets import cache_dir, datasets, locate, shared_data_dir
+    from corral.datasets import SHARED_ENV, cache_dir, datasets, locate, shared_data_dir
 
     out = []
     for ds in datasets().values():
         where = locate(ds.name)
         files = f"{len(ds.files)} file{'s' * (len(ds.files) > 1)}"
         ref = f" ({ds.ref})" if ds.ref else ""
-        commit = ds.commit if ds.pinned else f"{ds.commit} (abbreviated: the full commit is not pinned)"
+        commit = ds.commit if ds.pinned else f"{ds.commit} (abbreviated; each file's SHA-256 pins it)"
         out += [f"[bold]{ds.name}[/]  {_size(ds.size)}, {files}, {ds.license}",
-                f"  {ds.title}",
-                f"  source:  https://github.com/{ds.repo}{ref} @ {commit}",
-                f"  paper:   {ds.citation}",
-                f"  here:    {where if where else 'not fetched'}"
-                + (f"  (corral simulate {ds.use})" if ds.use else ""), ""]
-    out.append(f"shared data: {shared_data_dir()}; cache: {cache_dir()}")
+                *textwrap.wrap(ds.title, 96, initial_indent="  ", subsequent_indent="  "),
+                f"  source:  https://github.com/{ds.repo}{ref}",
+                f"  commit:  {commit}",
+                *textwrap.wrap(ds.citation, 96, initial_indent="  paper:   ",
+                               subsequent_indent=" " * 11),
+                f"  here:    {where if where else 'not fetched'}"]
+        out += [f"  use:     corral simulate {ds.use}"] if ds.use else []
+        out.append("")
+    shared = shared_data_dir()
+    out.append(f"data checkout: {shared}" + ("" if shared.is_dir() else " (not present: "
+               f"${SHARED_ENV} names another)"))
+    out.append(f"cache: {cache_dir()}")
     for line in out:
         console.print(line, highlight=False, soft_wrap=True)
 

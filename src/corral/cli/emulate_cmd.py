@@ -426,8 +426,8 @@ def emulate(
     if time_scale <= 0 or interval <= 0 or restart_delay < 0 or timeout <= 0 or limit < 0:
         raise CorralError("--time-scale, --interval and --timeout must be > 0, --restart-delay "
                           "and --limit >= 0")
-    truth = TruthSource.of(profiles, catalog).load()
     shape = Cluster.parse(cluster)
+    truth = TruthSource.of(profiles, catalog, shape.speeds).load()
     w = (load_workload(workload, truth.limits()) if workload is not None
          else builtin_default(truth.limits(), seed=seed))
     if limit:

@@ -275,6 +275,9 @@ def queues_(
             "waiting")))
     print_table(table, True)
     console.print(_taking_back_line(doc), soft_wrap=True)
+    for change in doc.get("changes") or []:  # PUT /queues, newest last (a tenant: its own)
+        console.print(f"changed at {change['time_s']:.1f} s: {escape(change['detail'])}",
+                      highlight=False)
 
 
 def _taking_back_line(doc: dict) -> str:
@@ -300,7 +303,8 @@ _JOB_COLUMNS = (Col("id", style="bold"), Col("name"), Col("status"), Col("queue"
                 Col("epoch", rank=4, justify="right"), Col("loss", rank=3, justify="right"),
                 Col("metric", rank=6, justify="right"), Col("launches", rank=7, justify="right"),
                 Col("preempted", rank=8, justify="right"), Col("retries", rank=9, justify="right"),
-                Col("restarts", rank=5, justify="right"), Col("message", wrap=True))
+                Col("resized", rank=6, justify="right"), Col("restarts", rank=5, justify="right"),
+                Col("message", wrap=True))
 
 
 def _gpu_type_text(job: dict) -> str:
@@ -327,8 +331,8 @@ def _jobs_table(rows: list[dict], width: int | None = None, total: int | None = 
             r["id"], r["name"], r["status"], (r.get("spec") or {}).get("queue") or "-",
             r["gpus"], _gpu_type_text(r), batch, r["steps"], r["epoch"],
             fmt(r.get("loss")), fmt(r.get("metric")), r.get("launches", 0),
-            r.get("preemptions", 0), r.get("crash_retries", 0), r["restarts"],
-            r.get("message") or "")])
+            r.get("preemptions", 0), r.get("crash_retries", 0), r.get("in_place_resizes", 0),
+            r["restarts"] - r.get("in_place_resizes", 0), r.get("message") or "")])
     cols = list(_JOB_COLUMNS)
     # no column that says nothing: message when no job has one, queue on a service without
     # queues, type on a cluster without GPU types (right to left, so indices hold)
@@ -482,6 +486,14 @@ def describe(
     _describe(job, telemetry)
 
 
+def restarts_text(job: dict) -> str:
+    """`2 restart(s)`, or `1 restart(s), 1 in-place resize(s)`: a resize in place is no
+    restart, though the books count every placement change."""
+    in_place = job.get("in_place_resizes", 0)
+    text = f"{job['restarts'] - in_place} restart(s)"
+    return text + (f", {in_place} in-place resize(s)" if in_place else "")
+
+
 def _describe(job: dict, telemetry: list[dict]) -> None:
     """`corral describe`'s output: a line, the command whole, four tables (key columns on one
     line, text that wraps or folds, nothing cut at any width) and two lines."""
@@ -495,7 +507,7 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
         + (f" (queue {escape(queue)})" if queue else "")
         + f": {job['status']} on {job['gpus']} "
         f"GPU(s) ({escape(job['placement'])}{types}), {job['steps']} steps, epoch {job['epoch']}, "
-        f"{job['launches']} launch(es), {job['restarts']} restart(s)"
+        f"{job['launches']} launch(es), {restarts_text(job)}"
         + (f" - {escape(job['message'])}" if job.get("message") else ""), soft_wrap=True)
     command = (job.get("spec") or {}).get("command") or job.get("command") or []
     # whole, on a line of its own: a table folds a long path mid-word at the terminal's width
@@ -542,10 +554,42 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     out("checkpoints: " + ("; ".join(escape(e["detail"]) for e in checkpoints) if checkpoints
                            else "no launch has resumed from one"), soft_wrap=True)
     report = job.get("report") or {}
-    brief = {k: report[k] for k in ("time", "state", "launch", "world_size", "gpu_type", "steps",
-                                    "epoch", "progress", "loss", "batch", "total_bsz", "metrics",
-                                    "resumed")
-             if k in report}
-    out("last report: " + (escape(json.dumps(brief)) if brief else "none (the job has not "
+    out("last report: " + (escape(report_text(report)) if report else "none (the job has not "
                            "reported; a script without corral.train never does)"), soft_wrap=True)
+    out("batch AxB: A samples per GPU per micro-batch, B micro-batches per step (gradient "
+        "accumulation); the step's batch is A x B x GPUs", style="dim")
+
+
+def report_text(report: dict) -> str:
+    """A job's last report in words: when (local time, and how long ago), its state, where it
+    trains, its step, epoch, loss, batch, last metric and how its launch started."""
+    parts = []
+    stamp = report.get("time")
+    if isinstance(stamp, (int, float)):
+        ago = max(0.0, time.time() - stamp)
+        parts.append(time.strftime("%H:%M:%S", time.localtime(stamp)) + f" ({ago:.0f} s ago)")
+    if report.get("state"):
+        parts.append(str(report["state"]))
+    if report.get("world_size") is not None:
+        where = f" on {report['gpu_type']}" if report.get("gpu_type") else ""
+        parts.append(f"launch {report.get('launch', '-')}, {report['world_size']} worker(s){where}")
+    for key in ("steps", "epoch"):
+        if report.get(key) is not None:
+            parts.append(f"{key.rstrip('s')} {report[key]}")
+    if isinstance(report.get("loss"), (int, float)):
+        parts.append(f"loss {report['loss']:.4g}")
+    batch = report.get("batch")
+    if isinstance(batch, list) and len(batch) == 2:
+        total = f" (step batch {report['total_bsz']})" if report.get("total_bsz") else ""
+        parts.append(f"batch {batch[0]}x{batch[1] + 1}{total}")
+    metrics = report.get("metrics")
+    if isinstance(metrics, list) and metrics and len(metrics[-1]) == 3:
+        parts.append(f"metric {metrics[-1][2]:.4g} at epoch {metrics[-1][1]}")
+    resumed = report.get("resumed")
+    if isinstance(resumed, dict) and resumed.get("steps") is not None:
+        how = "in place" if resumed.get("in_place") else "from a checkpoint"
+        pause = (f", paused {resumed['pause_s']:.2f} s"
+                 if isinstance(resumed.get("pause_s"), (int, float)) else "")
+        parts.append(f"resumed {how} at step {resumed['steps']}{pause}")
+    return ", ".join(parts)
 

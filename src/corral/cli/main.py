@@ -8,7 +8,8 @@ import os
 # machine OpenBLAS threading slows scipy's L-BFGS-B fits many times over. Set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import functools  # noqa: E402
+import dataclasses  # noqa: E402
+import functools
 import inspect
 import json
 import sys
@@ -153,6 +154,32 @@ def _truth(profiles: Path | None, catalog: Path | None) -> Truth:
     return TruthSource.of(profiles, catalog).load()
 
 
+def _check_fits(workloads: list, shape: Cluster, truth: Truth, policies: list[str]) -> None:
+    """Every job of `workloads` fits `shape` under every policy of the run (`check_feasible`):
+    a policy that runs a job on the GPUs it asked for is refused a job no GPU type holds, naming
+    it; one that chooses the count starts such a job from the largest type's GPUs, said in one
+    warning line per workload (`corral.sim.loop.capping`)."""
+    from corral.core.policy import policy_class
+    from corral.sim.loop.capping import capped_note, capped_to_types, chooses_counts
+    from corral.sim.loop.engine import check_feasible
+
+    resizing = [p for p in policies if chooses_counts(policy_class(p))]
+    fixed = [p for p in policies if p not in resizing]
+    for w in workloads:
+        if fixed:
+            try:
+                check_feasible(w, shape, truth)
+            except CorralError as exc:
+                raise CorralError(f"{exc} ({', '.join(fixed)}: a job runs on the GPUs it asks "
+                                  "for)") from None
+        if resizing:
+            capped, which = capped_to_types(w, shape)
+            check_feasible(capped, shape, truth)
+            if which:
+                err_console.print(f"[yellow]warning:[/] {capped_note(w, which, resizing)}",
+                                  highlight=False, soft_wrap=True)
+
+
 def _policy_list(text: str | None) -> list[str]:
     from corral.core.policy import policy_names
 
@@ -183,7 +210,8 @@ def simulate(
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_INPUTS),
     policy: str | None = typer.Option(None, "--policy", "-p", metavar="POLICY[,POLICY]", help="Comma-separated policies. Default: every built-in comparison policy."),
     set_: list[str] | None = typer.Option(None, "--set", metavar="[P.]KEY=VALUE", help="policy.key=value (or key=value for every policy that has it; repeatable).", rich_help_panel=_ENGINE),
-    cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...|FILE", help="N nodes of G GPUs; several GPU types as TYPE:NODESxGPUS,... (e.g. k80:6x4,p100:3x8,v100:2x8); or a file with one 'name gpus [type]' line per node."),
+    cluster: str = typer.Option("16x4", metavar="NxG|TYPE:NxG,...|FILE", help="N nodes of G GPUs; several GPU types as TYPE:NODESxGPUS,... (e.g. k80:6x4,p100:3x8,v100:2x8); or a file with one 'name gpus [type [speed]]' line per node."),
+    gpu_speed: str | None = typer.Option(None, "--gpu-speed", metavar="TYPE=BASE*FACTOR,...", help="GPU types the truth lacks, described by their speed relative to one it knows: a100=v100*2.2 (compute 2.2x as fast, synchronisation as the v100's). Replaces the built-in catalog's a100, h100, l4.", rich_help_panel=_INPUTS),
     interval: float = typer.Option(60.0, metavar="SECONDS", help="Scheduling interval, seconds.", rich_help_panel=_ENGINE),
     restart_delay: float = typer.Option(30.0, metavar="SECONDS", help="Pause of a job whose placement changes (checkpoint and restart), seconds.", rich_help_panel=_ENGINE),
     mechanism: str = typer.Option("checkpoint-restart", metavar="MECHANISM", help="How jobs are resized and what it costs: checkpoint-restart, sidecar, termination, termination-epoch, in-place.", rich_help_panel=_ENGINE),
@@ -202,6 +230,7 @@ def simulate(
     quotas: str | None = typer.Option(None, "--quotas", metavar="proportional", help="'proportional': one queue per tenant of the trace, its quota its share of the trace's GPU-time (instead of --queues).", rich_help_panel=_INPUTS),
 ) -> None:
     """Replay workloads under policies and print one comparison table."""
+    from corral.core.gpu_speeds import parse_gpu_speeds
     from corral.report import comparison_table, summary_document, write_outputs
     from corral.report.findings import findings
     from corral.report.tables import per_workload_tables
@@ -209,7 +238,6 @@ def simulate(
     from corral.sim.batch.cellstore import CellStore
     from corral.sim.batch.sweep import parse_settings, run_matrix, runner_for
     from corral.sim.loop.config import EngineConfig
-    from corral.sim.loop.engine import check_feasible
     from corral.sim.loop.mechanism import mechanism_named
     from corral.sim.loop.memory import peak_rss_mib
     from corral.sim.truth.source import TruthSource
@@ -217,9 +245,10 @@ def simulate(
 
     if resume and out is None:
         raise CorralError("--resume needs --out: the folder whose cells an earlier run kept")
-    source = TruthSource.of(profiles, catalog)
-    truth = source.load()
     shape = Cluster.parse(cluster)
+    speeds = (*shape.speeds, *(parse_gpu_speeds(gpu_speed) if gpu_speed else ()))
+    source = TruthSource.of(profiles, catalog, speeds)
+    truth = source.load()
     if interval <= 0 or restart_delay < 0 or not 0 <= interference < 1:
         raise CorralError("--interval must be > 0, --restart-delay >= 0 and --interference in [0, 1)")
     choices = parse_settings(_policy_list(policy), set_ or [], seed=seed)
@@ -236,10 +265,9 @@ def simulate(
         if len(own) > 1 or any(w.truth is None for w in workloads) or profiles or catalog:
             raise CorralError("a Gavel .trace runs on its own throughput table: give no --profiles or "
                               "--catalog, and no workloads of other formats (or tables) beside it")
-        source = own.pop()
+        source = dataclasses.replace(own.pop(), speeds=source.speeds)
         truth = source.load()
-    for w in workloads:
-        check_feasible(w, shape, truth)
+    _check_fits(workloads, shape, truth, [c.name for c in choices])
     config = EngineConfig(interval_s=interval, mechanism=mechanism_named(mechanism, restart_delay),
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
@@ -287,7 +315,7 @@ def simulate(
         per_queue = _per_queue(results, workloads, tenancy, shape)
         print_table(_queue_table(results, per_queue, width), wide)
     for line in findings(summary_document(results, summaries)):
-        console.print(line, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False)  # wrapped between words at the terminal's width
     if out is not None:
         paths = write_outputs(out, results, summaries, queues=per_queue)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")

@@ -1,9 +1,11 @@
 """Cluster shape and job placements: which nodes a job's GPUs are on, and of what GPU type.
 
-A node has a GPU type: a short lower-case name (`k80`, `v100`, `a100`, `t4`), or the empty
-string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file). A
-`Placement` is only (node, GPUs) pairs; its type is the cluster's answer
-(`Cluster.placement_type`).
+A node has a GPU type: a short name (`k80`, `v100`, `dgx-ext`, `A100-SXM4-80GB`), or the empty
+string for "the one unnamed type" (every node of `16x4` or of a `name gpus` file). Names are
+matched case-insensitively: a type's key is its lower-case form (`gpu_type_key`), which every
+comparison uses, and the cluster remembers the spelling as written for what it shows
+(`Cluster.type_label`). A `Placement` is only (node, GPUs) pairs; its type is the cluster's
+answer (`Cluster.placement_type`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from corral.core.errors import InputError
 
-#: What a GPU type may be called: lower-case letters, digits, `-` and `_`, at most 32
-#: characters, starting with a letter or digit (`k80`, `v100`, `a100-80g`, `rtx_3090`).
-GPU_TYPE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+if TYPE_CHECKING:
+    from corral.core.gpu_speeds import GpuSpeed
+
+#: What a GPU type may be called: letters (either case), digits, `-`, `_` and `.`, at most 32
+#: characters, starting with a letter or digit (`k80`, `v100`, `dgx-ext`, `A100-SXM4-80GB`).
+GPU_TYPE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 
 def gpu_type_problem(name: str) -> str | None:
@@ -26,27 +31,48 @@ def gpu_type_problem(name: str) -> str | None:
     if name == "":
         return "the GPU type name is empty (e.g. v100)"
     if not isinstance(name, str) or not GPU_TYPE_PATTERN.fullmatch(name):
-        return (f"GPU type {name!r} has odd characters: use lower-case letters, digits, "
-                "'-' and '_', at most 32 (e.g. v100)")
+        return (f"GPU type {name!r} has odd characters: use letters, digits, '-', '_' and '.', "
+                "at most 32, starting with a letter or digit (e.g. v100, A100-SXM4-80GB)")
     return None
+
+
+def gpu_type_key(name: str) -> str:
+    """The key a GPU type name is matched by: its lower-case form (`A100-SXM4-80GB` and
+    `a100-sxm4-80gb` are one type)."""
+    return name.lower()
+
+
+class Pinned(Protocol):
+    """What `Cluster.types_for` reads of a job: the one GPU type it may run on, or None for any
+    (a `JobSpec`; a Protocol so that this module needs nothing of `corral.core.jobs`)."""
+
+    @property
+    def gpu_type(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One machine: a name, how many GPUs it has and their type ("" is the unnamed type)."""
+    """One machine: a name, how many GPUs it has and their type ("" is the unnamed type).
+
+    `gpu_type` is the type's key (`gpu_type_key`: a name given in upper case is kept in
+    `type_label` as written and matched by its lower-case form)."""
 
     name: str
     gpus: int
     gpu_type: str = ""
+    type_label: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.gpu_type and (problem := gpu_type_problem(self.gpu_type)):
             raise ValueError(f"node {self.name}: {problem}")
+        if not self.type_label:
+            object.__setattr__(self, "type_label", self.gpu_type)
+        object.__setattr__(self, "gpu_type", gpu_type_key(self.gpu_type))
 
     def row(self) -> list[str | int]:
-        """The node as a run's settings store it: [name, gpus], and its type after them when
-        it has a named one (`from_row` reads both forms)."""
-        return [self.name, self.gpus, self.gpu_type] if self.gpu_type else [self.name, self.gpus]
+        """The node as a run's settings store it: [name, gpus], and its type as written after
+        them when it has a named one (`from_row` reads both forms)."""
+        return [self.name, self.gpus, self.type_label] if self.gpu_type else [self.name, self.gpus]
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Node:
@@ -66,6 +92,9 @@ class Cluster:
     """
 
     nodes: tuple[Node, ...]
+    #: GPU types described by their speed relative to another, as a cluster file's fourth
+    #: column gives them (`corral.core.gpu_speeds.GpuSpeed`; the simulator's truth reads them).
+    speeds: tuple[GpuSpeed, ...] = ()
     total_gpus: int = field(default=0, init=False, compare=False, repr=False)
     gpus_per_node: tuple[int, ...] = field(default=(), init=False, compare=False, repr=False)
     max_node_gpus: int = field(default=0, init=False, compare=False, repr=False)
@@ -115,6 +144,21 @@ class Cluster:
         that type runs on one node."""
         return max((self.gpus_per_node[n] for n in self.nodes_of_type(gpu_type)), default=0)
 
+    def types_for(self, job: Pinned) -> tuple[str, ...]:
+        """The GPU types of this cluster `job` may run on, in the cluster's type order: its
+        `gpu_type` when it names one the cluster has (none when the cluster lacks it), else
+        every type (`("",)` on a cluster of the one unnamed type)."""
+        wanted = job.gpu_type
+        if wanted is None:
+            return self.gpu_types
+        return (wanted,) if wanted in self._type_nodes else ()
+
+    def type_label(self, gpu_type: str) -> str:
+        """`gpu_type` as the cluster was told it (`A100-SXM4-80GB` for key `a100-sxm4-80gb`);
+        `gpu_type` itself for a type not here."""
+        nodes = self._type_nodes.get(gpu_type)
+        return self.nodes[nodes[0]].type_label if nodes else gpu_type
+
     def placement_type(self, placement: Placement) -> str | None:
         """The GPU type all of `placement`'s nodes have; None when it spans types, or is empty.
 
@@ -131,6 +175,13 @@ class Cluster:
                 return None
         return t
 
+    def placement_text(self, placement: Placement) -> str:
+        """`placement` with its nodes' names, as `/cluster` lists them: `localhost-t4:1`,
+        `node0:4+node1:4`; `-` when empty (`str(placement)` says `n0:4`, by index)."""
+        nodes = self.nodes
+        return "+".join(f"{nodes[n].name if 0 <= n < len(nodes) else f'n{n}'}:{g}"
+                        for n, g in placement.slots) or "-"
+
     @classmethod
     def uniform(cls, num_nodes: int, gpus_per_node: int, gpu_type: str = "") -> Cluster:
         """`num_nodes` nodes of `gpus_per_node` GPUs: `node0`, `node1`, ... for the unnamed
@@ -146,7 +197,9 @@ class Cluster:
         or from a cluster file path.
 
         A cluster file has one node per line: `name gpus` or `name gpus type` (columns separated
-        by spaces or commas); `#` starts a comment; a header line (`name gpus [type]`) is
+        by spaces or commas), and after the type, optionally, its speed relative to another
+        type (`a100-0 8 a100 v100*2.2`: `corral.core.gpu_speeds`; one line of a type is enough,
+        two must agree); `#` starts a comment; a header line (`name gpus [type [speed]]`) is
         allowed. Either every node has a type or none does.
         """
         m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
@@ -187,16 +240,19 @@ class Cluster:
                 raise InputError(f"{where}: zero nodes")
             if gpus < 1:
                 raise InputError(f"{where}: zero GPUs per node")
-            if gpu_type in first_part:
+            if (key := gpu_type_key(gpu_type)) in first_part:
                 raise InputError(f"{where}: type {gpu_type} given twice (first in part "
-                                 f"{first_part[gpu_type]})")
-            first_part[gpu_type] = i
+                                 f"{first_part[key]}; names match whatever their case)")
+            first_part[key] = i
             nodes.extend(cls.uniform(count, gpus, gpu_type).nodes)
         return cls(tuple(nodes))
 
     @classmethod
     def from_file(cls, path: Path) -> Cluster:
+        from corral.core.gpu_speeds import parse_speed
+
         nodes: list[Node] = []
+        speeds: dict[str, GpuSpeed] = {}
         typed: tuple[int, bool] | None = None  # (line, has a type) of the first node
         for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
             line = raw.split("#", 1)[0].strip()
@@ -205,12 +261,18 @@ class Cluster:
             parts = [p for p in re.split(r"[,\s]+", line) if p]
             if parts[0].lower() == "name" and (len(parts) < 2 or not parts[1].isdigit()):
                 continue  # a header line
-            if len(parts) not in (2, 3) or not parts[1].isdigit() or int(parts[1]) < 1:
-                raise InputError(f"{path}:{lineno}: expected 'name gpus' or 'name gpus type' "
-                                 f"with gpus >= 1, got {raw!r}")
-            gpu_type = parts[2] if len(parts) == 3 else ""
+            if len(parts) not in (2, 3, 4) or not parts[1].isdigit() or int(parts[1]) < 1:
+                raise InputError(f"{path}:{lineno}: expected 'name gpus', 'name gpus type' or "
+                                 f"'name gpus type speed' with gpus >= 1, got {raw!r}")
+            gpu_type = parts[2] if len(parts) >= 3 else ""
             if gpu_type and (problem := gpu_type_problem(gpu_type)):
                 raise InputError(f"{path}:{lineno}: {problem}")
+            if len(parts) == 4:
+                speed = parse_speed(gpu_type, parts[3], f"{path}:{lineno}")
+                earlier = speeds.setdefault(speed.gpu_type, speed)
+                if earlier != speed:
+                    raise InputError(f"{path}:{lineno}: {speed} but {earlier.where} says "
+                                     f"{earlier}")
             if typed is None:
                 typed = (lineno, bool(gpu_type))
             elif typed[1] != bool(gpu_type):
@@ -221,7 +283,7 @@ class Cluster:
             nodes.append(Node(parts[0], int(parts[1]), gpu_type))
         if not nodes:
             raise InputError(f"{path}: no nodes listed")
-        return cls(tuple(nodes))
+        return cls(tuple(nodes), tuple(speeds.values()))
 
     def describe(self) -> str:
         """`16x4` (or `N nodes, G GPUs` when sizes differ) for the one unnamed type; per type,
@@ -232,7 +294,7 @@ class Cluster:
         for t in self.gpu_types:
             sizes = [self.gpus_per_node[n] for n in self.nodes_of_type(t)]
             shape = _shape(sizes).replace(" nodes, ", " nodes/")
-            parts.append(f"{t or '(unnamed)'}:{shape}")
+            parts.append(f"{self.type_label(t) or '(unnamed)'}:{shape}")
         return ",".join(parts)
 
 

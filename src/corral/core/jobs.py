@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Protocol
 
-from corral.core.cluster import NO_PLACEMENT, Cluster, Placement, gpu_type_problem
+from corral.core.cluster import NO_PLACEMENT, Cluster, Placement, gpu_type_key, gpu_type_problem
 
 
 class LrRule(str, enum.Enum):
@@ -55,7 +55,8 @@ class JobSpec:
     #: goodput.py apply it to fixed and chosen batches alike; perf.goodput does for chosen ones).
     #: None: no such rule (corral.train estimates noise from consecutive steps instead).
     one_gpu_split_bsz: int | None = None
-    #: The GPU type the job may run on (`corral submit --gpu-type`), or None for any type. A
+    #: The GPU type the job may run on (`corral submit --gpu-type`; its key, `gpu_type_key`:
+    #: matched whatever the case it was written in), or None for any type. A
     #: placement on another type is refused by check_decision (given the specs) and avoided by
     #: `corral.core.gpu_types.within_one_type`.
     gpu_type: str | None = None
@@ -63,8 +64,10 @@ class JobSpec:
     queue: str | None = None
 
     def __post_init__(self) -> None:
-        if self.gpu_type is not None and (problem := gpu_type_problem(self.gpu_type)):
-            raise ValueError(f"job {self.name}: {problem}")
+        if self.gpu_type is not None:
+            if problem := gpu_type_problem(self.gpu_type):
+                raise ValueError(f"job {self.name}: {problem}")
+            object.__setattr__(self, "gpu_type", gpu_type_key(self.gpu_type))
         if self.gpus < 1:
             raise ValueError(f"job {self.name}: gpus must be >= 1, got {self.gpus}")
         if self.batch_size < 1 or self.init_bsz < 1:

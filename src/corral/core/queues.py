@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corral.core.cluster import Cluster, gpu_type_problem
+from corral.core.cluster import Cluster, gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 
 DEFAULT_QUEUE = "default"
@@ -309,7 +309,7 @@ def _gpus(where: str, what: str, key: str, value: Any) -> PerType | None:
         problem = gpu_type_problem(t)
         if problem is not None:
             raise InputError(f"{where}: {what}: {key}: {problem}")
-        pairs.append((t, int(_number(where, what, f"{key}.{t}", gpus, integer=True))))
+        pairs.append((gpu_type_key(t), int(_number(where, what, f"{key}.{t}", gpus, integer=True))))
     return tuple(pairs)
 
 

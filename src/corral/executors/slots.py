@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 
-from corral.core.cluster import gpu_type_problem
+from corral.core.cluster import gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 from corral.protocol.report import gpu_type_name
 
@@ -88,10 +88,12 @@ def parse_slots(text: str) -> list[str]:
             raise InputError(f"--slots {text!r}: {problem}")
         if count < 1:
             raise InputError(f"--slots {text!r}: type {name} has no slots")
-        if name in seen:
-            raise InputError(f"--slots {text!r}: type {name} given twice")
-        seen.add(name)
-        types += [name] * count
+        key = gpu_type_key(name)
+        if key in seen:
+            raise InputError(f"--slots {text!r}: type {name} given twice (names match "
+                             "whatever their case)")
+        seen.add(key)
+        types += [key] * count
     return types
 
 

@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
-from corral.policies._typed import model_type, nodes_for
+from corral.policies.gpu_types import model_type, nodes_for
 from corral.policies.placement import consolidated, fits, take
 
 __all__ = ["GavelParams", "Gavel", "GavelFtf", "gang_gpus", "max_min_allocation",
@@ -45,10 +45,8 @@ class GavelParams:
 def gang_gpus(cluster: Cluster, view: JobView) -> int:
     """The GPUs job `view` runs on: its request, at most the GPUs of the largest type it may
     use (its `gpu_type`, else any)."""
-    spec = view.spec
-    types = cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
-    most = max((cluster.gpus_of_type(t) for t in types), default=0)
-    return max(1, min(spec.gpus, most))
+    most = max((cluster.gpus_of_type(t) for t in cluster.types_for(view.spec)), default=0)
+    return max(1, min(view.spec.gpus, most))
 
 
 def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...]
@@ -62,8 +60,9 @@ def throughput_table(cluster: Cluster, views: list[JobView] | tuple[JobView, ...
     for j, view in enumerate(views):
         spec = view.spec
         g = gang_gpus(cluster, view)
+        allowed = cluster.types_for(spec)
         for i, t in enumerate(types):
-            if g > cluster.gpus_of_type(t) or (spec.gpu_type is not None and t != spec.gpu_type):
+            if g > cluster.gpus_of_type(t) or t not in allowed:
                 continue
             src = model_type(view, t)
             if src is None:
@@ -235,10 +234,9 @@ class Gavel(Policy):
                 continue
             spec = view.spec
             g = gang_gpus(cluster, view)
+            allowed = cluster.types_for(spec)
             for rank, t in enumerate(types):
-                if g > cluster.gpus_of_type(t):
-                    continue
-                if spec.gpu_type is not None and t != spec.gpu_type:
+                if g > cluster.gpus_of_type(t) or t not in allowed:
                     continue
                 prio = round(self._priority(view.name, t, now), 6)
                 pairs.append(((-prio, spec.submit_time_s, view.name, rank), view, t, g))

@@ -69,8 +69,8 @@ def gpu_type_name(device_name: str) -> str:
     HBM, MIG slices) dropped; then the model, one word (`a100`, `v100`, `k80`, `t4`, `h100`,
     `a10g`) or, for the RTX/GTX/TITAN lines, the line and its model words run together
     (`rtx2080ti`, `rtxa6000`, `titanv`). "NVIDIA A100-SXM4-40GB" -> a100, "Tesla V100-SXM2-16GB"
-    -> v100, "NVIDIA GeForce RTX 2080 Ti" -> rtx2080ti. A name of `corral.core.cluster`'s
-    pattern (lower-case letters, digits, - and _, at most 32), "" for an empty name."""
+    -> v100, "NVIDIA GeForce RTX 2080 Ti" -> rtx2080ti. A name `corral.core.cluster` accepts,
+    in its lower-case key form (letters, digits, - and _, at most 32), "" for an empty name."""
     words = [w for w in re.split(r"[\s_\-/()]+", device_name.lower()) if w]
     words = [w for w in words if w not in _BRANDS and not _VARIANT.fullmatch(w)]
     if not words:

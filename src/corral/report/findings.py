@@ -10,7 +10,7 @@ are marked: they know what no real scheduler knows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.core.errors import UnknownPolicyError
@@ -29,9 +29,25 @@ def _label(policy: str) -> str:
         return policy
 
 
-def _best(means: Mapping[str, Mapping[str, Any]], key: str) -> tuple[str, float] | None:
+def _best(means: Mapping[str, Mapping[str, Any]], key: str,
+          shown: Callable[[float], str]) -> tuple[list[str], str] | None:
+    """The policies with the lowest `key` as `shown` prints it (a tie at the shown precision is
+    a tie), and that value; None when no policy has it."""
     values = [(p, m[key]) for p, m in means.items() if m.get(key) is not None]
-    return min(values, key=lambda pv: pv[1]) if values else None
+    if not values:
+        return None
+    low = shown(min(v for _, v in values))
+    return [p for p, v in values if shown(v) == low], low
+
+
+def _shown(unit: str) -> Callable[[float], str]:
+    """How a figure prints: whole numbers with `unit` (seconds), else two decimals."""
+    return (lambda v: f"{v:,.0f}{unit}") if unit else (lambda v: f"{v:.2f}")
+
+
+def _names(policies: list[str]) -> str:
+    labels = [_label(p) for p in policies]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
 def findings(summary: Mapping[str, Any]) -> list[str]:
@@ -63,8 +79,14 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
                             ("ftf_max", "the fairest worst case (largest finish-time "
                              "fairness rho; 1 = a fair 1/N share)", ""),
                             ("makespan_s", "the shortest makespan", " s")):
-        top = _best(means, key)
-        if top is not None:
-            value = f"{top[1]:,.0f}{unit}" if unit else f"{top[1]:.2f}"
-            lines.append(f"{_label(top[0])} has {what}: {value}.")
+        top = _best(means, key, _shown(unit))
+        if top is None:
+            continue
+        winners, value = top
+        if len(winners) == 1:
+            lines.append(f"{_label(winners[0])} has {what}: {value}.")
+        elif len(winners) < sum(1 for m in means.values() if m.get(key) is not None):
+            lines.append(f"{_names(winners)} tie for {what}: {value}.")
+        else:
+            lines.append(f"Every policy ties for {what}: {value}.")
     return lines

@@ -58,6 +58,7 @@ from corral.service.tenants import (
     TOKENS_DIR,
     Principal,
     Tenancy,
+    change_seen_by,
     check_change,
     check_drops,
     check_tree_names,
@@ -72,6 +73,7 @@ PAGE_MAX = 1000  # the most `limit` may ask
 MAX_PAGE_BYTES = 4 << 20  # a page ends early (with a `next`) once its summaries pass this
 
 log = logging.getLogger("corral.service")
+QUEUE_CHANGES_SHOWN = 20  # the newest `queues-changed` events GET /queues returns
 MAX_LOG_BYTES = 16 << 20  # the most of a log one request returns (its end)
 _MAX_RANK = 1 << 16
 
@@ -176,16 +178,20 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
         doc = health.check()
         return JSONResponse(doc, status_code=200 if doc["status"] == "ok" else 503)
 
-    @app.get("/cluster", dependencies=[Depends(authorized)], operation_id="getCluster",
+    @app.get("/cluster", operation_id="getCluster",
              responses=errors(401))
-    def cluster() -> dict[str, Any]:  # no job ids: the same for every tenant
+    def cluster(who: Principal = Depends(authorized)) -> dict[str, Any]:
+        """The cluster and recent rounds, with no job ids; a tenant's rounds say no job count
+        either (that would tell one team how much the others run)."""
         c = loop.cluster
+        rounds = [r if who.admin else {k: v for k, v in r.items() if k != "jobs"}
+                  for r in loop.recent_rounds]
         return {"nodes": [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
                           for n in c.nodes],
                 "gpu_types": {t: c.gpus_of_type(t) for t in c.gpu_types},
                 "total_gpus": c.total_gpus, "policy": loop.policy.name,
                 "executor": executor.name, "interval_s": loop.interval_s, "time_s": loop.now_s(),
-                "rounds": loop.rounds, "recent_rounds": list(loop.recent_rounds),
+                "rounds": loop.rounds, "recent_rounds": rounds,
                 "queues": tenancy is not None}  # does GET /queues answer (--queues)?
 
     @app.post("/jobs", status_code=201, operation_id="submitJob", openapi_extra=body_of(Submission),
@@ -298,8 +304,11 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                     for n, g in j.placement.slots:
                         if n < len(others):
                             others[n] += g
+        changes = [{"time_s": e["time_s"], "detail": seen} for e in
+                   store.service_events("queues-changed", QUEUE_CHANGES_SHOWN)
+                   if (seen := change_seen_by(e["detail"], who)) is not None]
         return {"queues": rows, "total_gpus": loop.cluster.total_gpus,
-                "other_queues_gpus_per_node": others,
+                "other_queues_gpus_per_node": others, "changes": changes,
                 "min_runtime_s": tree.min_runtime_s,
                 "usage_half_life_s": tree.usage_half_life_s}
 

@@ -76,6 +76,8 @@ class LiveJob(JobLedger):
     #: the GPU type of its placement, as the loop placed it ("" the unnamed type; None when
     #: not placed, or placed across types)
     gpu_type: str | None = None
+    #: its placement with the nodes' names (`Cluster.placement_text`), set where it is placed
+    placement_text: str = "-"
     #: resizes decided and not yet measured, oldest first (corral.service.resizes)
     pending_resizes: list[PendingResize] = field(default_factory=list)
     #: its one-GPU profile per GPU type, {type: (step time, per-GPU batch)}, taken by the
@@ -255,7 +257,7 @@ class LiveJob(JobLedger):
         return {
             "id": self.id, "name": self.submission.display_name(), "status": self.status.value,
             "command": self.submission.command, "gpus": self.placement.num_gpus,
-            "placement": str(self.placement),
+            "placement": self.placement_text if self.placement else "-",
             "gpu_type": self.gpu_type if self.placement else None,
             "reported_gpu_type": report.get("gpu_type") if isinstance(
                 report.get("gpu_type"), str) else None,
@@ -272,7 +274,14 @@ class LiveJob(JobLedger):
             "slots": [list(s) for s in self.placement.slots], "queue_time_s": self.queue_time_s,
             "run_time_s": self.run_time_s, "throughput": self.throughput(),
             "efficiency": self.statistical_efficiency(), "resizes": self.resizes,
+            "in_place_resizes": self.in_place_resizes,
         }
+
+    @property
+    def in_place_resizes(self) -> int:
+        """Resizes its workers made without stopping (counted in `restarts` too, as the
+        ledger counts every placement change, but no checkpoint-restart)."""
+        return sum(1 for r in self.resizes if r.get("mechanism") == "in-place")
 
 
 def summary_json(summary: dict[str, Any]) -> str:

@@ -172,6 +172,7 @@ class ControlLoop:
                 continue
             book_downtime(job, now, shutdown_s)
             if job.placement:  # 0 GPUs from its workers' stop, and why (records.py)
+                job.placement_text = self.cluster.placement_text(job.placement)
                 note_service_restart(self.store, job, now, shutdown_s)
             job.requeue()
             self._profiled(job)
@@ -315,6 +316,22 @@ class ControlLoop:
                     held[t] = held.get(t, 0) + gpus
         return used, jobs, waiting, by_type
 
+    def queue_longest_waits(self) -> dict[str, float]:
+        """Per leaf queue of the policy's tree: how long its longest-waiting job has waited
+        without GPUs so far, this time (since it was submitted, or last lost its GPUs)."""
+        tree = self.policy.queues  # type: ignore[attr-defined]
+        now = self.now_s()
+        longest: dict[str, float] = {}
+        with self.lock:
+            for job in self.jobs.values():
+                if job.placement:
+                    continue
+                since = job.last_change_s if job.last_change_s is not None \
+                    else job.spec.submit_time_s
+                q = tree.leaf_for(job.spec.queue)
+                longest[q] = max(longest.get(q, 0.0), max(0.0, now - since))
+        return longest
+
     @property
     def rounds(self) -> int:
         """Rounds held: the policy asked (fill-in rounds too), or its last decision kept."""
@@ -396,7 +413,7 @@ class ControlLoop:
                 job.profile = self.executor.profile(job.spec)
             except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
                 log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
-        known = self.type_history.profile(job.spec, self.cluster.gpu_types)
+        known = self.type_history.profile(job.spec, self.cluster)
         if any(t not in job.profile for t in known):
             job.profile = {**known, **job.profile}
 
@@ -409,7 +426,7 @@ class ControlLoop:
             return
         spec = job.spec
         if not ended and report.get("gpu_type") in self.type_history.profile(
-                spec, self.cluster.gpu_types):
+                spec, self.cluster):
             return
         try:
             measured = JobEstimator.from_dict(report["estimator"])
@@ -613,31 +630,35 @@ class ControlLoop:
                     free[node] -= gpus
         return Decision(kept)
 
-    def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str]]]:
+    def _takers(self, decision: Decision) -> dict[int, list[tuple[str, str | None]]]:
         """Per node, the jobs `decision` gives more of its GPUs than they hold now, as (id,
-        label with its queue: `job-5 (queue nlp)`): who a preempted job's GPUs went to."""
-        out: dict[int, list[tuple[str, str]]] = {}
+        queue): who a preempted job's GPUs went to."""
+        out: dict[int, list[tuple[str, str | None]]] = {}
         for job in self.jobs.values():
             a = decision.get(job.id)
             if a is None:
                 continue
             held = dict(job.placement.slots)
-            label = job.id + (f" (queue {job.spec.queue})" if job.spec.queue else "")
             for node, gpus in a.placement.slots:
                 if gpus > held.get(node, 0):
-                    out.setdefault(node, []).append((job.id, label))
+                    out.setdefault(node, []).append((job.id, job.spec.queue))
         return out
 
     def _preempted_words(self, job_id: str, old: Placement,
-                         takers: dict[int, list[tuple[str, str]]]) -> str:
-        """A `preempted` event's detail: whose decision, and who took the job's GPUs (`old`)."""
-        took = [label for node, _ in old.slots for other, label in takers.get(node, [])
+                         takers: dict[int, list[tuple[str, str | None]]]) -> str:
+        """A `preempted` event's detail: whose decision, and who took the job's GPUs (`old`):
+        a job of its own queue by id (`job-5 (queue nlp)`), another queue's only by the queue's
+        name, since the event is shown to the preempted job's team."""
+        own = self.jobs[job_id].spec.queue if job_id in self.jobs else None
+        took = [(other if queue == own or queue is None else "a job") +
+                (f" (queue {queue})" if queue else "")
+                for node, _ in old.slots for other, queue in takers.get(node, [])
                 if other != job_id]
         to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
         return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}"
 
     def _apply(self, now: float, job: LiveJob, decision: Decision,
-               takers: dict[int, list[tuple[str, str]]] | None = None) -> None:
+               takers: dict[int, list[tuple[str, str | None]]] | None = None) -> None:
         a = decision.get(job.id)
         old_placement = job.placement
         placement = a.placement if a else Placement()
@@ -648,15 +669,17 @@ class ControlLoop:
         restarts = job.restarts
         changed = job.assign(now, placement, batch)
         job.gpu_type = self.cluster.placement_type(placement)  # what it runs on, for the API
+        job.placement_text = self.cluster.placement_text(placement)  # with its nodes' names
         if not changed and batch == old_batch:
             return
         self.restarts_total += job.restarts - restarts
         batch_text = f"{batch.local_bsz}x{batch.accum_steps + 1}" if batch else None
-        self.store.add_assignment(now, job.id, str(placement), placement.num_gpus, batch_text)
+        self.store.add_assignment(now, job.id, job.placement_text, placement.num_gpus,
+                                  batch_text)
         if placement:
             again = not was_placed and job.restarts > restarts  # resumed after preemption/restart
             self.store.add_event(now, job.id, "resized" if was_placed else "started",
-                                 f"{placement.num_gpus} GPU(s) {placement}"
+                                 f"{placement.num_gpus} GPU(s) {job.placement_text}"
                                  + (f", batch {batch_text}" if batch_text else "")
                                  + (again_words(requeued_after) if again else ""))
             self.store.save_job(*job.record())

@@ -1,15 +1,18 @@
 """Prometheus metrics of the live service, computed from its state at every scrape.
 
 Gauges: jobs by status, the cluster's slots, slots reserved (assigned by the policy) and running
-(with live workers), and per active job its slots, steps, progress and restarts. Counters (since
+(with live workers), and per active job its slots, steps, progress and restarts (labelled by
+queue under queues). Counters (since
 this service started): scheduling rounds, policy time, restarts, completions, failures,
 preemptions and crash retries. A summary: the pause of every resize, by mechanism. Under
-`corral serve --queues`, per queue: its quota, GPUs used and borrowed, active and waiting jobs.
+`corral serve --queues`, per queue: its quota, GPUs used (held), borrowed and lent, active and
+waiting jobs, and its longest wait below quota.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -50,10 +53,12 @@ class _ServiceCollector(Collector):
                                     lambda j: j.progress),
             "corral_job_restarts": ("Placement changes of a running job", lambda j: j.restarts),
         }
+        tree = getattr(self.loop.policy, "queues", None)  # under queues: a queue label too
         for name, (doc, value) in per_job.items():
-            family = GaugeMetricFamily(name, doc, labels=["job"])
+            family = GaugeMetricFamily(name, doc, labels=["job", "queue"] if tree else ["job"])
             for j in active:
-                family.add_metric([j.id], value(j))
+                family.add_metric([j.id, tree.leaf_for(j.spec.queue)] if tree else [j.id],
+                                  value(j))
             yield family
         loop = self.loop
         with loop.lock:
@@ -96,13 +101,20 @@ class _ServiceCollector(Collector):
             return
         used, active, waiting, by_type = self.loop.queue_usage()
         rows = queue_rows(tree, used, active, waiting, None, used_by_type=by_type)
+        lent_and_waits(rows, self.loop.queue_longest_waits())
         for name, doc, key in (
                 ("corral_queue_quota_gpus", "GPUs guaranteed to a queue", "quota"),
                 ("corral_queue_used_gpus", "GPUs a queue's jobs hold (a cohort: its subtree's)",
                  "used"),
                 ("corral_queue_borrowed_gpus", "GPUs a queue holds above its quota", "borrowed"),
                 ("corral_queue_jobs", "Active jobs of a queue", "jobs"),
-                ("corral_queue_waiting_jobs", "Jobs of a queue waiting for GPUs", "waiting")):
+                ("corral_queue_waiting_jobs", "Jobs of a queue waiting for GPUs", "waiting"),
+                ("corral_queue_lent_gpus", "GPUs of a queue's quota it does not use that other "
+                 "queues hold (its unused quota's share of all GPUs borrowed)", "lent"),
+                ("corral_queue_longest_wait_below_quota_seconds",
+                 "How long a queue's longest-waiting job has waited while the queue holds less "
+                 "than its quota (0: none waits so; a kept quota promise keeps it under a "
+                 "round)", "wait_below_quota_s")):
             family = GaugeMetricFamily(name, doc, labels=["queue"])
             for row in rows:
                 family.add_metric([row["name"]], row[key])
@@ -123,6 +135,20 @@ class _ServiceCollector(Collector):
                 for gpu_type, gpus in row[key].items():
                     family.add_metric([row["name"], gpu_type], gpus)
             yield family
+
+
+def lent_and_waits(rows: list[dict[str, Any]], waits: Mapping[str, float]) -> None:
+    """Add to each `queue_rows` row `lent` (its unused quota, times the share of all unused
+    quota that other queues borrow: GPUs it lends now) and `wait_below_quota_s` (its
+    longest-waiting leaf job's wait while it holds less than its quota, else 0)."""
+    leaves = [r for r in rows if r["leaf"]]
+    borrowed = sum(r["borrowed"] for r in leaves)
+    unused = sum(max(0, r["quota"] - r["used"]) for r in leaves)
+    ratio = min(1.0, borrowed / unused) if unused else 0.0
+    for r in rows:
+        r["lent"] = max(0, r["quota"] - r["used"]) * ratio
+        below = r["used"] < r["quota"]
+        r["wait_below_quota_s"] = waits.get(r["name"], 0.0) if below and r["leaf"] else 0.0
 
 
 def service_registry(store: Store, loop: ControlLoop) -> CollectorRegistry:

@@ -118,7 +118,7 @@ def note_service_restart(store: Store, job: LiveJob, now_s: float,
     """`job` held GPUs when the service stopped and is queued again at the restart (`now_s`):
     a 0-GPU assignment from when its workers stopped holding them and a "requeued" event
     saying why."""
-    held = f"{job.placement.num_gpus} GPU(s) ({job.placement})"
+    held = f"{job.placement.num_gpus} GPU(s) ({job.placement_text})"
     if shutdown_s is not None and shutdown_s <= now_s:
         since = shutdown_s
         how = (f"the service was stopped at {shutdown_s:.1f} s (its workers were asked to "

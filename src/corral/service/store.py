@@ -274,6 +274,13 @@ class Store:
             rows = self._exec("SELECT * FROM events WHERE job_id = ? ORDER BY seq", (job_id,))
         return [dict(r) for r in rows]
 
+    def service_events(self, kind: str, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` events of `kind` that belong to no job (e.g. `queues-changed`),
+        oldest first (the job index finds them: a job id of NULL is indexed too)."""
+        rows = self._exec("SELECT * FROM events WHERE job_id IS NULL AND kind = ? "
+                          "ORDER BY seq DESC LIMIT ?", (kind, limit))
+        return [dict(r) for r in reversed(list(rows))]
+
     def add_assignment(self, time_s: float, job_id: str, placement: str, num_gpus: int,
                        batch: str | None) -> None:
         self._exec("INSERT INTO assignments(job_id, time_s, placement, num_gpus, batch) "

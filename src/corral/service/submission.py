@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from corral.core.cluster import Cluster, gpu_type_problem
+from corral.core.cluster import Cluster, gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import JobSpec, LrRule
 from corral.protocol.env import JobConfig
@@ -84,7 +84,7 @@ def _sizes(sub: Submission) -> Submission:
 def _gpu_type(name: str) -> str:
     if problem := gpu_type_problem(name):
         raise ValueError(problem)
-    return name
+    return gpu_type_key(name)
 
 
 def _queue_name(name: str) -> str:

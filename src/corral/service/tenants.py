@@ -217,6 +217,18 @@ def check_drops(old: QueueTree, new: QueueTree, confirmed: bool) -> None:
                          "queues --set FILE --drop) to confirm; nothing changed")
 
 
+def change_seen_by(detail: str, who: Principal) -> str | None:
+    """The parts of a `tree_diff` line `who` may read: all for the admin; for a tenant, those
+    about its own queues and the tree-wide settings (None: nothing of it is the tenant's)."""
+    if who.admin:
+        return detail
+    def mine(part: str) -> bool:
+        name = part.split(":", 1)[0].split(" ", 1)[0].lstrip("+-")
+        return name in who.queues or part.startswith(("min_runtime_s ", "usage_half_life_s "))
+    parts = [p for p in detail.split("; ") if mine(p)]
+    return "; ".join(parts) or None
+
+
 def tree_diff(old: QueueTree, new: QueueTree) -> str:
     """A short line of what changed: added, removed and changed queues."""
     parts = []

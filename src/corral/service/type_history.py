@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
+from corral.core.cluster import Cluster
 from corral.core.jobs import JobSpec
 from corral.perf.estimator import JobEstimator
 from corral.perf.throughput import iteration_time
@@ -56,12 +57,11 @@ class TypeHistory:
             except (ValueError, TypeError, AttributeError) as exc:
                 log.warning("the stored GPU-type history is unreadable (%s): starting afresh", exc)
 
-    def profile(self, spec: JobSpec, gpu_types: Iterable[str]) -> dict[str, tuple[float, int]]:
-        """What earlier jobs of `spec`'s model measured on each of `gpu_types` it may run on
-        (its `gpu_type` only, when it names one)."""
+    def profile(self, spec: JobSpec, cluster: Cluster) -> dict[str, tuple[float, int]]:
+        """What earlier jobs of `spec`'s model measured on each type of `cluster` it may run on
+        (`Cluster.types_for`)."""
         known = self._known.get(spec.app, {})
-        allowed = [t for t in gpu_types if spec.gpu_type in (None, t)]
-        return {t: known[t] for t in allowed if t in known}
+        return {t: known[t] for t in cluster.types_for(spec) if t in known}
 
     def learn(self, spec: JobSpec, estimator: JobEstimator,
               seeded: Mapping[str, tuple[float, int]] | None = None) -> list[str]:

@@ -84,7 +84,7 @@ class EmulatedExecutor(Executor):
                  lockstep: bool = False, **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
-        self.truth = TruthSource.of(profiles, catalog).load()
+        self.truth = TruthSource.of(profiles, catalog, self._cluster.speeds).load()
         self.mechanism = mechanism_named(mechanism, restart_delay_s)
         self.report_interval_s = report_interval_s
         self.checkpoint_interval_s = checkpoint_interval_s
@@ -313,7 +313,7 @@ class EmulatedExecutor(Executor):
             return {}
         try:
             self.known_apps(spec.app)
-            return one_gpu_profiles(spec, self._truth_of(spec), self._cluster.gpu_types)
+            return one_gpu_profiles(spec, self._truth_of(spec), self._cluster)
         except InputError:
             return {}
 

@@ -22,7 +22,7 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.perf.goodput import GoodputFunction, best_goodputs
-from corral.policies._typed import model_type
+from corral.policies.gpu_types import model_type
 from corral.policies.placement import consolidated, fits, take
 from corral.policies.pollux.policy import is_silent, realloc_factor
 from corral.policies.sia.program import Config, Program, configurations, solve

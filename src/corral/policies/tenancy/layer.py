@@ -6,7 +6,7 @@ instance per queue (`inner_factory()`, so per-job state stays per queue) to deci
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
 A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
 are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
-are kept within one type of its sub-cluster (`_ask`, `types.py`), and every inner decision
+are kept within one type of its sub-cluster (`_ask`, `gpu_types.py`), and every inner decision
 goes through the one step the engine and the live loop use (`core/deciding.checked_decision`).
 Where the inner policies' promises give a queue's decision without asking (`_known`, by the
 round's own rule, `core/rounds.should_decide`), it is not asked; `fast=False` asks every
@@ -34,8 +34,7 @@ from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
 from corral.core.rounds import Ask, should_decide
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
-from corral.policies.tenancy.shape import give_back_order, unusable
-from corral.policies.tenancy.types import (
+from corral.policies.tenancy.gpu_types import (
     fits,
     leaf_limits,
     one_type_each,
@@ -43,6 +42,7 @@ from corral.policies.tenancy.types import (
     summed,
     waiting,
 )
+from corral.policies.tenancy.shape import give_back_order, unusable
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 

@@ -153,7 +153,8 @@ function drawJobs(jobs) {
 function drawScheduler(cluster) {
   const rounds = (cluster.recent_rounds || []).slice(-10).reverse();
   const list = rounds.map(r => el("li", {}, "t=" + fmt(r.time_s, 1) + " s: " +
-    fmt(1000 * r.decide_s, 1) + " ms to decide, " + r.jobs + " job(s)" + (r.fill_in ? " (fill-in)" : "")));
+    fmt(1000 * r.decide_s, 1) + " ms to decide" + (r.jobs === undefined ? "" : ", " + r.jobs + " job(s)") +
+    (r.fill_in ? " (fill-in)" : "")));
   $("scheduler").replaceChildren(
     el("p", {}, "policy ", el("b", {"id": "policy"}, cluster.policy), ", executor " + cluster.executor +
        ", a round every " + cluster.interval_s + " s; " + (cluster.rounds || 0) + " rounds so far"),

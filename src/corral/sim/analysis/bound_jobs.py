@@ -64,12 +64,8 @@ def typed_bound_job(spec: JobSpec, app: AppTruth, cluster: Cluster) -> TypedBoun
     epochs = spec_epochs(spec, app)
     fixed = None if spec.adaptive else spec.batch_size
     max_bsz = spec.max_bsz if spec.adaptive else spec.batch_size
-    allowed = cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
     per_type = []
-    for t in allowed:
-        nodes = cluster.nodes_of_type(t)
-        if not nodes:
-            continue
+    for t in cluster.types_for(spec):
         per_node = cluster.max_node_gpus_of_type(t)
         limit = max(1, min(cluster.gpus_of_type(t), spec.max_gpus))
         app_t = app.for_type(t)

@@ -37,10 +37,11 @@ def code_digest() -> str:
 
 @lru_cache(maxsize=8)
 def truth_digest(source: TruthSource) -> str:
-    """A digest of the ground truth's files (read once per process for each source, as the
-    truth itself is loaded once: `TruthSource.load`)."""
-    return "\0".join(_files_digest(Path(f)) if f else "built-in"
-                     for f in (source.profiles, source.catalog))
+    """A digest of the ground truth's files and described GPU speeds (read once per process
+    for each source, as the truth itself is loaded once: `TruthSource.load`)."""
+    return "\0".join([*(_files_digest(Path(f)) if f else "built-in"
+                        for f in (source.profiles, source.catalog)),
+                      *(str(s) for s in source.speeds)])
 
 
 def _files_digest(path: Path) -> str:

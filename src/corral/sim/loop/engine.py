@@ -23,6 +23,7 @@ from corral.core.jobs import Decision, JobSpec, OracleInfo, Snapshot
 from corral.core.ledger import completed_view
 from corral.core.policy import Changes, Policy
 from corral.core.rounds import Rounds
+from corral.sim.loop.capping import capped_to_types, chooses_counts
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.gc_pacing import fewer_collections
 from corral.sim.loop.horizon import trace_horizon
@@ -74,7 +75,7 @@ def check_feasible(workload: Workload, cluster: Cluster, truth: Truth) -> None:
             have = known.get(spec.app)
             if have is None:
                 have = known[spec.app] = truth.gpu_types(spec.app)
-            for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+            for t in cluster.types_for(spec):
                 if t not in have:
                     raise InfeasibleJobError(
                         f"job {spec.name} in {workload.name}: application {spec.app!r} has no "
@@ -117,6 +118,8 @@ class Simulator:
 
     def _run(self, workload: Workload, on_progress: ProgressHook | None) -> SimResult:
         started = time.perf_counter()
+        if chooses_counts(self.policy):  # a request above one type's GPUs starts from them
+            workload = capped_to_types(workload, self.cluster)[0]
         check_feasible(workload, self.cluster, self.truth)
         cfg = self.config
         per_node = self.cluster.max_node_gpus
@@ -265,9 +268,9 @@ class Simulator:
         type, its per-(type, count) goodput bootstrapped from that and refined as it runs).
         Only on a cluster of several types (`self._mixed`), once per job; without it gavel and
         sia would take every type the job has not run on as fast as its current one
-        (`policies/_typed.py`). The emulated executor seeds its jobs the same way."""
+        (`policies/gpu_types.py`). The emulated executor seeds its jobs the same way."""
         job.estimator.bootstrap_missing(
-            one_gpu_profiles(job.spec, job.app_truth, self.cluster.gpu_types))
+            one_gpu_profiles(job.spec, job.app_truth, self.cluster))
 
     def none_waits(self) -> bool:
         return self._waiting == 0
@@ -354,7 +357,7 @@ class Simulator:
         type it may run on, for `fast_gpu_share`."""
         spec = job.spec
         out = {}
-        for t in (self.cluster.gpu_types if spec.gpu_type is None else (spec.gpu_type,)):
+        for t in self.cluster.types_for(spec):
             per_node = self.cluster.max_node_gpus_of_type(t)
             k = min(spec.gpus, self.cluster.gpus_of_type(t))
             b = spec.user_batch(k)
@@ -474,7 +477,7 @@ def isolated_jcts(spec: JobSpec, truth: AppTruth, cluster: Cluster, total_epochs
     types = cluster.gpu_types
     if len(types) > 1 or (types and types[0]):
         pairs = []
-        for t in (types if spec.gpu_type is None else (spec.gpu_type,)):
+        for t in cluster.types_for(spec):
             app, gpus, per_node = truth.for_type(t), cluster.gpus_of_type(t), \
                 cluster.max_node_gpus_of_type(t)
             pairs.append((alone(gpus, app, per_node), alone(max(1, gpus // n), app, per_node)))

@@ -6,6 +6,8 @@ jobs observe it through what they run. GPU types: an `AppTruth` answers `step_ti
 type (`gpu_type`, "" = the one unnamed type of a homogeneous cluster); `for_type(t)` gives the
 same application on type `t` (same limits, gradient statistics and progress; that type's step
 and sync times), made once and kept; `gpu_types()` lists the types it knows, its own first.
+A type it lacks may be described by its speed relative to one it knows (`speeds`, set by
+`corral.sim.truth.speeds`; `known_types()` lists both).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
+from corral.core.gpu_speeds import GpuSpeed
 from corral.core.jobs import LrRule
 from corral.perf.efficiency import GradStats, gain
 
@@ -44,10 +48,18 @@ class AppTruth(ABC):
     epoch_overhead_s: float = 0.0
     #: The GPU type this object's own `step_time` answers; "" is the one unnamed type.
     gpu_type: str = ""
+    #: Types described by their speed relative to another, {type: (base type, factor)}
+    #: (`corral.sim.truth.speeds.with_speeds`); none by default.
+    speeds: Mapping[str, tuple[str, float]] = MappingProxyType({})
 
     def gpu_types(self) -> tuple[str, ...]:
         """The GPU types whose step times this application knows, its own (`gpu_type`) first."""
         return (self.gpu_type,)
+
+    def known_types(self) -> tuple[str, ...]:
+        """`gpu_types()` and then the types described by their speed (`speeds`)."""
+        own = self.gpu_types()
+        return own + tuple(t for t in self.speeds if t not in own)
 
     def for_type(self, gpu_type: str) -> AppTruth:
         """This application on GPU type `gpu_type` (made once per type and kept).
@@ -61,9 +73,14 @@ class AppTruth(ABC):
         views = self.__dict__.setdefault("_type_views", {})
         view = views.get(gpu_type)
         if view is None:
-            if gpu_type not in self.gpu_types():
-                raise unknown_type(self.limits.app, gpu_type, self.gpu_types())
-            view = views[gpu_type] = self._type_view(gpu_type)
+            described = self.speeds.get(gpu_type)
+            if described is not None:
+                view = sped_up(self.for_type(described[0]), gpu_type, described[1])
+            elif gpu_type not in self.gpu_types():
+                raise unknown_type(self.limits.app, gpu_type, self.known_types())
+            else:
+                view = self._type_view(gpu_type)
+            views[gpu_type] = view
         return view
 
     def _type_view(self, gpu_type: str) -> AppTruth:
@@ -117,6 +134,18 @@ def unknown_type(app: str, gpu_type: str, known: tuple[str, ...]) -> Exception:
                       f"known types: {', '.join(type_label(t) for t in known)}")
 
 
+def sped_up(base: AppTruth, gpu_type: str, factor: float) -> AppTruth:
+    """`base` (an application on a type it knows) on `gpu_type`, whose compute runs `factor`
+    times as fast: a step's compute part (step time less sync time) divided by `factor`, its
+    synchronisation kept (the catalog's types assume the same of their interconnect,
+    `corral.sim.truth.gpu_types.ASSUMPTIONS`)."""
+    def step_s(counts: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        step, sync = base.step_time(counts, local_bsz)
+        return sync + (step - sync) / factor, sync
+
+    return TypeView(base, gpu_type, step_s)
+
+
 class TypeView(AppTruth):
     """`app` on another GPU type: `step_s(counts, local_bsz)` answers its step times (memoised
     per view); everything else is the app's, bound without this object's frame."""
@@ -125,6 +154,7 @@ class TypeView(AppTruth):
                  step_s: Callable[[tuple[int, ...], float], tuple[float, float]]) -> None:
         self.app = app
         self.gpu_type = gpu_type
+        self.speeds = app.speeds
         self.limits = app.limits
         self.epoch_overhead_s = app.epoch_overhead_s
         self.step_time = lru_cache(maxsize=65536)(step_s)  # type: ignore[method-assign]
@@ -163,6 +193,8 @@ class Truth(ABC):
     """A set of applications by name."""
 
     source: str
+    #: The GPU types described by their speed (`corral.sim.truth.speeds.with_speeds`).
+    described: tuple[GpuSpeed, ...] = ()
 
     @abstractmethod
     def apps(self) -> Mapping[str, AppTruth]:
@@ -177,8 +209,9 @@ class Truth(ABC):
         return apps[name]
 
     def gpu_types(self, app: str) -> tuple[str, ...]:
-        """The GPU types `app` knows, its default first ("" = the unnamed type)."""
-        return self.app(app).gpu_types()
+        """The GPU types `app` knows, its default first ("" = the unnamed type), then those
+        described by their speed."""
+        return self.app(app).known_types()
 
     def limits(self) -> dict[str, AppLimits]:
         return {name: a.limits for name, a in self.apps().items()}

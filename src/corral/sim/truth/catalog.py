@@ -92,7 +92,7 @@ class CatalogApp(AppTruth):
     def _type_view(self, gpu_type: str) -> AppTruth:
         from dataclasses import replace
 
-        from corral.sim.truth.gputypes import speed_at
+        from corral.sim.truth.gpu_types import speed_at
 
         fitted = self._fitted.get(gpu_type)
         if fitted is not None:
@@ -153,8 +153,10 @@ class CatalogApp(AppTruth):
 class CatalogTruth(Truth):
     """Every model of a catalog file (the built-in one by default). The built-in catalog's own
     figures are the unnamed type "" (the T4s they were measured on); `corral/data/gpu_types.json`
-    adds `k80`, `p100` and `v100` (`corral.sim.truth.gputypes`). A catalog file given with
-    `--catalog` has the unnamed type only."""
+    adds `k80`, `p100` and `v100` (`corral.sim.truth.gpu_types`), and `corral/data/gpu_speeds.json`
+    `a100`, `h100` and `l4`, described by their speed relative to those
+    (`corral.sim.truth.speeds`). A catalog file given with `--catalog` has the unnamed type
+    only."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:
@@ -172,6 +174,10 @@ class CatalogTruth(Truth):
         except json.JSONDecodeError as exc:
             raise InputError(f"{self.source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
         self._load(data)
+        if path is None:  # today's types, described by their speed (`corral/data/gpu_speeds.json`)
+            from corral.sim.truth.speeds import builtin_speeds, with_speeds
+
+            with_speeds(self, builtin_speeds())
 
     @classmethod
     def from_document(cls, data: Mapping, source: str) -> CatalogTruth:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.cluster import gpu_type_key, gpu_type_problem
 from corral.core.errors import InputError
 from corral.core.jobs import LrRule
 from corral.sim.truth.base import AppLimits, AppTruth, Truth, TypeView
@@ -153,19 +154,25 @@ class _StepTable:
 
 
 def _typed_files(directory: Path) -> dict[str, tuple[Path, Path]]:
-    """{type: (placements-<type>.csv, scalability-<type>.csv)} of a model folder; a placements
-    file without its scalability file (or the reverse) is an error naming the missing file."""
+    """{type key: (placements-<type>.csv, scalability-<type>.csv)} of a model folder (the type
+    as the file name writes it, `dgx-ext` or `A100-SXM4-80GB`, matched by `gpu_type_key`); a
+    placements file without its scalability file (or the reverse), or two files for one type
+    in two cases, is an error naming the file."""
     out: dict[str, tuple[Path, Path]] = {}
     for kind, other in (("placements", "scalability"), ("scalability", "placements")):
         for f in sorted(directory.glob(f"{kind}-*.csv")):
             gpu_type = f.stem[len(kind) + 1:]
-            if not re.fullmatch(r"[A-Za-z0-9_.]+", gpu_type):
-                raise InputError(f"{f}: GPU type {gpu_type!r} in the file name must be letters, "
-                                 "digits, '_' or '.'")
+            if problem := gpu_type_problem(gpu_type):
+                raise InputError(f"{f}: {problem} (in the file name)")
             pair = directory / f"{other}-{gpu_type}.csv"
             if not pair.is_file():
                 raise InputError(f"{pair}: file not found (needed beside {f.name} for GPU type {gpu_type!r})")
-            out[gpu_type] = ((f, pair) if kind == "placements" else (pair, f))
+            files = (f, pair) if kind == "placements" else (pair, f)
+            key = gpu_type_key(gpu_type)
+            if out.get(key, files) != files:
+                raise InputError(f"{f}: GPU type {gpu_type!r} also has files "
+                                 f"{out[key][0].name} (names match whatever their case)")
+            out[key] = files
     return dict(sorted(out.items()))
 
 

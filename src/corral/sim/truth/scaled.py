@@ -25,6 +25,7 @@ class ScaledApp(AppTruth):
     def __init__(self, app: AppTruth, factor: float) -> None:
         self.app = app
         self.factor = float(factor)
+        self.speeds = app.speeds
         self.limits = app.limits
         self.epoch_overhead_s = app.epoch_overhead_s
         self._progress = tuple(b * self.factor for b in app.epoch_progress())

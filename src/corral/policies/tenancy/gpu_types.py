@@ -77,8 +77,7 @@ def fits(spec: JobSpec, part: Cluster, elastic: bool) -> bool:
     elastic job at its `min_gpus`)? A type-unaware policy would otherwise place it over two
     types, and a gang put back within one would not fit, with GPUs a smaller job could use."""
     least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus)
-    allowed = part.gpu_types if spec.gpu_type is None else (spec.gpu_type,)
-    return any(part.gpus_of_type(t) >= least for t in allowed if t in part.gpu_types)
+    return any(part.gpus_of_type(t) >= least for t in part.types_for(spec))
 
 
 def leaf_limits(tree: QueueTree) -> dict[str, int]:

@@ -3,7 +3,7 @@
 The figures live in `corral/data/gpu_types.json`; `derive` makes them from Gavel's
 `simulation_throughputs.json` (the shared data's `gavel/`; Gavel (OSDI'20), MIT), and
 tests/sim/test_truth_types.py checks the shipped figures against it; `python -m
-corral.sim.truth.gputypes THROUGHPUTS -o FILE` rewrites the file. A type divides a step's
+corral.sim.truth.gpu_types THROUGHPUTS -o FILE` rewrites the file. A type divides a step's
 compute part (Pollux's T_grad) by its speed relative to the anchor type at that per-GPU batch
 (`speed_at`, from Gavel's single-GPU throughput ratios) and multiplies the sync part by its
 `sync_factor` (1.0 for all three: see `ASSUMPTIONS`); `CatalogApp.for_type` applies it.
@@ -45,7 +45,7 @@ MAP_NOTES: dict[str, str] = {
                "ImageNet-sized images, compute-bound like YOLOv3)"),
 }
 
-SOURCE = ("Derived by corral.sim.truth.gputypes.derive from Gavel's simulation_throughputs.json "
+SOURCE = ("Derived by corral.sim.truth.gpu_types.derive from Gavel's simulation_throughputs.json "
           "(solo, consolidated, scale factor 1): Deepak Narayanan, Keshav Santhanam, Fiodar "
           "Kazhamiaka, Amar Phanishayee, Matei Zaharia, \"Heterogeneity-Aware Cluster Scheduling "
           "Policies for Deep Learning Workloads\", OSDI 2020; stanford-futuredata/gavel at c4fa400, "

@@ -38,7 +38,7 @@ def test_a_two_level_tree_reads_with_an_implicit_default_queue():
     assert tree.leaves == ("vision", "nlp", "prod", DEFAULT_QUEUE)
     assert [tree.quota(q) for q in ("research", "vision", "prod", DEFAULT_QUEUE)] == [8, 4, 8, 0]
     assert tree["vision"].weight == 2.0 and tree["prod"].priority == 1
-    assert tree["prod"].limit == 12
+    assert tree["prod"].any_limit == 12
     assert tree.ancestors("vision") == ("research",)
     assert tree.min_runtime_s == 300 and tree.usage_half_life_s == 3600
     assert tree.leaf_for("vision") == "vision"

@@ -12,6 +12,7 @@ from corral.core.queues import (
     Queue,
     QueueTree,
     _toml_value,
+    any_type,
     parse_queues,
     queues_toml,
 )
@@ -56,9 +57,10 @@ def _random_tree(rng: random.Random) -> QueueTree:
     for n in names:
         q = quota[n]
         limit = None if rng.random() < 0.5 else guaranteed[n] + rng.randint(0, 5)
-        queues.append(Queue(n, quota=q, limit=limit, weight=rng.choice([1.0, 2.0, 0.3, 1e-3]),
+        queues.append(Queue(n, quota=any_type(q), limit=any_type(limit),
+                            weight=rng.choice([1.0, 2.0, 0.3, 1e-3]),
                             parent=parents[n], priority=rng.randint(-3, 3)))
-    queues.append(Queue(DEFAULT_QUEUE, quota=0))
+    queues.append(Queue(DEFAULT_QUEUE, quota=any_type(0)))
     half = None if rng.random() < 0.5 else rng.uniform(1, 1e6)
     tree = QueueTree(tuple(queues), rng.choice([0.0, 600.0, 12.5]), half, "random")
     tree.validate()

@@ -35,8 +35,8 @@ def test_a_typed_tree_reads_and_each_type_sees_its_own_quotas_and_limits():
     assert [v100.quota(q) for q in ("research", "vision", "nlp", "prod", DEFAULT_QUEUE)] == \
         [6, 4, 2, 0, 0]  # a type a table leaves out is 0
     assert [k80.quota(q) for q in ("research", "vision", "nlp", "prod")] == [4, 0, 4, 4]
-    assert v100["research"].limit == 8 and k80["research"].limit is None  # unlimited
-    assert k80["nlp"].limit == 6 and not v100.typed and v100.leaves == tree.leaves
+    assert v100["research"].any_limit == 8 and k80["research"].any_limit is None  # unlimited
+    assert k80["nlp"].any_limit == 6 and not v100.typed and v100.leaves == tree.leaves
     assert tree.for_type("v100") is v100  # made once
 
 

@@ -19,7 +19,7 @@ from corral.core.jobs import (
     Snapshot,
     check_decision,
 )
-from corral.core.queues import Queue, QueueTree, parse_queues
+from corral.core.queues import Queue, QueueTree, any_type, parse_queues
 from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy, is_elastic
 from corral.sim.analysis.allocations import record_allocations
@@ -160,14 +160,15 @@ def scenarios(draw):
         left -= extra
         c_quota = inner_sum + extra
         c_limit = draw(st.one_of(st.none(), st.integers(c_quota, total)))
-        queues.append(Queue("c", quota=c_quota, limit=c_limit, weight=draw(st.sampled_from([1, 2])),
+        queues.append(Queue("c", quota=any_type(c_quota), limit=any_type(c_limit), weight=draw(st.sampled_from([1, 2])),
                             priority=draw(st.integers(0, 1))))
     for i, name in enumerate(leaves):
-        queues.append(Queue(name, quota=quotas[name],
-                            limit=draw(st.one_of(st.none(), st.integers(quotas[name], total))),
+        queues.append(Queue(name, quota=any_type(quotas[name]),
+                            limit=any_type(draw(st.one_of(st.none(),
+                                                          st.integers(quotas[name], total)))),
                             weight=draw(st.sampled_from([0.5, 1, 3])),
                             parent="c" if i < cohort else None, priority=draw(st.integers(0, 2))))
-    queues.append(Queue("default", quota=0))
+    queues.append(Queue("default", quota=any_type(0)))
     tree = QueueTree(tuple(queues), 0.0, None, "hypothesis")
     tree.validate(total)
     jobs = draw(st.lists(st.tuples(st.sampled_from(leaves + [None]), st.integers(0, 5),
@@ -199,8 +200,8 @@ def test_no_round_breaks_a_limit_idles_a_guarantee_or_splits_a_gang(case):
             assert a.num_gpus == specs[name].gpus, (name, a)
         held = _holding(tree, decision, specs)
         for q in tree.queues:  # no limit exceeded
-            if q.limit is not None:
-                assert held[q.name] <= q.limit, (q.name, held, r)
+            if q.any_limit is not None:
+                assert held[q.name] <= q.any_limit, (q.name, held, r)
         idle = cluster.total_gpus - sum(held[q] for q in tree.children(None))
         for q in tree.leaves:  # no guaranteed GPU idle while a job of its queue that fits waits
             room = min(tree.quota(q) - held[q], idle)

@@ -272,7 +272,6 @@ def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
     from types import SimpleNamespace
 
     from corral.core.cluster import Placement
-
     from corral.core.reasons import WaitKind, WaitReason
 
     def job(queue):

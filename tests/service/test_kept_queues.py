@@ -98,7 +98,7 @@ def test_a_put_tree_is_kept_and_the_next_start_runs_it(tmp_path: Path, fake_exec
         s = Service(tmp_path, fake_executor)  # the same --queues file: the stored tree wins
     try:
         assert s.quotas() == {"a": 1, "prod": 1, "ops": 1, "default": 0}
-        assert s.policy.queues == s.tenancy.tree and s.policy.queues["prod"].limit == 3
+        assert s.policy.queues == s.tenancy.tree and s.policy.queues["prod"].any_limit == 3
         [detail] = s.events("queues-restored")
         assert "is in force, not queues.toml (unchanged since)" in detail
         assert "prod: quota 2->1, limit None->3" in detail and "-b" in detail

@@ -27,7 +27,8 @@ from corral.service.store import Store  # noqa: E402
 from corral.service.tenants import Tenancy  # noqa: E402
 
 ADMIN = "admin-s3cret"
-TEAMS = "[queue.nlp]\nquota = 2\n[queue.vision]\nquota = 2\n"
+# min_runtime_s 0: a borrower is preempted at the next round (its 30 s default would hold it)
+TEAMS = "min_runtime_s = 0\n[queue.nlp]\nquota = 2\n[queue.vision]\nquota = 2\n"
 
 
 class TwoTeams:

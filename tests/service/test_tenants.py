@@ -295,7 +295,7 @@ def test_put_queues_swaps_the_tree_records_an_event_and_keeps_the_old_one_on_err
     assert resp.status_code == 200, resp.text
     assert resp.json()["new_tokens"] == ["tokens/ops"]
     assert resp.json()["changed"] == "+ops (quota 1); prod: quota 2->1, limit None->3"
-    assert svc.policy.queues.quota("prod") == 1 and svc.policy.queues["prod"].limit == 3
+    assert svc.policy.queues.quota("prod") == 1 and svc.policy.queues["prod"].any_limit == 3
     events = [e for e in svc.store.events() if e["kind"] == "queues-changed"]
     assert [e["detail"] for e in events] == [resp.json()["changed"]]
     rows = {q["name"]: q for q in svc.client.get("/queues", headers=svc.admin).json()["queues"]}

@@ -274,9 +274,21 @@ def queues_(
             "name", "parent", "quota", "limit", "used", "borrowed", "share", "jobs",
             "waiting")))
     print_table(table, True)
+    console.print(_taking_back_line(doc), soft_wrap=True)
     for change in doc.get("changes") or []:  # PUT /queues, newest last (a tenant: its own)
         console.print(f"changed at {change['time_s']:.1f} s: {escape(change['detail'])}",
                       highlight=False)
+
+
+def _taking_back_line(doc: dict) -> str:
+    """Under `corral queues`' table: how long a job runs before it may be taken back for
+    another queue (`min_runtime_s`), and the usage half-life where one is set."""
+    line = (f"min_runtime_s {doc['min_runtime_s']:g}: a job (re)started less than "
+            f"{doc['min_runtime_s']:g} s ago is not preempted for another queue "
+            "(shrinking in place is not held back)")
+    if doc.get("usage_half_life_s") is not None:
+        line += f"; usage_half_life_s {doc['usage_half_life_s']:g}"
+    return line
 
 
 def _per_type(gpus: dict[str, int]) -> str:

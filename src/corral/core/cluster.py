@@ -309,13 +309,20 @@ def _shape(sizes: Iterable[int]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """GPUs a job holds on each node: sorted `(node index, gpus)` pairs, gpus > 0."""
+    """GPUs a job holds on each node: sorted `(node index, gpus)` pairs, gpus > 0 (given in
+    another order, or a node twice, they are sorted and merged)."""
 
     slots: tuple[tuple[int, int], ...] = ()
     num_gpus: int = field(default=0, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "num_gpus", sum(g for _, g in self.slots))
+        slots = self.slots
+        if len(slots) > 1 and any(a[0] >= b[0] for a, b in zip(slots, slots[1:])):
+            # the same GPUs in another order are the same placement: a job given them again
+            # keeps running (no preemption and restart, issue 43's churn)
+            slots = Placement.of(slots).slots
+            object.__setattr__(self, "slots", slots)
+        object.__setattr__(self, "num_gpus", sum(g for _, g in slots))
 
     @classmethod
     def of(cls, per_node: Mapping[int, int] | Iterable[tuple[int, int]]) -> Placement:

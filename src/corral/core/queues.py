@@ -28,25 +28,42 @@ from corral.core.errors import InputError
 DEFAULT_QUEUE = "default"
 #: A Unix user's name as `useradd` takes it (POSIX portable characters, at most 32).
 _USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,30}[A-Za-z0-9_.$-]?")
+#: The key of a quota or limit of GPUs of any type: an untyped quota is the one-key case of
+#: the map per GPU type (no GPU type may be named "*": `gpu_type_problem`)
+ANY_TYPE = "*"
 QUEUE_KEYS = ("quota", "limit", "weight", "parent", "priority", "run_as")
 TOP_KEYS = ("queue", "min_runtime_s", "usage_half_life_s", "start_waiting")
+#: A job (re)started less than this ago is not taken back for another queue, unless a queues
+#: file says otherwise: about one restart's cost (the simulator's restart delay is 30 s), so a
+#: job is not stopped before the restart it just paid for has been worth it, and a round that
+#: preempts a job and the next that restarts it on the same slots (issue 43's churn: 3 s apart
+#: under pollux) cannot happen. An in-place shrink is not held back by it.
+DEFAULT_MIN_RUNTIME_S = 30.0
+
+
+#: A quota or a limit: GPUs per GPU type, as (type, GPUs) pairs; `((ANY_TYPE, n),)` is n GPUs
+#: of any type (`any_type(n)`)
+PerType = tuple[tuple[str, int], ...]
+
+
+def any_type(gpus: int | None) -> PerType | None:
+    """`gpus` GPUs of any type, as a quota or limit (None stays None)."""
+    return None if gpus is None else ((ANY_TYPE, gpus),)
 
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """One queue of the tree. `quota` None: a cohort guaranteeing its children's sum (a leaf: 0).
-    `type_quota`, `type_limit`: (GPU type, GPUs) pairs where they are given per type (then
-    `quota`, `limit` are None); a type missing from `type_quota` is 0, from `type_limit`
-    unlimited."""
+    """One queue of the tree. `quota` and `limit` are one map each, keyed by GPU type, where an
+    untyped quota is the one-key case (`ANY_TYPE`, `any_type`). `quota` None: a cohort
+    guaranteeing its children's sum (a leaf: 0); `limit` None: unlimited. Given per type, a type
+    missing from `quota` is 0, from `limit` unlimited."""
 
     name: str
-    quota: int | None = None
-    limit: int | None = None
+    quota: PerType | None = None
+    limit: PerType | None = None
     weight: float = 1.0
     parent: str | None = None
     priority: int = 0
-    type_quota: tuple[tuple[str, int], ...] | None = None
-    type_limit: tuple[tuple[str, int], ...] | None = None
     #: the Unix user its jobs run as (the service runs as root; `corral.service.tenants.
     #: check_run_as`), None: the service's own user
     run_as: str | None = None
@@ -54,15 +71,22 @@ class Queue:
     @property
     def typed(self) -> bool:
         """Is its quota or its limit given per GPU type?"""
-        return self.type_quota is not None or self.type_limit is not None
+        return any(p is not None and all(t != ANY_TYPE for t, _ in p)
+                   for p in (self.quota, self.limit))
+
+    @property
+    def any_limit(self) -> int | None:
+        """Its limit of GPUs of any type (None: none, or its limit is per type)."""
+        return dict(self.limit).get(ANY_TYPE) if self.limit is not None else None
 
     def of_type(self, gpu_type: str) -> Queue:
         """This queue as seen when GPUs of `gpu_type` alone are shared: its quota and limit for
-        that type, untyped."""
-        quota = self.quota if self.type_quota is None else dict(self.type_quota).get(gpu_type, 0)
-        limit = self.limit if self.type_limit is None else dict(self.type_limit).get(gpu_type)
-        return dataclasses.replace(self, quota=quota, limit=limit, type_quota=None,
-                                   type_limit=None)
+        that type, as GPUs of any type (an untyped queue is itself)."""
+        if not self.typed:
+            return self
+        quota = None if self.quota is None else dict(self.quota).get(gpu_type, 0)
+        limit = None if self.limit is None else dict(self.limit).get(gpu_type)
+        return dataclasses.replace(self, quota=any_type(quota), limit=any_type(limit))
 
 
 @dataclass(frozen=True)
@@ -70,7 +94,7 @@ class QueueTree:
     """The queues (in file order, `default` included) and the layer's options."""
 
     queues: tuple[Queue, ...]
-    min_runtime_s: float = 0.0
+    min_runtime_s: float = DEFAULT_MIN_RUNTIME_S
     usage_half_life_s: float | None = None
     source: str = "queues"
     #: the layer itself starts a queue's waiting jobs on GPUs of its guarantee that an elastic
@@ -97,9 +121,7 @@ class QueueTree:
                 return quota[name]
             q = by_name[name]
             kids = children.get(name, [])
-            if q.type_quota is not None:
-                return quota.setdefault(name, sum(g for _, g in q.type_quota))
-            value = q.quota if q.quota is not None else (
+            value = sum(g for _, g in q.quota) if q.quota is not None else (
                 sum(eff(k, seen + (name,)) for k in kids) if kids else 0)
             quota[name] = value
             return value
@@ -140,8 +162,8 @@ class QueueTree:
         """The GPU types the typed quotas and limits name, in file order."""
         seen: dict[str, None] = {}
         for q in self.queues:
-            for pairs in (q.type_quota or (), q.type_limit or ()):
-                seen.update((t, None) for t, _ in pairs)
+            for pairs in (q.quota or (), q.limit or ()):
+                seen.update((t, None) for t, _ in pairs if t != ANY_TYPE)
         return tuple(seen)
 
     def for_type(self, gpu_type: str) -> QueueTree:
@@ -206,7 +228,8 @@ class QueueTree:
         where = self.source
         typed = next(q.name for q in self.queues if q.typed)
         for q in self.queues:
-            for key, value in (("quota", q.quota), ("limit", q.limit)):
+            for key, pairs in (("quota", q.quota), ("limit", q.limit)):
+                value = dict(pairs or ()).get(ANY_TYPE)
                 if value is not None and (key, value) != ("quota", 0):  # 0: none of any type
                     raise InputError(
                         f'{where}: queue "{q.name}": {key} {value} is for any GPU type, but queue '
@@ -215,9 +238,9 @@ class QueueTree:
         if gpus_by_type is not None:
             known = tuple(t for t in gpus_by_type if t)
             for q in self.queues:
-                for key, pairs in (("quota", q.type_quota), ("limit", q.type_limit)):
+                for key, pairs in (("quota", q.quota), ("limit", q.limit)):
                     for t, _ in pairs or ():
-                        if t not in gpus_by_type:
+                        if t != ANY_TYPE and t not in gpus_by_type:
                             has = (f"it has {', '.join(known)}" if known
                                    else "its GPUs have no type")
                             raise InputError(
@@ -238,8 +261,9 @@ class QueueTree:
         of = f"{gpu_type} " if gpu_type else ""
         for q in self.queues:
             quota = self.quota(q.name)
-            if q.limit is not None and q.limit < quota:
-                raise InputError(f'{where}: queue "{q.name}": {of}limit {q.limit} is below its '
+            limit = q.any_limit
+            if limit is not None and limit < quota:
+                raise InputError(f'{where}: queue "{q.name}": {of}limit {limit} is below its '
                                  f'{of}quota {quota}')
             if total_gpus is not None and quota > total_gpus:
                 raise InputError(f'{where}: queue "{q.name}": {of}quota {quota} exceeds the '
@@ -279,11 +303,13 @@ def _number(where: str, what: str, key: str, value: Any, *, integer: bool,
     return value
 
 
-def _per_type(where: str, what: str, key: str, value: Any) -> tuple[tuple[str, int], ...] | None:
-    """A quota or limit given per GPU type (`{ v100 = 8, k80 = 16 }`) as (type, GPUs) pairs;
-    None when `value` is not a table."""
-    if not isinstance(value, dict):
+def _gpus(where: str, what: str, key: str, value: Any) -> PerType | None:
+    """A quota or limit as the file gives it: a whole number (GPUs of any type) or a table per
+    GPU type (`{ v100 = 8, k80 = 16 }`), as (type, GPUs) pairs; None when not given."""
+    if value is None:
         return None
+    if not isinstance(value, dict):
+        return any_type(int(_number(where, what, key, value, integer=True)))
     pairs = []
     for t, gpus in value.items():
         problem = gpu_type_problem(t)
@@ -327,26 +353,20 @@ def parse_queues(text: str, where: str = "queues.toml", total_gpus: int | None =
         priority = body.get("priority", 0)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InputError(f"{where}: {what}: priority must be a whole number, got {priority!r}")
-        type_quota = _per_type(where, what, "quota", quota)
-        type_limit = _per_type(where, what, "limit", limit)
         run_as = body.get("run_as")
         if run_as is not None and not (isinstance(run_as, str) and _USER_NAME.fullmatch(run_as)):
             raise InputError(f"{where}: {what}: run_as must be a Unix user's name (letters, "
                              f"digits, '_', '-', '.'), got {run_as!r}")
         queues.append(Queue(
-            name=name,
-            quota=None if quota is None or type_quota is not None
-            else int(_number(where, what, "quota", quota, integer=True)),
-            limit=None if limit is None or type_limit is not None
-            else int(_number(where, what, "limit", limit, integer=True)),
-            type_quota=type_quota, type_limit=type_limit,
+            name=name, quota=_gpus(where, what, "quota", quota),
+            limit=_gpus(where, what, "limit", limit),
             weight=float(_number(where, what, "weight", body.get("weight", 1.0), integer=False,
                                  positive=True)),
             parent=parent, priority=priority, run_as=run_as))
     names = {q.name for q in queues}
     if DEFAULT_QUEUE not in names:
-        queues.append(Queue(DEFAULT_QUEUE, quota=0))
-    min_runtime = _number(where, "min_runtime_s", "value", doc.get("min_runtime_s", 0.0),
+        queues.append(Queue(DEFAULT_QUEUE, quota=any_type(0)))
+    min_runtime = _number(where, "min_runtime_s", "value", doc.get("min_runtime_s", DEFAULT_MIN_RUNTIME_S),
                           integer=False)
     half = doc.get("usage_half_life_s")
     if half is not None:
@@ -379,10 +399,13 @@ def queues_toml(tree: QueueTree) -> str:
 
 
 def _declared(q: Queue, key: str) -> Any:
-    """Queue `q`'s value of file key `key` as the file gives it (a quota or a limit per GPU
-    type as a mapping)."""
-    per_type = {"quota": q.type_quota, "limit": q.type_limit}.get(key)
-    return dict(per_type) if per_type is not None else getattr(q, key)
+    """Queue `q`'s value of file key `key` as the file gives it (a quota or a limit: GPUs of any
+    type as a number, per GPU type as a mapping)."""
+    value = getattr(q, key)
+    if key in ("quota", "limit") and value is not None:
+        per = dict(value)
+        return per[ANY_TYPE] if ANY_TYPE in per else per
+    return value
 
 
 def _toml_key(key: str) -> str:
@@ -433,7 +456,7 @@ def load_queues(path: str | Path, total_gpus: int | None = None,
 
 
 def proportional_queues(gpu_s: Mapping[str | None, float], total_gpus: int, *,
-                        min_runtime_s: float = 0.0) -> QueueTree:
+                        min_runtime_s: float = DEFAULT_MIN_RUNTIME_S) -> QueueTree:
     """One flat queue per tenant, its quota its share of the GPU-time (`--quotas proportional`),
     rounded down and the remainder given by largest fraction, so quotas sum to the cluster."""
     named = {(k if k else DEFAULT_QUEUE): 0.0 for k in gpu_s}
@@ -448,9 +471,9 @@ def proportional_queues(gpu_s: Mapping[str | None, float], total_gpus: int, *,
         left = total_gpus - sum(quotas.values())
         for k in sorted(exact, key=lambda k: (-(exact[k] - quotas[k]), k))[:max(0, left)]:
             quotas[k] += 1
-    queues = [Queue(k, quota=quotas[k]) for k in sorted(named)]
+    queues = [Queue(k, quota=any_type(quotas[k])) for k in sorted(named)]
     if DEFAULT_QUEUE not in named:
-        queues.append(Queue(DEFAULT_QUEUE, quota=0))
+        queues.append(Queue(DEFAULT_QUEUE, quota=any_type(0)))
     tree = QueueTree(tuple(queues), float(min_runtime_s), None, "--quotas proportional")
     tree.validate(total_gpus)
     return tree
@@ -477,7 +500,7 @@ def _subtree_demand(tree: QueueTree, demand: Mapping[str, int]) -> dict[str, int
     def walk(name: str) -> int:
         kids = tree.children(name)
         d = sum(walk(k) for k in kids) if kids else max(0, int(demand.get(name, 0)))
-        limit = tree[name].limit
+        limit = tree[name].any_limit
         out[name] = d if limit is None else min(d, limit)
         return out[name]
     for top in tree.children(None):
@@ -550,9 +573,9 @@ def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
                                             for k in tree.children(None)}, b, weights, b)
     share = {q: min(max(0, int(usage.get(q, 0))), d[q]) for q in leaves}
     # a cohort's limit caps its subtree's holdings too: trim its lowest-priority leaves
-    for cohort in (q for q in tree.queues if tree.children(q.name) and q.limit is not None):
+    for cohort in (q for q in tree.queues if tree.children(q.name) and q.any_limit is not None):
         under = [q for q in leaves if cohort.name in tree.ancestors(q)]
-        over = sum(share[q] for q in under) - (cohort.limit or 0)
+        over = sum(share[q] for q in under) - (cohort.any_limit or 0)
         for q in sorted(under, key=lambda q: (tree[q].priority, -share[q], q)):
             if over <= 0:
                 break
@@ -565,7 +588,7 @@ def shares(tree: QueueTree, demand: Mapping[str, int], usage: Mapping[str, int],
         r = d[q] - share[q]
         shared = () if donor is None else tree.ancestors(donor)
         for a in tree.ancestors(q):
-            limit = tree[a].limit
+            limit = tree[a].any_limit
             if limit is not None and a not in shared:
                 r = min(r, limit - sum(share[x] for x in leaves if a in tree.ancestors(x)))
         return max(0, r)

@@ -14,9 +14,9 @@ import enum
 import math
 from typing import Protocol
 
-from corral.core.policy import Changes, Policy
+from corral.core.policy import Changes, Policy, Promises
 
-__all__ = ["Ask", "Rounds", "World"]
+__all__ = ["Ask", "Rounds", "World", "should_decide"]
 
 
 class Ask(enum.Enum):
@@ -48,6 +48,23 @@ class World(Protocol):
         True when that was a round (jobs active)."""
 
 
+def should_decide(policy: Policy, promises: Promises, at_round: bool, changed: bool,
+                  event: bool, now_s: float, none_waits: bool, trust: bool = True) -> Ask:
+    """What `policy` (taking `promises`) does at `now_s`. It is asked (DECIDE) at a round
+    unless nothing changed since it was last asked and its last decision still stands: it keeps
+    its decision until a change, or it said the same decision holds until later
+    (`Policy.stands_until`, taken where `trust`); and at once after a change it reacts to
+    (`event`). Where it would be asked while every active job holds GPUs (`none_waits`) and it
+    keeps running jobs then, its answer is known (KEEP). A round it is not asked at is still a
+    round (KEEP) unless it decides only on change. `Rounds.should_decide` is this rule with its
+    promises read once; the tenancy layer asks it for each queue's inner policy."""
+    on_change_only = promises.on_change_only
+    if event or (at_round and (changed or not (
+            on_change_only or (trust and now_s < policy.stands_until())))):
+        return Ask.KEEP if none_waits and promises.keeps_running else Ask.DECIDE
+    return Ask.KEEP if at_round and not on_change_only else Ask.NOTHING
+
+
 class Rounds:
     """One policy's rounds: when they are, whether the policy is asked, how many were held.
 
@@ -55,7 +72,7 @@ class Rounds:
     round (`EngineConfig(trust_promises=False)`); what it reads and reacts to stays."""
 
     __slots__ = ("policy", "promises", "interval_s", "next_round_s", "changed", "count",
-                 "trust", "_index", "_reacts", "_on_change_only", "_keeps_running")
+                 "trust", "_index", "_reacts", "_keeps_running")
 
     def __init__(self, policy: Policy, interval_s: float, first_s: float = 0.0,
                  trust: bool = True) -> None:
@@ -71,7 +88,6 @@ class Rounds:
         #: fill-in rounds)
         self.count = 0
         self._reacts = self.promises.reacts_to
-        self._on_change_only = self.promises.on_change_only
         self._keeps_running = self.promises.keeps_running
 
     def step(self, now_s: float, world: World) -> bool:
@@ -103,17 +119,10 @@ class Rounds:
 
     def should_decide(self, at_round: bool, changed: bool, event: bool, now_s: float,
                       none_waits: bool) -> Ask:
-        """What the policy does at `now_s`. It is asked (DECIDE) at a round unless nothing
-        changed since it was last asked and its last decision still stands: it keeps its
-        decision until a change, or it said the same decision holds until later
-        (`Policy.stands_until`); and at once after a change it reacts to (`event`). Where it
-        would be asked while every active job holds GPUs (`none_waits`) and it keeps running
-        jobs then, its answer is known (KEEP). A round it is not asked at is still a round
-        (KEEP) unless it decides only on change."""
-        if event or (at_round and (changed or not (
-                self._on_change_only or (self.trust and now_s < self.policy.stands_until())))):
-            return Ask.KEEP if none_waits and self._keeps_running else Ask.DECIDE
-        return Ask.KEEP if at_round and not self._on_change_only else Ask.NOTHING
+        """What the policy does at `now_s` (the module's `should_decide`, with the promises
+        this round loop takes)."""
+        return should_decide(self.policy, self.promises, at_round, changed, event, now_s,
+                             none_waits, self.trust)
 
     def skip_to(self, t_s: float) -> None:
         """No round before the first multiple of the interval at or after `t_s`, when that

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.errors import InputError
-from corral.core.queues import DEFAULT_QUEUE, QueueTree
+from corral.core.queues import ANY_TYPE, DEFAULT_QUEUE, PerType, QueueTree
 
 __all__ = ["Principal", "ADMIN", "Tenancy", "queue_name_problem", "check_tree_names",
            "check_change", "check_drops", "DROP_PARAM", "tree_diff", "queue_rows", "hash_token", "token_matches",
@@ -278,18 +278,15 @@ def tree_diff(old: QueueTree, new: QueueTree) -> str:
     parts = []
     for q in new.queues:
         if q.name not in old:
-            parts.append(f"+{q.name} (quota {_amount(q.type_quota, new.quota(q.name))})")
+            parts.append(f"+{q.name} (quota {_amount(q.quota, new.quota(q.name))})")
     for q in old.queues:
         if q.name not in new:
             parts.append(f"-{q.name}")
     for q in new.queues:
         if q.name in old and old[q.name] != q:
             was = old[q.name]
-            fields = [f"{f} {_amount(getattr(was, 'type_' + f), getattr(was, f))}->"
-                      f"{_amount(getattr(q, 'type_' + f), getattr(q, f))}"
-                      for f in ("quota", "limit")
-                      if (getattr(was, f), getattr(was, "type_" + f)) !=
-                      (getattr(q, f), getattr(q, "type_" + f))]
+            fields = [f"{f} {_amount(getattr(was, f), None)}->{_amount(getattr(q, f), None)}"
+                      for f in ("quota", "limit") if getattr(was, f) != getattr(q, f)]
             fields += [f"{f} {getattr(was, f)}->{getattr(q, f)}"
                        for f in ("weight", "parent", "priority", "run_as")
                        if getattr(was, f) != getattr(q, f)]
@@ -300,10 +297,14 @@ def tree_diff(old: QueueTree, new: QueueTree) -> str:
     return "; ".join(parts) or "no change"
 
 
-def _amount(per_type: tuple[tuple[str, int], ...] | None, gpus: int | None) -> str:
-    """A quota or limit as the queues file gives it: `8`, or per type `{v100 8, k80 4}`."""
+def _amount(per_type: PerType | None, undeclared: int | None) -> str:
+    """A quota or limit as the queues file gives it: `8`, or per type `{v100 8, k80 4}`;
+    `undeclared` where it is not given (a cohort's quota: its children's sum)."""
     if per_type is None:
-        return str(gpus)
+        return str(undeclared)
+    per = dict(per_type)
+    if ANY_TYPE in per:
+        return str(per[ANY_TYPE])
     return "{" + ", ".join(f"{t} {g}" for t, g in per_type) + "}"
 
 
@@ -327,7 +328,7 @@ def queue_rows(tree: QueueTree, used: Mapping[str, int], jobs: Mapping[str, int]
         quota = tree.quota(q.name)
         rows.append({
             "name": q.name, "parent": q.parent, "leaf": not tree.children(q.name),
-            "quota": quota, "limit": q.limit, "weight": q.weight, "priority": q.priority,
+            "quota": quota, "limit": q.any_limit, "weight": q.weight, "priority": q.priority,
             "quota_by_type": _by_type(tree, q.name, "quota"),
             "limit_by_type": _by_type(tree, q.name, "limit"),
             "used": use, "borrowed": max(0, use - quota),
@@ -354,4 +355,4 @@ def _by_type(tree: QueueTree, name: str, what: str) -> dict[str, int] | None:
         return None
     if what == "quota":
         return tree.type_quotas(name, tree.declared_types)
-    return dict(tree[name].type_limit or ())
+    return {t: g for t, g in tree[name].limit or () if t != ANY_TYPE}

@@ -23,16 +23,17 @@ def job_demand(view: JobView, total_gpus: int, elastic: bool) -> tuple[int, int]
     """(GPUs a queue's quota guarantees the job, GPUs it could use now).
 
     A gang job: what it holds when running, its requested GPUs when waiting, both. A job of an
-    elastic policy is guaranteed what it asked for (what it holds, when that is less) and
-    could use up to twice what it holds (as Pollux explores), within `max_gpus`: its growth is
-    only borrowed, never taken from another queue's quota."""
+    elastic policy is guaranteed what it asked for, running or not (a job running on fewer
+    GPUs than it asked brings its queue's quota back, issue 43), and could use up to twice
+    what it holds (as Pollux explores), within `max_gpus`: its growth beyond the ask is only
+    borrowed, never taken from another queue's quota."""
     spec = view.spec
     asked = min(max(spec.gpus, spec.min_gpus), total_gpus)
     if view.is_running and view.assignment is not None:
         held = view.num_gpus
         if not elastic:
             return held, held
-        return min(held, asked), max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
+        return asked, max(held, min(spec.max_gpus, max(2 * held, asked), total_gpus))
     return asked, asked
 
 

@@ -84,7 +84,7 @@ def leaf_limits(tree: QueueTree) -> dict[str, int]:
     """The most each leaf may hold (its own limit and its cohorts'), where one is set."""
     out = {}
     for q in tree.leaves:
-        caps = [tree[a].limit for a in (q, *tree.ancestors(q))]
+        caps = [tree[a].any_limit for a in (q, *tree.ancestors(q))]
         if any(c is not None for c in caps):
             out[q] = min(c for c in caps if c is not None)
     return out

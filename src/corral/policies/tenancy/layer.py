@@ -6,9 +6,11 @@ instance per queue (`inner_factory()`, so per-job state stays per queue) to deci
 queue's jobs alone on its sub-cluster; node indices are mapped back and the decisions merged.
 A gang is never split. Where quotas are per GPU type (a typed tree) the shares and the carve
 are made once per type (`_typed_carve`), and on a cluster of several types each queue's jobs
-are kept within one type of its sub-cluster (`_ask`, `types.py`). Where the inner policies'
-promises give a queue's decision without asking (`_known`), it is not asked; `fast=False`
-asks every round, as a reference (tests/policies/test_tenancy.py compares the two).
+are kept within one type of its sub-cluster (`_ask`, `gpu_types.py`), and every inner decision
+goes through the one step the engine and the live loop use (`core/deciding.checked_decision`).
+Where the inner policies' promises give a queue's decision without asking (`_known`, by the
+round's own rule, `core/rounds.should_decide`), it is not asked; `fast=False` asks every
+round, as a reference (tests/policies/test_tenancy.py compares the two).
 docs/queues.md, "The layer" and "Quotas per GPU type", has the rules.
 """
 
@@ -19,6 +21,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from corral.core.cluster import Cluster, Placement
+from corral.core.deciding import checked_decision
 from corral.core.jobs import (
     STATUS_PENDING,
     STATUS_RUNNING,
@@ -26,11 +29,11 @@ from corral.core.jobs import (
     Decision,
     JobView,
     Snapshot,
-    check_decision,
 )
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, Shares, shares
 from corral.core.reasons import WaitReason
+from corral.core.rounds import Ask, should_decide
 from corral.policies.tenancy.demand import is_elastic, job_demand, type_demand
 from corral.policies.tenancy.gpu_types import (
     fits,
@@ -41,6 +44,7 @@ from corral.policies.tenancy.gpu_types import (
     waiting,
 )
 from corral.policies.tenancy.reasons import queue_reasons
+from corral.policies.tenancy.shape import give_back_order, unusable
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
@@ -180,7 +184,8 @@ class QueuedPolicy(Policy):
             split, kept, sub, over = self._typed_carve(now, cluster, by_queue, usage)
         else:
             split = self._shares(now, demand, usage, total, base)
-            kept, sub = self._carve(now, cluster, by_queue, split, tree, list(cluster.gpus_per_node))
+            kept, sub = self._carve(now, cluster, by_queue, split, tree,
+                                    list(cluster.gpus_per_node), cluster.is_mixed)
             over = any(usage[q] > split.share.get(q, 0) for q in usage)
         self.last_shares = split
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
@@ -292,13 +297,15 @@ class QueuedPolicy(Policy):
             decision = inner.decide(dataclasses.replace(
                 frame, jobs=tuple(v for v in shown if v.name not in hidden),
                 previous=Decision({n: a for n, a in previous.items() if n not in hidden})))
-            if not mixed:
-                check_decision(decision, specs.keys(), part, f"{inner.name} (queue {q})")
-                return decision
+            type_aware = inner.promises.type_aware
             placed = decision
-            if not inner.promises.type_aware:
-                placed = one_type_each(decision, part, specs, held, self.elastic)
-            check_decision(placed, specs, part, f"{inner.name} (queue {q})")
+            if mixed and not type_aware and not self.elastic:  # gangs packed type-aware
+                placed = one_type_each(decision, part, specs, held, elastic=False)
+            # the one step every decision goes through (within one type, then checked)
+            placed = checked_decision(placed, part, specs, f"{inner.name} (queue {q})",
+                                      type_aware, restricted=mixed)
+            if not mixed:
+                return placed
             dropped = {n for n, a in decision.assignments.items()
                        if a.placement.slots and n not in placed.assignments}
             if not dropped:
@@ -333,26 +340,17 @@ class QueuedPolicy(Policy):
                 none_waits = False
             elif v.assignment is None or p != v.assignment.placement:
                 return None  # shrunk by the carve
+        last = self._asked.get(q)
+        changed = last is None or last.sub != key or not _runs_as_decided(last, views)
+        # the round's own rule (`core/rounds.py`): every layer decision is a round, and a
+        # change of the queue's jobs or sub-cluster is a change for its inner policy
+        if should_decide(inner, promises, True, changed, False, now, none_waits) is Ask.DECIDE:
+            return None
         if none_waits and promises.keeps_running:
             self._asked.pop(q, None)  # not asked: its stands_until is not renewed
             return {v.name: v.assignment for v in views if v.assignment is not None}, math.inf
-        last = self._asked.get(q)
-        if last is None or last.sub != key or len(last.names) != len(views):
-            return None
-        until = math.inf if promises.on_change_only else inner.stands_until()
-        if not now < until:
-            return None
-        decided = last.decided
-        for v, name in zip(views, last.names):
-            if v.name != name:
-                return None
-            a = decided.get(name)
-            if a is None:
-                if v.assignment is not None and v.is_running:
-                    return None
-            elif v.assignment is None or not v.is_running or v.assignment.placement != a.placement:
-                return None
-        return decided, until
+        assert last is not None  # unchanged: it was asked before
+        return last.decided, (math.inf if promises.on_change_only else inner.stands_until())
 
     def _part(self, q: str, key: tuple, cluster: Cluster) -> tuple[list[int], dict[int, int],
                                                                    Cluster]:
@@ -460,7 +458,7 @@ class QueuedPolicy(Policy):
         return kept, sub, over
 
     def _carve(self, now: float, cluster: Cluster, by_queue: Mapping[str, list[JobView]],
-               split: Shares, tree: QueueTree, free: list[int],
+               split: Shares, tree: QueueTree, free: list[int], shaped: bool = False,
                ) -> tuple[dict[str, Placement], dict[str, dict[int, int]]]:
         """Which running jobs keep which GPUs, and each queue's GPUs per node (global). A queue
         within its share keeps its running jobs' GPUs, the rest from free GPUs (its own nodes
@@ -472,16 +470,20 @@ class QueuedPolicy(Policy):
         with jobs waiting to start are spread over more nodes (`_grant`), and GPUs idle after
         every demand go to the queues, up to once more their demand. `tree`: the queues (one type's,
         `for_type`, where GPUs are shared per type); `free`: the GPUs per node to share (taken
-        from)."""
+        from). `shaped` (an untyped tree on a mixed cluster): GPUs are given back of one type
+        first and what a queue could not use is lent (`_lend`, `shape.py`)."""
         kept: dict[str, Placement] = {}
         sub: dict[str, dict[int, int]] = {}
         spread: dict[str, int] = {}  # per elastic queue with jobs waiting: its jobs
+        given: dict[str, tuple[str, Placement, float]] = {}  # shrunk or taken out: was
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
             over = sum(p.num_gpus for p in hold.values()) - split.share.get(q, 0)
             # most recently (re)started first: they give back first
             order = sorted(running, key=lambda v: (-_started(v), v.name))
+            if shaped and over > 0:  # of one type first: what is freed forms one block
+                order = give_back_order(order, cluster.node_types, over)
             if over > 0 and self.elastic:
                 for v in order:
                     if over <= 0:
@@ -504,6 +506,9 @@ class QueuedPolicy(Policy):
                     if p.num_gpus <= -over:  # keep the older ones that still fit
                         hold[name] = p
                         over += p.num_gpus
+            for v in running:
+                if hold.get(v.name) != v.placement:
+                    given[v.name] = (q, v.placement, _started(v))
             per: dict[int, int] = {}
             for name, p in hold.items():
                 kept[name] = p
@@ -523,7 +528,40 @@ class QueuedPolicy(Policy):
             for q in sorted(ranked, key=lambda q: (-tree[q].priority, split.demand[q], q)):
                 self._grant(sub[q], free, self._room(tree, q, split, sub, split.demand[q]),
                             spread[q])
+        if shaped:
+            self._lend(by_queue, split, tree, kept, sub, free, given, cluster.node_types)
         return kept, sub
+
+    def _lend(self, by_queue: Mapping[str, list[JobView]], split: Shares, tree: QueueTree,
+              kept: dict[str, Placement], sub: dict[str, dict[int, int]], free: list[int],
+              given: Mapping[str, tuple[str, Placement, float]],
+              node_types: tuple[str, ...]) -> None:
+        """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
+        use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
+        round: first back to the jobs that gave those GPUs up (oldest first; they keep their
+        placement, no restart), then to the other queues with demand left."""
+        lenders = set()
+        for q, views in by_queue.items():
+            for n, g in unusable(views, sub[q], kept, node_types, self.elastic).items():
+                sub[q][n] -= g
+                if not sub[q][n]:
+                    del sub[q][n]
+                free[n] += g
+                lenders.add(q)
+        if not lenders:
+            return
+        for name, (q, was, _) in sorted(given.items(), key=lambda kv: (kv[1][2], kv[0])):
+            now = dict(kept[name].slots) if name in kept else {}
+            extra = {n: g - now.get(n, 0) for n, g in was.slots if g > now.get(n, 0)}
+            if (q not in lenders and all(free[n] >= g for n, g in extra.items())
+                    and sum(extra.values()) <= self._room(tree, q, split, sub)):
+                kept[name] = was
+                for n, g in extra.items():
+                    free[n] -= g
+                    sub[q][n] = sub[q].get(n, 0) + g
+        for q in sorted(by_queue, key=lambda q: (-tree[q].priority, q)):
+            if q not in lenders:
+                self._grant(sub[q], free, self._room(tree, q, split, sub))
 
     @staticmethod
     def _room(tree: QueueTree, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]],
@@ -532,7 +570,7 @@ class QueuedPolicy(Policy):
         cohorts' limits."""
         room = split.demand[q] + beyond - sum(sub[q].values())
         for a in ((q,) if beyond else ()) + tree.ancestors(q):
-            limit = tree[a].limit
+            limit = tree[a].any_limit
             if limit is not None:
                 under = sum(sum(per.values()) for x, per in sub.items()
                             if x == a or a in tree.ancestors(x))
@@ -573,6 +611,24 @@ class _Asked:
     sub: tuple[tuple[int, int], ...]  # its sub-cluster: (node, GPUs) pairs
     names: tuple[str, ...]  # its jobs, in the snapshot's order
     decided: dict[str, Assignment]  # what it placed
+
+
+def _runs_as_decided(last: _Asked, views: list[JobView]) -> bool:
+    """Are `views` the jobs the queue's inner policy was last asked about, in the same order,
+    each running exactly as it decided (or waiting, where it placed nothing)?"""
+    if len(last.names) != len(views):
+        return False
+    decided = last.decided
+    for v, name in zip(views, last.names):
+        if v.name != name:
+            return False
+        a = decided.get(name)
+        if a is None:
+            if v.assignment is not None and v.is_running:
+                return False
+        elif v.assignment is None or not v.is_running or v.assignment.placement != a.placement:
+            return False
+    return True
 
 
 def _started(view: JobView) -> float:

@@ -47,7 +47,7 @@ def queue_reasons(now_s: float, cluster: Cluster, tree: QueueTree,
     out: dict[str, WaitReason] = {}
     for q, views in by_queue.items():
         quota = tree.quota(q)
-        limit = tree[q].limit
+        limit = tree[q].any_limit  # (a limit per GPU type: not said here)
         for v in views:
             name = v.spec.name
             if name in merged:

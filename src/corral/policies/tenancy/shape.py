@@ -1,0 +1,87 @@
+"""An untyped quota on a cluster of several GPU types, carved in a shape the queue can use.
+
+A job runs within one GPU type, so a share of "2 GPUs" carved as 1 t4 + 1 a100 runs a 2-GPU
+job on 1 GPU and leaves the other idle (issue 43: nlp's a100 sat idle while vision's jobs
+waited). Two steps keep that from happening, each used by the layer's `_carve` where an
+untyped tree shares a mixed cluster:
+
+* `give_back_order`: a queue above its share gives back GPUs of one type first (the type it can
+  free the most of, so what it frees forms one block the queue taking them back can use);
+* `unusable`: what of a queue's carved GPUs none of its jobs could use this round (no waiting
+  job fits on that type's idle GPUs and no running job there could grow into them). The layer
+  lends those for the round: back to the jobs that gave them up, else to other queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from corral.core.cluster import Placement
+from corral.core.jobs import JobView
+
+__all__ = ["give_back_order", "unusable"]
+
+
+def give_back_order(order: Sequence[JobView], node_types: tuple[str, ...],
+                    over: int) -> list[JobView]:
+    """`order` (the jobs a queue gives back from, first first) regrouped by GPU type: the jobs
+    of a type that alone can free `over` GPUs first (the type of the earliest such job in
+    `order`), then the others as they were. Within a type the order is kept."""
+    freeable: dict[str, int] = {}
+    for v in order:
+        t = node_types[v.placement.slots[0][0]]
+        freeable[t] = freeable.get(t, 0) + v.placement.num_gpus
+    rank: dict[str, int] = {}
+    for i, v in enumerate(order):
+        rank.setdefault(node_types[v.placement.slots[0][0]], i)
+    first = min((t for t, g in freeable.items() if g >= over), key=rank.__getitem__,
+                default=None)
+    return sorted(order, key=lambda v: node_types[v.placement.slots[0][0]] != first)
+
+
+def unusable(views: Sequence[JobView], per_node: Mapping[int, int],
+             kept: Mapping[str, Placement], node_types: tuple[str, ...],
+             elastic: bool) -> dict[int, int]:
+    """Of a queue's carved GPUs (`per_node`, global node indices), those none of its jobs
+    could use this round, per node: the idle ones (not held by a job it keeps, `kept`) of a
+    type where no job goes. Jobs claim idle GPUs oldest first, each on one type it may run on:
+    a running job under an elastic policy grows on its own type, up to its `max_gpus`; a
+    waiting one needs its whole request there (under an elastic policy, its `min_gpus`, at
+    least 1, and takes up to its request), going to the type with the fewest idle GPUs that
+    holds it."""
+    idle: dict[int, int] = dict(per_node)
+    for v in views:
+        p = kept.get(v.name)
+        if p is not None:
+            for n, g in p.slots:
+                if n in idle:
+                    idle[n] -= g
+    left: dict[str, int] = {}
+    for n, g in idle.items():
+        if g > 0:
+            left[node_types[n]] = left.get(node_types[n], 0) + g
+    for v in sorted(views, key=lambda v: (v.spec.submit_time_s, v.name)):
+        if not any(left.values()):
+            break
+        spec = v.spec
+        p = kept.get(v.name)
+        if p is not None:
+            if elastic and p.slots:
+                t = node_types[p.slots[0][0]]
+                left[t] = left.get(t, 0) - min(left.get(t, 0),
+                                               max(0, spec.max_gpus - p.num_gpus))
+            continue
+        least = max(1, spec.min_gpus) if elastic else max(spec.gpus, spec.min_gpus, 1)
+        fit = [t for t, g in left.items() if g >= least and spec.gpu_type in (None, t)]
+        if not fit:
+            continue
+        t = min(fit, key=lambda t: (left[t], t))
+        left[t] -= min(left[t], max(least, spec.gpus)) if elastic else least
+    out: dict[int, int] = {}
+    for n in sorted(idle, key=lambda n: (idle[n], -n)):  # the fewest idle first: whole nodes kept
+        t = node_types[n]
+        take = min(idle[n], left.get(t, 0))
+        if take > 0:
+            out[n] = take
+            left[t] -= take
+    return out

@@ -1,0 +1,141 @@
+"""Issue 43's quota promise on a cluster of two GPU types with untyped quotas (`shape.py`,
+`QueuedPolicy._lend`): two teams of quota 2 on `t4:2,a100:2`, vision borrowing everything when
+nlp's 2-GPU job arrives. nlp's share is carved in one type, so its job runs whole; where the
+carve cannot be made usable, what nlp cannot use is lent back for the round instead of sitting
+idle; and a job running on fewer GPUs than it asked brings its queue's quota back."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from layer_rounds import spec, view
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot, check_decision
+from corral.core.policy import Policy
+from corral.core.queues import parse_queues
+from corral.policies import create_policy
+from corral.policies.tenancy import QueuedPolicy, job_demand
+from corral.policies.tenancy.shape import give_back_order, unusable
+
+CLUSTER = Cluster.parse("t4:1x2,a100:1x2")  # node 0: 2 t4, node 1: 2 a100
+TEAMS = "[queue.vision]\nquota = 2\n[queue.nlp]\nquota = 2\n"
+
+
+class AsAsked(Policy):
+    """An elastic policy that gives each job, running ones first, its requested GPUs on one
+    node (a running job's own node first), or as many as that node has free."""
+
+    name = "as-asked"
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        free = list(snapshot.cluster.gpus_per_node)
+        out = {}
+        for v in sorted(snapshot.jobs, key=lambda v: (not v.is_running, v.spec.submit_time_s,
+                                                      v.name)):
+            on = dict(v.placement.slots) if v.is_running else {}
+            n = min(range(len(free)), key=lambda n: (n not in on, -free[n], n))
+            g = min(v.spec.gpus, free[n])
+            if g > 0:
+                out[v.name] = Assignment(Placement(((n, g),)))
+                free[n] -= g
+        return Decision(out)
+
+
+def _elastic(job: JobSpec, least: int = 1) -> JobSpec:
+    return dataclasses.replace(job, min_gpus=least)
+
+
+def _decide(inner, jobs: list[tuple[JobSpec, Placement | None, float | None]],
+            queues: str = TEAMS) -> tuple[Decision, QueuedPolicy]:
+    layer = QueuedPolicy(inner, parse_queues(queues, total_gpus=CLUSTER.total_gpus))
+    views = tuple(view(j, p, t) for j, p, t in jobs)
+    decision = layer.decide(Snapshot(60.0, CLUSTER, views, Decision()))
+    check_decision(decision, {j.name: j for j, _, _ in jobs}, CLUSTER, "layer")
+    return decision, layer
+
+
+def _same(job: JobSpec) -> JobSpec:
+    return job
+
+
+def _borrowed_everything(make=_same) -> list[tuple[JobSpec, Placement | None, float | None]]:
+    """vision's four 1-GPU jobs on all four GPUs (v1, v2 the most recently started, one of
+    each type), nlp's 2-GPU job just arrived."""
+    on_t4, on_a100 = Placement.of({0: 1}), Placement.of({1: 1})
+    return [(make(spec("v1", 1, "vision")), on_a100, 30.0),
+            (make(spec("v2", 1, "vision")), on_t4, 30.0),
+            (make(spec("v3", 1, "vision")), on_a100, 10.0),
+            (make(spec("v4", 1, "vision")), on_t4, 10.0),
+            (make(spec("n1", 2, "nlp", 50.0)), None, None)]
+
+
+def _types(decision: Decision) -> dict[str, tuple[str | None, int]]:
+    return {n: (CLUSTER.placement_type(a.placement), a.num_gpus)
+            for n, a in decision.assignments.items()}
+
+
+def test_a_gang_queue_is_given_back_gpus_of_one_type_so_its_job_starts_whole() -> None:
+    # without the shape, vision gave back v1 (a100) and v2 (t4): nlp's gang of 2 fit nowhere,
+    # two GPUs sat idle and two of vision's jobs waited
+    decision, layer = _decide(lambda: create_policy("tiresias-las"), _borrowed_everything())
+    assert _types(decision)["n1"] == ("a100", 2)
+    assert sum(a.num_gpus for a in decision.assignments.values()) == 4
+    assert sorted(t for n, t in _types(decision).items() if n != "n1") == [("t4", 1)] * 2
+
+
+def test_an_elastic_queue_runs_its_job_on_its_whole_share_of_one_type() -> None:
+    decision, _ = _decide(AsAsked, _borrowed_everything(_elastic))
+    assert _types(decision)["n1"] == ("a100", 2)  # not 1 t4 + an idle a100
+    assert sum(a.num_gpus for a in decision.assignments.values()) == 4
+
+
+def test_what_a_queue_cannot_use_is_lent_back_to_the_job_that_gave_it() -> None:
+    # vision's two 2-GPU jobs can only shrink to 1 each: nlp's share is 1 t4 + 1 a100, and
+    # its one job runs within one type; the other GPU goes back to the vision job that gave
+    # it up, which keeps its placement (no resize), instead of sitting idle
+    jobs = [(_elastic(spec("v1", 2, "vision")), Placement.of({1: 2}), 30.0),
+            (_elastic(spec("v2", 2, "vision")), Placement.of({0: 2}), 10.0),
+            (_elastic(spec("n1", 2, "nlp", 50.0)), None, None)]
+    decision, layer = _decide(AsAsked, jobs)
+    assert sum(a.num_gpus for a in decision.assignments.values()) == 4  # nothing idle
+    n1_type, n1_gpus = _types(decision)["n1"]
+    assert n1_gpus == 1
+    kept = {"t4": "v2", "a100": "v1"}[{"t4": "a100", "a100": "t4"}[n1_type]]
+    assert decision.assignments[kept].placement == dict((j.name, p) for j, p, _ in jobs)[kept]
+    assert layer.last_carve == {"vision": 3, "nlp": 1}
+
+
+def test_a_job_running_short_of_its_request_brings_its_quota_back() -> None:
+    # issue 43: nlp's job asked 2 GPUs, ran on 1, and stayed there after nlp's quota was
+    # raised to 3 while vision borrowed the rest
+    one = Cluster.parse("1x4")
+    jobs = [(_elastic(spec("n1", 2, "nlp")), Placement.of({0: 1}), 10.0),
+            *((_elastic(spec(f"v{i}", 1, "vision")), Placement.of({0: 1}), 20.0)
+              for i in (1, 2, 3))]
+    layer = QueuedPolicy(AsAsked, parse_queues("[queue.vision]\nquota = 1\n[queue.nlp]\n"
+                                               "quota = 3\n", total_gpus=4))
+    decision = layer.decide(Snapshot(60.0, one, tuple(view(j, p, t) for j, p, t in jobs),
+                                     Decision()))
+    assert decision.assignments["n1"].num_gpus == 2
+    assert layer.last_shares is not None and layer.last_shares.guaranteed["nlp"] == 2
+    running_short = view(jobs[0][0], Placement.of({0: 1}), 10.0)
+    assert job_demand(running_short, 4, elastic=True) == (2, 2)
+    assert job_demand(running_short, 4, elastic=False) == (1, 1)  # a gang holds what it runs
+
+
+def test_give_back_order_frees_one_type_first_and_unusable_finds_the_idle_type() -> None:
+    views = [view(j, p, t) for j, p, t in _borrowed_everything()[:4]]
+    types = CLUSTER.node_types
+    order = [v.name for v in give_back_order(views, types, 2)]
+    assert order == ["v1", "v3", "v2", "v4"]  # both a100 jobs first: v1's type frees 2
+    assert [v.name for v in give_back_order(views, types, 3)] == ["v1", "v2", "v3", "v4"]
+    waiting: list[JobView] = [view(spec("n1", 2, "nlp"))]
+    # a gang of 2 on 1 t4 + 1 a100: neither type holds it, both are lent
+    assert unusable(waiting, {0: 1, 1: 1}, {}, types, elastic=False) == {0: 1, 1: 1}
+    assert unusable(waiting, {1: 2}, {}, types, elastic=False) == {}
+    # elastic: it starts on one GPU of one type; the other type's GPU is unusable
+    assert unusable([view(_elastic(spec("n1", 2, "nlp")))], {0: 1, 1: 1}, {}, types,
+                    elastic=True) == {0: 1}  # a tie: the first type by name
+    pinned = [view(dataclasses.replace(spec("p", 1, "nlp"), gpu_type="t4"))]
+    assert unusable(pinned, {1: 2}, {}, types, elastic=True) == {1: 2}

@@ -92,7 +92,7 @@ def lp_of(releases, works, speedups, gpus, slots=40):
     jobs = []
     for r, w, s in zip(releases, works, speedups):
         pieces, cap = hull_pieces(s)
-        jobs.append(BoundJob(release_s=float(r), work=float(w), pieces=pieces, max_gpus=cap))
+        jobs.append(BoundJob.one_type(float(r), float(w), pieces, cap))
     return lp_lower_bound(jobs, gpus, slots=slots).avg_jct_s
 
 

@@ -26,14 +26,15 @@ from corral.sim.analysis.lp_bound import (
     hull_pieces,
     lp_lower_bound,
 )
+from corral.sim.analysis.window_bound import windowed_lower_bound
 from corral.sim.truth.base import AppTruth, Truth
 from corral.sim.truth.replay import best_epoch_secs, best_isolated_jct
 from corral.sim.truth.scaled import ScaledApp, job_app, spec_epochs
 from corral.sim.workloads import Workload
 
-#: Largest workload whose bound `corral simulate` computes (the LP grows with jobs x slots;
-#: 160 jobs take seconds).
-MAX_BOUND_JOBS = 600
+#: Largest workload whose bound is the exact LP (`lp_bound`: it grows with jobs x slots, 160
+#: jobs take seconds); larger ones get the windowed relaxation (`window_bound`).
+MAX_EXACT_JOBS = 600
 #: Geometric steps of total batch size per GPU count when looking for a job's best rate.
 RATE_POINTS = 48
 
@@ -97,10 +98,16 @@ def _job_rates(app: AppTruth, cluster: Cluster, allowed: tuple[str, ...], epochs
 
 
 def workload_lp_bound(workload: Workload, truth: Truth, cluster: Cluster, *,
-                      slots: int = DEFAULT_SLOTS) -> LpBound:
+                      slots: int = DEFAULT_SLOTS, method: str = "auto") -> LpBound:
     """The LP lower bound on the average JCT of any schedule of `workload` on `cluster`, with
-    a capacity per GPU type (one type: the one-type case)."""
+    a capacity per GPU type (one type: the one-type case). `method`: "exact" (`lp_bound`, with
+    `slots`), "windowed" (`window_bound`, any length) or "auto" (exact up to `MAX_EXACT_JOBS`
+    jobs, windowed above)."""
+    if method not in ("auto", "exact", "windowed"):
+        raise ValueError(f"unknown bound method {method!r}: auto, exact or windowed")
     jobs = bound_jobs(workload, truth, cluster)
+    if method == "windowed" or (method == "auto" and len(jobs) > MAX_EXACT_JOBS):
+        return windowed_lower_bound(jobs, cluster_gpus(cluster))
     return lp_lower_bound(jobs, cluster_gpus(cluster), slots=slots)
 
 

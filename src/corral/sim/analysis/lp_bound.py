@@ -102,7 +102,8 @@ def hull_pieces(speedups: Sequence[float]) -> tuple[tuple[tuple[float, float], .
 
 @dataclass(frozen=True)
 class LpBound:
-    """The solved bound: mean of (C_j - r_j), per-job C_j - r_j, and how it was computed."""
+    """The solved bound: mean of (C_j - r_j), per-job C_j - r_j, and how it was computed
+    (`method`: "exact", this module's LP; "windowed", `corral.sim.analysis.window_bound`)."""
 
     avg_jct_s: float
     jct_s: tuple[float, ...]
@@ -110,6 +111,7 @@ class LpBound:
     slot_s: float
     horizon_s: float
     solve_s: float
+    method: str = "exact"
 
 
 def default_horizon(jobs: Sequence[BoundJob]) -> float:
@@ -207,8 +209,10 @@ def lp_lower_bound(jobs: Sequence[BoundJob], gpus: Mapping[str, float] | float, 
                                ((cap_rows[t][s], per_type[t])
                                 for t in types for s in range(num_slots)))
     a_eq = _csr(eq_rows, eq_cols, eq_vals, (n, nvar))
-    return _solve(a_ub, b_ub, a_eq, c0, lower, upper, unit, t0, releases,
-                  num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
+    x = solve_mean_completion(a_ub, b_ub, a_eq, c0, lower, upper)
+    return bound_of(x[c0:], unit, t0, releases, slots=num_slots,
+                    slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
+                    started=started)
 
 
 def _csr(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> sparse.csr_matrix:
@@ -246,11 +250,10 @@ def _time_slots(releases: np.ndarray, horizon: float,
     return t0, unit, starts[keep], lens[keep]
 
 
-def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c0: int,
-           lower: np.ndarray, upper: np.ndarray, unit: float, t0: float, releases: np.ndarray,
-           num_slots: int, slot_s: float, horizon: float, started: float) -> LpBound:
-    """Minimise the mean completion time (variables from `c0` on, in `unit`s after `t0`) under
-    the built constraints with HiGHS; the bound is each JCT less the solver's slack."""
+def solve_mean_completion(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix,
+                          c0: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """The optimal variables of the LP `min mean(v[c0:])` under `a_ub v <= b_ub`, `a_eq v = 1`
+    and the bounds, solved with HiGHS; a RuntimeError when it does not solve."""
     n = a_eq.shape[0]
     cost = np.zeros(a_ub.shape[1])
     cost[c0:] = 1.0 / n
@@ -258,9 +261,17 @@ def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c
                   bounds=np.column_stack([lower, upper]), method="highs")
     if res.status != 0:
         raise RuntimeError(f"the bound's LP did not solve: {res.message}")
-    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(res.x[c0:]).max()))
-    c = res.x[c0:] * unit + t0
+    return np.asarray(res.x)
+
+
+def bound_of(completions: np.ndarray, unit: float, t0: float, releases: np.ndarray, *,
+             slots: int, slot_s: float, horizon_s: float, started: float,
+             method: str = "exact") -> LpBound:
+    """The bound from the LP's optimal completion times (in `unit`s after `t0`): each JCT less
+    the solver's slack (`SOLVER_SLACK` of the largest)."""
+    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(completions).max()))
+    c = completions * unit + t0
     jct = tuple(float(v) - slack for v in c - releases)
     avg = float(np.mean(c - releases)) - slack
-    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots, slot_s=slot_s, horizon_s=horizon,
-                   solve_s=time.perf_counter() - started)
+    return LpBound(avg_jct_s=avg, jct_s=jct, slots=slots, slot_s=slot_s, horizon_s=horizon_s,
+                   solve_s=time.perf_counter() - started, method=method)

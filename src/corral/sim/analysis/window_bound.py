@@ -50,9 +50,9 @@ from corral.sim.analysis.lp_bound import (
 )
 
 #: Most variables the LP is sized for (the slot length grows to keep within it).
-DEFAULT_MAX_COLUMNS = 1_500_000
+DEFAULT_MAX_COLUMNS = 1_000_000
 #: Slots over the span of the first windows unless that is over `DEFAULT_MAX_COLUMNS`.
-DEFAULT_SLOTS = 2000
+DEFAULT_SLOTS = 600
 #: Rounds of widening the windows of jobs whose late fraction the optimum uses.
 DEFAULT_ROUNDS = 2
 #: A late fraction above this counts as used.

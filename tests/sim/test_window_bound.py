@@ -167,9 +167,10 @@ def test_typed_bound_below_fast_policies_on_mixed_type_workloads():
     for n in (1, 6):
         wl = load_pollux_csv(datafiles.need("pollux-workloads") / f"workload-{n}.csv",
                              truth.limits())
-        wl = Workload(wl.name, [dataclasses.replace(j, gpus=min(j.gpus, 24)) for j in wl.jobs],
-                      wl.source)
+        # its first 80 jobs (a busy start), each capped at the largest type's 24 GPUs
+        wl = Workload(wl.name, [dataclasses.replace(j, gpus=min(j.gpus, 24))
+                                for j in wl.jobs[:80]], wl.source)
         bound = windowed_lower_bound(bound_jobs(wl, truth, cluster), cluster_gpus(cluster))
-        name, best = best_fast_policy(truth, cluster, wl, ("fifo", "tiresias-las", "gavel"))
+        name, best = best_fast_policy(truth, cluster, wl, ("tiresias-las", "gavel"))
         print(f"workload-{n} mixed: windowed bound {bound.avg_jct_s:.0f} s, {name} {best:.0f} s")
         assert 0 < bound.avg_jct_s <= best

@@ -174,3 +174,20 @@ def test_typed_bound_below_fast_policies_on_mixed_type_workloads():
         name, best = best_fast_policy(truth, cluster, wl, ("tiresias-las", "gavel"))
         print(f"workload-{n} mixed: windowed bound {bound.avg_jct_s:.0f} s, {name} {best:.0f} s")
         assert 0 < bound.avg_jct_s <= best
+
+
+def test_sweep_fills_the_bound_above_the_exact_lps_reach():
+    """`corral simulate`'s bound cell: over `MAX_EXACT_JOBS` jobs the windowed bound, not None."""
+    from corral.sim.analysis.bound_jobs import MAX_EXACT_JOBS
+    from corral.sim.batch.sweep import bound_cell
+    from corral.sim.truth.source import TruthSource
+    from corral.sim.workloads import synthetic
+
+    source = TruthSource()  # the built-in catalog
+    truth = source.load()
+    wl = synthetic(truth.limits(), num_jobs=MAX_EXACT_JOBS + 50, rate_per_hour=400, seed=3)
+    cluster = Cluster.parse("8x4")
+    bound, why = bound_cell(source, wl, cluster)
+    assert why is None and bound is not None
+    own = np.mean([max(j.min_time_s, j.alone_s or 0.0) for j in bound_jobs(wl, truth, cluster)])
+    assert own * (1 - 1e-5) <= bound

@@ -6,8 +6,8 @@ Every figure is measured in the run that prints it (none typed in):
   slowest type on the most nodes (`k80:6x4,p100:3x8,v100:2x8`; each job's requested GPUs capped
   at 24, the largest type, as its jobs of 32 and 48 could run on no type), built-in per-type truth:
   mean over workloads of each policy's average JCT, its gap to the type-aware LP bound
-  (`corral.sim.analysis.bound_jobs.workload_lp_bound`, which uses `lp_lower_bound_typed` on a
-  mixed cluster) and `fast_gpu_share`. Targets: sia >= 25 % below pollux, >= 45 % below gavel.
+  (`corral.sim.analysis.bound_jobs.workload_lp_bound`, with a capacity per GPU type on a mixed
+  cluster) and `fast_gpu_share`. Targets: sia >= 25 % below pollux, >= 45 % below gavel.
 * (b) the same workloads on one type (`16x4`): sia within 10 % of pollux.
 * (c) Gavel's shape, 36 K80 + 36 P100 + 36 V100 (`k80:9x4,p100:9x4,v100:9x4`), with Gavel's
   `max_min_fairness.trace` (96 jobs; its own throughput table is the truth): gavel's average

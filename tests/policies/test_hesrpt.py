@@ -35,7 +35,7 @@ def tangent_job(size, p, servers):
     """A BoundJob whose rate bound is k^p itself (tangents of a concave function lie above it)."""
     ks = np.geomspace(1e-2, servers, 40)
     pieces = tuple((p * k ** (p - 1), k ** p - p * k ** p) for k in ks)
-    return BoundJob(release_s=0.0, work=size, pieces=pieces, max_gpus=servers)
+    return BoundJob.one_type(release_s=0.0, work=size, pieces=pieces, max_gpus=servers)
 
 
 def test_fractions_sum_to_one_and_favour_small_jobs():

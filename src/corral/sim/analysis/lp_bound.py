@@ -1,19 +1,23 @@
 """A relaxation lower bound on the average JCT of any schedule: a time-indexed linear program.
 
-Jobs are `BoundJob`s (release r_j, work W_j, concave piecewise-linear rate bound h_j; see
-`corral.sim.analysis.bound_jobs`); slots run to a horizon H (later work counts as done at H).
-Variables: GPUs `x_jt`, work fractions `y_jt` (after release) and `z_j` (after H), `C_j`.
-Constraints: `sum_j x_jt <= N`, `x_jt <= K_j`; `W_j y_jt <= len_t (a_l x_jt + b_l)` per piece
-(valid by concavity); mean busy time `C_j >= M_j + p_j / 2`, `M_j = sum_t t_start(t) y_jt + H
-z_j`, `p_j = W_j / h_j(K_j)` (Goemans et al. 2002); `C_j >= r_j + alone_j`. `mean(C_j - r_j)`,
-less 1e-6 of max C_j (solver tolerance), bounds the average JCT. Solved with scipy's HiGHS.
+Jobs are `BoundJob`s (release r_j, work W_j, per GPU type g it may use a concave piecewise-linear
+rate bound h_jg; see `corral.sim.analysis.bound_jobs`); slots run to a horizon H (later work
+counts as done at H). Variables: GPUs `x_jtg`, work fractions `y_jtg` (after release) and `z_j`
+(after H), `C_j`. Constraints: `sum_j x_jtg <= N_g`, `x_jtg <= K_jg`; `W_j y_jtg <= len_t (a_l
+x_jtg + b_l)` per piece (valid by concavity); on several types a slot's work is at most `len_t`
+at the job's top rate (one type at a time; two in one slot only relaxes); mean busy time `C_j >=
+M_j + p_j / 2`, `M_j = sum_t t_start(t) y_jt + H z_j`, `p_j = W_j / max_g h_jg(K_jg)` (Goemans
+et al. 2002); `C_j >= r_j + alone_j`. A cluster of one type is the one-type case of the same LP.
+`mean(C_j - r_j)`, less 1e-6 of max C_j (solver tolerance), bounds the average JCT. Solved with
+scipy's HiGHS. Its variables grow as jobs x slots; `corral.sim.analysis.window_bound` relaxes it
+further to reach traces of any length.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,26 +30,37 @@ DEFAULT_SLOTS = 200
 SOLVER_SLACK = 1e-6
 
 
+#: One GPU type a job may use: (type, pieces, max_gpus); its rate holding x GPUs of that type
+#: (0 <= x <= max_gpus) is at most min over pieces (a, b) of a x + b.
+TypeRate = tuple[str, tuple[tuple[float, float], ...], float]
+
+
 @dataclass(frozen=True)
 class BoundJob:
     """One job as the bound sees it.
 
-    `work` is in rate-seconds: at rate r the job needs `work / r` seconds (the simulator uses a
-    job's best time on one GPU, so a rate is a speedup). `pieces` are lines (a, b): the job's
-    rate holding x GPUs (0 <= x <= `max_gpus`) is at most min over pieces of a x + b. `alone_s`
-    is a lower bound on its completion minus release (None: its shortest processing time).
+    `work` is in rate-seconds common to every GPU type: at rate r the job needs `work / r`
+    seconds (`corral.sim.analysis.bound_jobs`: a job's least GPU-seconds, so a rate is a
+    speedup). `rates` holds each GPU type the job may run on with its concave rate bound there
+    (`TypeRate`); a cluster of one type is the one-type case (`one_type`, type ""). `alone_s` is
+    a lower bound on its completion minus release (None: its shortest processing time).
     """
 
     release_s: float
     work: float
-    pieces: tuple[tuple[float, float], ...]
-    max_gpus: float
+    rates: tuple[TypeRate, ...]
     alone_s: float | None = None
+
+    @classmethod
+    def one_type(cls, release_s: float, work: float, pieces: tuple[tuple[float, float], ...],
+                 max_gpus: float, alone_s: float | None = None) -> BoundJob:
+        """A job on a cluster of one (unnamed) GPU type."""
+        return cls(release_s, work, (("", pieces, float(max_gpus)),), alone_s)
 
     @property
     def max_rate(self) -> float:
-        """The rate bound at `max_gpus`: the fastest the job can go."""
-        return min(a * self.max_gpus + b for a, b in self.pieces)
+        """The fastest the job can go: its rate bound at its GPU cap on its fastest type."""
+        return max(min(a * cap + b for a, b in pieces) for _, pieces, cap in self.rates)
 
     @property
     def min_time_s(self) -> float:
@@ -87,7 +102,8 @@ def hull_pieces(speedups: Sequence[float]) -> tuple[tuple[tuple[float, float], .
 
 @dataclass(frozen=True)
 class LpBound:
-    """The solved bound: mean of (C_j - r_j), per-job C_j - r_j, and how it was computed."""
+    """The solved bound: mean of (C_j - r_j), per-job C_j - r_j, and how it was computed
+    (`method`: "exact", this module's LP; "windowed", `corral.sim.analysis.window_bound`)."""
 
     avg_jct_s: float
     jct_s: tuple[float, ...]
@@ -95,6 +111,7 @@ class LpBound:
     slot_s: float
     horizon_s: float
     solve_s: float
+    method: str = "exact"
 
 
 def default_horizon(jobs: Sequence[BoundJob]) -> float:
@@ -105,114 +122,25 @@ def default_horizon(jobs: Sequence[BoundJob]) -> float:
     return t
 
 
-def lp_lower_bound(jobs: Sequence[BoundJob], gpus: float, *, slots: int = DEFAULT_SLOTS,
-                   horizon_s: float | None = None) -> LpBound:
-    """Solve the LP of the module docstring for `jobs` on `gpus` GPUs (see there)."""
+def gpus_by_type(gpus: Mapping[str, float] | float) -> dict[str, float]:
+    """The cluster's GPUs per type; a bare number is a cluster of one unnamed type ("")."""
+    if isinstance(gpus, Mapping):
+        return {t: float(g) for t, g in gpus.items()}
+    return {"": float(gpus)}
+
+
+def lp_lower_bound(jobs: Sequence[BoundJob], gpus: Mapping[str, float] | float, *,
+                   slots: int = DEFAULT_SLOTS, horizon_s: float | None = None) -> LpBound:
+    """Solve the LP of the module docstring for `jobs` on `gpus` (per GPU type, or a number:
+    one type), one set of variables per job, slot and type the job may use."""
     started = time.perf_counter()
     n = len(jobs)
     if n == 0:
         raise ValueError("no jobs")
+    per_type = gpus_by_type(gpus)
+    types = list(per_type)
     releases = np.array([j.release_s for j in jobs], dtype=float)
     horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))
-    t0, unit, starts, lens = _time_slots(releases, horizon, slots)
-    num_slots = len(starts)
-    h = (horizon - t0) / unit
-
-    # columns: per job, x and y for each slot at or after its release, then z_j, then C_j
-    cols_x: list[np.ndarray] = []
-    first_slot = np.searchsorted(starts + lens, releases, side="right")  # slots ending after r_j
-    # a release is a slot boundary, so slot first_slot[j] starts at or after r_j
-    offset = 0
-    for j in range(n):
-        cnt = num_slots - first_slot[j]
-        cols_x.append(np.arange(offset, offset + 2 * cnt, 2))
-        offset += 2 * cnt
-    z0 = offset
-    c0 = z0 + n
-    nvar = c0 + n
-
-    rows, cols, vals, rhs = [], [], [], []  # inequality rows A x <= b
-    eq_rows, eq_cols, eq_vals = [], [], []
-    row = 0
-    cap_rows: list[list[int]] = [[] for _ in range(num_slots)]
-    upper = np.full(nvar, np.inf)
-    lower = np.zeros(nvar)
-    for j, job in enumerate(jobs):
-        fs = first_slot[j]
-        xs = cols_x[j]
-        ys = xs + 1
-        seg = lens[fs:] / unit
-        for a, b in job.pieces:
-            # work * y - len * a * x <= len * b   (time in units: rates per unit time)
-            r = row + np.arange(len(xs))
-            rows += [r, r]
-            cols += [ys, xs]
-            vals += [np.full(len(xs), job.work / unit), -seg * a]
-            rhs.append(seg * b)
-            row += len(xs)
-        upper[xs] = job.max_gpus
-        for k, t in enumerate(range(fs, num_slots)):
-            cap_rows[t].append(xs[k])
-        # sum y + z = 1
-        eq_rows += [np.full(len(ys) + 1, j)]
-        eq_cols += [np.append(ys, z0 + j)]
-        eq_vals += [np.ones(len(ys) + 1)]
-        # M_j - C_j <= -p_j/2 :  sum start*y + h*z - C <= -p/2
-        rows += [np.full(len(ys) + 2, row)]
-        cols += [np.concatenate([ys, [z0 + j, c0 + j]])]
-        vals += [np.concatenate([(starts[fs:] - t0) / unit, [h, -1.0]])]
-        rhs.append(np.array([-job.min_time_s / unit / 2.0]))
-        row += 1
-        lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
-    a_ub, b_ub = _inequalities(rows, cols, vals, rhs, row, nvar,
-                               ((cap_rows[t], float(gpus)) for t in range(num_slots)))
-    a_eq = _csr(eq_rows, eq_cols, eq_vals, (n, nvar))
-    return _solve(a_ub, b_ub, a_eq, c0, lower, upper, unit, t0, releases,
-                  num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
-
-
-@dataclass(frozen=True)
-class TypedBoundJob:
-    """One job as the bound sees it on a cluster of several GPU types.
-
-    `work` is in rate-seconds common to all types (`corral.sim.analysis.bound_jobs`); `rates`
-    maps each GPU type the job may run on to (pieces, max_gpus): its rate holding x GPUs of that
-    type is at most min over pieces of a x + b, for 0 <= x <= max_gpus. `alone_s` as `BoundJob`.
-    """
-
-    release_s: float
-    work: float
-    rates: tuple[tuple[str, tuple[tuple[float, float], ...], float], ...]
-    alone_s: float | None = None
-
-    @property
-    def max_rate(self) -> float:
-        """The fastest the job can go, on its fastest type."""
-        return max(min(a * cap + b for a, b in pieces) for _, pieces, cap in self.rates)
-
-    @property
-    def min_time_s(self) -> float:
-        return self.work / self.max_rate
-
-
-def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], *,
-                         slots: int = DEFAULT_SLOTS, horizon_s: float | None = None) -> LpBound:
-    """The LP of the module docstring on a cluster of several GPU types (`gpus`: per type).
-
-    Per job, slot and type it may use: GPUs `x_jtg` (capped per type) and work fractions
-    `y_jtg`, `W_j y_jtg <= len_t (a x_jtg + b)` per piece of its rate on type g; capacity
-    `sum_j x_jtg <= N_g` per type; a job's work in a slot is also at most `len_t` at its highest
-    rate (it runs on one type at a time). Mean busy time as before, with `p_j` the job's
-    shortest processing time on its fastest type. Letting a job use two types in one slot only
-    relaxes the schedule, so it stays a lower bound.
-    """
-    started = time.perf_counter()
-    n = len(jobs)
-    if n == 0:
-        raise ValueError("no jobs")
-    types = list(gpus)
-    releases = np.array([j.release_s for j in jobs], dtype=float)
-    horizon = float(horizon_s if horizon_s is not None else default_horizon(jobs))  # type: ignore[arg-type]
     t0, unit, starts, lens = _time_slots(releases, horizon, slots)
     num_slots = len(starts)
     h = (horizon - t0) / unit
@@ -225,6 +153,8 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
         cnt = num_slots - first_slot[j]
         per = []
         for t, pieces, cap in job.rates:
+            if t not in per_type:
+                raise ValueError(f"job {j} may run on GPU type {t!r}, which the cluster lacks")
             per.append((t, np.arange(offset, offset + 2 * cnt, 2), pieces, cap))
             offset += 2 * cnt
         layout.append(per)
@@ -276,11 +206,13 @@ def lp_lower_bound_typed(jobs: Sequence[TypedBoundJob], gpus: dict[str, float], 
         row += 1
         lower[c0 + j] = (job.release_s - t0 + max(job.alone_s or 0.0, job.min_time_s)) / unit
     a_ub, b_ub = _inequalities(rows, cols, vals, rhs, row, nvar,
-                               ((cap_rows[t][s], float(gpus[t]))
+                               ((cap_rows[t][s], per_type[t])
                                 for t in types for s in range(num_slots)))
     a_eq = _csr(eq_rows, eq_cols, eq_vals, (n, nvar))
-    return _solve(a_ub, b_ub, a_eq, c0, lower, upper, unit, t0, releases,
-                  num_slots, float((horizon - t0) / max(1, slots)), horizon, started)
+    x = solve_mean_completion(a_ub, b_ub, a_eq, c0, lower, upper)
+    return bound_of(x[c0:], unit, t0, releases, slots=num_slots,
+                    slot_s=float((horizon - t0) / max(1, slots)), horizon_s=horizon,
+                    started=started)
 
 
 def _csr(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> sparse.csr_matrix:
@@ -318,11 +250,10 @@ def _time_slots(releases: np.ndarray, horizon: float,
     return t0, unit, starts[keep], lens[keep]
 
 
-def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c0: int,
-           lower: np.ndarray, upper: np.ndarray, unit: float, t0: float, releases: np.ndarray,
-           num_slots: int, slot_s: float, horizon: float, started: float) -> LpBound:
-    """Minimise the mean completion time (variables from `c0` on, in `unit`s after `t0`) under
-    the built constraints with HiGHS; the bound is each JCT less the solver's slack."""
+def solve_mean_completion(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix,
+                          c0: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """The optimal variables of the LP `min mean(v[c0:])` under `a_ub v <= b_ub`, `a_eq v = 1`
+    and the bounds, solved with HiGHS; a RuntimeError when it does not solve."""
     n = a_eq.shape[0]
     cost = np.zeros(a_ub.shape[1])
     cost[c0:] = 1.0 / n
@@ -330,9 +261,17 @@ def _solve(a_ub: sparse.csr_matrix, b_ub: np.ndarray, a_eq: sparse.csr_matrix, c
                   bounds=np.column_stack([lower, upper]), method="highs")
     if res.status != 0:
         raise RuntimeError(f"the bound's LP did not solve: {res.message}")
-    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(res.x[c0:]).max()))
-    c = res.x[c0:] * unit + t0
+    return np.asarray(res.x)
+
+
+def bound_of(completions: np.ndarray, unit: float, t0: float, releases: np.ndarray, *,
+             slots: int, slot_s: float, horizon_s: float, started: float,
+             method: str = "exact") -> LpBound:
+    """The bound from the LP's optimal completion times (in `unit`s after `t0`): each JCT less
+    the solver's slack (`SOLVER_SLACK` of the largest)."""
+    slack = SOLVER_SLACK * unit * max(1.0, float(np.abs(completions).max()))
+    c = completions * unit + t0
     jct = tuple(float(v) - slack for v in c - releases)
     avg = float(np.mean(c - releases)) - slack
-    return LpBound(avg_jct_s=avg, jct_s=jct, slots=num_slots, slot_s=slot_s, horizon_s=horizon,
-                   solve_s=time.perf_counter() - started)
+    return LpBound(avg_jct_s=avg, jct_s=jct, slots=slots, slot_s=slot_s, horizon_s=horizon_s,
+                   solve_s=time.perf_counter() - started, method=method)

@@ -20,7 +20,7 @@ from corral.core.policy import param_fields
 from corral.policies import create_policy, policy_class
 from corral.policies.tenancy import QueuedPolicy
 from corral.sim.analysis.allocations import record_allocations
-from corral.sim.analysis.bound_jobs import MAX_BOUND_JOBS, workload_lp_bound
+from corral.sim.analysis.bound_jobs import workload_lp_bound
 from corral.sim.analysis.queue_metrics import QueueSetup, resolve_queues
 from corral.sim.batch.cellstore import CellStore, cell_key, workload_digest
 from corral.sim.batch.runners import ProcessRunner, RayRunner, Runner, SerialRunner, Task
@@ -133,11 +133,9 @@ def run_cell(source: TruthSource, choice: PolicyChoice, workload: Workload, clus
 
 def bound_cell(source: TruthSource, workload: Workload,
                cluster: Cluster) -> tuple[float | None, str | None]:
-    """The workload's LP bound on the average JCT (`corral.sim.analysis.bound_jobs`), or None and why
-    not (a workload over `MAX_BOUND_JOBS` jobs, a solver failure); never raises."""
-    if len(workload.jobs) > MAX_BOUND_JOBS:
-        return None, (f"LP bound of {workload.name} skipped: {len(workload.jobs)} jobs, over "
-                      f"{MAX_BOUND_JOBS}")
+    """The workload's LP bound on the average JCT (`corral.sim.analysis.bound_jobs`: the exact LP
+    up to `MAX_EXACT_JOBS` jobs, its windowed relaxation above), or None and why not (a solver
+    failure); never raises."""
     try:
         return workload_lp_bound(workload, source.load(), cluster).avg_jct_s, None
     except Exception as exc:  # noqa: BLE001 - the simulations are reported all the same

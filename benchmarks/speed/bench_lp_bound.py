@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import POLLUX, machine, require
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.analysis.bound_jobs import bound_jobs, cluster_gpus, workload_lp_bound
 from corral.sim.analysis.lp_bound import DEFAULT_SLOTS, lp_lower_bound
 from corral.sim.analysis.metrics import summarize

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from bound_cases import brute_force_avg_jct, random_instance
 
-from corral.core import Cluster, create_policy
+from corral.core import Cluster
+from corral.policies import create_policy
 from corral.sim.analysis.bound_jobs import bound_jobs, cluster_gpus, workload_lp_bound
 from corral.sim.analysis.lp_bound import BoundJob, hull_pieces, lp_lower_bound
 from corral.sim.analysis.metrics import summarize

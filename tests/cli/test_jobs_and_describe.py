@@ -86,7 +86,8 @@ def test_corral_queues_prints_the_queue_changes_it_is_given(monkeypatch) -> None
 
     doc = {"queues": [{"name": "nlp", "parent": None, "quota": 3, "limit": None, "used": 1,
                        "borrowed": 0, "share": 2, "jobs": 2, "waiting": 1}],
-           "changes": [{"time_s": 12.5, "detail": "nlp: quota 2->3"}]}
+           "changes": [{"time_s": 12.5, "detail": "nlp: quota 2->3"}], "min_runtime_s": 30.0,
+           "usage_half_life_s": None}
 
     class Fake:
         def queues(self) -> dict:

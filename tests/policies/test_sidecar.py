@@ -17,9 +17,9 @@ from corral.core import (
     OracleInfo,
     Placement,
     Snapshot,
-    create_policy,
 )
 from corral.perf.sidecar_time import PRIOR_SPEEDUP_EXP
+from corral.policies import create_policy
 
 E = PRIOR_SPEEDUP_EXP  # no measurements yet: speed ~ N^0.63 (the paper's 2.4x on 4 GPUs)
 

@@ -17,10 +17,10 @@ from corral.core import (
     Policy,
     Promises,
     Snapshot,
-    create_policy,
 )
 from corral.core.jobs import LrRule
 from corral.perf.overheads import OVERHEADS
+from corral.policies import create_policy
 from corral.sim.loop.config import EngineConfig
 from corral.sim.loop.engine import Simulator
 from corral.sim.loop.mechanism import (

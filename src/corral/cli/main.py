@@ -273,8 +273,7 @@ def simulate(
                           interference_slowdown=interference)
     console.print(f"[dim]truth: {truth.source}; cluster {shape.describe()} ({shape.total_gpus} GPUs); "
                   f"{len(workloads)} workload(s); policies: {', '.join(c.name for c in choices)}; "
-                  f"mechanism: {config.mechanism.for_models(truth.restart_times()).describe()}[/]",
-                  soft_wrap=True)
+                  f"mechanism: {config.mechanism.for_models(truth.restart_times()).describe()}[/]")
     runs = len(choices) * len(workloads)
     runner = runner_for(jobs or os.cpu_count() or 1, ray_address)
     with Counter(err_console, "simulations", runs) as bar:

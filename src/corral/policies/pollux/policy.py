@@ -19,6 +19,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
+from corral.policies.pollux.fill import fill_idle
 from corral.policies.pollux.nodes import move_columns, search_nodes
 from corral.policies.pollux.search import (
     AllocationProblem,
@@ -27,6 +28,7 @@ from corral.policies.pollux.search import (
     genetic_search,
     remap_population,
 )
+from corral.policies.pollux.settled import settled
 from corral.policies.pollux.speedup import SpeedupGrids
 
 __all__ = ["PolluxParams", "Pollux", "realloc_factor", "max_gpus_for", "is_silent",
@@ -112,8 +114,11 @@ class Pollux(Policy):
         self._last: tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None = None
         self._searched = np.arange(0)  # the nodes the last search spanned (`pollux_nodes`)
         self._last_search_s: float | None = None  # when the population in _last was searched
-        #: Generations the last search ran (for benchmarks).
+        #: Generations the last search ran, and jobs `fill_idle` placed after it (benchmarks).
         self.last_generations = 0
+        self.last_filled = 0
+        #: Rounds not searched: no job could gain from any change (`settled`).
+        self.rounds_settled = 0
 
     @property
     def settings(self) -> SearchSettings:
@@ -128,6 +133,9 @@ class Pollux(Policy):
             self._last = self._last_search_s = None
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
+        if settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance):
+            self.rounds_settled += 1  # nothing can gain: the current allocation is the best
+            return Decision({v.name: Assignment(v.placement) for v in jobs})
         names = tuple(v.name for v in jobs)
         settings = replace(self.settings, patience=search_patience(
             self.params.patience, self._since_last_search(names, snapshot.time_s),
@@ -148,9 +156,14 @@ class Pollux(Policy):
         self._searched = nodes
         self._last_search_s = snapshot.time_s
         self.last_generations = result.generations
-        per_job: dict[int, list[tuple[int, int]]] = {}
         job_ids, node_ids, gpu_counts = result.entries()
-        for j, node, gpus in zip(job_ids.tolist(), nodes[node_ids].tolist(), gpu_counts.tolist()):
+        added = fill_idle(problem, job_ids, node_ids, gpu_counts, settings.avoid_interference)
+        self.last_filled = len({j for j, _, _ in added})
+        cells = list(zip(job_ids.tolist(), nodes[node_ids].tolist(), gpu_counts.tolist()))
+        if added:  # by job, then node, as `entries`
+            cells = sorted(cells + [(j, int(nodes[n]), g) for j, n, g in added])
+        per_job: dict[int, list[tuple[int, int]]] = {}
+        for j, node, gpus in cells:
             per_job.setdefault(j, []).append((node, gpus))
         out = {}
         for j, slots in per_job.items():

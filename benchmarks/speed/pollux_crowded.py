@@ -5,8 +5,9 @@ in the burst queue b436b2 at 6.88 h had 201 jobs on a 290-GPU share and placed 1
 157 GPUs. This script replays that round: it runs the same simulation until the first round at
 or after `--at-h` hours in which an inner pollux sees `--gpus` GPUs (the run stops there), keeps
 that round's snapshot and a copy of the inner policy as it stood, then decides the round again, warm (the policy as it was: what the run
-decided) and cold (a fresh policy), and prints per decision the jobs placed, GPUs held, GPUs
-idle, waiting jobs that fit the idle GPUs, running jobs dropped, and the fitness (Eq. 14).
+decided) and cold (a fresh policy), each also with `fill_idle` switched off (the search's own
+best, as before issue 45), and prints per decision the jobs placed, GPUs held, GPUs idle,
+waiting jobs that fit the idle GPUs, running jobs dropped, and the fitness (Eq. 14).
 The simulation to that round takes about two minutes.
 
 Run (from the repository root, shared data beside it)::
@@ -17,6 +18,7 @@ Run (from the repository root, shared data beside it)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import sys
@@ -29,6 +31,7 @@ from bench_queues import philly_window  # noqa: E402
 
 from corral.core import Cluster, create_policy  # noqa: E402
 from corral.core.jobs import Decision, Snapshot  # noqa: E402
+from corral.policies.pollux import policy as policy_module  # noqa: E402
 from corral.policies.pollux.policy import Pollux  # noqa: E402
 from corral.policies.pollux.search import fitness  # noqa: E402
 from corral.policies.tenancy import QueuedPolicy  # noqa: E402
@@ -83,14 +86,17 @@ def describe(label: str, snapshot: Snapshot, policy: Pollux, decision: Decision,
     idle = total - held
     running = {v.name for v in snapshot.jobs if v.placement.slots}
     dropped = len(running - set(placed))
-    fits = sum(1 for v in snapshot.jobs if v.name not in placed and max(v.spec.min_gpus, 1) <= idle)
+    free = [g - u for g, u in zip(snapshot.cluster.gpus_per_node,
+                                  decision.used_gpus(snapshot.cluster.num_nodes))]
+    most = max(free, default=0)  # a waiting job fits when one node has its fewest GPUs free
+    fits = sum(1 for v in snapshot.jobs if v.name not in placed and max(v.spec.min_gpus, 1) <= most)
     jobs = sorted(snapshot.jobs, key=lambda v: (v.attained_gpu_s, v.spec.submit_time_s, v.name))
     problem = policy.problem(snapshot.time_s, snapshot.cluster, jobs)
     fit = _fitness(problem, jobs, placed)
-    return (f"{label:>22s}: {len(placed):3d} of {len(snapshot.jobs)} jobs placed on {held} GPUs, "
+    return (f"{label:>30s}: {len(placed):3d} of {len(snapshot.jobs)} jobs placed on {held} GPUs, "
             f"{idle} idle, {fits} waiting jobs fit the idle GPUs, {dropped} of {len(running)} "
             f"running dropped, fitness {fit:.5f}, {seconds:.2f} s, "
-            f"{policy.last_generations} generations")
+            f"{policy.last_generations} generations, {policy.last_filled} placed by fill_idle")
 
 
 def _fitness(problem, jobs, placed) -> float:
@@ -120,16 +126,32 @@ def main() -> None:
     print(f"simulated to the round in {time.perf_counter() - t:.0f} s")
     print(f"round at {snapshot.time_s / 3600:.2f} h: {len(snapshot.jobs)} jobs, "
           f"{snapshot.cluster.total_gpus} GPUs on {snapshot.cluster.num_nodes} nodes")
-    runs = [("warm (as the run)", copy.deepcopy(policy)),
-            ("cold", create_policy("pollux")),
+    runs = [("warm (as the run)", lambda: copy.deepcopy(policy)),
+            ("cold", lambda: create_policy("pollux")),
             (f"cold, {args.generations} gens",
-             Pollux(dataclasses.replace(policy.params, generations=args.generations,
-                                        patience=0)))]
-    for label, p in runs:
-        assert isinstance(p, Pollux)
-        t = time.perf_counter()
-        decision = p.decide(snapshot)
-        print(describe(label, snapshot, p, decision, time.perf_counter() - t))
+             lambda: Pollux(dataclasses.replace(policy.params, generations=args.generations,
+                                                patience=0)))]
+    for label, make in runs:
+        for fill in (False, True):
+            p = make()
+            assert isinstance(p, Pollux)
+            t = time.perf_counter()
+            with _fill(fill):
+                decision = p.decide(snapshot)
+            print(describe(f"{label}, {'with' if fill else 'no'} fill", snapshot, p, decision,
+                           time.perf_counter() - t))
+
+
+@contextlib.contextmanager
+def _fill(on: bool):
+    """`fill_idle` as it is (on) or switched off (the search's best alone)."""
+    kept = policy_module.fill_idle
+    if not on:
+        policy_module.fill_idle = lambda *args, **kw: []
+    try:
+        yield
+    finally:
+        policy_module.fill_idle = kept
 
 
 if __name__ == "__main__":

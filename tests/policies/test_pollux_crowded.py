@@ -187,9 +187,12 @@ def _capped(name: str, node: int, gpus: int) -> JobView:
                  estimator=_estimator({(1, 1): 0.0, (1, gpus): 0.002}), attained=50.0)
 
 
+BIG = "80x4"  # above SEARCH_ALL_NODES_UP_TO: smaller clusters are searched draw for draw
+
+
 def test_a_round_in_which_no_job_can_gain_is_not_searched():
-    views = [_capped("a", 0, 2), _capped("b", 1, 2)]  # 4x4: half the cluster idle
-    snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse("4x4"), jobs=tuple(views),
+    views = [_capped("a", 0, 2), _capped("b", 1, 2)]  # nearly all the cluster idle
+    snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
                         previous=Decision({}))
     policy = create_policy("pollux")
     assert isinstance(policy, Pollux)
@@ -204,6 +207,10 @@ def test_a_round_in_which_no_job_can_gain_is_not_searched():
     assert settled(problem, MAX_NODES_PER_JOB, True)
     best = genetic_search(problem, SearchSettings(generations=30), np.random.default_rng(1))
     assert np.array_equal(best.allocation, problem.base)
+    # on a small cluster the same round is searched, as the artifact's (same draws as before)
+    small = create_policy("pollux")
+    assert small.decide(dataclasses.replace(snapshot, cluster=Cluster.parse("4x4"))) == decision
+    assert small.rounds_settled == 0 and small.last_generations > 0
 
 
 def test_a_waiting_job_or_one_that_could_grow_is_searched():
@@ -211,7 +218,7 @@ def test_a_waiting_job_or_one_that_could_grow_is_searched():
     growing = [_capped("a", 0, 2), _view(_spec("g"), Placement.of({1: 1}),
                                          estimator=_estimator({(1, 1): 0.0}), attained=60.0)]
     for views in (waiting, growing):
-        snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse("4x4"), jobs=tuple(views),
+        snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
                             previous=Decision({}))
         policy = create_policy("pollux")
         policy.decide(snapshot)

@@ -6,7 +6,9 @@ speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from la
 pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
 share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twice the most GPUs
 observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
-clusters searched in part (`pollux_nodes`); patience grows with time (`search_patience`).
+clusters searched in part (`pollux_nodes`); patience grows with time (`search_patience`); jobs
+the search leaves out take its idle GPUs where the fitness gains (`fill_idle`); a round in which
+no job can gain is not searched (`settled`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.policies.pollux.fill import fill_idle
-from corral.policies.pollux.nodes import move_columns, search_nodes
+from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
 from corral.policies.pollux.search import (
     AllocationProblem,
     SearchSettings,
@@ -133,7 +135,8 @@ class Pollux(Policy):
             self._last = self._last_search_s = None
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
-        if settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance):
+        if (snapshot.cluster.num_nodes > SEARCH_ALL_NODES_UP_TO  # small: the artifact's draws
+                and settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance)):
             self.rounds_settled += 1  # nothing can gain: the current allocation is the best
             return Decision({v.name: Assignment(v.placement) for v in jobs})
         names = tuple(v.name for v in jobs)

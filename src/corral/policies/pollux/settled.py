@@ -8,7 +8,9 @@ factor, is above its speedup now, no allocation has a higher fitness than the cu
 search would keep it (it starts from it, and ties keep the earlier individual). That is an idle
 cluster with nothing waiting and no job whose goodput would grow, and the round's answer is
 known without drawing anything. The check reads every job's speedup table once: linear in the
-jobs, not in the cluster.
+jobs, not in the cluster. Taken on clusters of more than `SEARCH_ALL_NODES_UP_TO` nodes only:
+a round not searched draws nothing, so every later draw would move, and on the artifact's
+16-node clusters the search runs draw for draw as before (the stored reference figures).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Pollux on a crowded cluster (issue 45 item 1): the burst queue's round at 6.88 h.
 
-On Philly's busiest 8 hours with proportional queues (`bench_queues.py --window 8h`), pollux
-in the burst queue b436b2 at 6.88 h had 201 jobs on a 290-GPU share and placed 134 of them on
-157 GPUs. This script replays that round: it runs the same simulation until the first round at
-or after `--at-h` hours in which an inner pollux sees `--gpus` GPUs (the run stops there), keeps
+On Philly's busiest 8 hours with proportional queues (`bench_queues.py --window 8h`, the
+layer's `start_waiting` off, as then), pollux in the burst queue b436b2 at 6.88 h had 201 jobs
+on a 290-GPU share and placed 134 of them on 157 GPUs. This script replays such a round: it
+runs the same simulation until the first round at or after `--at-h` hours in which an inner
+pollux sees at least `--min-jobs` jobs (the run stops there; the share's size is printed), keeps
 that round's snapshot and a copy of the inner policy as it stood, then decides the round again, warm (the policy as it was: what the run
 decided) and cold (a fresh policy), each also with `fill_idle` switched off (the search's own
 best, as before issue 45), and prints per decision the jobs placed, GPUs held, GPUs idle,
@@ -44,18 +45,19 @@ class _Caught(Exception):
     """Stops the simulation once the round is kept."""
 
 
-def capture(at_h: float, gpus: int) -> tuple[Snapshot, Pollux]:
+def capture(at_h: float, min_jobs: int) -> tuple[Snapshot, Pollux]:
     """Run the busiest 8 hours with queues until the round (module docstring); keep it."""
     truth = CatalogTruth()
     workload = philly_window(truth, "8h")
     cluster = Cluster.parse("256x8")
-    tree = resolve_queues("proportional", workload, cluster.total_gpus)
+    tree = dataclasses.replace(resolve_queues("proportional", workload, cluster.total_gpus),
+                               start_waiting=False)
 
     caught: list[tuple[Snapshot, Pollux]] = []
 
     class Catching(Pollux):
         def decide(self, snapshot: Snapshot) -> Decision:
-            if snapshot.time_s >= at_h * 3600 and snapshot.cluster.total_gpus == gpus:
+            if snapshot.time_s >= at_h * 3600 and len(snapshot.jobs) >= min_jobs:
                 caught.append((snapshot, _plain(self)))
                 raise _Caught
             return super().decide(snapshot)
@@ -66,7 +68,7 @@ def capture(at_h: float, gpus: int) -> tuple[Snapshot, Pollux]:
     except _Caught:
         pass
     else:
-        raise SystemExit(f"no round at >= {at_h} h with a {gpus}-GPU share")
+        raise SystemExit(f"no round at >= {at_h} h with {min_jobs} jobs in a queue")
     return caught[0]
 
 
@@ -118,11 +120,11 @@ def _fitness(problem, jobs, placed) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--at-h", type=float, default=6.88)
-    ap.add_argument("--gpus", type=int, default=290)
+    ap.add_argument("--min-jobs", type=int, default=150)
     ap.add_argument("--generations", type=int, default=300, help="for the long cold search")
     args = ap.parse_args()
     t = time.perf_counter()
-    snapshot, policy = capture(args.at_h, args.gpus)
+    snapshot, policy = capture(args.at_h, args.min_jobs)
     print(f"simulated to the round in {time.perf_counter() - t:.0f} s")
     print(f"round at {snapshot.time_s / 3600:.2f} h: {len(snapshot.jobs)} jobs, "
           f"{snapshot.cluster.total_gpus} GPUs on {snapshot.cluster.num_nodes} nodes")

@@ -17,8 +17,12 @@ the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,
   jobs, 2,048 GPUs: 512x4) rounds, all jobs at t=0 (catalog truth), over the first rounds.
 * `day` -- the busiest day of the Philly trace (3,987 jobs) on 2,048 GPUs under tiresias-las,
   optimus and pollux (`--day-policies`).
-* `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las, with
-  the process's peak RSS.
+* `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las
+  (`--trace-policies`; pollux and sia too, sia on a three-type `--trace-cluster` such as
+  `k80:256x4,p100:128x4,v100:128x4`), with the process's peak RSS.
+Every `day` and `trace` run prints its restarts per job, the p50/p99 of its `decide` calls and,
+for pollux, the rounds it did not search (`corral.policies.pollux.settled`), and writes a
+progress line to stderr at least every 20 s.
 * `placement` (after the change only) -- optimus's Theorem-1 placement of 4,000 jobs on 4000x4,
   the old per-job sort against `EvenPlacer`, in one run (placements checked identical).
 * `matrix` -- the eight shared 160-job workloads under `--matrix-policies` (default all seven):

@@ -101,6 +101,27 @@ def describe(label: str, snapshot: Snapshot, policy: Pollux, decision: Decision,
             f"{policy.last_generations} generations, {policy.last_filled} placed by fill_idle")
 
 
+def left_out(snapshot: Snapshot, policy: Pollux, decision: Decision) -> list[str]:
+    """Why each waiting job that fits a node's free GPUs was left out: its fitness term with
+    its fewest GPUs on one node (speedup times REALLOC_FACTOR) is no higher than left out."""
+    free = [g - u for g, u in zip(snapshot.cluster.gpus_per_node,
+                                  decision.used_gpus(snapshot.cluster.num_nodes))]
+    jobs = sorted(snapshot.jobs, key=lambda v: (v.attained_gpu_s, v.spec.submit_time_s, v.name))
+    problem = policy.problem(snapshot.time_s, snapshot.cluster, jobs)
+    table = problem.speedup
+    out = []
+    for j, v in enumerate(jobs):
+        want = max(v.spec.min_gpus, 1)
+        if decision.get(v.name) is not None or want > max(free, default=0):
+            continue
+        at = table.offset[j] + table.width[j] + want
+        speedup = float(table.flat[at]) if want < table.width[j] else float("nan")
+        out.append(f"left out: {v.name}, age {snapshot.time_s - v.spec.submit_time_s:.0f} s, "
+                   f"REALLOC_FACTOR {problem.penalty[j]:.3f}, cap {problem.max_gpus[j]} GPUs, "
+                   f"speedup on {want} GPU(s) {speedup:.4f}")
+    return out
+
+
 def _fitness(problem, jobs, placed) -> float:
     """FITNESS_p of a decision (the objective the search maximises)."""
     import numpy as np
@@ -142,6 +163,9 @@ def main() -> None:
                 decision = p.decide(snapshot)
             print(describe(f"{label}, {'with' if fill else 'no'} fill", snapshot, p, decision,
                            time.perf_counter() - t))
+            if fill:
+                for line in left_out(snapshot, p, decision):
+                    print(f"{'':>32s}{line}")
 
 
 @contextlib.contextmanager

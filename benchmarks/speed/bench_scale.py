@@ -350,6 +350,19 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   at an hour when this code took 342 s against 272 s in the last full run: about 213 s at
   that run's speed, still ~1.8x over 120 s. Not kept: a new compiled dependency for a
   quarter of one policy's day, whose large-cluster figures it moves, is the team's call.
+* Session of 2026-11-29, same Intel machine, load average ~11 (six other sessions): issue 45.
+  Pollux now places the jobs its search leaves out on the GPUs it leaves idle where FITNESS_p
+  gains (`corral.policies.pollux.fill`; `--set pollux.fill_idle_gpus=false` switches it off)
+  and does not search a round in which no job can gain (`corral.policies.pollux.settled`, on
+  clusters above 64 nodes only, so the 16-node reference cells keep their draws: workload-1
+  and -6 unchanged). Busiest day, before (637bccb) and after side by side, both nice'd
+  (`benchmarks/results/bench_scale_day_pollux_2922fbd.txt`): 293.8 -> 264.3 s CPU (wall
+  3,041 -> 2,908 s under that load), 1,661 -> 1,664 rounds, 11 rounds not searched, restarts
+  per job 6.25 -> 4.48, average JCT 939 -> 1,097 s (+17 %: placing every waiting job on one
+  GPU, as the objective prefers, is what bench_queues' docstring found costs average JCT on
+  Philly's bursts), decide p50 0.51 -> 0.62 s and p99 8.8 -> 8.6 s wall. The 60 s target and
+  "average JCT no worse" are not met. The whole trace under pollux, started at nice 19 beside
+  those runs, had not finished a job in 25 minutes: no rate to report.
 """
 
 from __future__ import annotations

@@ -168,6 +168,10 @@ def test_a_crowded_round_leaves_no_gpu_idle_while_a_job_that_fits_waits():
             alloc[j, n] = g
     assert searched.allocation.sum() < total and (searched.allocation.sum(axis=1) == 0).any()
     assert _fitness(problem, alloc) > searched.fitness
+    # switched off, the search's best stands: GPUs idle while jobs wait
+    off = create_policy("pollux", {"fill_idle_gpus": "false"})
+    placed, held = _held(off.decide(snapshot))
+    assert held < total and placed < len(snapshot.jobs) and off.last_filled == 0
 
 
 # ------------------------------------------------------------------------------ settled

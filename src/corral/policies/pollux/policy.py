@@ -51,6 +51,9 @@ class PolluxParams:
     interference_avoidance: bool = True  # at most one distributed job per node
     seed: int = 0
     silent_after_s: float = 120.0  # run time without an observed step after which a job is silent
+    #: jobs the search left out take its idle GPUs where the fitness gains (`fill_idle`); off:
+    #: the search's best as it is (fewer jobs on more GPUs each: lower average JCT on bursts)
+    fill_idle_gpus: bool = True
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.p):
@@ -160,7 +163,8 @@ class Pollux(Policy):
         self._last_search_s = snapshot.time_s
         self.last_generations = result.generations
         job_ids, node_ids, gpu_counts = result.entries()
-        added = fill_idle(problem, job_ids, node_ids, gpu_counts, settings.avoid_interference)
+        added = (fill_idle(problem, job_ids, node_ids, gpu_counts, settings.avoid_interference)
+                 if self.params.fill_idle_gpus else [])
         self.last_filled = len({j for j, _, _ in added})
         cells = list(zip(job_ids.tolist(), nodes[node_ids].tolist(), gpu_counts.tolist()))
         if added:  # by job, then node, as `entries`

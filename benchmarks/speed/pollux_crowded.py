@@ -14,6 +14,13 @@ The simulation to that round takes about two minutes.
 Run (from the repository root, shared data beside it)::
 
     python benchmarks/speed/pollux_crowded.py
+
+Last run (2026-11-29, at 3c19715, loaded 2-core machine; benchmarks/results/
+pollux_crowded_3c19715.txt): the burst queue's round at 6.88 h, 192 jobs on a 355-GPU share
+(88 nodes). The search alone placed 133 jobs on 179 GPUs (176 idle, 59 waiting jobs fitting
+them; 300 generations: 145 on 196, dropping 33 running jobs); with `fill_idle`, 190 jobs on
+236 GPUs, none dropped, fitness 0.0032 -> 0.0445. The two jobs left out were submitted that
+instant (REALLOC_FACTOR 0: placing them leaves the fitness as it is).
 """
 
 from __future__ import annotations

@@ -17,8 +17,12 @@ the sweep rows (worker processes, Ray) exist only after it. Sections (`--only a,
   jobs, 2,048 GPUs: 512x4) rounds, all jobs at t=0 (catalog truth), over the first rounds.
 * `day` -- the busiest day of the Philly trace (3,987 jobs) on 2,048 GPUs under tiresias-las,
   optimus and pollux (`--day-policies`).
-* `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las, with
-  the process's peak RSS.
+* `trace` -- the whole Philly trace (74,428 jobs) on 2,048 GPUs under fifo and tiresias-las
+  (`--trace-policies`; pollux and sia too, sia on a three-type `--trace-cluster` such as
+  `k80:256x4,p100:128x4,v100:128x4`), with the process's peak RSS.
+Every `day` and `trace` run prints its restarts per job, the p50/p99 of its `decide` calls and,
+for pollux, the rounds it did not search (`corral.policies.pollux.settled`), and writes a
+progress line to stderr at least every 20 s.
 * `placement` (after the change only) -- optimus's Theorem-1 placement of 4,000 jobs on 4000x4,
   the old per-job sort against `EvenPlacer`, in one run (placements checked identical).
 * `matrix` -- the eight shared 160-job workloads under `--matrix-policies` (default all seven):
@@ -346,6 +350,21 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   at an hour when this code took 342 s against 272 s in the last full run: about 213 s at
   that run's speed, still ~1.8x over 120 s. Not kept: a new compiled dependency for a
   quarter of one policy's day, whose large-cluster figures it moves, is the team's call.
+* Session of 2026-11-29, same Intel machine, load average ~11 (six other sessions): issue 45.
+  Pollux now places the jobs its search leaves out on the GPUs it leaves idle where FITNESS_p
+  gains (`corral.policies.pollux.fill`; `--set pollux.fill_idle_gpus=false` switches it off)
+  and does not search a round in which no job can gain (`corral.policies.pollux.settled`, on
+  clusters above 64 nodes only, so the 16-node reference cells keep their draws: workload-1
+  and -6 unchanged). Busiest day, before (637bccb) and after side by side, both nice'd
+  (`benchmarks/results/bench_scale_day_pollux_2922fbd.txt`): 293.8 -> 264.3 s CPU (wall
+  3,041 -> 2,908 s under that load), 1,661 -> 1,664 rounds, 11 rounds not searched, restarts
+  per job 6.25 -> 4.48, average JCT 939 -> 1,097 s (+17 %: placing every waiting job on one
+  GPU, as the objective prefers, is what bench_queues' docstring found costs average JCT on
+  Philly's bursts), decide p50 0.51 -> 0.62 s and p99 8.8 -> 8.6 s wall. The 60 s target and
+  "average JCT no worse" are not met. The whole trace under pollux (`--only trace
+  --trace-policies pollux`, at 3c19715), started at nice 19 beside those runs, was stopped
+  after 2,889 s wall with 5.7 % of the 74,428 jobs finished (1.4 % at 2,069 s, when the day
+  runs ended and it got CPU; 1.4 -> 5.7 % in the last 820 s), far from the 30-minute target.
 """
 
 from __future__ import annotations
@@ -363,6 +382,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
+import numpy as np
 from _common import POLLUX, machine, require
 
 from corral.core import Cluster
@@ -398,18 +418,54 @@ def at_zero(workload: Workload) -> Workload:
 CPU_S = [0.0]
 
 
-def simulate(truth, policy: str, cluster: str, workload: Workload,
-             max_time_s: float | None = None) -> tuple[float, object]:
+def simulate(truth, policy, cluster: str, workload: Workload,
+             max_time_s: float | None = None, on_progress=None) -> tuple[float, object]:
+    """One run of `policy` (a name, or an instance); its wall time and result."""
     cfg = EngineConfig(max_time_s=max_time_s) if max_time_s is not None else EngineConfig()
+    pol = create_policy(policy) if isinstance(policy, str) else policy
     started, cpu = time.perf_counter(), time.process_time()
-    result = Simulator(truth, create_policy(policy), Cluster.parse(cluster), cfg).run(workload)
+    result = Simulator(truth, pol, Cluster.parse(cluster), cfg).run(workload, on_progress)
     CPU_S[0] = time.process_time() - cpu  # on a shared machine, this process's own CPU time
     return time.perf_counter() - started, result
 
 
-def round_times(truth, policy: str, cluster: str, workload: Workload, rounds: int) -> list[float]:
-    """Seconds of each `decide` call over the first `rounds` rounds."""
-    pol = create_policy(policy)
+class Progress:
+    """A progress line on stderr at least every `every_s` seconds while a long run goes: the
+    fraction of jobs finished (from the engine's hook), the time so far and the rate."""
+
+    def __init__(self, label: str, every_s: float = 20.0) -> None:
+        import threading
+
+        self.label, self.every_s = label, every_s
+        self.fraction = 0.0
+        self.started = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __call__(self, fraction: float) -> None:
+        self.fraction = fraction
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            spent = time.perf_counter() - self.started
+            left = spent * (1 - self.fraction) / self.fraction if self.fraction > 0 else None
+            print(f"  [{self.label}] {100 * self.fraction:5.1f} % of jobs finished, "
+                  f"{spent:.0f} s so far" + ("" if left is None else
+                                              f", about {left:.0f} s left at this rate"),
+                  file=sys.stderr, flush=True)
+
+
+def timed_decisions(policy_name: str) -> tuple[object, list[float]]:
+    """A policy whose `decide` calls are timed into the returned list."""
+    pol = create_policy(policy_name)
     times: list[float] = []
     decide = pol.decide
 
@@ -419,8 +475,13 @@ def round_times(truth, policy: str, cluster: str, workload: Workload, rounds: in
         times.append(time.perf_counter() - t)
         return out
     pol.decide = timed  # type: ignore[method-assign]
-    cfg = EngineConfig(max_time_s=60.0 * rounds - 1)
-    Simulator(truth, pol, Cluster.parse(cluster), cfg).run(workload)
+    return pol, times
+
+
+def round_times(truth, policy: str, cluster: str, workload: Workload, rounds: int) -> list[float]:
+    """Seconds of each `decide` call over the first `rounds` rounds."""
+    pol, times = timed_decisions(policy)
+    simulate(truth, pol, cluster, workload, max_time_s=rounds * 60 - 1)
     return times
 
 
@@ -454,14 +515,26 @@ def section_rounds(out: dict, args) -> None:
 
 
 def timed_run(out: dict, key: str, label: str, truth, policy: str, workload: Workload,
-              max_time_s: float | None = None) -> None:
-    """One simulation on 512x4 (2,048 GPUs): its wall time under `key`, a line of its figures."""
-    wall, result = simulate(truth, policy, "512x4", workload, max_time_s=max_time_s)
+              max_time_s: float | None = None, cluster: str = "512x4") -> None:
+    """One simulation on `cluster` (default 512x4, 2,048 GPUs): its wall time under `key`, a
+    line of its figures (restarts per job, the `decide` p50/p99 and the rounds not searched
+    included), and a progress line on stderr at least every 20 s."""
+    pol, times = timed_decisions(policy)
+    with Progress(f"{label} {policy}") as progress:
+        wall, result = simulate(truth, pol, cluster, workload, max_time_s=max_time_s,
+                                on_progress=progress)
     s = summarize(result)
     out[key], out[f"{key} cpu"] = wall, CPU_S[0]
+    out[f"{key} avg JCT s"] = s.avg_jct_s
+    out[f"{key} restarts per job"] = s.restarts_per_job
+    p50, p99 = (float(x) for x in np.percentile(times, [50, 99])) if times else (0.0, 0.0)
+    out[f"{key} decide p50 s"], out[f"{key} decide p99 s"] = p50, p99
+    settled = getattr(pol, "rounds_settled", None)  # pollux, since issue 45
     print(f"  {label} ({len(workload.jobs)} jobs) {policy}: {wall:.1f} s ({CPU_S[0]:.1f} s CPU), "
-          f"{result.rounds} rounds, "
-          f"avg JCT {s.avg_jct_s:.0f} s, {s.finished} finished, {s.unfinished} unfinished", flush=True)
+          f"{result.rounds} rounds, {len(times)} decisions (p50 {p50 * 1e3:.1f} ms, p99 "
+          f"{p99 * 1e3:.1f} ms)" + ("" if settled is None else f", {settled} not searched")
+          + f", avg JCT {s.avg_jct_s:.0f} s, restarts per job {s.restarts_per_job or 0:.2f}, "
+          f"{s.finished} finished, {s.unfinished} unfinished", flush=True)
 
 
 def section_day(out: dict, args) -> None:
@@ -476,7 +549,7 @@ def section_trace(out: dict, args) -> None:
     trace = whole_trace(truth)
     for policy in args.trace_policies.split(","):
         timed_run(out, f"trace {policy}", "whole trace", truth, policy, trace,
-                  max_time_s=args.trace_max_days * 86400)
+                  max_time_s=args.trace_max_days * 86400, cluster=args.trace_cluster)
     out["trace peak RSS MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak RSS of this process: {out['trace peak RSS MiB']:.0f} MiB", flush=True)
 
@@ -721,6 +794,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--day-policies", default="tiresias-las,optimus,pollux")
     ap.add_argument("--trace-policies", default="fifo,tiresias-las")
+    ap.add_argument("--trace-cluster", default="512x4",
+                    help="cluster of the whole-trace runs, e.g. a three-type one for sia: "
+                         "k80:256x4,p100:128x4,v100:128x4")
     ap.add_argument("--trace-max-days", type=float, default=3650.0,
                     help="horizon of the whole-trace runs (both sides), days")
     ap.add_argument("--matrix-policies", default=SEVEN)

@@ -126,7 +126,8 @@ def best_fast_policy(truth, cluster: Cluster, workload: Workload,
 
 @pytest.mark.slow
 @datafiles.needs("pollux-profiles", "pollux-workloads")
-def test_below_the_best_stored_figure_on_the_eight_pollux_workloads():
+@pytest.mark.parametrize("n", range(1, 9))  # one test each: xdist spreads them over workers
+def test_below_the_best_stored_figure_on_the_eight_pollux_workloads(n):
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
@@ -134,13 +135,12 @@ def test_below_the_best_stored_figure_on_the_eight_pollux_workloads():
     assert stored["cluster"] == "16x4"
     truth = ProfileTruth(datafiles.need("pollux-profiles"))
     cluster = Cluster.parse("16x4")
-    for n in range(1, 9):
-        name = f"workload-{n}"
-        wl = load_pollux_csv(datafiles.need("pollux-workloads") / f"{name}.csv", truth.limits())
-        best = min(stored["figures"][p][name]["avg_jct_s"] for p in stored["figures"])
-        bound = windowed_lower_bound(bound_jobs(wl, truth, cluster), cluster_gpus(cluster))
-        print(f"{name}: windowed bound {bound.avg_jct_s:.0f} s, best policy {best:.0f} s")
-        assert 0 < bound.avg_jct_s <= best, name
+    name = f"workload-{n}"
+    wl = load_pollux_csv(datafiles.need("pollux-workloads") / f"{name}.csv", truth.limits())
+    best = min(stored["figures"][p][name]["avg_jct_s"] for p in stored["figures"])
+    bound = windowed_lower_bound(bound_jobs(wl, truth, cluster), cluster_gpus(cluster))
+    print(f"{name}: windowed bound {bound.avg_jct_s:.0f} s, best policy {best:.0f} s")
+    assert 0 < bound.avg_jct_s <= best, name
 
 
 @pytest.mark.slow
@@ -160,21 +160,21 @@ def test_below_fast_policies_on_the_busiest_philly_day():
 
 @pytest.mark.slow
 @datafiles.needs("pollux-workloads")
-def test_typed_bound_below_fast_policies_on_mixed_type_workloads():
+@pytest.mark.parametrize("n", (1, 6))
+def test_typed_bound_below_fast_policies_on_mixed_type_workloads(n):
     from corral.sim.workloads import load_pollux_csv
 
     truth = CatalogTruth()
     cluster = Cluster.parse("k80:6x4,p100:3x8,v100:2x8")
-    for n in (1, 6):
-        wl = load_pollux_csv(datafiles.need("pollux-workloads") / f"workload-{n}.csv",
-                             truth.limits())
-        # its first 80 jobs (a busy start), each capped at the largest type's 24 GPUs
-        wl = Workload(wl.name, [dataclasses.replace(j, gpus=min(j.gpus, 24))
-                                for j in wl.jobs[:80]], wl.source)
-        bound = windowed_lower_bound(bound_jobs(wl, truth, cluster), cluster_gpus(cluster))
-        name, best = best_fast_policy(truth, cluster, wl, ("tiresias-las", "gavel"))
-        print(f"workload-{n} mixed: windowed bound {bound.avg_jct_s:.0f} s, {name} {best:.0f} s")
-        assert 0 < bound.avg_jct_s <= best
+    wl = load_pollux_csv(datafiles.need("pollux-workloads") / f"workload-{n}.csv",
+                         truth.limits())
+    # its first 80 jobs (a busy start), each capped at the largest type's 24 GPUs
+    wl = Workload(wl.name, [dataclasses.replace(j, gpus=min(j.gpus, 24))
+                            for j in wl.jobs[:80]], wl.source)
+    bound = windowed_lower_bound(bound_jobs(wl, truth, cluster), cluster_gpus(cluster))
+    name, best = best_fast_policy(truth, cluster, wl, ("tiresias-las", "gavel"))
+    print(f"workload-{n} mixed: windowed bound {bound.avg_jct_s:.0f} s, {name} {best:.0f} s")
+    assert 0 < bound.avg_jct_s <= best
 
 
 def test_sweep_fills_the_bound_above_the_exact_lps_reach():

@@ -281,8 +281,48 @@ def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
     fake = SimpleNamespace(policy=SimpleNamespace(name="pollux"),
                            jobs={"job-1": job("vision"), "job-2": job("nlp"),
                                  "job-3": job("vision")})
+    fake._given_words = lambda *a: ControlLoop._given_words(fake, *a)
     takers = {0: [("job-2", "nlp")], 1: [("job-3", "vision")]}
     words = ControlLoop._preempted_words(fake, fake.jobs["job-1"], Placement(((0, 1), (1, 1))),
                                          takers)
     assert words == "by pollux: its 2 GPU(s) went to a job (queue nlp), job-3 (queue vision)"
     assert "job-2" not in words
+
+
+def test_a_shrink_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path,
+                                                                  fake_executor) -> None:
+    from corral.core.cluster import Placement
+    from corral.core.jobs import Assignment, Decision
+    from corral.core.policy import Policy
+
+    class Halves(Policy):
+        """All four GPUs to a job alone; two each to two jobs."""
+
+        name = "halves"
+
+        def decide(self, snapshot):
+            each = 4 // len(snapshot.jobs)
+            return Decision({v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs})
+
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, fake_executor, Halves(), interval_s=1)
+    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
+    try:
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 4,
+                                                 "min_gpus": 1})
+        loop.tick()
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "b.py"], "gpus": 2})
+        import time
+
+        shrunk: list = []
+        deadline = time.monotonic() + 5
+        while not shrunk and time.monotonic() < deadline:  # the next round (1 s interval)
+            loop.tick()
+            shrunk = [e for e in client.get("/jobs/job-1", headers=AUTH).json()["events"]
+                      if e["kind"] == "resized"]
+            time.sleep(0.05)
+        [event] = shrunk
+        assert event["detail"].endswith("; by halves: its 2 GPU(s) went to job-2"), event
+    finally:
+        client.close()
+        store.close()

@@ -657,14 +657,20 @@ class ControlLoop:
         why (the job's reason, when the policy gave one). The job's team reads it: a job of its
         own queue by id (`job-5 (queue nlp)`), another queue's only by the queue's name (which
         queue took the GPUs back, never which job)."""
+        why = "" if job.reason.kind is WaitKind.UNEXPLAINED else f"; {job.reason.text}"
+        return self._given_words(job, old, takers) + why
+
+    def _given_words(self, job: LiveJob, given: Placement,
+                     takers: dict[int, list[tuple[str, str | None]]]) -> str:
+        """`by POLICY: its N GPU(s) went to ...`: who took the GPUs of `given` (a job of its
+        own queue by id, another queue's by the queue's name only)."""
         own = job.spec.queue
         took = [(other if queue == own or queue is None else "a job") +
                 (f" (queue {queue})" if queue else "")
-                for node, _ in old.slots for other, queue in takers.get(node, [])
+                for node, _ in given.slots for other, queue in takers.get(node, [])
                 if other != job.id]
         to = ", ".join(dict.fromkeys(took)) or "no job this round (they stay idle)"
-        why = "" if job.reason.kind is WaitKind.UNEXPLAINED else f"; {job.reason.text}"
-        return f"by {self.policy.name}: its {old.num_gpus} GPU(s) went to {to}{why}"
+        return f"by {self.policy.name}: its {given.num_gpus} GPU(s) went to {to}"
 
     def _apply(self, now: float, job: LiveJob, decision: Decision,
                takers: dict[int, list[tuple[str, str | None]]] | None = None) -> None:
@@ -692,10 +698,14 @@ class ControlLoop:
                                   batch_text)
         if placement:
             again = not was_placed and job.restarts > restarts  # resumed after preemption/restart
+            freed = _freed(old_placement, placement) if was_placed else Placement()
             self.store.add_event(now, job.id, "resized" if was_placed else "started",
                                  f"{placement.num_gpus} GPU(s) {job.placement_text}"
                                  + (f", batch {batch_text}" if batch_text else "")
-                                 + (again_words(requeued_after) if again else ""))
+                                 + (again_words(requeued_after) if again else "")
+                                 # a shrink says whose decision and who took the GPUs
+                                 + (f"; {self._given_words(job, freed, takers or {})}"
+                                    if freed else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(
@@ -730,3 +740,9 @@ class ControlLoop:
         return JobLaunch(job.id, tuple(sub.command), sub.cwd, dict(sub.env),
                          sub.job_config(job.id).replace(launch=job.launch_base), spec=job.spec,
                          early_init=sub.early_init, run_as=run_as)
+
+
+def _freed(old: Placement, new: Placement) -> Placement:
+    """The GPUs of `old` that `new` no longer holds, per node (a shrink's, or a move's)."""
+    kept = dict(new.slots)
+    return Placement(tuple((n, g - kept.get(n, 0)) for n, g in old.slots if g > kept.get(n, 0)))

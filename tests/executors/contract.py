@@ -21,7 +21,9 @@ from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.protocol.env import JobConfig
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
-TIMEOUT_S = 30.0
+# a bound on each wait, not a speed: tiny jobs, but Ray actors start slowly on a loaded machine
+# (30 s ran out under `stress`-like load on both cores)
+TIMEOUT_S = 90.0
 END = (ExecState.DONE, ExecState.FAILED, ExecState.CANCELLED)
 
 

@@ -228,6 +228,32 @@ def test_a_scripted_run_holds_its_clock_until_every_job_is_stored_then_admits_ea
         store.close()
 
 
+def _first_jobs_events(tmp_path: Path, executor, policy, second: dict, kind: str) -> list:
+    """job-1 (4 GPUs, min 1) alone for a round, then `second` submitted: job-1's events of
+    `kind` once the next round (1 s interval) made one, within 5 s."""
+    import time
+
+    store = Store(tmp_path / "state.db")
+    loop = ControlLoop(store, executor, policy, interval_s=1)
+    client = TestClient(create_app(store, executor, loop, TOKEN))
+    try:
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 4,
+                                                 "min_gpus": 1})
+        loop.tick()
+        client.post("/jobs", headers=AUTH, json={"command": ["python", "b.py"], **second})
+        events: list = []
+        deadline = time.monotonic() + 5
+        while not events and time.monotonic() < deadline:
+            loop.tick()
+            events = [e for e in client.get("/jobs/job-1", headers=AUTH).json()["events"]
+                      if e["kind"] == kind]
+            time.sleep(0.05)
+        return events
+    finally:
+        client.close()
+        store.close()
+
+
 def test_a_preemption_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path,
                                                                       fake_executor) -> None:
     from corral.core.cluster import Placement
@@ -243,27 +269,9 @@ def test_a_preemption_event_says_whose_decision_and_who_took_the_gpus(tmp_path: 
             newest = snapshot.jobs[-1].name
             return Decision({newest: Assignment(Placement(((0, 4),)))})
 
-    store = Store(tmp_path / "state.db")
-    loop = ControlLoop(store, fake_executor, NewestFirst(), interval_s=1)
-    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
-    try:
-        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 4})
-        loop.tick()
-        client.post("/jobs", headers=AUTH, json={"command": ["python", "b.py"], "gpus": 4})
-        import time
-
-        events: list = []
-        deadline = time.monotonic() + 5
-        while not events and time.monotonic() < deadline:  # the next round (1 s interval)
-            loop.tick()
-            events = [e for e in client.get("/jobs/job-1", headers=AUTH).json()["events"]
-                      if e["kind"] == "preempted"]
-            time.sleep(0.05)
-        [event] = events
-        assert event["detail"] == "by newest-first: its 4 GPU(s) went to job-2"
-    finally:
-        client.close()
-        store.close()
+    [event] = _first_jobs_events(tmp_path, fake_executor, NewestFirst(), {"gpus": 4},
+                                 "preempted")
+    assert event["detail"] == "by newest-first: its 4 GPU(s) went to job-2"
 
 
 def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
@@ -304,25 +312,5 @@ def test_a_shrink_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path
             each = 4 // len(snapshot.jobs)
             return Decision({v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs})
 
-    store = Store(tmp_path / "state.db")
-    loop = ControlLoop(store, fake_executor, Halves(), interval_s=1)
-    client = TestClient(create_app(store, fake_executor, loop, TOKEN))
-    try:
-        client.post("/jobs", headers=AUTH, json={"command": ["python", "a.py"], "gpus": 4,
-                                                 "min_gpus": 1})
-        loop.tick()
-        client.post("/jobs", headers=AUTH, json={"command": ["python", "b.py"], "gpus": 2})
-        import time
-
-        shrunk: list = []
-        deadline = time.monotonic() + 5
-        while not shrunk and time.monotonic() < deadline:  # the next round (1 s interval)
-            loop.tick()
-            shrunk = [e for e in client.get("/jobs/job-1", headers=AUTH).json()["events"]
-                      if e["kind"] == "resized"]
-            time.sleep(0.05)
-        [event] = shrunk
-        assert event["detail"].endswith("; by halves: its 2 GPU(s) went to job-2"), event
-    finally:
-        client.close()
-        store.close()
+    [event] = _first_jobs_events(tmp_path, fake_executor, Halves(), {"gpus": 2}, "resized")
+    assert event["detail"].endswith("; by halves: its 2 GPU(s) went to job-2"), event

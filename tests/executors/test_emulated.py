@@ -348,6 +348,8 @@ def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(t
         assert report["state"] == "finished" and second.status("a").state is ExecState.DONE
         assert report["time"] - first.clock.start == pytest.approx(finish_s, abs=1e-6)
         assert report["epoch"] == 5 and second._held == [0, 0]
+        # said on the log as a time before this executor started, not as negative seconds
+        assert "emulated s before this service started after" in second.read_log("a")
     finally:
         second.shutdown()
 

@@ -6,7 +6,11 @@ benchmarks/live/bench_control_plane.py --kill runs it at scale).
 
 Two runs of the same four jobs (cifar10 on 2 GPUs each, 100 epochs: about 2,700 emulated s)
 on a 2x4 cluster under fifo, so every job runs from its submission to its end without
-waiting: an undisturbed run, and one whose service is killed about 1,000 emulated seconds in.
+waiting: an undisturbed run, and one whose service is killed about 500 emulated seconds in.
+The downtime runs on the real clock (the emulated clock runs on through it, as a cluster's
+does), so on a loaded machine a slow second start can outlast a job's remaining ~11 real
+seconds: that job then finished while the service was down, which the restarted service must
+find and record at the emulated time it finished. Both outcomes are checked exactly.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ JITTER_REAL_S = 0.4
 #: What a restart may add to a JCT: its pause and the loop ticks to the placement (emulated s).
 BOUND_S = RESTART_S + SCALE * JITTER_REAL_S
 JOBS = 4
+KILL_AFTER_S = 500.0  # emulated run time of every job when the first service is killed
 
 
 def _opts(data_dir: Path) -> EmulationOptions:
@@ -78,7 +83,7 @@ def test_a_killed_emulated_service_restarts_and_every_job_keeps_its_progress(tmp
         client = first.connect()
         ids = _submit(client)
         deadline = time.monotonic() + 60
-        while min(r["run_time_s"] for r in client.jobs()) < 1000:
+        while min(r["run_time_s"] for r in client.jobs()) < KILL_AFTER_S:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         first.proc.kill()  # SIGKILL: nothing is stopped; the next service reclaims its workers
@@ -110,19 +115,28 @@ def test_a_killed_emulated_service_restarts_and_every_job_keeps_its_progress(tmp
         name = rows[job_id]["name"]
         grew = _jct(rows[job_id]) - _jct(next(r for r in undisturbed.values()
                                              if r["name"] == name))
-        assert "workers left running by an earlier service" in logs[job_id], logs[job_id][-2000:]
-        assert "stopped at its checkpoint" in logs[job_id], logs[job_id][-2000:]
-        assert grew <= bound_s, (name, grew, downtime_s)
-        # recorded as a service restart (killed: 0 GPUs from the reclaim), not a preemption
+        log = logs[job_id]
+        assert "workers left running by an earlier service" in log, log[-2000:]
         events = records[job_id]["events"]
-        requeued = [e for e in events if e["kind"] == "requeued"]
-        assert len(requeued) == 1 and requeued[0]["detail"].startswith(
-            "after a service restart: the service was killed"), requeued
         starts = [e["detail"] for e in events if e["kind"] == "started"]
-        assert starts[-1].endswith("(again, after a service restart)"), starts
         assert not any("preemption" in d for d in starts) and "preempted" not in \
             [e["kind"] for e in events]
         gpus = [(a["time_s"], a["num_gpus"]) for a in records[job_id]["assignments"]]
+        if "stopped at its checkpoint" not in log:
+            # it trained to its end while the service was down: done at the emulated time its
+            # workers finished, its JCT the undisturbed one (the loop-tick jitter either way),
+            # and never placed again
+            assert "before this service started after" in log, log[-2000:]
+            assert abs(grew) <= SCALE * JITTER_REAL_S, (name, grew, downtime_s)
+            assert [n for _, n in gpus][:1] == [2] and 2 not in [n for _, n in gpus][1:], gpus
+            assert len(starts) == 1, starts
+            continue
+        assert grew <= bound_s, (name, grew, downtime_s)
+        # recorded as a service restart (killed: 0 GPUs from the reclaim), not a preemption
+        requeued = [e for e in events if e["kind"] == "requeued"]
+        assert len(requeued) == 1 and requeued[0]["detail"].startswith(
+            "after a service restart: the service was killed"), requeued
+        assert starts[-1].endswith("(again, after a service restart)"), starts
         assert [n for _, n in gpus] == [2, 0, 2], gpus
         assert gpus[1][0] == requeued[0]["time_s"]
         # and it did not train twice over any stretch: it paid the restart pause

@@ -235,8 +235,8 @@ class EmulatedExecutor(Executor):
             assert j.sim is not None
             now = self._now_s()
             self._note(j, f"workers left running by an earlier service: launch "
-                          f"{running['launch']} on {j.sim.placement}, checkpointed at emulated "
-                          f"{at_s:.1f} s, trained on to {now:.1f} s")
+                          f"{running['launch']} on {j.sim.placement}, checkpointed at "
+                          f"{_emulated_when(at_s)}, trained on to {_emulated_when(now)}")
             try:
                 self._change(j, now, None)  # advances it; finished, or checkpoints and stops
                 j.launches = 0  # that launch was the earlier service's (`JobLaunch.config`)
@@ -494,7 +494,7 @@ class EmulatedExecutor(Executor):
         self._checkpoint(j, sim.finish_s)
         sim.release()
         j.state, j.plan = ExecState.DONE, None
-        self._note(j, f"finished at emulated {sim.finish_s:.1f} s after {int(sim.steps)} steps")
+        self._note(j, f"finished at {_emulated_when(sim.finish_s)} after {int(sim.steps)} steps")
         j.sim = None  # an ended job keeps what status() and report() show, not its twin,
         # until the service has taken its end and forgets it (`forget`)
 
@@ -630,6 +630,14 @@ class EmulatedExecutor(Executor):
         path = self.data_dir / "jobs" / job_id
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _emulated_when(t_s: float) -> str:
+    """A time on this executor's base in a log line: times before it started (a job that an
+    earlier service ran, reclaimed here) are said as such, not as negative seconds."""
+    if t_s >= 0:
+        return f"emulated {t_s:.1f} s"
+    return f"{-t_s:.1f} emulated s before this service started"
 
 
 def _spec_doc(spec: JobSpec) -> dict[str, Any]:

@@ -292,7 +292,9 @@ def compare(base: Run, killed: Run, opts: EmulationOptions) -> None:
 
 def fill_store(data: Path, n: int) -> None:
     """`n` ended jobs in `data`'s state.db, written directly (one job's document and summary
-    copied with new ids): what a long-lived service's store holds, made in seconds."""
+    copied with new ids): what a long-lived service's store holds, made in seconds. Marked as
+    read under this version's documents, as the service that stored them left it (its start
+    read the then empty store): a restart then reads only the unfinished jobs."""
     from corral.service.jobs import LiveJob, LiveStatus
     from corral.service.store import Store
     from corral.service.submission import Submission
@@ -311,6 +313,7 @@ def fill_store(data: Path, n: int) -> None:
     store._exec_many("INSERT INTO jobs(seq, id, status, doc, summary, queue, name) "
                      "VALUES(?, ?, ?, ?, ?, 'default', 'resnet')",
                      [(seq, i, "done", d, sm) for seq, i, d, sm in rows])
+    store.set_meta("docs_read_version", LiveJob.doc_version())
     store.close()
 
 

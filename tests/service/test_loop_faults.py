@@ -321,3 +321,42 @@ def test_a_service_restart_is_recorded_as_one_with_the_gpus_it_held_nothing(
     assert "preemption" not in " ".join(starts[a])
     assert [x["num_gpus"] for x in store.assignments(a)][-1] == 2
     assert loop2.jobs[a].restarts == 1 and loop2.jobs[a].preemptions == 0
+
+
+@pytest.mark.parametrize("policy, read_done", [("fifo", False), ("tiresias-gittins", True)])
+def test_a_restart_reads_the_ended_jobs_once_per_stored_document_version(store, policy,
+                                                                         read_done) -> None:
+    """Every stored job is read (and repaired if need be) the first time a version of the
+    document meets the store; later restarts read only the unfinished ones, and the finished
+    ones when the policy learns from them: the restart's time no longer grows with the jobs
+    that ended. A job submitted after the restart is still taken as new."""
+    ended = [submit(store, 100) for _ in range(3)]
+    for job_id, status in zip(ended, ("done", "failed", "cancelled"), strict=True):
+        doc = store.job(job_id)
+        store.save_job({**doc, "status": status})
+    waiting = submit(store, 100)
+    read: list[tuple[str, ...] | None] = []
+    jobs_after = store.jobs_after
+
+    def spied(seq, limit=-1, statuses=None):
+        read.append(None if statuses is None else tuple(statuses))
+        return jobs_after(seq, limit, statuses)
+
+    store.jobs_after = spied
+    first = make_loop(store, FakeExecutor(), policy=policy)
+    first.recover()
+    assert read == [None] and set(first.jobs) == {waiting}
+    read.clear()
+    second = make_loop(store, FakeExecutor(), policy=policy)
+    second.recover()
+    assert read == [("queued", "running", "done") if read_done else ("queued", "running")]
+    assert set(second.jobs) == {waiting} and second._seq == first._seq
+    assert len(second.completed) == len(first.completed) == (1 if read_done else 0)
+    later = submit(store, 100)
+    second.tick()
+    assert later in second.jobs
+    # a document of another version: every job read again
+    store.set_meta("docs_read_version", "an older one")
+    read.clear()
+    make_loop(store, FakeExecutor(), policy=policy).recover()
+    assert read == [None]

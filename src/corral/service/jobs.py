@@ -12,8 +12,10 @@ anywhere is ignored.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import math
+import types
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -243,6 +245,25 @@ class LiveJob(JobLedger):
         if not job.status.active:
             job.outcome = _OUTCOME.get(job.status, JobStatus.FAILED)
         return job
+
+    @staticmethod
+    def doc_version() -> str:
+        """What decides whether a stored document still loads: the submission's schema and the
+        code that reads a document. A service that read every stored job under this version
+        (repairing those that failed) need not read the ended ones again under it."""
+        digest = hashlib.sha256(json.dumps(Submission.model_json_schema(), sort_keys=True)
+                                .encode())
+        codes = [LiveJob.from_doc.__func__.__code__,  # type: ignore[attr-defined]
+                 JobLedger.restore.__code__]
+        while codes:  # with the code of their comprehensions (whose repr names an address)
+            code = codes.pop()
+            digest.update(code.co_code)
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    codes.append(const)
+                else:
+                    digest.update(repr(const).encode())
+        return digest.hexdigest()[:16]
 
     def record(self) -> tuple[dict[str, Any], str]:
         """What the store keeps of the job: its document, and its summary as JSON text (GET

@@ -99,6 +99,31 @@ UPDATE jobs SET name = COALESCE(json_extract(summary, '$.name'),
 CREATE INDEX IF NOT EXISTS jobs_queue_seq ON jobs(queue, seq);
 CREATE INDEX IF NOT EXISTS jobs_status_seq ON jobs(status, seq);
 """
+#: Jobs per (queue, status), kept by triggers in the database itself (so any writer keeps
+#: them): GET /jobs's total without counting 100,000 rows at each call (23 ms for all jobs,
+#: 200 ms for one tenant's queues, whose index has no status). Made, and filled from the jobs
+#: already stored, on the first open by a version that has it.
+_JOB_COUNTS = """
+CREATE TABLE job_counts (queue TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL,
+                         PRIMARY KEY (queue, status));
+INSERT INTO job_counts SELECT COALESCE(queue, 'default'), status, COUNT(*) FROM jobs
+    GROUP BY 1, 2;
+CREATE TRIGGER job_counts_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts VALUES (COALESCE(NEW.queue, 'default'), NEW.status, 1)
+        ON CONFLICT (queue, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_update AFTER UPDATE OF status, queue ON jobs
+    WHEN OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue BEGIN
+    UPDATE job_counts SET n = n - 1
+        WHERE queue = COALESCE(OLD.queue, 'default') AND status = OLD.status;
+    INSERT INTO job_counts VALUES (COALESCE(NEW.queue, 'default'), NEW.status, 1)
+        ON CONFLICT (queue, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1
+        WHERE queue = COALESCE(OLD.queue, 'default') AND status = OLD.status;
+END;
+"""
 
 
 class Store:
@@ -118,6 +143,9 @@ class Store:
             self._add_missing_columns("telemetry", _TELEMETRY_ADDED)
             self._add_missing_columns("jobs", _JOBS_ADDED)
             self._db.executescript(_JOBS_INDEXED)
+            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                    "name = 'job_counts'").fetchall():
+                self._db.executescript(f"BEGIN; {_JOB_COUNTS} COMMIT;")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         have = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -226,15 +254,24 @@ class Store:
             rows = self._db.execute(
                 "SELECT id, summary, CASE WHEN summary IS NULL THEN doc END AS doc FROM jobs "
                 f"WHERE {cond} ORDER BY seq {order} LIMIT ?", (*args, limit)).fetchall()
-            total = self._db.execute(f"SELECT COUNT(*) FROM jobs WHERE {matched}",
-                                     matched_args).fetchone()[0]
+            total = self._total(where)
         return [(r["id"], r["summary"], None if r["doc"] is None else json.loads(r["doc"]))
                 for r in rows], total
 
+    def _total(self, where: JobFilter) -> int:
+        """How many jobs `where` matches: from the kept counts (`_JOB_COUNTS`), or, with a
+        name to match, by counting the jobs (the caller holds the lock)."""
+        matched, args = where.sql()
+        if where.name:
+            return int(self._db.execute(f"SELECT COUNT(*) FROM jobs WHERE {matched}",
+                                        args).fetchone()[0])
+        return int(self._db.execute(f"SELECT COALESCE(SUM(n), 0) FROM job_counts "
+                                    f"WHERE {matched}", args).fetchone()[0])
+
     def status_counts(self) -> dict[str, int]:
         """Jobs per status (submitted ones: not 'new'), without reading their documents."""
-        rows = self._exec("SELECT status, COUNT(*) AS n FROM jobs WHERE status != 'new' "
-                          "GROUP BY status")
+        rows = self._exec("SELECT status, SUM(n) AS n FROM job_counts WHERE status != 'new' "
+                          "AND n > 0 GROUP BY status")
         return {r["status"]: r["n"] for r in rows}
 
     def active_by_queue(self) -> dict[str, list[str]]:
@@ -246,11 +283,24 @@ class Store:
             out.setdefault(r["queue"], []).append(r["id"])
         return out
 
-    def jobs_after(self, seq: int, limit: int = -1) -> list[tuple[int, dict[str, Any]]]:
-        """(seq, document) of jobs submitted after `seq`, oldest first (at most `limit`)."""
-        rows = self._exec("SELECT seq, doc FROM jobs WHERE seq > ? AND status != 'new' "
-                          "ORDER BY seq LIMIT ?", (seq, limit))
+    def jobs_after(self, seq: int, limit: int = -1, statuses: Iterable[str] | None = None
+                   ) -> list[tuple[int, dict[str, Any]]]:
+        """(seq, document) of jobs submitted after `seq`, oldest first (at most `limit`), of
+        `statuses` only when given."""
+        if statuses is None:
+            rows = self._exec("SELECT seq, doc FROM jobs WHERE seq > ? AND status != 'new' "
+                              "ORDER BY seq LIMIT ?", (seq, limit))
+        else:
+            st = list(statuses)
+            rows = self._exec(f"SELECT seq, doc FROM jobs WHERE seq > ? AND status IN "
+                              f"({','.join('?' * len(st))}) ORDER BY seq LIMIT ?",
+                              (seq, *st, limit))
         return [(r["seq"], json.loads(r["doc"])) for r in rows]
+
+    def last_seq(self) -> int:
+        """The sequence number of the last job stored (0 for none)."""
+        rows = self._exec("SELECT MAX(seq) AS seq FROM jobs WHERE status != 'new'")
+        return int(rows[0]["seq"] or 0)
 
     def request_cancel(self, job_id: str) -> bool:
         with self._lock:

@@ -118,7 +118,10 @@ class ControlLoop:
         self.resize_pauses: dict[str, list[float]] = {}
         self.gpus_running = 0  # slots whose workers run now (the executor's view)
         self.last_round: float | None = time.monotonic()
-        self._seq = 0
+        self._seq = 0  # the last stored job read from the store
+        #: (seq, document) of jobs read but stamped after the tick that read them (a scripted
+        #: run submits its trace ahead): taken when due, without reading them again
+        self._due_later: collections.deque[tuple[int, dict]] = collections.deque()
         self._arrived = False  # jobs arrived at this tick (a fill-in round may follow)
         self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
@@ -404,11 +407,12 @@ class ControlLoop:
         stamps a submission with the running clock, which during a tick (the emulated clock
         stands still for the loop's thread only) can be ahead of the tick's time; such a job
         waits for the next tick instead of taking part in a round before it arrived."""
-        taken = False
         for seq, doc in self.store.jobs_after(self._seq):
-            if doc["submit_time_s"] > now:
-                break
             self._seq = max(self._seq, seq)
+            self._due_later.append((seq, doc))
+        taken = False
+        while self._due_later and self._due_later[0][1]["submit_time_s"] <= now:
+            _, doc = self._due_later.popleft()
             taken = True
             job = LiveJob.from_doc(doc)
             if job.status.active and job.id not in self.jobs:

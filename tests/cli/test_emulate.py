@@ -28,7 +28,7 @@ def test_emulated_fifo_agrees_with_the_simulator_on_the_first_jobs_of_workload_6
     done = subprocess.run(
         [*CLI, "emulate", "--workload", str(workloads / "workload-6.csv"),
          "--profiles", str(profiles), "--policy", "fifo", "--cluster", "16x4",
-         "--time-scale", "200", "--limit", "12", "--compare", "--timeout", "120",
+         "--time-scale", "5000", "--limit", "12", "--compare", "--timeout", "120",
          "--out", str(out)],
         capture_output=True, text=True, timeout=240,
         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})

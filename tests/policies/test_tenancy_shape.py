@@ -139,3 +139,19 @@ def test_give_back_order_frees_one_type_first_and_unusable_finds_the_idle_type()
                     elastic=True) == {0: 1}  # a tie: the first type by name
     pinned = [view(dataclasses.replace(spec("p", 1, "nlp"), gpu_type="t4"))]
     assert unusable(pinned, {1: 2}, {}, types, elastic=True) == {1: 2}
+
+
+def test_what_no_other_queue_takes_stays_with_the_queue_that_could_not_use_it() -> None:
+    # issue 43's benchmark (bench_tenants.py): vision's two elastic jobs, each asking 2 GPUs,
+    # started on 1 t4 each; the a100s were `unusable` to vision (no job of it runs there to
+    # grow), lent, taken by no one (nlp has no jobs) and sat idle for minutes while pollux,
+    # shown them, would have moved a job there at 2 GPUs (as it does without queues)
+    on_t4 = Placement.of({0: 1})
+    jobs = [(_elastic(spec("v1", 2, "vision")), on_t4, 10.0),
+            (_elastic(spec("v2", 2, "vision")), on_t4, 10.0)]
+    decision, layer = _decide(AsAsked, jobs)
+    assert layer.last_carve == {"vision": 4}  # the inner policy is shown the a100s
+    # lent first all the same: nlp's job, arriving, is given the a100s whole
+    decision, layer = _decide(AsAsked, [*jobs, (_elastic(spec("n1", 2, "nlp", 50.0)), None,
+                                                None)])
+    assert _types(decision)["n1"] == ("a100", 2)

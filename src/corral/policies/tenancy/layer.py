@@ -539,17 +539,21 @@ class QueuedPolicy(Policy):
         """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
         use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
         round: first back to the jobs that gave those GPUs up (oldest first; they keep their
-        placement, no restart), then to the other queues with demand left."""
-        lenders = set()
+        placement, no restart), then to the other queues with demand left. What no other queue
+        takes stays with the queue that lent it: an elastic policy may yet move a job there
+        (issue 43's benchmark: pollux's two 1-GPU jobs on the t4s left the a100s idle for
+        minutes, lent to a queue without jobs, where shown them it moves one at 2 GPUs)."""
+        lent: dict[str, dict[int, int]] = {}
         for q, views in by_queue.items():
             for n, g in unusable(views, sub[q], kept, node_types, self.elastic).items():
                 sub[q][n] -= g
                 if not sub[q][n]:
                     del sub[q][n]
                 free[n] += g
-                lenders.add(q)
-        if not lenders:
+                lent.setdefault(q, {})[n] = g
+        if not lent:
             return
+        lenders = set(lent)
         for name, (q, was, _) in sorted(given.items(), key=lambda kv: (kv[1][2], kv[0])):
             now = dict(kept[name].slots) if name in kept else {}
             extra = {n: g - now.get(n, 0) for n, g in was.slots if g > now.get(n, 0)}
@@ -562,6 +566,12 @@ class QueuedPolicy(Policy):
         for q in sorted(by_queue, key=lambda q: (-tree[q].priority, q)):
             if q not in lenders:
                 self._grant(sub[q], free, self._room(tree, q, split, sub))
+        for q in sorted(lent, key=lambda q: (-tree[q].priority, q)):  # what none took
+            for n, g in lent[q].items():
+                back = min(g, free[n])
+                if back > 0:
+                    sub[q][n] = sub[q].get(n, 0) + back
+                    free[n] -= back
 
     @staticmethod
     def _room(tree: QueueTree, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]],

@@ -261,14 +261,20 @@ class QueuedPolicy(Policy):
         than its guarantee (min(quota, demand)), start waiting jobs there, oldest first, each
         on one node of the share with its requested GPUs (at least its `min_gpus`; at most
         what the guarantee lacks, on the node with the fewest idle GPUs that holds it), until
-        the queue holds its guarantee; a job that names a GPU type only on a node of it. The
-        inner policy resizes them from the next round. True when it started any."""
+        the queue holds its guarantee; a job that names a GPU type only on a node of it. Then,
+        while the queue still holds less, its jobs running on fewer GPUs than they asked grow
+        in place on their node's idle GPUs of the share, oldest first, up to what they asked
+        (issue 43's benchmark: nlp's job started on 1 of its 2 a100s; pollux, whose restart
+        penalty holds a young job where it is, grew it into the other 33 s later). The inner
+        policy resizes them from the next round. True when it started or grew any."""
         started = False
         for q, views in by_queue.items():
             want = min(self.queues.quota(q), split.demand.get(q, 0))
             held = sum(merged[v.name].num_gpus for v in views if v.name in merged)
             waiting = [v for v in views if v.name not in merged]
-            if held >= want or not waiting:
+            short = [v for v in views if v.name in merged and len(merged[v.name].placement.slots)
+                     == 1 and merged[v.name].num_gpus < min(v.spec.gpus, v.spec.max_gpus)]
+            if held >= want or not (waiting or short):
                 continue
             idle = dict(sub.get(q, {}))
             for v in views:
@@ -289,6 +295,17 @@ class QueuedPolicy(Policy):
                 merged[v.name] = Assignment(Placement(((node, gpus),)))
                 idle[node] -= gpus
                 held += gpus
+                started = True
+            for v in sorted(short, key=lambda v: (v.spec.submit_time_s, v.name)):
+                a = merged[v.name]
+                [(node, gpus)] = a.placement.slots
+                more = min(idle.get(node, 0), min(v.spec.gpus, v.spec.max_gpus) - gpus,
+                           want - held)
+                if more <= 0:
+                    continue
+                merged[v.name] = Assignment(Placement(((node, gpus + more),)))
+                idle[node] -= more
+                held += more
                 started = True
         return started
 

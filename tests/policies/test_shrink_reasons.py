@@ -69,14 +69,19 @@ class Quarter(Policy):
 
 def test_the_layer_says_why_it_shrinks_a_queue_back_to_its_share_beside_the_policy() -> None:
     # vision's job holds all 4 GPUs of a 1x4 cluster, nlp's arrives: the carve shrinks vision's
-    # job to its share of 2 (the layer's words), then the inner policy shrinks it to 1 (its own)
-    queues = parse_queues("[queue.vision]\nquota = 2\n[queue.nlp]\nquota = 2\n", total_gpus=4)
+    # job to its share of 1 (the layer's words); alone, it borrows all 4 and its inner policy
+    # shrinks it (its own words)
+    queues = parse_queues("[queue.vision]\nquota = 1\n[queue.nlp]\nquota = 3\n", total_gpus=4)
     v = dataclasses.replace(queued_spec("v", 4, "vision"), min_gpus=1)
-    n = dataclasses.replace(queued_spec("n", 2, "nlp", 50.0), min_gpus=1)
+    n = dataclasses.replace(queued_spec("n", 3, "nlp", 50.0), min_gpus=1)
     layer = QueuedPolicy(Quarter, queues)
     views = (view(v, Placement.of({0: 4}), 0.0), view(n))
     decision = layer.decide(Snapshot(100.0, Cluster.parse("1x4"), views, Decision()))
     assert decision.assignments["v"].num_gpus == 1
     assert decision.shrinks == {
-        "v": "queues: queue vision holds 4 GPU(s), more than its share 2; it gives back what "
-             "it borrowed; quarter: one each"}
+        "v": "queues: queue vision holds 4 GPU(s), more than its share 1; it gives back what "
+             "it borrowed"}
+    regrown = layer.decide(Snapshot(100.0, Cluster.parse("1x4"), (view(v, Placement.of({0: 4}),
+                                                                        0.0),), Decision()))
+    assert regrown.assignments["v"].num_gpus == 1 and regrown.shrinks == {
+        "v": "quarter: one each"}

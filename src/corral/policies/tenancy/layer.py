@@ -191,6 +191,7 @@ class QueuedPolicy(Policy):
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
         shrinks = self._shrinks(by_queue, kept, usage, split)  # the layer's own, then the inner's
+        held_now = {v.name: v.placement.num_gpus for v in snapshot.jobs if v.is_running}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
         fast = self.fast
         stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
@@ -234,7 +235,8 @@ class QueuedPolicy(Policy):
             self._stands = stands
         return Decision(merged, queue_reasons(now, cluster, tree, by_queue, merged, split.share,
                                               self._said, elastic),
-                        {n: w for n, w in shrinks.items() if n in merged})
+                        {n: w for n, w in shrinks.items()
+                         if n in merged and merged[n].num_gpus < held_now.get(n, 0)})
 
     @staticmethod
     def _shrinks(by_queue: Mapping[str, list[JobView]], kept: Mapping[str, Placement],

@@ -10,11 +10,13 @@ benchmarks' real training jobs (examples/digits_elastic.py with `bench_mechanism
 emulated accelerator, on the CPU, loopback only). One run per inner policy: pollux (elastic:
 jobs of 1-2 GPUs, shrunk in place) and tiresias-las (gangs of 2, preempted whole):
 
-1. vision submits two 2-GPU jobs and borrows all 4 GPUs (nlp's quota too); once both train and
-   are past `min_runtime_s`,
+1. vision submits two 2-GPU jobs and borrows all 4 GPUs (nlp's quota too); once both train on
+   2 and are past `min_runtime_s` since they last changed (a steady borrower: a job restarted
+   under `min_runtime_s` ago is not taken out, by design),
 2. nlp submits a 2-GPU job: measured from its submission, the round that gives nlp its quota
    back, the slots free (nlp's worker launched) and nlp training on 2 GPUs, beside the round
-   interval and the time vision's job took to give its GPUs back (resize or stop);
+   interval and the time vision's jobs took to give the GPUs back until then (the longest
+   resize pause, or a preempted job's stop);
 3. nlp submits a 1-GPU job, which waits: nlp holds its quota and nothing is idle;
 4. the admin raises nlp's quota to 3 (vision's to 1) with `PUT /queues` (what `corral queues
    --set` sends): measured from the request, the `queues-changed` event, nlp's share at 3 and
@@ -69,8 +71,9 @@ from corral.service.store import Store  # noqa: E402
 
 SLOTS = "t4:2,a100:2"
 NODES = {"localhost-t4": 2, "localhost-a100": 2}
-QUEUES = "min_runtime_s = 10\n[queue.vision]\nquota = 2\n[queue.nlp]\nquota = 2\n"
-RAISED = "min_runtime_s = 10\n[queue.vision]\nquota = 1\n[queue.nlp]\nquota = 3\n"
+MIN_RUNTIME_S = 10
+QUEUES = f"min_runtime_s = {MIN_RUNTIME_S}\n[queue.vision]\nquota = 2\n[queue.nlp]\nquota = 2\n"
+RAISED = f"min_runtime_s = {MIN_RUNTIME_S}\n[queue.vision]\nquota = 1\n[queue.nlp]\nquota = 3\n"
 EPOCHS = "100"  # no job ends within a run: all are cancelled once measured
 
 
@@ -143,8 +146,17 @@ def run(setup: Setup, directory: Path, args: argparse.Namespace) -> dict[str, An
             return all(j["gpus"] == 2 and j["steps"] > 0 for j in jobs)
         if wait(vision_trains, left()) is None:
             raise RuntimeError("vision's jobs did not both train on 2 GPUs")
-        starts = [first(vision.job(i)["events"], "started", 0.0) or 0.0 for i in v_ids]
-        time.sleep(max(0.0, max(starts) + 10 + args.interval - now()))  # past min_runtime_s
+        # vision borrows in a steady state: both its jobs past min_runtime_s since they last
+        # changed (pollux grows a job by a restart; a job restarted under min_runtime_s ago is
+        # not taken out, by design, and would hold nlp's quota that much longer)
+        def settled() -> bool:
+            last = max(e["time_s"] for i in v_ids for e in vision.job(i)["events"]
+                       if e["kind"] in ("started", "resized"))
+            if now() - last >= MIN_RUNTIME_S + args.interval:
+                return True
+            time.sleep(min(5.0, max(0.0, last + MIN_RUNTIME_S + args.interval - now())))
+            return False
+        wait(settled, min(90.0, left()), poll_s=0.0)
 
         # 2: nlp's work arrives while vision borrows everything
         n1 = svc.submit(*digits, client=nlp, queue="nlp", name="nlp-1", **setup.two)
@@ -213,21 +225,29 @@ def measure(out: dict[str, Any], store: Store, v_ids: list[str], n1: str, n2: st
     out["full"] = rel(_queue_reaches(store, [n1], 2, t_n1))
     out["n1_launch"] = rel(_launch_time(store, n1, t_n1))
     out["n1_on_2"] = rel(_first_at(store, n1, 2))
-    # what vision gave up, and how long that took
-    given = []
+    # what vision gave up for it (from nlp's submission to nlp holding 2), and how long that took
+    full = None if out["full"] is None else out["full"] + t_n1
+    given, took = [], []
     for v in v_ids:
-        rs = [r for r in jobs[v].get("resizes") or [] if r["from_gpus"] > r["to_gpus"]]
-        if rs:
-            given.append(f"{rs[0]['mechanism']} {rs[0]['from_gpus']}->{rs[0]['to_gpus']} "
-                         f"(pause {rs[0]['pause_s']:.1f} s)" if rs[0].get("pause_s") is not None
-                         else f"{rs[0]['mechanism']} {rs[0]['from_gpus']}->{rs[0]['to_gpus']}")
-            out.setdefault("resize_s", rs[0].get("to_new_size_s"))
-        if (t := first(events[v], "preempted", t_n1)) is not None:
-            given.append("preempted whole")
-            stopped = _stopped(store, v, t)
-            if stopped is not None:
-                out.setdefault("resize_s", stopped - t)
+        ev = events[v]
+        for e in ev:
+            if full is None or not t_n1 <= e["time_s"] <= full:
+                continue
+            if e["kind"] == "resized" and "; by " in e["detail"]:  # a shrink
+                pause = next((x for x in ev if x["kind"] == "resize-pause"
+                              and x["time_s"] >= e["time_s"]), None)
+                secs = _pause(pause["detail"]) if pause else None
+                given.append(f"{e['detail'].split(' GPU')[0]} GPU(s) left, "
+                             + (pause["detail"].split(":")[0] if pause else "?"))
+                if secs is not None:
+                    took.append(secs)
+            elif e["kind"] == "preempted":
+                given.append("preempted whole")
+                stopped = _stopped(store, v, e["time_s"])
+                if stopped is not None:
+                    took.append(max(0.0, stopped - e["time_s"]))
     out["given"] = "; ".join(given) or "-"
+    out["resize_s"] = max(took) if took else None
     # the quota raise
     put = out["put"]
     changed = next((e["time_s"] for e in store.events() if e["kind"] == "queues-changed"
@@ -243,6 +263,15 @@ def measure(out: dict[str, Any], store: Store, v_ids: list[str], n1: str, n2: st
     out["lost"] = {i: _steps_lost(store, i) for i in jobs}
     out["same_slots"] = _same_slot_restarts(store, jobs)
     out["restarts"] = {i: jobs[i]["restarts"] for i in jobs}
+
+
+def _pause(detail: str) -> float | None:
+    """The seconds of a resize-pause event's "... after a pause of X s"."""
+    words = detail.rsplit("pause of ", 1)
+    try:
+        return float(words[1].split()[0]) if len(words) == 2 else None
+    except ValueError:
+        return None
 
 
 def _launch_time(store: Store, job_id: str, after: float) -> float | None:

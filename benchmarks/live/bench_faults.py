@@ -57,6 +57,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
@@ -68,6 +69,7 @@ import livecluster as live  # noqa: E402  (the tests' helper that runs `corral s
 from corral.executors.procs import tagged_pids  # noqa: E402
 
 WORKER = REPO / "tests" / "executors" / "worker.py"
+ATTACK_JOB = REPO / "tests" / "service" / "attack_job.py"
 TIMEOUT_S = 180.0
 TRAINER = """
 import os, sys, time
@@ -477,6 +479,51 @@ VICTIM = ("import os; open(os.path.join(os.environ['CORRAL_CHECKPOINT_DIR'], 'vi
           ".write('vision weights'); print('vision log line', flush=True)")
 
 
+@dataclass
+class Attacks:
+    """What one in-job attack run saw: each attempt with what it got ("ok" or the OS error's
+    errno name), those that got through (beyond what the kernel's Landlock ABI cannot refuse),
+    whether the attacker's own checkpoint was resumed, and seconds from its submission to its
+    end."""
+
+    attempts: list[tuple[str, str]]
+    through: list[str]
+    resumed: bool
+    took_s: float
+
+
+def attack_matrix(svc: live.LiveService, attacker: Any, victim: Any, work: Path,
+                  gpu_type: str | None = None) -> Attacks:
+    """Under `--queues` with queues nlp and vision: a vision job (`victim`'s client) writes
+    a log and a checkpoint, then an nlp job (`attacker`'s client; tests/service/attack_job.py,
+    run in `work`) tries to read every file of the data directory (listed from outside), the
+    admin token, vision's token, log and checkpoint, the service's /proc environ, to list the
+    data directory and to signal the service, writes its own checkpoint, crashes and is
+    resumed by its retry (bounded: 60 s for the victim, 90 s for the attacker)."""
+    from corral.executors import sandbox
+
+    body: dict[str, Any] = {"cwd": str(work), "gpus": 1}
+    if gpu_type:
+        body["gpu_type"] = gpu_type
+    victim_id = victim.submit({"command": [sys.executable, "-c", VICTIM], **body})["id"]
+    svc.wait_all_done([victim_id], 60)
+    data = svc.data_dir
+    listing = work / "paths.txt"  # what is there to steal, listed from outside
+    listing.write_text("\n".join(str(p) for p in sorted(data.rglob("*")) if p.is_file()))
+    t0 = time.monotonic()
+    attacker_id = attacker.submit({"command": [sys.executable, str(ATTACK_JOB), str(data),
+                                               victim_id, str(listing)], **body})["id"]
+    [job] = svc.wait_all_done([attacker_id], 90)
+    took = time.monotonic() - t0
+    log = attacker.logs(attacker_id)
+    attempts = [tuple(json.loads(line.split("ATTEMPT ", 1)[1])) for line in log.splitlines()
+                if line.startswith("ATTEMPT ")]
+    allowed = [] if sandbox.abi() >= 6 else ["signal service"]  # ABI 6 scopes signals
+    through = [what for what, got in attempts if got == "ok" and what not in allowed]
+    resumed = 'resumed {"step": 7}' in log and job["status"] == "done"
+    return Attacks(attempts, through, resumed, took)
+
+
 def in_job_attacks(root: Path) -> tuple[int, int, float]:
     from corral.executors import sandbox
 
@@ -489,32 +536,15 @@ def in_job_attacks(root: Path) -> tuple[int, int, float]:
                                         "--max-retries", "2"))
     nlp, vision = svc.tenant("nlp"), svc.tenant("vision")
     try:
-        body = {"cwd": str(work), "gpus": 1}
-        victim = vision.submit({"command": [sys.executable, "-c", VICTIM], **body})["id"]
-        svc.wait_all_done([victim], 60)
-        data = svc.data_dir
-        listing = work / "paths.txt"  # what is there to steal, listed from outside
-        listing.write_text("\n".join(str(p) for p in sorted(data.rglob("*")) if p.is_file()))
-        t0 = time.monotonic()
-        attacker = nlp.submit({"command": [sys.executable, str(REPO / "tests" / "service" /
-                                                               "attack_job.py"),
-                                           str(data), victim, str(listing)], **body})["id"]
-        [job] = svc.wait_all_done([attacker], 90)
-        took = time.monotonic() - t0
-        log = nlp.logs(attacker)
-        attempts = [json.loads(line.split("ATTEMPT ", 1)[1]) for line in log.splitlines()
-                    if line.startswith("ATTEMPT ")]
-        for what, got in attempts:
-            print(f"    {what:<56} {got}", flush=True)
-        allowed = [] if sandbox.abi() >= 6 else ["signal service"]  # ABI 6 scopes signals
-        through = [what for what, got in attempts if got == "ok" and what not in allowed]
-        print(f"  in-job attacks: {len(attempts)} attempts, {len(through)} got through; own "
-              f"checkpoint resumed: {'resumed {' in log}", flush=True)
-        expect(len(attempts) > 10, f"only {len(attempts)} attempts ran: {log[-300:]}")
-        expect(not through, f"got through: {through}")
-        expect('resumed {"step": 7}' in log and job["status"] == "done",
-               "the attacker's own checkpoint was not resumed")
-        return 1, len(through), took
+        got = attack_matrix(svc, nlp, vision, work)
+        for what, answer in got.attempts:
+            print(f"    {what:<56} {answer}", flush=True)
+        print(f"  in-job attacks: {len(got.attempts)} attempts, {len(got.through)} got through; "
+              f"own checkpoint resumed: {got.resumed}", flush=True)
+        expect(len(got.attempts) > 10, f"only {len(got.attempts)} attempts ran")
+        expect(not got.through, f"got through: {got.through}")
+        expect(got.resumed, "the attacker's own checkpoint was not resumed")
+        return 1, len(got.through), got.took_s
     finally:
         nlp.close()
         vision.close()

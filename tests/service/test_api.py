@@ -314,3 +314,26 @@ def test_a_shrink_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path
 
     [event] = _first_jobs_events(tmp_path, fake_executor, Halves(), {"gpus": 2}, "resized")
     assert event["detail"].endswith("; by halves: its 2 GPU(s) went to job-2"), event
+
+
+def test_a_shrink_event_carries_the_shrinking_policys_own_words(tmp_path: Path,
+                                                                fake_executor) -> None:
+    from corral.core.cluster import Placement
+    from corral.core.jobs import Assignment, Decision
+    from corral.core.policy import Policy
+    from corral.core.reasons import shrink_reasons
+
+    class SaysHalves(Policy):
+        """Two GPUs each to two jobs, saying why it shrinks the first (`Decision.shrinks`)."""
+
+        name = "says-halves"
+
+        def decide(self, snapshot):
+            each = 4 // len(snapshot.jobs)
+            out = {v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs}
+            return Decision(out, {}, shrink_reasons(snapshot.jobs, out, self.name,
+                                                    lambda v, a: "two jobs share the node"))
+
+    [event] = _first_jobs_events(tmp_path, fake_executor, SaysHalves(), {"gpus": 2}, "resized")
+    assert event["detail"].endswith("; by says-halves: its 2 GPU(s) went to job-2; "
+                                    "says-halves: two jobs share the node"), event

@@ -70,7 +70,7 @@ def within_one_type(decision: Decision, cluster: Cluster,
                 out[name] = new
         else:
             out[name] = a
-    return Decision(out, reasons)
+    return Decision(out, reasons, decision.shrinks)
 
 
 def _no_room(cluster: Cluster, free: list[int], need: int, wanted: str | None) -> WaitReason:

@@ -322,11 +322,15 @@ class Decision:
     """`{job name: Assignment}`; a job absent, or with an empty placement, does not run.
 
     `reasons` says, per job the decision leaves without GPUs, why (`corral.core.reasons`):
-    every policy gives one for each job it leaves waiting. Not compared: two decisions that
-    run the same jobs the same way are equal whatever they say of the others."""
+    every policy gives one for each job it leaves waiting. `shrinks` says, per running job the
+    decision gives fewer GPUs than it holds (and some), why, in the words of the policy (or
+    layer) that shrank it, naming it (`corral.core.reasons.shrink_reasons`); the live
+    service's `resized` event carries it. Neither is compared: two decisions that run the
+    same jobs the same way are equal whatever they say of them."""
 
     assignments: Mapping[str, Assignment] = field(default_factory=dict)
     reasons: Mapping[str, WaitReason] = field(default_factory=dict, compare=False)
+    shrinks: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def get(self, name: str) -> Assignment | None:
         a = self.assignments.get(name)

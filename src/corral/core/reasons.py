@@ -7,6 +7,9 @@ holds the GPUs. The simulator sums each job's waiting time by reason kind (`jobs
 live service shows the reason (`corral jobs`, `describe`, `GET /jobs/ID`, the dashboard,
 `/metrics` per kind), as the Kubernetes scheduler's `Status` and Kueue's `NoFitReason` do.
 
+A policy that shrinks a running job (an elastic one: pollux, sia) says why in
+`Decision.shrinks` (`shrink_reasons`); the live service's `resized` event carries it.
+
 A reason's text is shown to the job's own team: it may name jobs of the job's own queue, and
 says "another queue" for anything of another team's.
 """
@@ -23,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: jobs.py imports this module
     from corral.core.jobs import Assignment, JobView
 
 __all__ = ["WaitKind", "WaitReason", "ARRIVING", "UNEXPLAINED", "free_by_type",
-           "waiting_reasons", "no_type_room"]
+           "waiting_reasons", "no_type_room", "shrink_reasons"]
 
 
 class WaitKind(str, enum.Enum):
@@ -139,4 +142,18 @@ def waiting_reasons(ordered: Sequence[JobView], decided: Mapping[str, Assignment
                                     f"{policy}: {text}; needs {_gpus(k)}, {have} free")
             out[name] = reason
         above = name
+    return out
+
+
+def shrink_reasons(jobs: Sequence[JobView], decided: Mapping[str, Assignment], policy: str,
+                   why: Callable[[JobView, Assignment], str]) -> dict[str, str]:
+    """`Decision.shrinks`: for every running job of `jobs` that `decided` gives fewer GPUs than
+    it holds (and some), `POLICY: why`, the policy's own words (`why` of the job and its new
+    assignment)."""
+    out: dict[str, str] = {}
+    for view in jobs:
+        a = decided.get(view.spec.name)
+        if (a is not None and view.is_running and view.placement.slots
+                and 0 < a.placement.num_gpus < view.placement.num_gpus):
+            out[view.spec.name] = f"{policy}: {why(view, a)}"
     return out

@@ -724,7 +724,10 @@ class ControlLoop:
                                  + (again_words(requeued_after) if again else "")
                                  # a shrink says whose decision and who took the GPUs
                                  + (f"; {self._given_words(job, freed, takers or {})}"
-                                    if freed else ""))
+                                    if freed else "")
+                                 # and why, in the shrinking policy's (or layer's) words
+                                 + (f"; {decision.shrinks[job.id]}"
+                                    if freed and job.id in decision.shrinks else ""))
             self.store.save_job(*job.record())
             if was_placed and changed:  # measured at the new worker set's first report
                 job.pending_resizes.append(

@@ -14,6 +14,7 @@ no job can gain is not searched (`settled`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
-from corral.core.reasons import waiting_reasons
+from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.policies.pollux.fill import fill_idle
 from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
 from corral.policies.pollux.search import (
@@ -183,7 +184,8 @@ class Pollux(Policy):
                                         else placement)
         return Decision(out, waiting_reasons(
             jobs, out, snapshot.cluster, self.name, "placed lower than running jobs by goodput",
-            need=lambda v: max(1, v.spec.min_gpus)))
+            need=lambda v: max(1, v.spec.min_gpus)),
+            shrink_reasons(jobs, out, self.name, _shrink_words(problem, jobs)))
 
     def _since_last_search(self, names: tuple[str, ...], now_s: float) -> float | None:
         """Seconds since the last search, if it searched any of these jobs (else None: its
@@ -238,3 +240,30 @@ def _current_allocation(jobs: list[JobView], num_nodes: int) -> np.ndarray:
         job, node, gpus = np.array(cells, dtype=np.int64).T
         out[job, node] = gpus
     return out
+
+
+def _speedup(problem: AllocationProblem, j: int, placement: Placement) -> float | None:
+    """Job `j`'s speedup on `placement` from the search's table (None beyond it)."""
+    table = problem.speedup
+    start = int(table.offset[j])
+    end = int(table.offset[j + 1]) if j + 1 < len(table.offset) else len(table.flat)
+    width = int(table.width[j])
+    nodes, gpus = len(placement.slots), placement.num_gpus
+    cell = nodes * width + gpus
+    return float(table.flat[start + cell]) if gpus < width and cell < end - start else None
+
+
+def _shrink_words(problem: AllocationProblem, jobs: list[JobView],
+                  ) -> Callable[[JobView, Assignment], str]:
+    """Why the search shrank a running job: the GPUs it gave up raise the round's fitness more
+    on other jobs, with its speedup before and after (`Decision.shrinks`)."""
+    index = {v.name: j for j, v in enumerate(jobs)}
+
+    def why(view: JobView, a: Assignment) -> str:
+        j = index[view.name]
+        now, new = _speedup(problem, j, view.placement), _speedup(problem, j, a.placement)
+        figures = ("" if now is None or new is None else
+                   f" (its speedup {new:.2f} on {a.placement.num_gpus} GPU(s) against "
+                   f"{now:.2f} on {view.placement.num_gpus})")
+        return "more goodput over all jobs with its GPUs given to others" + figures
+    return why

@@ -25,7 +25,7 @@ import numpy as np
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
-from corral.core.reasons import waiting_reasons
+from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.perf.goodput import GoodputFunction, best_goodputs
 from corral.policies.gpu_types import model_type
 from corral.policies.placement import consolidated, fits, take
@@ -226,10 +226,21 @@ class Sia(Policy):
                 out[name] = Assignment(held if placement == held else placement)
         self._remember_moves(snapshot.jobs, out)
         out = {v.name: out[v.name] for v in snapshot.jobs if v.name in out}
+        row = {view.name: j for j, view in enumerate(snapshot.jobs)}
+
+        def why(view: JobView, a: Assignment) -> str:
+            j = row[view.name]
+            cur, new = program.current[j], choice[j]
+            figures = ("" if cur is None or new is None else
+                       f" (goodput {program.goodput[j, new]:.3g} against "
+                       f"{program.goodput[j, cur]:.3g} where it ran)")
+            return (f"its program chose {a.placement.num_gpus} GPU(s) for it, more goodput "
+                    "for the others" + figures)
         return Decision(out, waiting_reasons(
             snapshot.jobs, out, cluster, self.name,
             "its program chose no (GPU type, count) for it: more goodput elsewhere",
-            need=lambda v: max(1, v.spec.min_gpus)))
+            need=lambda v: max(1, v.spec.min_gpus)), shrink_reasons(snapshot.jobs, out,
+                                                                    self.name, why))
 
 
 def _pack(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]]

@@ -69,7 +69,8 @@ def one_type_each(decision: Decision, part: Cluster, specs: Mapping[str, JobSpec
         for node, gpus in slots:
             free[node] -= gpus
         out[name] = Assignment(Placement(slots), a.batch)
-    return Decision({n: out[n] for n in decision.assignments if n in out}, placed.reasons)
+    return Decision({n: out[n] for n in decision.assignments if n in out}, placed.reasons,
+                    placed.shrinks)
 
 
 def fits(spec: JobSpec, part: Cluster, elastic: bool) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.deciding import checked_decision
@@ -44,7 +44,7 @@ from corral.policies.tenancy.gpu_types import (
     waiting,
 )
 from corral.policies.tenancy.reasons import queue_reasons
-from corral.policies.tenancy.shape import give_back_order, unusable
+from corral.policies.tenancy.shape import give_back_order, give_back_type, unusable
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
@@ -190,6 +190,8 @@ class QueuedPolicy(Policy):
         self.last_shares = split
         self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
+        shrinks = self._shrinks(by_queue, kept, usage, split)  # the layer's own, then the inner's
+        held_now = {v.name: v.placement.num_gpus for v in snapshot.jobs if v.is_running}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
         fast = self.fast
         stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
@@ -212,6 +214,8 @@ class QueuedPolicy(Policy):
                                                     previous=snapshot.previous, completed=done),
                                  views, kept, local, cluster.is_mixed)
             self._said.update(decision.reasons)
+            for name, words in decision.shrinks.items():
+                shrinks[name] = f"{shrinks[name]}; {words}" if name in shrinks else words
             decided: dict[str, Assignment] = {}
             for name, a in decision.assignments.items():
                 if a.placement.slots:
@@ -230,7 +234,25 @@ class QueuedPolicy(Policy):
             # sub-clusters and the same answers.
             self._stands = stands
         return Decision(merged, queue_reasons(now, cluster, tree, by_queue, merged, split.share,
-                                              self._said, elastic))
+                                              self._said, elastic),
+                        {n: w for n, w in shrinks.items()
+                         if n in merged and merged[n].num_gpus < held_now.get(n, 0)})
+
+    @staticmethod
+    def _shrinks(by_queue: Mapping[str, list[JobView]], kept: Mapping[str, Placement],
+                 usage: Mapping[str, int], split: Shares) -> dict[str, str]:
+        """`Decision.shrinks` of the jobs the carve shrank in place: their queue held more
+        than its share, and gives back what it borrowed."""
+        out = {}
+        for q, views in by_queue.items():
+            for v in views:
+                p = kept.get(v.name)
+                if (p is not None and v.is_running and v.placement.slots
+                        and 0 < p.num_gpus < v.placement.num_gpus):
+                    out[v.name] = (f"queues: queue {q} holds {usage.get(q, 0)} GPU(s), more than "
+                                   f"its share {split.share.get(q, 0)}; it gives back what it "
+                                   "borrowed")
+        return out
 
     def _start_waiting(self, merged: dict[str, Assignment],
                        by_queue: Mapping[str, list[JobView]],
@@ -241,14 +263,20 @@ class QueuedPolicy(Policy):
         than its guarantee (min(quota, demand)), start waiting jobs there, oldest first, each
         on one node of the share with its requested GPUs (at least its `min_gpus`; at most
         what the guarantee lacks, on the node with the fewest idle GPUs that holds it), until
-        the queue holds its guarantee; a job that names a GPU type only on a node of it. The
-        inner policy resizes them from the next round. True when it started any."""
+        the queue holds its guarantee; a job that names a GPU type only on a node of it. Then,
+        while the queue still holds less, its jobs running on fewer GPUs than they asked grow
+        in place on their node's idle GPUs of the share, oldest first, up to what they asked
+        (issue 43's benchmark: nlp's job started on 1 of its 2 a100s; pollux, whose restart
+        penalty holds a young job where it is, grew it into the other 33 s later). The inner
+        policy resizes them from the next round. True when it started or grew any."""
         started = False
         for q, views in by_queue.items():
             want = min(self.queues.quota(q), split.demand.get(q, 0))
             held = sum(merged[v.name].num_gpus for v in views if v.name in merged)
             waiting = [v for v in views if v.name not in merged]
-            if held >= want or not waiting:
+            short = [v for v in views if v.name in merged and len(merged[v.name].placement.slots)
+                     == 1 and merged[v.name].num_gpus < min(v.spec.gpus, v.spec.max_gpus)]
+            if held >= want or not (waiting or short):
                 continue
             idle = dict(sub.get(q, {}))
             for v in views:
@@ -269,6 +297,17 @@ class QueuedPolicy(Policy):
                 merged[v.name] = Assignment(Placement(((node, gpus),)))
                 idle[node] -= gpus
                 held += gpus
+                started = True
+            for v in sorted(short, key=lambda v: (v.spec.submit_time_s, v.name)):
+                a = merged[v.name]
+                [(node, gpus)] = a.placement.slots
+                more = min(idle.get(node, 0), min(v.spec.gpus, v.spec.max_gpus) - gpus,
+                           want - held)
+                if more <= 0:
+                    continue
+                merged[v.name] = Assignment(Placement(((node, gpus + more),)))
+                idle[node] -= more
+                held += more
                 started = True
         return started
 
@@ -476,36 +515,40 @@ class QueuedPolicy(Policy):
         sub: dict[str, dict[int, int]] = {}
         spread: dict[str, int] = {}  # per elastic queue with jobs waiting: its jobs
         given: dict[str, tuple[str, Placement, float]] = {}  # shrunk or taken out: was
+        types = cluster.node_types
+        growing: set[str] = set()  # shaped: types where a queue below its share could grow
+        if shaped:
+            for q, views in by_queue.items():
+                on = [v for v in views if v.is_running and v.placement.slots]
+                if sum(v.placement.num_gpus for v in on) < split.share.get(q, 0):
+                    growing |= {types[v.placement.slots[0][0]] for v in on
+                                if v.placement.num_gpus < v.spec.max_gpus}
         for q, views in by_queue.items():
             running = [v for v in views if v.is_running and v.placement.slots]
             hold = {v.name: v.placement for v in running}
             over = sum(p.num_gpus for p in hold.values()) - split.share.get(q, 0)
             # most recently (re)started first: they give back first
             order = sorted(running, key=lambda v: (-_started(v), v.name))
+            lead = None
             if shaped and over > 0:  # of one type first: what is freed forms one block
-                order = give_back_order(order, cluster.node_types, over)
+                lead = give_back_type(order, types, over, growing)
+                order = give_back_order(order, types, over, growing)
+            if over > 0 and self.elastic and lead is not None:
+                # shrink that type's jobs, then take whole ones of it out; only if that type
+                # cannot give it all (jobs under min_runtime_s) are other types' jobs shrunk:
+                # a shrink on each type frees GPUs no one job of the queue taking them back
+                # can use together (issue 43's benchmark: nlp held 1 of its 2 for minutes)
+                first = [v for v in order if types[v.placement.slots[0][0]] == lead]
+                tried = dict(hold)
+                left = self._give_back(now, tree, first, tried, over, shrink=True)
+                if left > 0:
+                    left = self._give_back(now, tree, first, tried, left, shrink=False)
+                if left <= 0:
+                    hold, over = tried, left
             if over > 0 and self.elastic:
-                for v in order:
-                    if over <= 0:
-                        break
-                    floor = max(1, v.spec.min_gpus)
-                    cut = min(over, hold[v.name].num_gpus - floor)
-                    if cut > 0:
-                        hold[v.name] = _shrunk(hold[v.name], cut)
-                        over -= cut
+                over = self._give_back(now, tree, order, hold, over, shrink=True)
             if over > 0:
-                out = []
-                for v in order:
-                    if over <= 0:
-                        break
-                    if now - _started(v) < tree.min_runtime_s:
-                        continue  # not preempted before min_runtime_s
-                    out.append((v.name, hold.pop(v.name)))
-                    over -= out[-1][1].num_gpus
-                for name, p in reversed(out):  # a whole gang can free more than needed:
-                    if p.num_gpus <= -over:  # keep the older ones that still fit
-                        hold[name] = p
-                        over += p.num_gpus
+                over = self._give_back(now, tree, order, hold, over, shrink=False)
             for v in running:
                 if hold.get(v.name) != v.placement:
                     given[v.name] = (q, v.placement, _started(v))
@@ -532,6 +575,40 @@ class QueuedPolicy(Policy):
             self._lend(by_queue, split, tree, kept, sub, free, given, cluster.node_types)
         return kept, sub
 
+    @staticmethod
+    def _give_back(now: float, tree: QueueTree, order: Sequence[JobView],
+                   hold: dict[str, Placement], over: int, shrink: bool) -> int:
+        """Give back `over` GPUs from the jobs of `order` (first first) in `hold` (changed):
+        by shrinking each in place down to its `min_gpus` (`shrink`), else by taking whole
+        jobs out, never one that (re)started less than `min_runtime_s` ago (a whole gang can
+        free more than needed: the older ones that still fit are kept). What is left to give
+        back (negative: given back beyond `over`)."""
+        if shrink:
+            for v in order:
+                if over <= 0:
+                    break
+                if v.name not in hold:
+                    continue
+                floor = max(1, v.spec.min_gpus)
+                cut = min(over, hold[v.name].num_gpus - floor)
+                if cut > 0:
+                    hold[v.name] = _shrunk(hold[v.name], cut)
+                    over -= cut
+            return over
+        out = []
+        for v in order:
+            if over <= 0:
+                break
+            if v.name not in hold or now - _started(v) < tree.min_runtime_s:
+                continue  # not preempted before min_runtime_s
+            out.append((v.name, hold.pop(v.name)))
+            over -= out[-1][1].num_gpus
+        for name, p in reversed(out):  # a whole gang can free more than needed:
+            if p.num_gpus <= -over:  # keep the older ones that still fit
+                hold[name] = p
+                over += p.num_gpus
+        return over
+
     def _lend(self, by_queue: Mapping[str, list[JobView]], split: Shares, tree: QueueTree,
               kept: dict[str, Placement], sub: dict[str, dict[int, int]], free: list[int],
               given: Mapping[str, tuple[str, Placement, float]],
@@ -539,17 +616,21 @@ class QueuedPolicy(Policy):
         """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
         use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
         round: first back to the jobs that gave those GPUs up (oldest first; they keep their
-        placement, no restart), then to the other queues with demand left."""
-        lenders = set()
+        placement, no restart), then to the other queues with demand left. What no other queue
+        takes stays with the queue that lent it: an elastic policy may yet move a job there
+        (issue 43's benchmark: pollux's two 1-GPU jobs on the t4s left the a100s idle for
+        minutes, lent to a queue without jobs, where shown them it moves one at 2 GPUs)."""
+        lent: dict[str, dict[int, int]] = {}
         for q, views in by_queue.items():
             for n, g in unusable(views, sub[q], kept, node_types, self.elastic).items():
                 sub[q][n] -= g
                 if not sub[q][n]:
                     del sub[q][n]
                 free[n] += g
-                lenders.add(q)
-        if not lenders:
+                lent.setdefault(q, {})[n] = g
+        if not lent:
             return
+        lenders = set(lent)
         for name, (q, was, _) in sorted(given.items(), key=lambda kv: (kv[1][2], kv[0])):
             now = dict(kept[name].slots) if name in kept else {}
             extra = {n: g - now.get(n, 0) for n, g in was.slots if g > now.get(n, 0)}
@@ -562,6 +643,12 @@ class QueuedPolicy(Policy):
         for q in sorted(by_queue, key=lambda q: (-tree[q].priority, q)):
             if q not in lenders:
                 self._grant(sub[q], free, self._room(tree, q, split, sub))
+        for q in sorted(lent, key=lambda q: (-tree[q].priority, q)):  # what none took
+            for n, g in lent[q].items():
+                back = min(g, free[n])
+                if back > 0:
+                    sub[q][n] = sub[q].get(n, 0) + back
+                    free[n] -= back
 
     @staticmethod
     def _room(tree: QueueTree, q: str, split: Shares, sub: Mapping[str, Mapping[int, int]],

@@ -5,8 +5,10 @@ job on 1 GPU and leaves the other idle (issue 43: nlp's a100 sat idle while visi
 waited). Two steps keep that from happening, each used by the layer's `_carve` where an
 untyped tree shares a mixed cluster:
 
-* `give_back_order`: a queue above its share gives back GPUs of one type first (the type it can
-  free the most of, so what it frees forms one block the queue taking them back can use);
+* `give_back_order`: a queue above its share gives back GPUs of one type first (a type it can
+  free all it must give back from, where a queue taking GPUs back runs a job if there is one,
+  so what it frees forms one block the queue taking them back can use; under an elastic
+  policy by shrinking that type's jobs, then taking whole jobs of it out, before any other);
 * `unusable`: what of a queue's carved GPUs none of its jobs could use this round (no waiting
   job fits on that type's idle GPUs and no running job there could grow into them). The layer
   lends those for the round: back to the jobs that gave them up, else to other queues.
@@ -14,28 +16,36 @@ untyped tree shares a mixed cluster:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from corral.core.cluster import Placement
 from corral.core.jobs import JobView
 
-__all__ = ["give_back_order", "unusable"]
+__all__ = ["give_back_order", "give_back_type", "unusable"]
+
+
+def give_back_type(order: Sequence[JobView], node_types: tuple[str, ...], over: int,
+                   prefer: Collection[str] = ()) -> str | None:
+    """The GPU type a queue gives back `over` GPUs from first: of the types whose jobs in
+    `order` (first first) hold `over` GPUs or more, one of `prefer` (types where a queue
+    taking GPUs back runs a job that could grow into them) if any, else the type of the
+    earliest such job in `order`; None when no one type holds that many."""
+    freeable: dict[str, int] = {}
+    rank: dict[str, int] = {}
+    for i, v in enumerate(order):
+        t = node_types[v.placement.slots[0][0]]
+        freeable[t] = freeable.get(t, 0) + v.placement.num_gpus
+        rank.setdefault(t, i)
+    return min((t for t, g in freeable.items() if g >= over),
+               key=lambda t: (t not in prefer, rank[t]), default=None)
 
 
 def give_back_order(order: Sequence[JobView], node_types: tuple[str, ...],
-                    over: int) -> list[JobView]:
+                    over: int, prefer: Collection[str] = ()) -> list[JobView]:
     """`order` (the jobs a queue gives back from, first first) regrouped by GPU type: the jobs
-    of a type that alone can free `over` GPUs first (the type of the earliest such job in
-    `order`), then the others as they were. Within a type the order is kept."""
-    freeable: dict[str, int] = {}
-    for v in order:
-        t = node_types[v.placement.slots[0][0]]
-        freeable[t] = freeable.get(t, 0) + v.placement.num_gpus
-    rank: dict[str, int] = {}
-    for i, v in enumerate(order):
-        rank.setdefault(node_types[v.placement.slots[0][0]], i)
-    first = min((t for t, g in freeable.items() if g >= over), key=rank.__getitem__,
-                default=None)
+    of `give_back_type`'s type first, then the others as they were. Within a type the order is
+    kept."""
+    first = give_back_type(order, node_types, over, prefer)
     return sorted(order, key=lambda v: node_types[v.placement.slots[0][0]] != first)
 
 

@@ -252,8 +252,8 @@ GANG_APPS = ("cifar10", "ncf", "imagenet")
 
 
 @pytest.mark.parametrize("inner,queues,n,apps", [
-    ("fifo", THREE, 40, GANG_APPS), ("tiresias-las", THREE, 40, GANG_APPS),
-    ("fifo", COHORT, 40, GANG_APPS), ("tiresias-las", COHORT, 40, GANG_APPS),
+    ("fifo", THREE, 20, GANG_APPS), ("tiresias-las", THREE, 20, GANG_APPS),
+    ("fifo", COHORT, 24, GANG_APPS), ("tiresias-las", COHORT, 24, GANG_APPS),
     ("pollux", THREE, 6, ("cifar10", "ncf"))], ids=["fifo", "las", "fifo-cohort", "las-cohort",
                                                    "pollux"])
 def test_the_fast_path_decides_exactly_as_the_plain_one(truth, inner, queues, n, apps):

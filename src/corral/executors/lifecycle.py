@@ -6,8 +6,10 @@ subclassed: a `Backend` (corral.executors.backend: where workers go, how a worke
 watched, signalled and ended), the per-job files (`JobFiles`, under `<root>/jobs/<job id>/`),
 and optionally early starts (`EarlyStarts`, corral.executors.early) and in-place resizes (an
 `InPlaceResizer`, corral.executors.resize); state machine: corral.executors.local. A round
-inside `applying()` holds the thread off so its next pass sees the round whole. Each per-job step runs under `guarded`: an exception fails that job, not the
-thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
+inside `applying()` holds the thread off so its next pass sees the round whole. Each per-job
+step runs under `guarded`: an exception fails that job, not the thread. Retry n waits
+`retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). A stopping job past its deadline gets
+SIGKILL, again every `KILL_WAIT_S` (the Ray backend then kills its actors). The service's
 secrets (SERVICE_ENV) never reach workers.
 """
 

@@ -47,9 +47,9 @@ def _first_step(ex: Executor, job_id: str, launch: int) -> float:
     """Wall-clock time of the first step of `launch` (waits for the job's report)."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        report = ex.report(job_id) or {}
-        if report.get("launch") == launch and report.get("first_step_time"):
-            return float(report["first_step_time"])
+        report = ex.report(job_id)
+        if report is not None and report.launch == launch and report.first_step_time:
+            return report.first_step_time
         st = ex.status(job_id)
         if st.terminal:
             raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.read_log(job_id)[-2000:]}")

@@ -53,7 +53,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 from _common import machine
@@ -63,6 +65,7 @@ from corral.executors.base import ExecState, Executor, JobLaunch, WorkerPlan
 from corral.executors.local import LocalExecutor
 from corral.executors.resize import CHECKPOINT_RESTART, IN_PLACE, MECHANISMS, check_mechanism
 from corral.protocol.env import JobConfig
+from corral.protocol.report import Report
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = {
@@ -75,12 +78,12 @@ MODELS = {
 TIMEOUT_S = 300.0
 
 
-def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> dict:
+def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> Report:
     """The job's first report of `launch` on `world` workers that has taken a step."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        r = ex.report(job_id) or {}
-        if r.get("launch") == launch and r.get("world_size") == world and r.get("first_step_time"):
+        r = ex.report(job_id)
+        if r is not None and r.launch == launch and r.world_size == world and r.first_step_time:
             return r
         st = ex.status(job_id)
         if st.terminal:
@@ -92,20 +95,24 @@ def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> dict:
 
 def _step_time(ex: Executor, job_id: str, steps: int) -> float:
     """Seconds per step over the next `steps` steps, from the job's reports."""
-    def now() -> dict:
-        return ex.report(job_id) or {}
+    def now() -> Report:
+        return ex.report(job_id) or Report()
     first = now()
-    while (r := now()).get("time") == first.get("time"):
+    while (r := now()).time == first.time:
         time.sleep(0.02)  # a fresh report: it was written at a step boundary
     deadline = time.monotonic() + TIMEOUT_S
-    while (last := now()).get("steps", 0) < r["steps"] + steps and time.monotonic() < deadline:
+    while _steps(last := now()) < _steps(r) + steps and time.monotonic() < deadline:
         time.sleep(0.05)
-    return (float(last["time"]) - float(r["time"])) / max(1, last["steps"] - r["steps"])
+    return ((last.time or 0.0) - (r.time or 0.0)) / max(1, _steps(last) - _steps(r))
 
 
-def _regroup_event(report: dict) -> dict | None:
+def _steps(report: Report | None) -> int:
+    return (report.steps or 0) if report is not None else 0
+
+
+def _regroup_event(report: Report) -> Mapping[str, Any] | None:
     """The trainer's `resized-in-place` event of its latest regroup, if any."""
-    found = [e for e in report.get("events") or () if e.get("kind") == "resized-in-place"]
+    found = [e for e in report.events if e.get("kind") == "resized-in-place"]
     return found[-1] if found else None
 
 
@@ -134,14 +141,15 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
             job = JobLaunch("bench", command, str(REPO), {}, config)
             ex.place(job, WorkerPlan(Placement(((0, before),))))
             first = _report_of(ex, "bench", 0, before)
-            while (ex.report("bench") or {}).get("steps", 0) < first["steps"] + 3:
+            while _steps(ex.report("bench")) < _steps(first) + 3:
                 time.sleep(0.05)  # a few steps in the steady state
             step_before = _step_time(ex, "bench", 3) if breakdown else None
             decided = time.time()
             ex.place(job, WorkerPlan(Placement(((0, after),))))
             new = _report_of(ex, "bench", 1, after)
-            resumed = new.get("resumed") or {}
-            first_step = float(new["first_step_time"])
+            resumed = new.resumed or {}
+            assert new.first_step_time is not None  # (`_report_of` waits for it)
+            first_step = new.first_step_time
             to_step = first_step - decided
             event = _regroup_event(new)
             in_place = resumed.get("in_place") is not None and event is not None
@@ -189,7 +197,7 @@ def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: 
             donor_job = JobLaunch("donor", command, str(REPO), {}, config)
             ex.place(donor_job, WorkerPlan(Placement(((0, before),))))
             first = _report_of(ex, "donor", 0, before)
-            while (ex.report("donor") or {}).get("steps", 0) < first["steps"] + 3:
+            while _steps(ex.report("donor")) < _steps(first) + 3:
                 time.sleep(0.05)
             decided = time.time()
             with ex.applying():
@@ -200,7 +208,7 @@ def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: 
                 ex.place(JobLaunch("incoming", command, str(REPO), {}, config, early_init=early),
                          WorkerPlan(Placement(((0, incoming),))))
             new = _report_of(ex, "incoming", 0, incoming)
-            to_step = float(new["first_step_time"]) - decided
+            to_step = (new.first_step_time or 0.0) - decided
             summary = [d for k, d in ex.status("incoming").events if k == "early-started"]
             found = re.search(r"overlap ([0-9.]+) s", summary[0]) if summary else None
             overlap = float(found.group(1)) if found else 0.0

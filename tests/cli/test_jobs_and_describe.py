@@ -12,6 +12,7 @@ import time
 from rich.console import Console
 
 from corral.cli.main import app  # noqa: F401 - first: corral.cli.live registers on it
+from corral.protocol.report import Report
 
 live = importlib.import_module("corral.cli.live")
 
@@ -70,7 +71,7 @@ def test_the_last_report_reads_as_words_not_json(monkeypatch) -> None:
               "gpu_type": "", "steps": 1146, "epoch": 27, "loss": 0.000136, "batch": [16, 0],
               "total_bsz": 32, "metrics": [[45, 1, 0.42], [1146, 27, 0.9889]],
               "resumed": {"steps": 732, "in_place": 1, "pause_s": 0.016}}
-    text = live.report_text(report)
+    text = live.report_text(Report.parse(report))
     assert "{" not in text and "1700000000" not in text
     assert time.strftime("%H:%M:%S", time.localtime(1_700_000_000.0)) in text
     for part in ("running", "2 worker(s)", "step 1146", "epoch 27", "loss 0.000136",

@@ -15,6 +15,7 @@ import pytest
 from corral.core.cluster import Placement
 from corral.core.jobs import Assignment, BatchConfig, JobStatus, JobView
 from corral.core.ledger import JobLedger
+from corral.protocol.report import Report
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.submission import Submission
 from corral.sim.loop.job import SimJob
@@ -55,7 +56,7 @@ def _advance(sim: SimJob, live: LiveJob, to_s: float) -> None:
     sim.advance(to_s)
     live.holding = bool(live.placement)  # its workers hold their slots as soon as placed
     live.account(dt)
-    live.report = _report_of(sim)
+    live.report = Report.parse(_report_of(sim))
 
 
 def _assign(sim: SimJob, live: LiveJob, now: float, assignment: Assignment | None) -> None:
@@ -63,7 +64,7 @@ def _assign(sim: SimJob, live: LiveJob, now: float, assignment: Assignment | Non
     placement = assignment.placement if assignment else Placement()
     changed_live = live.assign(now, placement, assignment.batch if assignment else None)
     assert changed_sim == changed_live
-    live.report = _report_of(sim)
+    live.report = Report.parse(_report_of(sim))
 
 
 STEPS = [  # (time, assignment at that time or "keep")

@@ -15,10 +15,11 @@ from corral.executors.jobfiles import JobFiles
 from corral.executors.lifecycle import JobRecord
 from corral.protocol.early import gate_path
 from corral.protocol.inplace import mark_ready
+from corral.protocol.report import Report
 
 
 class _Table:
-    """The job table as the sequence sees it (corral.executors.lifecycle.JobTableExecutor)."""
+    """The job table as the sequence sees it (corral.executors.lifecycle.JobTable)."""
 
     def __init__(self, root: Path) -> None:
         self.files = JobFiles(root)
@@ -43,7 +44,7 @@ class _Table:
     def launch_number(j: JobRecord) -> int:
         return j.launches
 
-    def report(self, job_id: str) -> dict[str, Any] | None:
+    def report(self, job_id: str) -> Report | None:
         return None
 
     def guarded(self, j: JobRecord, what: str, step: Any, *args: Any) -> None:

@@ -15,11 +15,11 @@ from corral.core.clock import WALL_CLOCK
 from corral.core.cluster import Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig
-from corral.executors import create_backend, create_executor
+from corral.executors import create_executor, create_runtime
 from corral.executors.base import ExecState, JobLaunch, WorkerPlan
 from corral.executors.emulated.clock import LockstepClock
 from corral.executors.emulated.executor import EmulatedClock, EmulatedExecutor
-from corral.protocol.report import REPORT_FILE, read_report
+from corral.protocol.report import REPORT_FILE, Report
 from corral.sim.loop.job import SimJob
 from corral.sim.workloads.common import make_job
 
@@ -57,12 +57,12 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
     twin.advance(1e9)
     assert sim.finish_s == pytest.approx(twin.finish_s, rel=1e-9)
     report = executor.report("a")
-    assert report == read_report(executor.data_dir / "jobs" / "a" / REPORT_FILE)
-    assert report["state"] == "finished" and report["epoch"] == 3 and report["steps"] > 0
-    assert report["world_size"] == 4 and report["launch"] == 0 and report["batch"]
-    assert report["estimator"]  # the JobEstimator document of what it observed
+    assert report == Report.read(executor.data_dir / "jobs" / "a" / REPORT_FILE)
+    assert report.state == "finished" and report.epoch == 3 and report.steps > 0
+    assert report.world_size == 4 and report.launch == 0 and report.batch
+    assert report.estimator  # the JobEstimator document of what it observed
     # times are on the emulated clock: the first step ended 30 emulated seconds after the start
-    assert report["first_step_time"] - executor.clock.start == pytest.approx(
+    assert report.first_step_time - executor.clock.start == pytest.approx(
         sim.first_start_s + 30.0)
 
 
@@ -81,22 +81,22 @@ def test_stop_resume_and_cancel(executor) -> None:
     plan = WorkerPlan(Placement.of({0: 4}))
     executor.place(_launch(spec), plan)
     deadline = time.monotonic() + 30
-    while (executor.report("a") or {}).get("steps", 0) == 0:
+    while (r := executor.report("a")) is None or not r.steps:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     executor.stop("a")
     st = executor.status("a")
     assert st.state is ExecState.STOPPED and not st.workers
     stopped = executor.report("a")
-    assert stopped["state"] == "stopped" and stopped["steps"] > 0
+    assert stopped.state == "stopped" and stopped.steps > 0
     executor.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
     st = executor.status("a")
     assert st.state is ExecState.RUNNING and st.launches == 2 and len(st.workers) == 2
-    while executor.report("a")["launch"] != 1:
+    while executor.report("a").launch != 1:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     report = executor.report("a")
-    assert report["resumed"]["steps"] == stopped["steps"] and report["world_size"] == 2
+    assert report.resumed["steps"] == stopped.steps and report.world_size == 2
     executor.cancel("a")
     assert executor.status("a").state is ExecState.CANCELLED
     assert "launch 1: 2 worker(s)" in executor.read_log("a")
@@ -247,10 +247,10 @@ def test_a_new_executor_on_the_same_directory_resumes_its_clock_and_each_jobs_tr
             return {tuple(c[:3]) for c in doc["configs"]}
 
         assert configs(saved["estimator"]) <= configs(sim.estimator.to_dict())
-        while (second.report("a") or {}).get("first_step_time") is None:
+        while (r := second.report("a")) is None or r.first_step_time is None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert second.report("a")["resumed"]["steps"] == int(saved["steps"])
+        assert second.report("a").resumed["steps"] == int(saved["steps"])
         assert "resumes from its checkpoint" in second.read_log("a")
     finally:
         second.shutdown()
@@ -261,14 +261,14 @@ def test_a_job_checkpointed_after_its_last_epoch_finishes_when_placed_again(tmp_
     spec = _spec(first, epochs=2)
     first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
     first.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
-    steps = first.report("a")["steps"]
+    steps = first.report("a").steps
     _die(first)  # before the service saw the job finish
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000)
     try:
         second.place(_launch(spec), WorkerPlan(Placement.of({0: 1})))
         second.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
         report = second.report("a")
-        assert report["steps"] == steps and report["epoch"] == 2
+        assert report.steps == steps and report.epoch == 2
     finally:
         second.shutdown()
 
@@ -306,17 +306,17 @@ def test_workers_trained_on_through_a_kill_and_a_reclaim_stops_them_where_they_g
     try:
         second.reclaim("a", ())
         report = second.report("a")
-        assert report["state"] == "stopped" and second.status("a").state is ExecState.STOPPED
-        at_s = report["time"] - first.clock.start  # when it was stopped, on first's time base
+        assert report.state == "stopped" and second.status("a").state is ExecState.STOPPED
+        at_s = report.time - first.clock.start  # when it was stopped, on first's time base
         # it trained through the downtime (0.2 real s and the new executor's start)
         assert at_s >= first._jobs["a"].sim.clock_s + 0.2 * 400
         twin = _twin_at(first, spec, placement, at_s, batch)
         assert twin.finish_s is None and twin.steps > 0
-        assert report["steps"] == int(twin.steps) and report["epoch"] == twin.epoch
+        assert report.steps == int(twin.steps) and report.epoch == twin.epoch
         # (exact but for the checkpoint's time, kept in epoch seconds: to about 0.25 us)
-        assert report["progress"] == pytest.approx(twin.progress, rel=1e-8)
-        assert report["metrics"] == [list(m) for m in twin.metrics]
-        assert report["launch"] == 0 and report["world_size"] == 4
+        assert report.progress == pytest.approx(twin.progress, rel=1e-8)
+        assert [list(m) for m in report.metrics] == [list(m) for m in twin.metrics]
+        assert report.launch == 0 and report.world_size == 4
         log = second.read_log("a")
         assert "workers left running by an earlier service" in log and "stopped at its" in log
         # nothing runs now: its GPUs are free, and placed again it resumes from where it stopped
@@ -345,9 +345,9 @@ def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(t
     try:
         second.reclaim("a", ())
         report = second.report("a")
-        assert report["state"] == "finished" and second.status("a").state is ExecState.DONE
-        assert report["time"] - first.clock.start == pytest.approx(finish_s, abs=1e-6)
-        assert report["epoch"] == 5 and second._held == [0, 0]
+        assert report.state == "finished" and second.status("a").state is ExecState.DONE
+        assert report.time - first.clock.start == pytest.approx(finish_s, abs=1e-6)
+        assert report.epoch == 5 and second._held == [0, 0]
         # said on the log as a time before this executor started, not as negative seconds
         assert "emulated s before this service started after" in second.read_log("a")
     finally:
@@ -367,7 +367,7 @@ def test_a_stopped_job_is_not_reclaimed_and_resumes_from_its_checkpoint(tmp_path
         second.reclaim("a", ())
         assert second.report("a") is None and second.status("a").state is ExecState.UNKNOWN
         second.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
-        assert second._jobs["a"].sim.steps == pytest.approx(stopped["steps"], abs=1)
+        assert second._jobs["a"].sim.steps == pytest.approx(stopped.steps, abs=1)
         assert "resumes from its checkpoint" in second.read_log("a")
     finally:
         second.shutdown()
@@ -382,7 +382,7 @@ def test_create_executor_knows_it(tmp_path: Path) -> None:
 
 
 def test_its_backend_brings_its_clock_and_its_check_of_submissions(tmp_path: Path) -> None:
-    backend = create_backend("emulated", tmp_path, cluster="1x2", time_scale=10)
+    backend = create_runtime("emulated", tmp_path, cluster="1x2", time_scale=10)
     ex = backend.executor
     try:
         assert isinstance(ex, EmulatedExecutor) and backend.clock is ex.clock
@@ -394,7 +394,7 @@ def test_its_backend_brings_its_clock_and_its_check_of_submissions(tmp_path: Pat
         assert backend.clock() > at
     finally:
         ex.shutdown()
-    local = create_backend("local", tmp_path / "local", slots=1)
+    local = create_runtime("local", tmp_path / "local", slots=1)
     try:
         assert local.clock is WALL_CLOCK and local.check_app("anything") is None
     finally:
@@ -412,7 +412,7 @@ def test_the_service_refuses_a_submission_without_a_known_app(tmp_path: Path) ->
     from corral.service.loop import ControlLoop
     from corral.service.store import Store
 
-    backend = create_backend("emulated", tmp_path, cluster="1x4", time_scale=100)
+    backend = create_runtime("emulated", tmp_path, cluster="1x4", time_scale=100)
     ex = backend.executor
     store = Store(tmp_path / "state.db")
     loop = ControlLoop(store, ex, create_policy("fifo"), interval_s=60, clock=backend.clock)

@@ -37,7 +37,8 @@ def _tiny(job_id: str, hold: Path | None = None, early_init: bool | None = True)
 
 
 def _steps(ex: LocalExecutor, job_id: str) -> int:
-    return (ex.report(job_id) or {}).get("steps", 0)
+    report = ex.report(job_id)
+    return (report.steps or 0) if report is not None else 0
 
 
 def _events(ex: LocalExecutor, job_id: str, kind: str) -> list[str]:
@@ -101,7 +102,7 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
 
     hold.touch()  # initialisation ends: the workers report ready; the donor gives the slots up
     trained = trains_on(ex, "incoming", 0, world, after_steps=3)  # (b) it trains on the slots
-    assert trained["resumed"] is None  # its first launch, from scratch
+    assert trained.resumed is None  # its first launch, from scratch
     donated = _events(ex, "donor", "donated")
     assert len(donated) == 1 and "initialised early" in donated[0]
     summary, = _events(ex, "incoming", "early-started")
@@ -112,8 +113,8 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
         ex.wait_for("donor", ExecState.STOPPED, TIMEOUT_S)
         assert ex.pool.held("donor") == []
     else:
-        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
-        assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
+        shrunk = trains_on(ex, "donor", 1, 1, after_steps=first.steps)
+        assert shrunk.resumed["in_place"] == 1  # it shrank by its own mechanism (in place)
         assert ex.pool.held("donor") == [0]
     assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
     ex.cancel("incoming")
@@ -134,7 +135,7 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
     # its worker started only once the donor had shrunk and freed the slot (as before)
     assert ex.status("donor").launches == 2 and len(ex.status("donor").workers) == 1
     trains_on(ex, "incoming", 0, 1)
-    trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
+    trains_on(ex, "donor", 1, 1, after_steps=first.steps)
     assert not _events(ex, "incoming", "early-init") and not _events(ex, "donor", "donated")
     assert not _events(ex, "incoming", "early-started")
     ex.cancel("incoming")
@@ -154,8 +155,8 @@ def test_an_early_worker_that_dies_leaves_the_donor_alone(make_executor, tmp_pat
     fallback = wait(lambda: _events(ex, "incoming", "early-init-fallback"), "the fallback")
     assert "exited" in fallback[0] and "starts normally" in fallback[0]
     # the donor was not harmed: it shrinks in place as decided, no restart, no crash
-    shrunk = trains_on(ex, "donor", 1, 1, after_steps=first["steps"])
-    assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=first.steps)
+    assert shrunk.resumed["in_place"] == 1 and ex.status("donor").crashes == 0
     hold.touch()
     trains_on(ex, "incoming", 0, 1)  # started normally on the freed slot
     st = ex.status("incoming")

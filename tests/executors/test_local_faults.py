@@ -76,7 +76,7 @@ def test_a_failure_to_signal_fails_that_job_and_frees_its_slots(ex: LocalExecuto
     def broken(j, signum):
         raise PermissionError("injected signal failure")
 
-    monkeypatch.setattr(ex, "_signal", broken)
+    monkeypatch.setattr(ex.workers, "signal", broken)  # the backend (corral.executors.backend)
     ex.cancel("hog")
     st = ex.wait_for("hog", END, TIMEOUT_S)
     assert st.state is ExecState.FAILED and "injected signal failure" in st.message

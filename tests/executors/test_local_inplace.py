@@ -45,12 +45,12 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     assert len(pids) == 2
 
     ex.place(tiny("grow"), on_node0(4))
-    grown = trains_on(ex, "grow", 1, 4, after_steps=first["steps"])
+    grown = trains_on(ex, "grow", 1, 4, after_steps=first.steps)
     st = ex.status("grow")
     assert st.launches == 2 and st.state is ExecState.RUNNING
     assert st.workers[:2] == pids  # the workers that stayed are the same processes
-    assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
-    assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
+    assert grown.resumed["in_place"] == 1 and grown.resumed["checkpoint"] is None
+    assert grown.resumed["steps"] >= first.steps  # continues, not from a checkpoint
     (resized,) = [d for k, d in _events(ex, "grow") if k == "resized"]
     assert "in place from 2 to 4" in resized
     found = re.search(r"in ([0-9.]+) s .* ready after ([0-9.]+) s", resized)
@@ -58,10 +58,10 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     assert 0 < ready <= took  # the new workers' start, which the old workers trained through
 
     ex.place(tiny("grow"), on_node0(1))
-    shrunk = trains_on(ex, "grow", 2, 1, after_steps=grown["steps"])
+    shrunk = trains_on(ex, "grow", 2, 1, after_steps=grown.steps)
     st = ex.status("grow")
     assert st.workers == pids[:1] and st.launches == 3
-    assert shrunk["resumed"]["in_place"] == 2
+    assert shrunk.resumed["in_place"] == 2
     assert ex.pool.held("grow") == [ex.pool.held("grow")[0]]  # the leavers' slots are free
     assert len(ex.pool.free()) == 3
     log = ex.read_log("grow")
@@ -82,9 +82,9 @@ def test_a_new_worker_that_dies_falls_back_to_checkpoint_restart(executor: Local
     joiner = wait(lambda: job.resize is not None and job.resize.joiners and job.resize.joiners[0],
                    "the new worker to start")
     joiner.kill()
-    after = trains_on(ex, "fall", 1, 3, after_steps=first["steps"])
-    assert after["resumed"]["checkpoint"] is not None  # restarted from a checkpoint
-    assert after["resumed"]["steps"] >= first["steps"]  # nothing before the resize is lost
+    after = trains_on(ex, "fall", 1, 3, after_steps=first.steps)
+    assert after.resumed["checkpoint"] is not None  # restarted from a checkpoint
+    assert after.resumed["steps"] >= first.steps  # nothing before the resize is lost
     events = _events(ex, "fall")
     assert any(k == "resize-fallback" and "checkpoint-restart instead" in d for k, d in events)
     assert ex.status("fall").crashes == 0  # a fallback is no crash

@@ -195,16 +195,16 @@ def test_a_trainer_grows_onto_another_node_and_shrinks_back_in_place(ray_cluster
         (rank0,) = ex.status("ip").workers
 
         ex.place(tiny("ip"), WorkerPlan(Placement(((0, 1), (1, 1)))))
-        grown = trains_on(ex, "ip", 1, 2, after_steps=first["steps"])
+        grown = trains_on(ex, "ip", 1, 2, after_steps=first.steps)
         st = ex.status("ip")
         assert st.workers[0] == rank0 and len(st.workers) == 2  # rank 0's actor stayed
         assert st.plan.placement == Placement(((0, 1), (1, 1)))
-        assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
-        assert grown["resumed"]["steps"] >= first["steps"]  # continues, not from a checkpoint
+        assert grown.resumed["in_place"] == 1 and grown.resumed["checkpoint"] is None
+        assert grown.resumed["steps"] >= first.steps  # continues, not from a checkpoint
 
         ex.place(tiny("ip"), WorkerPlan(Placement(((0, 1),))))
-        shrunk = trains_on(ex, "ip", 2, 1, after_steps=grown["steps"])
-        assert ex.status("ip").workers == (rank0,) and shrunk["resumed"]["in_place"] == 2
+        shrunk = trains_on(ex, "ip", 2, 1, after_steps=grown.steps)
+        assert ex.status("ip").workers == (rank0,) and shrunk.resumed["in_place"] == 2
         events = list(ex.status("ip").events)
         assert [d for k, d in events if k == "resized" and "in place from 1 to 2" in d]
         assert not [k for k, _ in events if k == "resize-fallback"], events
@@ -232,9 +232,9 @@ def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_clus
             and job.resize.joiners.started and job.resize.joiners.actors[0], 60,
             "the new worker to start")
         ray.kill(joiner, no_restart=True)
-        after = trains_on(ex, "fb", 1, 2, after_steps=first["steps"])
-        assert after["resumed"]["checkpoint"] is not None  # restarted from a checkpoint
-        assert after["resumed"]["steps"] >= first["steps"]  # nothing before the resize is lost
+        after = trains_on(ex, "fb", 1, 2, after_steps=first.steps)
+        assert after.resumed["checkpoint"] is not None  # restarted from a checkpoint
+        assert after.resumed["steps"] >= first.steps  # nothing before the resize is lost
         events = list(ex.status("fb").events)
         assert any(k == "resize-fallback" and "checkpoint-restart instead" in d for k, d in events)
         assert ex.status("fb").crashes == 0  # a fallback is no crash
@@ -275,11 +275,11 @@ def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, 
             slowest = max(slowest, time.monotonic() - t0)
             time.sleep(0.1)
         assert slowest < 1.0, f"the executor's lock was held {slowest:.1f} s"
-        grown = trains_on(ex, "late", 1, 2, after_steps=first["steps"])
-        assert grown["resumed"]["in_place"] == 1 and grown["resumed"]["checkpoint"] is None
+        grown = trains_on(ex, "late", 1, 2, after_steps=first.steps)
+        assert grown.resumed["in_place"] == 1 and grown.resumed["checkpoint"] is None
         ex.place(tiny("late"), WorkerPlan(Placement(((0, 1),))))
-        shrunk = trains_on(ex, "late", 2, 1, after_steps=grown["steps"])
-        assert shrunk["resumed"]["in_place"] == 2 and len(asked) == 1
+        shrunk = trains_on(ex, "late", 2, 1, after_steps=grown.steps)
+        assert shrunk.resumed["in_place"] == 2 and len(asked) == 1
         assert not _events(ex, "late", "resize-fallback")
     finally:
         ex.cancel("late")
@@ -298,7 +298,8 @@ def _events(ex: RayExecutor, job_id: str, kind: str) -> list[str]:
 
 
 def _steps(ex: RayExecutor, job_id: str) -> int:
-    return (ex.report(job_id) or {}).get("steps", 0)
+    report = ex.report(job_id)
+    return (report.steps or 0) if report is not None else 0
 
 
 def _free_slots() -> float:
@@ -366,18 +367,18 @@ def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(
     assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
     assert queued.state is ExecState.QUEUED and not queued.workers
     assert not _events(ex, "donor", "donated")
-    assert ex.report("donor")["world_size"] == 2
+    assert ex.report("donor").world_size == 2
     # Ray's books: the donor's two slots and the free one the incoming job reserved; its
     # worker in the donor's placement group reserves nothing there
     assert _free_slots() == 1
 
     hold.touch()  # initialisation ends: the workers report ready; the donor gives up its slot
     trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
-    assert trained["resumed"] is None  # its first launch, from scratch
-    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first["steps"])
-    assert shrunk["resumed"]["in_place"] == 1  # it shrank by its own mechanism (in place)
-    left = max(e["time"] for e in shrunk["events"] if e["kind"] == "resized-in-place")
-    assert trained["first_step_time"] > left  # the incoming job stepped once the donor let go
+    assert trained.resumed is None  # its first launch, from scratch
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first.steps)
+    assert shrunk.resumed["in_place"] == 1  # it shrank by its own mechanism (in place)
+    left = max(e["time"] for e in shrunk.events if e["kind"] == "resized-in-place")
+    assert trained.first_step_time > left  # the incoming job stepped once the donor let go
     (donated,) = _events(ex, "donor", "donated")
     assert "initialised early" in donated
     (summary,) = _events(ex, "incoming", "early-started")
@@ -418,8 +419,8 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
         trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
         ex.wait_for("donor", ExecState.STOPPED, 60)
         stopped = ex.report("donor")
-        assert stopped["state"] == "stopped"
-        assert trained["first_step_time"] > stopped["time"]  # it stepped once the donor stopped
+        assert stopped.state == "stopped"
+        assert trained.first_step_time > stopped.time  # it stepped once the donor stopped
         (summary,) = _events(ex, "incoming", "early-started")
         assert "n0:donor/rank 0" in summary and "n0:donor/rank 1" in summary
         assert not _events(ex, "incoming", "early-init-fallback")
@@ -448,8 +449,8 @@ def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(early_round: Ea
                         or "zombie" in Path(f"/proc/{pids[1]}/status").read_text(), 10,
                         "the other early worker to end with the early start")
     # the donor was not harmed: it shrinks in place as decided, no restart, no crash
-    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first["steps"])
-    assert shrunk["resumed"]["in_place"] == 1 and ex.status("donor").crashes == 0
+    shrunk = trains_on(ex, "donor", 1, 1, after_steps=early_round.first.steps)
+    assert shrunk.resumed["in_place"] == 1 and ex.status("donor").crashes == 0
     hold.touch()
     trains_on(ex, "incoming", 0, 2)  # started normally once the slot was free
     assert ex.status("incoming").crashes == 0

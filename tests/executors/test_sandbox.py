@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from corral.core.errors import CorralError
-from corral.executors import sandbox
+from corral.executors import EXECUTORS, sandbox
 from corral.executors.local import LocalExecutor
 from corral.service import server
 
@@ -154,14 +154,14 @@ def test_a_job_whose_working_directory_holds_the_data_directory_is_refused(
 def test_serve_with_queues_refuses_to_start_without_landlock(tmp_path: Path,
                                                              monkeypatch) -> None:
     monkeypatch.setattr(server, "sandbox_available", lambda: False)
-    opts = server.ServeOptions(data_dir=tmp_path, executor="local", queues=tmp_path / "q.toml")
+    opts = server.ServeOptions(data_dir=tmp_path, executors=EXECUTORS, executor="local", queues=tmp_path / "q.toml")
     with pytest.raises(CorralError) as raised:
         server.check_sandbox(opts)
     assert "\n" not in str(raised.value) and "--allow-shared-user" in str(raised.value)
     assert "admin and queue tokens" in str(raised.value)
-    server.check_sandbox(server.ServeOptions(data_dir=tmp_path, executor="local",
+    server.check_sandbox(server.ServeOptions(data_dir=tmp_path, executors=EXECUTORS, executor="local",
                                              allow_shared_user=True))
-    server.check_sandbox(server.ServeOptions(data_dir=tmp_path, executor="emulated"))
+    server.check_sandbox(server.ServeOptions(data_dir=tmp_path, executors=EXECUTORS, executor="emulated"))
     monkeypatch.setattr(server, "sandbox_available", lambda: True)
     server.check_sandbox(opts)
 

@@ -15,6 +15,7 @@ from typing import Any
 from corral.core.cluster import Placement
 from corral.executors.base import Executor, JobLaunch, WorkerPlan
 from corral.protocol.env import JobConfig
+from corral.protocol.report import Report
 
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
 TIMEOUT_S = 120.0
@@ -44,13 +45,13 @@ def wait(predicate: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) 
 
 
 def trains_on(ex: Executor, job_id: str, launch: int, world: int, after_steps: int = 0,
-              timeout_s: float = TIMEOUT_S) -> dict:
+              timeout_s: float = TIMEOUT_S) -> Report:
     """The report once launch `launch` of the job trains on `world` workers past `after_steps`
     steps and the executor has taken that worker set as the job's."""
-    def ok() -> dict | None:
+    def ok() -> Report | None:
         r = ex.report(job_id)
-        return r if (r and r.get("launch") == launch and r.get("world_size") == world
-                     and r.get("steps", 0) > after_steps
+        return r if (r is not None and r.launch == launch and r.world_size == world
+                     and (r.steps or 0) > after_steps
                      and ex.status(job_id).launches == launch + 1) else None
     return wait(ok, f"launch {launch} of {job_id} to train on {world} worker(s)", timeout_s)
 

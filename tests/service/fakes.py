@@ -10,6 +10,7 @@ from typing import Any
 
 from corral.core.cluster import Cluster, Node
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.protocol.report import Report, ReportError
 
 
 class FakeExecutor(Executor):
@@ -70,8 +71,14 @@ class FakeExecutor(Executor):
                           workers=self.workers.get(job_id, ()),
                           events=tuple(self.events.get(job_id, ())))
 
-    def report(self, job_id: str) -> dict[str, Any] | None:
-        return self.reports.get(job_id)
+    def report(self, job_id: str) -> Report | None:
+        """The report a test wrote for the job (a JSON document, as a job writes its file),
+        read as an executor reads it: typed, or None when refused."""
+        doc = self.reports.get(job_id)
+        try:
+            return None if doc is None else Report.parse(doc)
+        except ReportError:
+            return None
 
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
         return f"log of {job_id} rank {rank}\n"

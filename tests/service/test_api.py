@@ -14,6 +14,7 @@ with warnings.catch_warnings():  # starlette's test client warns about its httpx
     from fastapi.testclient import TestClient  # noqa: E402
 
 from corral.policies import create_policy  # noqa: E402
+from corral.protocol.report import Report
 from corral.service.api import create_app  # noqa: E402
 from corral.service.loop import ControlLoop  # noqa: E402
 from corral.service.store import Store  # noqa: E402
@@ -117,7 +118,7 @@ def test_the_job_list_sends_the_stored_summaries(api) -> None:
         body = {"command": ["python", "train.py"], "name": f"j{i}"}
         assert client.post("/jobs", headers=AUTH, json=body).status_code == 201
     loop.tick()
-    loop.jobs["job-2"].report = {"time": 1.0, "loss": float("nan"), "steps": 3}
+    loop.jobs["job-2"].report = Report(time=1.0, loss=float("nan"), steps=3)
     loop.store.save_job(*loop.jobs["job-2"].record())
     loop.store.save_job(loop.jobs["job-4"].to_doc())  # no summary, as an older store's row
     listed = client.get("/jobs", headers=AUTH).json()["jobs"]

@@ -5,6 +5,7 @@ from its arrival; the profile is stored with the job."""
 from __future__ import annotations
 
 from corral.perf.estimator import JobEstimator
+from corral.protocol.report import Report
 from corral.service.jobs import LiveJob
 from corral.service.submission import Submission
 
@@ -30,7 +31,7 @@ def test_a_report_keeps_its_own_models_and_gains_the_profiled_types_it_lacks():
     s = job.spec
     est = JobEstimator(s.init_bsz, s.max_bsz, s.min_local_bsz, s.max_local_bsz)
     est.observe_step(1, 4, 32, 0.5, 0.1, count=3, gpu_type="v100")
-    job.report = {"time": 5.0, "estimator": est.to_dict()}
+    job.report = Report(time=5.0, estimator=est.to_dict())
     seen = job.estimator
     assert set(seen.gpu_types()) == {"k80", "v100"}
     assert seen.max_gpus("v100") == 4 and seen.max_gpus("k80") == 1

@@ -15,6 +15,7 @@ from corral.core.policy import Policy
 from corral.executors.base import ExecState
 from corral.perf.estimator import JobEstimator
 from corral.policies import create_policy
+from corral.protocol.report import Report
 from corral.service.jobs import LiveStatus
 from corral.service.loop import ControlLoop
 from corral.service.store import Store
@@ -193,7 +194,7 @@ def test_a_job_that_finished_while_the_service_was_down_ends_when_its_report_say
     assert done["status"] == "done" and done["finish_s"] == pytest.approx(150.0)
     assert a in new_exec.forgotten and set(loop2.jobs) == {b}
     # a report time outside the job's run (another host's clock) is kept within it
-    assert loop2._finished_at(loop2.jobs[b], {"time": store.origin() + 900.0}, 400.0) == 400.0
+    assert loop2._finished_at(loop2.jobs[b], Report(time=store.origin() + 900.0), 400.0) == 400.0
     again.close()
 
 

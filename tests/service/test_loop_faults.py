@@ -194,7 +194,7 @@ def test_executor_events_and_launch_starts_are_recorded_once(store) -> None:
     assert kinds(store, a).count("killed") == 1
     assert events["resumed"].startswith("resumed from checkpoint ckpt-4.pt at epoch 2")
     assert events["fresh"] == "started fresh (no usable checkpoint)"
-    assert loop.jobs[a].report["time"] == 2.0
+    assert loop.jobs[a].report.time == 2.0
 
 
 def test_gpu_time_counts_only_while_the_workers_hold_their_slots(store) -> None:

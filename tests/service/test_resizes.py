@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import pytest
 
+from corral.protocol.report import Report
 from corral.service.resizes import PendingResize, measure_resize
 
 
-def _in_place(launch: int, world: int, first_step: float, pause: float) -> dict:
-    return {"launch": launch, "world_size": world, "first_step_time": first_step,
-            "resumed": {"in_place": launch - 1, "pause_s": pause}}
+def _in_place(launch: int, world: int, first_step: float, pause: float,
+              first_step_s: float | None = None) -> Report:
+    resumed: dict = {"in_place": launch - 1, "pause_s": pause}
+    if first_step_s is not None:
+        resumed["first_step_s"] = first_step_s
+    return Report(launch=launch, world_size=world, first_step_time=first_step, resumed=resumed)
 
 
-def _restarted(launch: int, world: int, first_step: float) -> dict:
-    return {"launch": launch, "world_size": world, "first_step_time": first_step,
-            "resumed": {"checkpoint": "ckpt-1.pt"}}
+def _restarted(launch: int, world: int, first_step: float) -> Report:
+    return Report(launch=launch, world_size=world, first_step_time=first_step,
+                  resumed={"checkpoint": "ckpt-1.pt"})
 
 
 def test_a_decision_made_while_the_last_was_carried_out_waits_for_it():
@@ -41,13 +45,12 @@ def test_decisions_overtaken_before_any_worker_set_started_are_dropped():
 
 def test_a_report_that_measures_nothing_leaves_the_decisions_pending():
     assert measure_resize([], _in_place(1, 2, 104.0, 0.4)) is None
-    resumed_without_a_step = {"launch": 3, "world_size": 1, "resumed": {"checkpoint": "c.pt"}}
+    resumed_without_a_step = Report(launch=3, world_size=1, resumed={"checkpoint": "c.pt"})
     assert measure_resize([PendingResize(100.0, 2, 1)], resumed_without_a_step) is None
 
 
 def test_an_in_place_pause_runs_to_the_end_of_the_new_sizes_first_step():
     # as a checkpoint-restart's does (its first_step_time is the end of its first step)
-    report = _in_place(1, 2, first_step=104.0, pause=0.3)
-    report["resumed"]["first_step_s"] = 0.5
+    report = _in_place(1, 2, first_step=104.0, pause=0.3, first_step_s=0.5)
     record, _ = measure_resize([PendingResize(100.0, 1, 2)], report)
     assert record["pause_s"] == pytest.approx(0.8) and record["to_new_size_s"] == 4.0

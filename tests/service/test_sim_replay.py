@@ -13,6 +13,7 @@ from corral.core.cluster import Cluster, Node
 from corral.core.errors import InputError
 from corral.perf.estimator import JobEstimator
 from corral.policies import create_policy
+from corral.protocol.report import Report
 from corral.service.jobs import LiveJob, LiveStatus
 from corral.service.loop import run_settings
 from corral.service.run_record import read_run
@@ -57,8 +58,8 @@ def _record(tmp_path: Path, finished: bool = True, settings: bool = True,
     for _ in range(5):
         est.observe_step(1, 1, 32, STEP_S, 0.0, gpu_type=gpu_type)
     store.add_assignment(1.0, doc["id"], "n0:1", 1, None)
-    store.add_telemetry(3.0, doc["id"], _report(1, 0, "running", est))
-    last = _report(90, 2, "finished", est)
+    store.add_telemetry(3.0, doc["id"], Report.parse(_report(1, 0, "running", est)))
+    last = Report.parse(_report(90, 2, "finished", est))
     store.add_telemetry(5.0, doc["id"], last)
     job = LiveJob.from_doc(doc)
     job.report = last

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from corral.cli.main import app, console, err_console, print_table, user_errors
 from corral.core.errors import CorralError, InputError
+from corral.protocol.report import Report, ReportError
 from corral.report.tables import Col, fitted_table
 
 if TYPE_CHECKING:  # the service is imported when a command runs, not when the CLI starts
@@ -96,6 +97,7 @@ def serve(
 
     The API (REST, on --host and --port), the control loop that calls the policy every
     --interval, and the workers of every job, on --executor."""
+    from corral.executors import EXECUTORS
     from corral.service.endpoint import data_dir as resolve
     from corral.service.server import ServeOptions
     from corral.service.server import serve as run_service
@@ -170,7 +172,8 @@ def serve(
             options.update(mechanism=mechanism)
     if queues is not None and executor in ("local", "ray") and not allow_shared_user:
         options.update(sandbox=True)  # every worker sandboxed, or none starts (a Ray node too)
-    opts = ServeOptions(data_dir=resolve(data_dir), policy=policy, policy_params=overrides,
+    opts = ServeOptions(data_dir=resolve(data_dir), executors=EXECUTORS, policy=policy,
+                        policy_params=overrides,
                         executor=executor, executor_options=options, host=host, port=port,
                         interval_s=interval, token=token, stop_timeout_s=stop_timeout,
                         tick_s=tick_s, fill_in=fill_in, queues=queues,
@@ -567,40 +570,49 @@ def _describe(job: dict, telemetry: list[dict]) -> None:
     checkpoints = [e for e in job["events"] if e["kind"] in ("resumed", "fresh")]
     out("checkpoints: " + ("; ".join(escape(e["detail"]) for e in checkpoints) if checkpoints
                            else "no launch has resumed from one"), soft_wrap=True)
-    report = job.get("report") or {}
-    out("last report: " + (escape(report_text(report)) if report else "none (the job has not "
-                           "reported; a script without corral.train never does)"), soft_wrap=True)
+    out("last report: " + escape(last_report_text(job.get("report"))), soft_wrap=True)
     out("batch AxB: A samples per GPU per micro-batch, B micro-batches per step (gradient "
         "accumulation); the step's batch is A x B x GPUs", style="dim")
 
 
-def report_text(report: dict) -> str:
+def last_report_text(doc: Any) -> str:
+    """The `report` of GET /jobs/{id} in words (`report_text`), or why there is none."""
+    if not doc:
+        return "none (the job has not reported; a script without corral.train never does)"
+    try:
+        return report_text(Report.parse(doc))
+    except ReportError as exc:
+        return f"unreadable ({exc})"
+
+
+def report_text(report: Report) -> str:
     """A job's last report in words: when (local time, and how long ago), its state, where it
     trains, its step, epoch, loss, batch, last metric and how its launch started."""
     parts = []
-    stamp = report.get("time")
-    if isinstance(stamp, (int, float)):
+    stamp = report.time
+    if stamp is not None:
         ago = max(0.0, time.time() - stamp)
         parts.append(time.strftime("%H:%M:%S", time.localtime(stamp)) + f" ({ago:.0f} s ago)")
-    if report.get("state"):
-        parts.append(str(report["state"]))
-    if report.get("world_size") is not None:
-        where = f" on {report['gpu_type']}" if report.get("gpu_type") else ""
-        parts.append(f"launch {report.get('launch', '-')}, {report['world_size']} worker(s){where}")
-    for key in ("steps", "epoch"):
-        if report.get(key) is not None:
-            parts.append(f"{key.rstrip('s')} {report[key]}")
-    if isinstance(report.get("loss"), (int, float)):
-        parts.append(f"loss {report['loss']:.4g}")
-    batch = report.get("batch")
-    if isinstance(batch, list) and len(batch) == 2:
-        total = f" (step batch {report['total_bsz']})" if report.get("total_bsz") else ""
-        parts.append(f"batch {batch[0]}x{batch[1] + 1}{total}")
-    metrics = report.get("metrics")
-    if isinstance(metrics, list) and metrics and len(metrics[-1]) == 3:
-        parts.append(f"metric {metrics[-1][2]:.4g} at epoch {metrics[-1][1]}")
-    resumed = report.get("resumed")
-    if isinstance(resumed, dict) and resumed.get("steps") is not None:
+    if report.state:
+        parts.append(report.state)
+    if report.world_size is not None:
+        where = f" on {report.gpu_type}" if report.gpu_type else ""
+        launch = "-" if report.launch is None else report.launch
+        parts.append(f"launch {launch}, {report.world_size} worker(s){where}")
+    if report.steps is not None:
+        parts.append(f"step {report.steps}")
+    if report.epoch is not None:
+        parts.append(f"epoch {report.epoch}")
+    if report.loss is not None:
+        parts.append(f"loss {report.loss:.4g}")
+    if report.batch is not None:
+        total = f" (step batch {report.total_bsz})" if report.total_bsz else ""
+        parts.append(f"batch {report.batch[0]}x{report.batch[1] + 1}{total}")
+    if report.metrics:
+        _, epoch, value = report.metrics[-1]
+        parts.append(f"metric {value:.4g} at epoch {epoch}")
+    resumed = report.resumed
+    if resumed is not None and resumed.get("steps") is not None:
         how = "in place" if resumed.get("in_place") else "from a checkpoint"
         pause = (f", paused {resumed['pause_s']:.2f} s"
                  if isinstance(resumed.get("pause_s"), (int, float)) else "")

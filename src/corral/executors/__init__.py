@@ -1,53 +1,55 @@
 """Executors: what starts, resizes and stops jobs' workers (contract in corral.executors.base).
 
-`create_executor(name, data_dir, **options)` builds one by name; the local executor is the
-embedded default, others (Ray) register here by module path so that their dependencies are
-imported only when used. `create_backend` builds the same with what the service takes from it
-(`Backend`: the clock it keeps its time by, its check of each submission).
+`EXECUTORS` is the registry of the built-in ones: each name builds a `Runtime` (the executor,
+the clock the service keeps its time by, its check of each submission) on a data directory, and
+imports its module only then (so Ray is imported only when used). The CLI hands the registry to
+the service (`ServeOptions.executors`), which imports no executor (nor this package: the
+emulated executor imports the simulator, which the service must not).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
-from corral.core.errors import InputError
-from corral.executors.backend import Backend
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.executors.runtime import ExecutorRegistry, Runtime
 
-__all__ = ["Backend", "Executor", "ExecState", "ExecStatus", "JobLaunch", "WorkerPlan",
-           "create_backend", "create_executor", "executor_names", "EXECUTORS", "BACKENDS"]
-
-#: name -> "module:Class"
-EXECUTORS: dict[str, str] = {
-    "local": "corral.executors.local:LocalExecutor",
-    "ray": "corral.executors.ray.executor:RayExecutor",
-    "emulated": "corral.executors.emulated.executor:EmulatedExecutor",
-}
+__all__ = ["Runtime", "Executor", "ExecState", "ExecStatus", "JobLaunch", "WorkerPlan",
+           "ExecutorRegistry", "EXECUTORS", "create_runtime", "create_executor",
+           "executor_names"]
 
 
-#: name -> "module:function" returning a `Backend`, for executors that bring more than the
-#: defaults (a clock of their own, a submission check)
-BACKENDS: dict[str, str] = {
-    "emulated": "corral.executors.emulated.executor:emulated_backend",
-}
+def _local(data_dir: str | Path, **options: Any) -> Runtime:
+    from corral.executors.local import LocalExecutor
+
+    return Runtime(LocalExecutor(data_dir, **options))
+
+
+def _ray(data_dir: str | Path, **options: Any) -> Runtime:
+    from corral.executors.ray.executor import RayExecutor
+
+    return Runtime(RayExecutor(data_dir, **options))
+
+
+def _emulated(data_dir: str | Path, **options: Any) -> Runtime:
+    from corral.executors.emulated.executor import emulated_runtime
+
+    return emulated_runtime(data_dir, **options)
+
+
+#: the built-in executors
+EXECUTORS = ExecutorRegistry({"local": _local, "ray": _ray, "emulated": _emulated})
 
 
 def executor_names() -> list[str]:
-    return sorted(EXECUTORS)
+    return EXECUTORS.names()
+
+
+def create_runtime(name: str, data_dir: str | Path, **options: Any) -> Runtime:
+    """A built-in executor by name, with its clock and submission check."""
+    return EXECUTORS.create(name, data_dir, **options)
 
 
 def create_executor(name: str, data_dir: str | Path, **options: Any) -> Executor:
-    return create_backend(name, data_dir, **options).executor
-
-
-def create_backend(name: str, data_dir: str | Path, **options: Any) -> Backend:
-    """The executor `name` on `data_dir`, with its clock and submission check."""
-    try:
-        target = BACKENDS.get(name) or EXECUTORS[name]
-    except KeyError:
-        raise InputError(f"unknown executor {name!r}; known: {', '.join(executor_names())}") from None
-    module, attr = target.split(":")
-    made = getattr(importlib.import_module(module), attr)(data_dir, **options)
-    return made if isinstance(made, Backend) else Backend(made)
+    return create_runtime(name, data_dir, **options).executor

@@ -7,6 +7,10 @@ Declarative and asynchronous: the service says where each job runs (`place`), to
 restarts from the checkpoint with exponential back-off, at most `max_retries` times; an executor
 failure fails that job only. Done: every worker exits 0, or the job's report says so. Every
 executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
+
+`Executor` is what the control loop calls. A backend that runs commands does not implement it:
+it implements `corral.executors.backend.Backend`, and the job table
+(corral.executors.lifecycle.JobTable) is the executor over it.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig, JobSpec
 from corral.protocol.env import JobConfig
+from corral.protocol.report import Report
 
 __all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "TERMINAL"]
 
@@ -103,7 +108,8 @@ class ExecStatus:
 
 
 class Executor(ABC):
-    """Runs jobs' workers; every method returns at once (work happens in the background)."""
+    """Runs jobs' workers, as the control loop sees it; every method returns at once (work
+    happens in the background)."""
 
     name: ClassVar[str]
 
@@ -129,8 +135,9 @@ class Executor(ABC):
         """The job's state now (UNKNOWN for a job never placed here)."""
 
     @abstractmethod
-    def report(self, job_id: str) -> dict[str, Any] | None:
-        """The job's latest report (corral.protocol.report), None when it has sent none."""
+    def report(self, job_id: str) -> Report | None:
+        """The job's latest report (corral.protocol.report), None when it has sent none or
+        the last it sent was refused."""
 
     @abstractmethod
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:

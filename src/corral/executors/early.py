@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from corral.executors.base import ExecState
-from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.lifecycle import JobRecord, JobTable
 from corral.protocol.early import clear_gate, open_gate
 from corral.protocol.inplace import ready_ranks
+from corral.protocol.report import Report
 
 __all__ = ["EarlyStart", "EarlySlots", "EarlyStarts", "EARLY_READY_TIMEOUT_S",
            "allows_early_start", "plan_slots"]
@@ -32,16 +33,14 @@ S = TypeVar("S", bound=Hashable)  # a slot, in the executor's terms
 N = TypeVar("N", bound=Hashable)  # a node, in the executor's terms
 
 
-def allows_early_start(early_init: bool | None, report: Mapping[str, Any] | None) -> bool:
+def allows_early_start(early_init: bool | None, report: Report | None) -> bool:
     """May a job start early? Its submission says so (True), forbids it (False), or leaves it
     to what the job is (None): a job whose earlier launch reported as corral.train does (the
     trainer waits at the gate); any other command is never pre-started, since a script that
     does not wait at the gate would train on GPUs the donor still uses."""
     if early_init is not None:
         return early_init
-    if report is None:
-        return False
-    return bool(report) and isinstance(report.get("estimator"), dict)  # corral.train writes it
+    return report is not None and report.estimator is not None  # corral.train writes it
 
 
 def plan_slots(need: Mapping[N, int], free: Mapping[N, Sequence[S]],
@@ -154,7 +153,7 @@ class EarlyStarts(Generic[J]):
     (`keeps_training`), to start queued jobs early (`plan_starts`) and to move one on
     (`advance`)."""
 
-    def __init__(self, table: JobTableExecutor[J], slots: EarlySlots[J], *,
+    def __init__(self, table: JobTable[J], slots: EarlySlots[J], *,
                  timeout_s: float = EARLY_READY_TIMEOUT_S) -> None:
         self.table = table
         self.slots = slots

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from corral.protocol.files import atomic_write_json, read_json
-from corral.protocol.report import REPORT_FILE, read_report
+from corral.protocol.report import REPORT_FILE, Report
 
 __all__ = ["JobFiles", "WORKERS_FILE", "TAG_FILE"]
 
@@ -50,8 +50,9 @@ class JobFiles:
     def report_path(self, job_id: str) -> Path:
         return self.dir(job_id) / REPORT_FILE
 
-    def report(self, job_id: str) -> dict[str, Any] | None:
-        return read_report(self.report_path(job_id))
+    def report(self, job_id: str) -> Report | None:
+        """Its latest report, typed; None when there is none or it is refused."""
+        return Report.read(self.report_path(job_id))
 
     def log_path(self, job_id: str, rank: int) -> Path:
         return self.dir(job_id) / ("job.log" if rank == 0 else f"worker-{rank}.log")

@@ -1,13 +1,15 @@
-"""`JobTableExecutor`: the job lifecycle every executor shares, over a table of job records.
+"""`JobTable`: the executor of backends that run commands, over a table of job records.
 
 It holds what does not depend on how workers run: the contract's bookkeeping, the background
-thread, what follows a worker set's exit and launch environments. Its parts: the per-job files
-(`JobFiles`, under `<root>/jobs/<job id>/`), early starts (`EarlyStarts`, corral.executors.early)
-and in-place resizes (an `InPlaceResizer`, corral.executors.resize), each given by the backend or
-left out; a backend subclass supplies how its worker sets start, are watched, signalled and
-released (the hooks at the end of the class; state machine: corral.executors.local). A round inside `applying()` holds the thread off so its next pass sees
-the round whole. Each per-job step runs under `guarded`: an exception fails that job, not the
-thread. Retry n waits `retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). The service's
+thread, what follows a worker set's exit and launch environments. It is composed, not
+subclassed: a `Backend` (corral.executors.backend: where workers go, how a worker set starts, is
+watched, signalled and ended), the per-job files (`JobFiles`, under `<root>/jobs/<job id>/`),
+and optionally early starts (`EarlyStarts`, corral.executors.early) and in-place resizes (an
+`InPlaceResizer`, corral.executors.resize); state machine: corral.executors.local. A round
+inside `applying()` holds the thread off so its next pass sees the round whole. Each per-job
+step runs under `guarded`: an exception fails that job, not the thread. Retry n waits
+`retry_backoff_s * 2**(n-1)` s (at most `MAX_BACKOFF_S`). A stopping job past its deadline gets
+SIGKILL, again every `KILL_WAIT_S` (the Ray backend then kills its actors). The service's
 secrets (SERVICE_ENV) never reach workers.
 """
 
@@ -18,34 +20,38 @@ import logging
 import signal
 import threading
 import time
-from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from corral.core.cluster import Cluster
 from corral.core.jobs import BatchConfig
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.jobfiles import JobFiles
 from corral.protocol.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
 from corral.protocol.inplace import ENV_CONTROL_DIR
+from corral.protocol.report import Report
 
 if TYPE_CHECKING:
+    from corral.executors.backend import Backend
     from corral.executors.early import EarlyStarts
     from corral.executors.resize import InPlaceResizer
 
-__all__ = ["JobRecord", "JobTableExecutor", "SERVICE_ENV", "MAX_BACKOFF_S"]
+__all__ = ["JobRecord", "JobTable", "SERVICE_ENV", "MAX_BACKOFF_S", "LOST", "lost_note"]
 
 #: Variables of the service's environment that are its own (its token, where clients find it):
 #: removed from what workers inherit.
 SERVICE_ENV = ("CORRAL_TOKEN", "CORRAL_URL", "CORRAL_HOME")
 MAX_BACKOFF_S = 300.0  # the longest wait before a crash retry
+KILL_WAIT_S = 5.0  # after a SIGKILL, how long before the next escalation step
+LOST = -128  # exit status recorded for a worker whose actor died (Ray): no real status
 log = logging.getLogger("corral.executors")
 
 
 @dataclass
 class JobRecord:
-    """What an executor knows of one job; subclasses add their worker set."""
+    """What the table knows of one job; a backend's record adds its worker set."""
 
     launch: JobLaunch
     target: Any  # where it should run now, in the executor's terms (None: nowhere)
@@ -70,17 +76,20 @@ class JobRecord:
 J = TypeVar("J", bound=JobRecord)
 
 
-class JobTableExecutor(Executor, Generic[J]):
-    """The shared lifecycle; a subclass calls `__init__` last (it starts the background thread)."""
+class JobTable(Executor, Generic[J]):
+    """The shared lifecycle over `backend`'s worker sets (see the module docstring); a job's
+    record is a `record` (the backend's `JobRecord`). Starts its background thread."""
 
-    _job_type: ClassVar[type[JobRecord]]  # the subclass's job record
-    _join_timeout_s: ClassVar[float] = 5.0  # how long shutdown waits for the background thread
+    name = "job-table"
 
-    def __init__(self, root: Path, *, thread_name: str, max_retries: int, stop_timeout_s: float,
-                 crash_grace_s: float, report_interval_s: float, checkpoint_interval_s: float,
-                 poll_s: float, retry_backoff_s: float = 1.0,
+    def __init__(self, root: Path, backend: Backend[J], record: type[J], *, thread_name: str,
+                 max_retries: int, stop_timeout_s: float, crash_grace_s: float,
+                 report_interval_s: float, checkpoint_interval_s: float, poll_s: float,
+                 retry_backoff_s: float = 1.0, join_timeout_s: float = 5.0,
                  early: EarlyStarts[J] | None = None,
                  inplace: InPlaceResizer[J] | None = None) -> None:
+        self.backend = backend
+        self.record = record
         self.files = JobFiles(root)  # every job's files under root/jobs/
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
@@ -90,13 +99,14 @@ class JobTableExecutor(Executor, Generic[J]):
         self.report_interval_s = report_interval_s
         self.checkpoint_interval_s = checkpoint_interval_s
         self.poll_s = poll_s
+        self.join_timeout_s = join_timeout_s  # how long shutdown waits for the background thread
         self._jobs: dict[str, J] = {}
         #: starts jobs early on slots others give up (corral.executors.early); None: never
         self.early = early
         #: resizes running jobs in place where they allow it (corral.executors.resize); None:
         #: every resize is checkpoint-restart
         self.inplace = inplace
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # the table and the backend's books (backends take it too)
         self._round_open = False  # inside `applying()`: stops wait for the next pass
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
@@ -104,11 +114,11 @@ class JobTableExecutor(Executor, Generic[J]):
 
     # -- the contract -------------------------------------------------------------------------
     def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
-        with self._lock:
-            target = self._target_for(job.job_id, plan)
+        with self.lock:
+            target = self.backend.target(job.job_id, plan)
             j = self._jobs.get(job.job_id)
             if j is None:
-                self._jobs[job.job_id] = self._job_type(job, target)  # type: ignore[assignment]
+                self._jobs[job.job_id] = self.record(job, target)
                 return
             if j.state in TERMINAL:
                 return
@@ -122,7 +132,7 @@ class JobTableExecutor(Executor, Generic[J]):
     def applying(self) -> Iterator[None]:
         """Hold the background thread off while a round is applied, so its next pass sees the
         whole round (which job takes the slots another gives up)."""
-        with self._lock:
+        with self.lock:
             self._round_open = True
             try:
                 yield
@@ -138,7 +148,7 @@ class JobTableExecutor(Executor, Generic[J]):
     def _halt(self, job_id: str, reason: str, idle_state: ExecState) -> None:
         """Stop or cancel: at once when no worker set exists, else through STOPPING (a cancel
         overrides whatever a stopping job was stopping for; a stop overrides a resize)."""
-        with self._lock:
+        with self.lock:
             j = self._jobs.get(job_id)
             if j is None or j.state in TERMINAL:
                 return
@@ -155,16 +165,27 @@ class JobTableExecutor(Executor, Generic[J]):
                 j.reason = reason
 
     def status(self, job_id: str) -> ExecStatus:
-        with self._lock:
+        with self.lock:
             j = self._jobs.get(job_id)
             if j is None:
                 return ExecStatus(job_id, ExecState.UNKNOWN)
-            live = self._live_workers(j)
+            live = self.backend.workers(j) or ()
             return ExecStatus(job_id, j.state, j.plan if live else None, j.launches, j.crashes,
                               j.exit_codes, j.message, live, j.started_at, tuple(j.events))
 
+    def cluster(self) -> Cluster:
+        return self.backend.cluster()
+
+    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
+        self.backend.reclaim(job_id, workers)
+
     def last_round(self) -> float | None:
         return self._last_round
+
+    def has_workers(self, j: J) -> bool:
+        """The job has a worker set (being started, running or stopping), or an early start
+        or an in-place resize's new workers."""
+        return j.early is not None or j.resize is not None or self.backend.workers(j) is not None
 
     def jobs(self) -> list[J]:
         """Every job record (its parts walk them under the lock)."""
@@ -173,7 +194,7 @@ class JobTableExecutor(Executor, Generic[J]):
     def job(self, job_id: str) -> J | None:
         return self._jobs.get(job_id)
 
-    def report(self, job_id: str) -> dict[str, Any] | None:
+    def report(self, job_id: str) -> Report | None:
         return self.files.report(job_id)
 
     def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
@@ -183,20 +204,20 @@ class JobTableExecutor(Executor, Generic[J]):
         return self.files.checkpoint_dir(job_id)
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        with self._lock:
+        with self.lock:
             for j in self._jobs.values():
                 if self.has_workers(j) and j.state is not ExecState.STOPPING:
                     self.guarded(j, "cannot stop it", self._terminate, j, "shutdown", timeout_s)
                 j.target = None
         deadline = time.monotonic() + timeout_s + 5
         while time.monotonic() < deadline:
-            with self._lock:
+            with self.lock:
                 if not any(self.has_workers(j) for j in self._jobs.values()):
                     break
             time.sleep(self.poll_s)
         self._closing.set()
-        self._thread.join(timeout=self._join_timeout_s)
-        with self._lock:
+        self._thread.join(timeout=self.join_timeout_s)
+        with self.lock:
             for j in self._jobs.values():
                 if self.has_workers(j):
                     self.guarded(j, "cannot release its workers", self._release, j)
@@ -205,10 +226,10 @@ class JobTableExecutor(Executor, Generic[J]):
     def _run(self) -> None:
         while not self._closing.is_set():
             try:
-                self._refresh()
+                self.backend.refresh()
             except Exception:  # noqa: BLE001 - a refresh failing is retried next round
                 log.exception("executor refresh failed")
-            with self._lock:
+            with self.lock:
                 try:
                     if self.early is not None:
                         self.early.plan_starts()
@@ -229,7 +250,7 @@ class JobTableExecutor(Executor, Generic[J]):
         except Exception as exc:  # noqa: BLE001 - one job must not stop the others
             detail = " ".join(f"{what}: {type(exc).__name__}: {exc}".split())[:500]
             try:
-                self._fail(j, detail, kind)
+                self.fail(j, detail, kind)
             except Exception as again:  # noqa: BLE001 - even its clean-up failed: mark it only
                 j.state, j.message = ExecState.FAILED, detail
                 j.events.append((kind, f"{detail}; clean-up failed too: {again}"[:600]))
@@ -248,7 +269,7 @@ class JobTableExecutor(Executor, Generic[J]):
             elif any(c not in (None, 0) for c in codes):
                 bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
                 self.files.note(j.launch.job_id, f"worker(s) failed (rank, status): {bad}"
-                                + self._codes_note([c for _, c in bad]) + "; stopping the rest")
+                                + lost_note([c for _, c in bad]) + "; stopping the rest")
                 self._terminate(j, "crash", self.crash_grace_s)
             elif j.target != running and not (self.early is not None
                                               and self.early.keeps_training(j)):
@@ -264,19 +285,19 @@ class JobTableExecutor(Executor, Generic[J]):
                     alive = sum(c is None for c in codes)
                     self.event(j, "killed", f"killed at stop timeout: {alive} worker(s) still "
                                f"running after SIGTERM ({j.reason or 'stop'}); sent SIGKILL")
-                self._escalate(j)
+                self.backend.signal(j, signal.SIGKILL)  # again at later steps: harder
+                j.deadline = time.monotonic() + KILL_WAIT_S
                 j.killed += 1
 
     def exited(self, j: J) -> None:
         """The current worker set is gone (or was called off before it started): what next."""
         job_id = j.launch.job_id
-        codes = self._final_codes(j)
-        self._release(j)
+        codes = self._release(j)
         reason, j.reason = (j.reason if j.state is ExecState.STOPPING else ""), ""
         if codes is not None:
             j.exit_codes = tuple(codes)
             self.files.note(job_id, f"launch {j.launches - 1} exited with {list(codes)}"
-                            + (f" ({reason})" if reason else "") + self._codes_note(codes))
+                            + (f" ({reason})" if reason else "") + lost_note(codes))
             if reason != "cancel" and (all(c == 0 for c in codes) or self._reported_finished(j)):
                 j.state = ExecState.DONE
                 return
@@ -304,14 +325,14 @@ class JobTableExecutor(Executor, Generic[J]):
         """The launch that just exited reported that training finished (a signal may have
         caught it while the interpreter was shutting down, turning status 0 into -15)."""
         report = self.report(j.launch.job_id)
-        return bool(report and report.get("state") == "finished"
-                    and report.get("launch") == self.launch_number(j) - 1)
+        return (report is not None and report.state == "finished"
+                and report.launch == self.launch_number(j) - 1)
 
     def _terminate(self, j: J, reason: str, timeout_s: float) -> None:
         j.state, j.reason, j.killed = ExecState.STOPPING, reason, 0
         j.deadline = time.monotonic() + timeout_s
         if self.has_workers(j):
-            self._signal(j, signal.SIGTERM)
+            self.backend.signal(j, signal.SIGTERM)
 
     def _resize(self, j: J) -> None:
         """Move the running job to `j.target`: in place where the job allows it, else (or
@@ -354,7 +375,7 @@ class JobTableExecutor(Executor, Generic[J]):
         self.inplace.drop(j)
 
     def advance_in_flight(self, j: J) -> bool:
-        """Move on an early start or an in-place resize under way (a backend's first step in
+        """Move on an early start or an in-place resize under way (the first step of
         `_advance`); True while one still holds the job, whose worker set is then not watched
         this pass."""
         if j.early is not None:
@@ -367,12 +388,36 @@ class JobTableExecutor(Executor, Generic[J]):
             return j.resize is not None
         return False
 
-    def _fail(self, j: J, message: str, kind: str = "start-failed") -> None:
+    def fail(self, j: J, message: str, kind: str = "start-failed") -> None:
         """The job ends FAILED with `message` (its workers released first)."""
         j.state, j.message, j.target = ExecState.FAILED, message, None
         self.event(j, kind, message)
         if self.has_workers(j):
             self._release(j)
+
+    def requeue(self, j: J) -> None:
+        """Its worker set could not start after all (its node left while it started): release
+        it and queue the job again."""
+        self._release(j)
+        j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
+
+    def _release(self, j: J) -> list[int] | None:
+        """End the job's worker set, its in-place resize's and its early start's new workers
+        and free their slots; the exit statuses of the set that had started (None: none)."""
+        if j.resize is not None:
+            self._drop_resize(j)
+        if j.early is not None:
+            assert self.early is not None  # (only its sequence starts one)
+            self.early.slots.drop(j)
+        return self.backend.release(j)
+
+    def _advance(self, j: J) -> None:
+        """Move the job's worker set on, and act on what it shows once started."""
+        if self.advance_in_flight(j):
+            return
+        polled = self.backend.poll(j)
+        if polled is not None:
+            self._watch(j, polled.codes, polled.target)
 
     def _start_queued(self) -> None:
         now = time.monotonic()
@@ -383,7 +428,7 @@ class JobTableExecutor(Executor, Generic[J]):
             if j.target is None:
                 j.state = ExecState.STOPPED
             elif now >= j.not_before:
-                self.guarded(j, "cannot start it", self._try_start, j, kind="start-failed")
+                self.guarded(j, "cannot start it", self.backend.start, j, kind="start-failed")
 
     # -- launching ----------------------------------------------------------------------------
     @staticmethod
@@ -414,46 +459,7 @@ class JobTableExecutor(Executor, Generic[J]):
                 env.setdefault(var, "1")
         return env
 
-    # -- hooks: how this executor's worker sets behave ------------------------------------------
-    def _target_for(self, job_id: str, plan: WorkerPlan) -> Any:
-        """`plan` as this executor's target (raises ValueError for one it cannot run)."""
-        return plan
 
-    def _refresh(self) -> None:
-        """Called by the background thread before each round, without the lock."""
-
-    @staticmethod
-    def _codes_note(codes: Sequence[int]) -> str:
-        """What to add to a note about these exit statuses."""
-        return ""
-
-    @abstractmethod
-    def has_workers(self, j: J) -> bool:
-        """The job has a worker set (being started, running or stopping)."""
-
-    @abstractmethod
-    def _live_workers(self, j: J) -> tuple[str, ...]:
-        """Ids of the job's workers that are running."""
-
-    @abstractmethod
-    def _advance(self, j: J) -> None:
-        """Move the job's worker set on (calls `_watch` once it has started)."""
-
-    @abstractmethod
-    def _signal(self, j: J, signum: int) -> None:
-        """Send `signum` to the job's running workers."""
-
-    @abstractmethod
-    def _escalate(self, j: J) -> None:
-        """A stopping job is past its deadline (step `j.killed`): force it, set a new deadline."""
-
-    @abstractmethod
-    def _final_codes(self, j: J) -> list[int] | None:
-        """Exit statuses of the worker set that has exited; None if it never started."""
-
-    @abstractmethod
-    def _release(self, j: J) -> None:
-        """Kill what is left of the job's worker set and free its resources."""
-
-    def _try_start(self, j: J) -> None:
-        """Start a launch of a queued job on `j.target` if its resources are free."""
+def lost_note(codes: Sequence[int]) -> str:
+    """What a note about these exit statuses adds when a worker was lost (`LOST`)."""
+    return " - worker(s) lost: their node left or their actor died" if LOST in codes else ""

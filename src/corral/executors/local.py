@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import IO
 
 from corral.core.cluster import Cluster, Node, Placement
+from corral.executors.backend import Polled
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
-from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.lifecycle import JobRecord, JobTable
 from corral.executors.local_early import EarlyProcs, LocalEarlySlots
 from corral.executors.local_resize import LocalInPlace
 from corral.executors.procs import (
@@ -49,7 +50,7 @@ from corral.executors.sandbox import sandboxed
 from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 
-__all__ = ["LocalExecutor"]
+__all__ = ["LocalExecutor", "LocalWorkers"]
 
 
 @dataclass
@@ -64,15 +65,15 @@ class _Job(JobRecord):
     early: EarlyProcs | None = None  # its next launch, started early
 
 
-class LocalExecutor(JobTableExecutor[_Job]):
-    """Runs workers as local processes; see the module docstring. GPU types: each slot has one (from
-    nvidia-smi; CPU slots: "" or the types `slot_types` names, `corral serve --slots
-    t4:2,a100:2`); the slots of one type are one node of `cluster()` (`localhost` with one type,
-    else `localhost-<type>`), so a placement's nodes say which slots a job gets. Each worker is
-    told its slot's type (CORRAL_GPU_TYPE); a job that changes nodes moves by checkpoint-restart."""
+class LocalExecutor(JobTable[_Job]):
+    """Runs workers as local processes: the job table over `LocalWorkers`; see the module
+    docstring. GPU types: each slot has one (from nvidia-smi; CPU slots: "" or the types
+    `slot_types` names, `corral serve --slots t4:2,a100:2`); the slots of one type are one node
+    of `cluster()` (`localhost` with one type, else `localhost-<type>`), so a placement's nodes
+    say which slots a job gets. Each worker is told its slot's type (CORRAL_GPU_TYPE); a job
+    that changes nodes moves by checkpoint-restart."""
 
     name = "local"
-    _job_type = _Job
 
     def __init__(self, data_dir: str | Path, *, slots: int | None = None,
                  gpus: Sequence[int] | None = None, slot_types: Sequence[str] | None = None,
@@ -87,29 +88,40 @@ class LocalExecutor(JobTableExecutor[_Job]):
         self.data_dir = Path(data_dir)
         if sandbox and not sandbox_available():
             raise OSError("cannot sandbox jobs: this kernel has no Landlock")
-        #: jobs run in the sandbox (corral.executors.sandbox); None: where Landlock is
-        self.sandbox = sandbox_available() if sandbox is None else sandbox
         self.mechanism = check_mechanism(mechanism)
-        ids, typed, gpu = _slot_layout(slots, gpus, slot_types)
+        #: the backend: slots and worker processes; jobs run in the sandbox
+        #: (corral.executors.sandbox) where `sandbox`, None: where Landlock is
+        self.workers = LocalWorkers(self, self.data_dir, _slot_layout(slots, gpus, slot_types),
+                                    node_name, sandbox_available() if sandbox is None else sandbox)
+        self.pool = self.workers.pool
+        super().__init__(self.data_dir, self.workers, _Job, thread_name="corral-local-executor",
+                         max_retries=max_retries, stop_timeout_s=stop_timeout_s,
+                         crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
+                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
+                         retry_backoff_s=retry_backoff_s,
+                         early=EarlyStarts(self, LocalEarlySlots(self.workers),
+                                           timeout_s=early_timeout_s) if early_init else None,
+                         inplace=LocalInPlace(self.workers) if self.mechanism == IN_PLACE else None)
+
+
+class LocalWorkers:
+    """The local backend (`corral.executors.backend.Backend`): the slot pool, its nodes (one
+    per slot type) and each job's worker processes (rank r on `j.slots[r]`)."""
+
+    def __init__(self, table: JobTable[_Job], data_dir: Path,
+                 layout: tuple[list[int], list[str], bool], node_name: str,
+                 sandbox: bool) -> None:
+        self.table = table
+        self.data_dir = data_dir
+        self.sandbox = sandbox
+        ids, typed, gpu = layout
         #: the distinct slot types in slot order: node i of `cluster()` holds the slots of type i
         self.types = list(dict.fromkeys(typed))
         self.slot_type = dict(zip(ids, typed))
         self.pool = SlotPool(ids, gpu=gpu, nodes=[self.types.index(t) for t in typed])
         self.node_name = node_name
-        #: the slots and worker sets of early starts (corral.executors.local_early)
-        self.early_slots = LocalEarlySlots(self)
-        #: in-place resizes (corral.executors.local_resize), used when `mechanism` is in-place
-        self.resizer = LocalInPlace(self)
-        super().__init__(self.data_dir, thread_name="corral-local-executor",
-                         max_retries=max_retries, stop_timeout_s=stop_timeout_s,
-                         crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
-                         checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
-                         retry_backoff_s=retry_backoff_s,
-                         early=EarlyStarts(self, self.early_slots, timeout_s=early_timeout_s)
-                         if early_init else None,
-                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
 
-    # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
+    # -- where workers go -----------------------------------------------------------------------
     def cluster(self) -> Cluster:
         if len(self.types) == 1:
             return Cluster((Node(self.node_name, self.pool.size, self.types[0]),))
@@ -123,21 +135,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
             return {0: placement.num_gpus}
         return dict(placement.slots)
 
-    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
-        ids = {int(w) for w in [*workers, *self.files.recorded_workers(job_id)] if str(w).isdigit()}
-        pids = sorted(p for p in ids if is_job_worker(p, job_id))
-        tag = self.files.recorded_tag(job_id)
-        if pids:
-            self.files.note(job_id, f"stopping {len(pids)} worker(s) left by an earlier service: {pids}")
-            stop_pids(pids, self.stop_timeout_s)
-        if tag is not None:
-            stragglers = end_launch(tag)
-            if stragglers:
-                self.files.note(job_id, f"killed {len(stragglers)} process(es) its workers had "
-                                f"started: {stragglers}")
-
-    # -- hooks --------------------------------------------------------------------------------
-    def _target_for(self, job_id: str, plan: WorkerPlan) -> WorkerPlan:
+    def target(self, job_id: str, plan: WorkerPlan) -> WorkerPlan:
         if plan.num_workers < 1 or plan.num_workers > self.pool.size:
             raise ValueError(f"job {job_id}: cannot run {plan.num_workers} workers on "
                              f"{self.pool.size} slots")
@@ -148,36 +146,23 @@ class LocalExecutor(JobTableExecutor[_Job]):
                                  " slots)")
         return plan
 
-    def has_workers(self, j: _Job) -> bool:
-        return bool(j.procs) or j.resize is not None or j.early is not None
+    def refresh(self) -> None:
+        """The slots never change."""
 
-    def _live_workers(self, j: _Job) -> tuple[str, ...]:
-        return tuple(str(p.pid) for p in j.procs if p.poll() is None)
+    # -- a job's worker set -------------------------------------------------------------------
+    def workers(self, j: _Job) -> tuple[str, ...] | None:
+        return tuple(str(p.pid) for p in j.procs if p.poll() is None) if j.procs else None
 
-    def _advance(self, j: _Job) -> None:
-        if self.advance_in_flight(j):
-            return
-        if j.procs:
-            self._watch(j, [p.poll() for p in j.procs], j.plan)
+    def poll(self, j: _Job) -> Polled | None:
+        return Polled([p.poll() for p in j.procs], j.plan) if j.procs else None
 
-    def _signal(self, j: _Job, signum: int) -> None:
+    def signal(self, j: _Job, signum: int) -> None:
         for p in j.procs:
             if p.poll() is None:
                 signal_group(p.pid, signum)
 
-    def _escalate(self, j: _Job) -> None:
-        self._signal(j, signal.SIGKILL)
-        j.deadline = time.monotonic() + 3600  # killed; wait for the exit to be reaped
-
-    def _final_codes(self, j: _Job) -> list[int] | None:
-        return [int(p.returncode) for p in j.procs] if j.procs else None
-
-    def _release(self, j: _Job) -> None:
+    def release(self, j: _Job) -> list[int] | None:
         """Free the slots and logs first (that cannot fail), then end every process left."""
-        if j.resize is not None:
-            self.resizer.drop(j)
-        if j.early is not None:
-            self.early_slots.drop(j)
         procs, logs, tag = j.procs, j.logs, j.tag
         j.prefer = self.pool.held(j.launch.job_id)
         self.pool.release(j.launch.job_id)
@@ -191,23 +176,38 @@ class LocalExecutor(JobTableExecutor[_Job]):
         for p in procs:
             if p.poll() is None:
                 p.wait(timeout=5)
+        return [int(p.returncode) for p in procs] if procs else None
 
-    def _try_start(self, j: _Job) -> None:
+    def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
+        files = self.table.files
+        ids = {int(w) for w in [*workers, *files.recorded_workers(job_id)] if str(w).isdigit()}
+        pids = sorted(p for p in ids if is_job_worker(p, job_id))
+        tag = files.recorded_tag(job_id)
+        if pids:
+            files.note(job_id, f"stopping {len(pids)} worker(s) left by an earlier service: {pids}")
+            stop_pids(pids, self.table.stop_timeout_s)
+        if tag is not None:
+            stragglers = end_launch(tag)
+            if stragglers:
+                files.note(job_id, f"killed {len(stragglers)} process(es) its workers had "
+                           f"started: {stragglers}")
+
+    def start(self, j: _Job) -> None:
         assert j.target is not None
         slots = self.pool.acquire_on(j.launch.job_id, self.per_node(j.target.placement), j.prefer)
         if slots is not None:
             self._launch(j, j.target, slots)
 
     def _launch(self, j: _Job, plan: WorkerPlan, slots: list[int]) -> None:
-        job = j.launch
+        job, table = j.launch, self.table
         k = len(slots)
         if not os.path.isdir(job.cwd):
             self.pool.release(job.job_id)
-            self._fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
+            table.fail(j, f"cannot start: working directory {job.cwd!r} does not exist")
             return
-        self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
-                        f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
-                                            if plan.batch else ""))
+        table.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) on {'GPU' if self.pool.gpu else 'CPU'} "
+                         f"slots {slots}" + (f", batch {plan.batch.local_bsz}x{plan.batch.accum_steps + 1}"
+                                             if plan.batch else ""))
         j.plan, j.state, j.started_at = plan, ExecState.RUNNING, time.time()
         j.slots = list(slots)
         j.tag = new_launch_tag(job.job_id)
@@ -215,9 +215,9 @@ class LocalExecutor(JobTableExecutor[_Job]):
             self.spawn_set(j, plan, slots, free_port(), j.tag, j.procs, j.logs)
         except (OSError, ValueError) as exc:  # no such program, not executable, bad argument
             j.launches += 1
-            self._release(j)  # also when no process started: the slots and the logs
+            self.release(j)  # also when no process started: the slots and the logs
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            self._fail(j, f"cannot start {job.command[0]!r}: {reason}")
+            table.fail(j, f"cannot start {job.command[0]!r}: {reason}")
             return
         j.launches += 1
 
@@ -229,7 +229,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
         what started there to release), and record them for a later service to reclaim."""
         job, k = j.launch, len(slots)
         backend = "nccl" if self.pool.gpu else "gloo"
-        base = self.worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
+        base = self.table.worker_env(j, plan.batch, 1, gpu=self.pool.gpu, inherit=os.environ)
         base[ENV_LAUNCH_TAG] = tag
         base.update(extra or {})
         if self.pool.gpu:
@@ -237,12 +237,12 @@ class LocalExecutor(JobTableExecutor[_Job]):
         for rank in range(k):
             worker = WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
                                master_addr="127.0.0.1", master_port=port, backend=backend)
-            log = self.files.open_log(job.job_id, rank)
+            log = self.table.files.open_log(job.job_id, rank)
             logs.append(log)
             argv, env = self.contained(j, {**base, **worker.to_env(),
                                            ENV_GPU_TYPE: self.slot_type[slots[rank]]})
             procs.append(spawn(argv, job.cwd, env, log))
-        self.files.record_workers(job.job_id, [p.pid for p in procs], tag)
+        self.table.files.record_workers(job.job_id, [p.pid for p in procs], tag)
 
     def contained(self, j: _Job, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The argv and environment a worker of `j` starts with: in the sandbox
@@ -252,7 +252,7 @@ class LocalExecutor(JobTableExecutor[_Job]):
         job = j.launch
         if not self.sandbox and job.run_as is None:
             return list(job.command), env
-        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.files.dir(job.job_id)),
+        return sandboxed(job.command, cwd=job.cwd, job_dir=str(self.table.files.dir(job.job_id)),
                          env=env, deny=[str(self.data_dir)], run_as=job.run_as,
                          landlock=self.sandbox)
 

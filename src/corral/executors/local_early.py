@@ -21,7 +21,7 @@ from corral.executors.procs import end_launch, free_port, new_launch_tag, signal
 from corral.protocol.early import ENV_EARLY_START
 
 if TYPE_CHECKING:
-    from corral.executors.local import LocalExecutor, _Job
+    from corral.executors.local import LocalWorkers, _Job
 
 __all__ = ["EarlyProcs", "LocalEarlySlots"]
 
@@ -37,9 +37,9 @@ class EarlyProcs(EarlyStart):
 
 
 class LocalEarlySlots:
-    """The local executor's side of early starts (`corral.executors.early.EarlySlots`)."""
+    """The local backend's side of early starts (`corral.executors.early.EarlySlots`)."""
 
-    def __init__(self, ex: LocalExecutor) -> None:
+    def __init__(self, ex: LocalWorkers) -> None:
         self.ex = ex
 
     def _gives_up(self, d: _Job) -> dict[int, list[int]]:
@@ -59,8 +59,9 @@ class LocalEarlySlots:
     def _donor_slots(self) -> dict[str, dict[int, list[int]]]:
         """Running jobs that give slots up and are not let go yet: the slots each gives up
         that nobody was promised, by node."""
-        assert self.ex.early is not None  # (asked by its sequence only)
-        promised, donors = self.ex.early.open_donors()
+        early = self.ex.table.early
+        assert early is not None  # (asked by its sequence only)
+        promised, donors = early.open_donors()
         found: dict[str, dict[int, list[int]]] = {}
         for d in donors:
             slots = {node: left for node, held in self._gives_up(d).items()

@@ -20,26 +20,32 @@ from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 if TYPE_CHECKING:
-    from corral.executors.local import LocalExecutor, _Job
+    from corral.executors.lifecycle import JobTable
+    from corral.executors.local import LocalWorkers, _Job
 
 __all__ = ["LocalInPlace"]
 
 
 class LocalInPlace:
-    """The local executor's in-place resizes (`corral.executors.resize.InPlaceResizer`)."""
+    """The local backend's in-place resizes (`corral.executors.resize.InPlaceResizer`): `ex`
+    is the backend (slots, processes), `table` its job table (files, events, the fallback)."""
 
-    def __init__(self, ex: LocalExecutor) -> None:
+    def __init__(self, ex: LocalWorkers) -> None:
         self.ex = ex
+
+    @property
+    def table(self) -> JobTable[_Job]:
+        return self.ex.table
 
     def begin(self, j: _Job) -> bool:
         """Resize in place when the job allows it (False: it does not; checkpoint-restart). A
         grow waits here (old workers training on) until the slots for its new workers are
         free."""
-        ex = self.ex
-        current = ex.launch_number(j) - 1
+        table = self.table
+        current = table.launch_number(j) - 1
         node = self._one_node(j)
         if not j.procs or node is None or not runs_corral_train(
-                ex.report(j.launch.job_id), current, j.procs[0].pid):
+                table.report(j.launch.job_id), current, j.procs[0].pid):
             return False
         plan, old = j.target, len(j.procs)
         assert plan is not None
@@ -49,15 +55,15 @@ class LocalInPlace:
             if got is None:
                 return True  # not free yet: asked again at the next pass
             extra = sorted(got)
-        j.resize = InPlaceResize(plan, generation=self.ex.launch_number(j), old_world=old,
+        j.resize = InPlaceResize(plan, generation=self.table.launch_number(j), old_world=old,
                                  port=free_port(), new_slots=extra)
-        self.ex.files.note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
+        self.table.files.note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
                            f"worker(s) (generation {j.resize.generation})")
         try:
             for rank in sorted(j.resize.joiner_ranks):
                 self._start_joiner(j, rank)
         except (OSError, ValueError) as exc:
-            ex.fall_back(j, f"a new worker could not start: {exc}")
+            table.fall_back(j, f"a new worker could not start: {exc}")
         return True
 
     def _one_node(self, j: _Job) -> int | None:
@@ -70,7 +76,7 @@ class LocalInPlace:
     def _start_joiner(self, j: _Job, rank: int) -> None:
         r, job = j.resize, j.launch
         assert r is not None and j.tag is not None
-        env = self.ex.worker_env(j, r.plan.batch, 1, gpu=self.ex.pool.gpu, inherit=os.environ)
+        env = self.table.worker_env(j, r.plan.batch, 1, gpu=self.ex.pool.gpu, inherit=os.environ)
         env[ENV_LAUNCH_TAG] = j.tag
         env[ENV_JOIN_GENERATION] = str(r.generation)
         if self.ex.pool.gpu:
@@ -78,7 +84,7 @@ class LocalInPlace:
         worker = WorkerEnv(rank=rank, world_size=r.new_world, local_rank=rank,
                            local_world_size=r.new_world, master_addr="127.0.0.1",
                            master_port=r.port, backend="nccl" if self.ex.pool.gpu else "gloo")
-        log = self.ex.files.open_log(job.job_id, rank)
+        log = self.table.files.open_log(job.job_id, rank)
         r.joiner_logs.append(log)
         slot = (j.slots + r.new_slots)[rank]
         argv, full = self.ex.contained(j, {**env, **worker.to_env(), ENV_GPU_TYPE: self.ex.slot_type[slot]})
@@ -92,26 +98,26 @@ class LocalInPlace:
         old_codes = [p.poll() for p in j.procs]
         joiner_codes = [p.poll() for p in r.joiners]
         if r.phase == "joining":
-            if self.ex.joining_ended(j, r.plan, old_codes, joiner_codes):
+            if self.table.joining_ended(j, r.plan, old_codes, joiner_codes):
                 return
-            if r.joiner_ranks <= ready_ranks(self.ex.files.control_dir(j.launch.job_id), r.generation):
+            if r.joiner_ranks <= ready_ranks(self.table.files.control_dir(j.launch.job_id), r.generation):
                 self._send_request(j)
             return
-        report = self.ex.report(j.launch.job_id)
-        if report and report.get("launch") == r.generation and report.get("world_size") == r.new_world:
+        report = self.table.report(j.launch.job_id)
+        if report is not None and report.launch == r.generation and report.world_size == r.new_world:
             self._take_new_set(j)
             return
         why = regroup_failure(old_codes, range(r.new_world, r.old_world), joiner_codes)
         if why:
-            self.ex.fall_back(j, why)
+            self.table.fall_back(j, why)
         elif r.timed_out():
-            self.ex.fall_back(j, "the new process group did not report in time")
+            self.table.fall_back(j, "the new process group did not report in time")
 
     def _send_request(self, j: _Job) -> None:
         r = j.resize
         assert r is not None
         batch = (r.plan.batch.local_bsz, r.plan.batch.accum_steps) if r.plan.batch else None
-        write_request(self.ex.files.control_dir(j.launch.job_id), ResizeRequest(
+        write_request(self.table.files.control_dir(j.launch.job_id), ResizeRequest(
             r.generation, r.new_world, "127.0.0.1", r.port, r.ranks(), batch=batch,
             launch=r.generation))
         r.switch()
@@ -135,8 +141,8 @@ class LocalInPlace:
         j.slots = j.slots[:keep] + r.new_slots
         j.plan, j.started_at, j.resize = r.plan, time.time(), None
         j.launches += 1
-        self.ex.files.record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
-        self.ex.event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
+        self.table.files.record_workers(job.job_id, [p.pid for p in j.procs], j.tag)
+        self.table.event(j, "resized", f"launch {r.generation}: resized in place from {r.old_world} "
                       f"to {r.new_world} worker(s) {r.took()}")
 
     def drop(self, j: _Job) -> None:

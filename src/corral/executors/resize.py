@@ -12,13 +12,14 @@ moves who holds slots, not the job's size.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, TypeVar
 
 from corral.executors.base import WorkerPlan
 from corral.protocol.env import STOP_EXIT_CODE
 from corral.protocol.inplace import LEAVE_EXIT_CODE
+from corral.protocol.report import Report
 
 __all__ = ["MECHANISMS", "IN_PLACE", "CHECKPOINT_RESTART", "InPlaceResize", "check_mechanism",
            "runs_corral_train", "regroup_failure", "ResizeTimeline", "InPlaceResizer"]
@@ -40,13 +41,11 @@ def check_mechanism(name: str) -> str:
     return name
 
 
-def runs_corral_train(report: Mapping[str, Any] | None, launch: int, rank0_pid: int) -> bool:
+def runs_corral_train(report: Report | None, launch: int, rank0_pid: int) -> bool:
     """The running launch `launch` is a corral.train job whose rank-0 process is `rank0_pid`
     and which has taken a step (so every rank has its SIGUSR1 handler installed)."""
-    if report is None:
-        return False
-    return bool(report) and report.get("launch") == launch and report.get("pid") == rank0_pid \
-        and report.get("state") == "running" and report.get("first_step_time") is not None
+    return report is not None and report.launch == launch and report.pid == rank0_pid \
+        and report.state == "running" and report.first_step_time is not None
 
 
 def regroup_failure(old_codes: Sequence[int | None], leaving: Collection[int],

@@ -6,19 +6,26 @@ each launch's first step, at epoch ends and on stop/finish; the executor reads i
 launch, world_size, num_nodes, batch [local_bsz, accum_steps], total_bsz, steps, epoch,
 progress (scale-invariant iterations), samples, loss (interval mean), lr_scale, metrics [[steps,
 epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (checkpoint or null),
-first_step_time, gpu_type (the type its steps are, "" unnamed; `gpu_type_name`). Torch-free.
+first_step_time, gpu_type (the type its steps are, "" unnamed; `gpu_type_name`), device, num_nodes,
+pid (rank 0's), events ([{time, kind, message}]). Torch-free.
+
+The file is written inside the job, so whoever reads it trusts nothing in it: `Report.parse`
+turns it into a `Report` (frozen, typed) or refuses it with one line naming the bad field
+(`ReportError`); keys it does not know are dropped. `Report.read` reads the file that way.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from corral.protocol.files import atomic_write_json, read_json
 
-__all__ = ["Reporter", "read_report", "REPORT_FILE", "gpu_type_name"]
+__all__ = ["Report", "ReportError", "Reporter", "read_report", "REPORT_FILE", "gpu_type_name"]
 
 REPORT_FILE = "report.json"
 
@@ -47,8 +54,134 @@ class Reporter:
         atomic_write_json(self.path, {"time": time.time(), **doc}, durable=False)
 
 
+class ReportError(ValueError):
+    """A report the service refuses (one line: which field, and what is wrong with it)."""
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError("a number")
+    return v
+
+
+def _integer(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            isinstance(v, float) and not v.is_integer()):
+        raise TypeError("an integer")
+    return int(v)
+
+
+def _text(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError("a string")
+    return v
+
+
+def _mapping(v: Any) -> Mapping[str, Any]:
+    if not isinstance(v, dict):
+        raise TypeError("an object")
+    return v
+
+
+def _batch(v: Any) -> tuple[int, int]:
+    if not isinstance(v, list) or len(v) != 2:
+        raise TypeError("[local batch, accumulation steps]")
+    return _integer(v[0]), _integer(v[1])
+
+
+def _metrics(v: Any) -> tuple[tuple[int, int, float], ...]:
+    if not isinstance(v, list) or not all(isinstance(m, list) and len(m) == 3 for m in v):
+        raise TypeError("a list of [steps, epoch, value]")
+    return tuple((_integer(s), _integer(e), float(_number(x))) for s, e, x in v)
+
+
+def _events(v: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(v, list):
+        raise TypeError("a list")
+    return tuple(e for e in v if isinstance(e, dict))  # anything else in it is ignored
+
+
+@dataclass(frozen=True)
+class Report:
+    """The job's report, typed (see the module docstring for what each field is). Every field
+    may be missing from the file (None; metrics and events empty)."""
+
+    time: float | None = None  # Unix s when it was written
+    state: str | None = None  # running, stopped or finished
+    launch: int | None = None
+    world_size: int | None = None
+    num_nodes: int | None = None
+    device: str | None = None
+    gpu_type: str | None = None
+    batch: tuple[int, int] | None = None  # (local batch, accumulation steps)
+    total_bsz: int | None = None
+    steps: int | None = None
+    epoch: int | None = None
+    progress: float | None = None
+    samples: float | None = None
+    loss: float | None = None
+    lr_scale: float | None = None
+    metrics: tuple[tuple[int, int, float], ...] = ()  # (steps, epoch, value)
+    #: the trainer's `JobEstimator.to_dict()` (checked by the service, which has perf)
+    estimator: Mapping[str, Any] | None = field(default=None, compare=False)
+    resumed: Mapping[str, Any] | None = None  # where the launch started from
+    first_step_time: float | None = None
+    pid: int | None = None  # rank 0's process
+    events: tuple[Mapping[str, Any], ...] = ()  # what the trainer noticed (kind, message)
+
+    @classmethod
+    def parse(cls, doc: Any) -> Report:
+        """The report in `doc` (a JSON object as the job wrote it); ReportError (one line)
+        for a field of the wrong type."""
+        if not isinstance(doc, dict):
+            raise ReportError(f"a report is a JSON object, not {type(doc).__name__}")
+        values: dict[str, Any] = {}
+        for name, check in _CHECKS.items():
+            if doc.get(name) is None:
+                continue
+            try:
+                values[name] = check(doc[name])
+            except (TypeError, ValueError, OverflowError) as exc:
+                got = " ".join(repr(doc[name])[:60].split())
+                raise ReportError(f"report field {name!r} must be {exc}, not {got}") from None
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Report | None:
+        """The latest report in `path`; None when there is none (yet) or it is refused."""
+        doc = read_json(path)
+        if doc is None:
+            return None
+        try:
+            return cls.parse(doc)
+        except ReportError:
+            return None
+
+    def to_doc(self) -> dict[str, Any]:
+        """The report as JSON (what the service stores and shows)."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc["batch"] = list(self.batch) if self.batch else None
+        doc["metrics"] = [list(m) for m in self.metrics]
+        doc["estimator"] = dict(self.estimator) if self.estimator is not None else None
+        doc["resumed"] = dict(self.resumed) if self.resumed is not None else None
+        doc["events"] = [dict(e) for e in self.events]
+        return doc
+
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "time": _number, "state": _text, "launch": _integer, "world_size": _integer,
+    "num_nodes": _integer, "device": _text, "gpu_type": _text, "batch": _batch,
+    "total_bsz": _integer, "steps": _integer, "epoch": _integer, "progress": _number,
+    "samples": _number, "loss": _number, "lr_scale": _number, "metrics": _metrics,
+    "estimator": _mapping, "resumed": _mapping, "first_step_time": _number, "pid": _integer,
+    "events": _events,
+}
+
+
 def read_report(path: str | Path) -> dict[str, Any] | None:
-    """The latest report in `path`, or None when there is none (yet)."""
+    """The latest report in `path` as the job wrote it (the job's own side and its tests; the
+    service reads it with `Report.read`), or None when there is none (yet)."""
     doc = read_json(path)
     return doc if isinstance(doc, dict) else None
 

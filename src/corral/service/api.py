@@ -28,8 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import corral
 from corral.core.errors import CorralError
-from corral.executors.backend import any_app
 from corral.executors.base import Executor
+from corral.executors.runtime import any_app
 from corral.service.api_context import ApiContext, access_checks
 from corral.service.api_jobs import add_job_routes
 from corral.service.api_queues import add_queue_routes
@@ -62,7 +62,7 @@ def create_app(store: Store, executor: Executor, loop: ControlLoop, token: str,
                max_concurrent: int = MAX_CONCURRENT) -> FastAPI:
     """The API over `store`; `/healthz` answers 503 when the control loop or the executor has not
     finished a round for `stall_after_s` seconds. Each submission's model passes `check_app` (the
-    executor's: `Backend.check_app`). With `tenancy` (the loop's policy a `QueuedPolicy` on its
+    executor's: `Runtime.check_app`). With `tenancy` (the loop's policy a `QueuedPolicy` on its
     tree) each queue's token is a tenant's (corral.service.tenants): it submits to and sees its
     own queues' jobs only (403, one line, for another's; `GET /jobs` filtered; `/cluster` and
     `/healthz` name no job); `/metrics` and `PUT /queues` are the admin's (`token`). `data_dir`:

@@ -113,7 +113,7 @@ def add_job_routes(app: FastAPI, ctx: ApiContext) -> None:
     def job(job_id: str, who: Principal = Depends(authorized)) -> dict[str, Any]:
         j = job_or_404(job_id, who)
         return {**j.summary(), "events": store.events(job_id),
-                "assignments": store.assignments(job_id), "report": j.report}
+                "assignments": store.assignments(job_id), "report": j.report.to_doc() if j.report else None}
 
     @app.get("/jobs/{job_id}/telemetry", operation_id="getTelemetry",
              responses=errors(401, 403, 404, 422))

@@ -5,8 +5,9 @@ counting rules): time by the service's clock; steps, epoch, progress, batch and 
 latest report; the estimator rebuilt from the report (empty until the job reports, and a
 non-intrusive job never does). `launches` counts worker sets started. GPU time accrues only
 while the workers hold their slots, so a policy ranking by attained service (Tiresias) does not
-charge a job for another's stop. Reports are checked (`checked_report`): one with a wrong type
-anywhere is ignored.
+charge a job for another's stop. Reports come typed from the executor (corral.protocol.report:
+one with a wrong type anywhere is refused there); `checked_report` also checks the estimator
+document in it (perf's), refusing the report when it does not load.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from corral.core.jobs import BatchConfig, JobSpec, JobStatus, JobView
 from corral.core.ledger import JobLedger
 from corral.perf.efficiency import efficiency
 from corral.perf.estimator import JobEstimator
+from corral.protocol.report import Report, ReportError
 from corral.service.records import AFTER_PREEMPTION, AFTER_SERVICE_RESTART
 from corral.service.resizes import PendingResize
 from corral.service.submission import Submission, safe_text
 
-__all__ = ["LiveJob", "LiveStatus", "checked_report", "repaired_doc", "summary_json"]
+__all__ = ["LiveJob", "LiveStatus", "checked_report", "stored_report", "repaired_doc",
+           "summary_json"]
 
 
 class LiveStatus(str, enum.Enum):
@@ -61,7 +64,7 @@ class LiveJob(JobLedger):
     workers: tuple[str, ...] = ()  # executor worker ids, to reclaim after a service restart
     launches: int = 0  # worker sets started, by this and earlier service instances
     crashes: int = 0
-    report: dict[str, Any] | None = None
+    report: Report | None = None
     noted_launch: int = -1  # the last launch whose start (resumed / fresh) was recorded
     #: launches and crashes counted by earlier service instances (this executor counts from 0)
     launch_base: int = 0
@@ -95,15 +98,15 @@ class LiveJob(JobLedger):
     # -- from the job's report ------------------------------------------------------------
     @property
     def steps(self) -> int:
-        return int(self.report.get("steps", 0)) if self.report else 0
+        return (self.report.steps or 0) if self.report else 0
 
     @property
     def epoch(self) -> int:
-        return int(self.report.get("epoch", 0)) if self.report else 0
+        return (self.report.epoch or 0) if self.report else 0
 
     @property
     def progress(self) -> float:
-        return float(self.report.get("progress", 0.0)) if self.report else 0.0
+        return float(self.report.progress or 0.0) if self.report else 0.0
 
     @property
     def metrics(self) -> tuple[tuple[int, int, float], ...]:
@@ -113,10 +116,9 @@ class LiveJob(JobLedger):
     def batch(self) -> BatchConfig | None:
         """The batch it trains with now: its report's, else the policy's. A job that ended
         shows the batch it last reported, as a simulated job shows the one it ended with."""
-        if self.report and self.report.get("batch") and (self.outcome is not None or (
-                self.placement and self.report.get("world_size") == self.placement.num_gpus)):
-            m, s = self.report["batch"]
-            return BatchConfig(int(m), int(s))
+        if self.report and self.report.batch and (self.outcome is not None or (
+                self.placement and self.report.world_size == self.placement.num_gpus)):
+            return BatchConfig(*self.report.batch)
         if self.placement:
             return self.policy_batch or self.spec.user_batch(self.placement.num_gpus)
         return None
@@ -129,16 +131,15 @@ class LiveJob(JobLedger):
         """The estimator and metrics of the latest report, built once per report (a view is
         built every round: rebuilding them each time cost a third of a 2,000-job run's ticks).
         The estimator has a model of every type the job was profiled on (`profile`)."""
-        key = (self.report.get("time") if self.report else None, len(self.profile))
+        key = (self.report.time if self.report else None, len(self.profile))
         if self._measured_cache is None or key != self._measured_cache[0]:
-            doc = self.report.get("estimator") if self.report else None
+            doc = self.report.estimator if self.report else None
             s = self.spec
             estimator = JobEstimator.from_dict(doc) if doc else JobEstimator(
                 s.init_bsz, s.max_bsz, s.min_local_bsz, s.max_local_bsz,
                 accumulation=True, adaptive=s.adaptive)
             estimator.bootstrap_missing(self.profile)
-            rows = (self.report.get("metrics") or []) if self.report else []
-            metrics = tuple((int(a), int(e), float(v)) for a, e, v in rows)
+            metrics = self.report.metrics if self.report else ()
             self._measured_cache = (key, estimator, metrics)
         return self._measured_cache
 
@@ -146,8 +147,8 @@ class LiveJob(JobLedger):
         """Samples per second at the configuration it trains with now, as its report's
         measured profile says (mean optimizer step time at its GPUs and per-GPU batch);
         None when it has not reported one."""
-        b, report = self.batch, self.report or {}
-        if b is None or not self.placement or not report.get("estimator"):
+        b, report = self.batch, self.report
+        if b is None or not self.placement or report is None or not report.estimator:
             return None
         try:
             profile = self.estimator.profile()
@@ -220,7 +221,8 @@ class LiveJob(JobLedger):
             "policy_batch": list(asdict(self.policy_batch).values()) if self.policy_batch else None,
             **self.books(),
             "message": self.message, "workers": list(self.workers),
-            "launches": self.launches, "crashes": self.crashes, "report": self.report,
+            "launches": self.launches, "crashes": self.crashes,
+            "report": self.report.to_doc() if self.report else None,
             "noted_launch": self.noted_launch, "resizes": self.resizes,
             "requeued_after": self.requeued_after, "gpu_type": self.gpu_type,
             "profile": {t: list(v) for t, v in self.profile.items()},
@@ -235,7 +237,7 @@ class LiveJob(JobLedger):
             status=LiveStatus(doc["status"]), policy_batch=BatchConfig(*pb) if pb else None,
             message=doc["message"], workers=tuple(doc["workers"]),
             launches=doc.get("launches", 0), crashes=doc.get("crashes", 0),
-            report=doc.get("report"), noted_launch=doc.get("noted_launch", -1),
+            report=stored_report(doc.get("report")), noted_launch=doc.get("noted_launch", -1),
             resizes=list(doc.get("resizes", [])),
             requeued_after=str(doc.get("requeued_after") or ""),
             gpu_type=doc.get("gpu_type") if isinstance(doc.get("gpu_type"), str) else None,
@@ -273,22 +275,21 @@ class LiveJob(JobLedger):
     def summary(self) -> dict[str, Any]:
         """What the API shows of the job."""
         b = self.batch
-        report = self.report or {}
+        report = self.report or Report()
         metrics = self.metrics
         return {
             "id": self.id, "name": self.submission.display_name(), "status": self.status.value,
             "command": self.submission.command, "gpus": self.placement.num_gpus,
             "placement": self.placement_text if self.placement else "-",
             "gpu_type": self.gpu_type if self.placement else None,
-            "reported_gpu_type": report.get("gpu_type") if isinstance(
-                report.get("gpu_type"), str) else None,
+            "reported_gpu_type": report.gpu_type,
             "batch": [b.local_bsz, b.accum_steps] if b else None,
             "total_bsz": b.total(self.placement.num_gpus) if b and self.placement else None,
             "submit_time_s": self.spec.submit_time_s, "first_start_s": self.first_start_s,
             "finish_s": self.finish_s, "restarts": self.restarts, "launches": self.launches,
             "crashes": self.crashes, "preemptions": self.preemptions,
             "crash_retries": self.crash_retries, "steps": self.steps, "epoch": self.epoch,
-            "progress": self.progress, "loss": report.get("loss"),
+            "progress": self.progress, "loss": report.loss,
             "metric": metrics[-1][2] if metrics else None, "attained_gpu_s": self.attained_gpu_s,
             "message": self.message,  # the command once, above: not again in `spec`
             "spec": self.submission.model_dump(mode="json", exclude={"command"}),
@@ -326,35 +327,27 @@ def summary_json(summary: dict[str, Any]) -> str:
         return json.dumps(finite(summary), separators=(",", ":"), allow_nan=False)
 
 
-def checked_report(report: Any) -> dict[str, Any] | None:
-    """`report` (written by the job) if every field the service reads has its type; else None.
-
-    The service reads steps, epoch, launch, world_size (int), progress, time, loss (number),
-    batch ([int, int]), metrics ([[int, int, number], ...]), resumed (dict or null), state
-    (str) and estimator (a JobEstimator document)."""
-    if not isinstance(report, dict):
-        return None
+def checked_report(report: Report | None) -> Report | None:
+    """`report` (typed by corral.protocol.report) if its estimator document, written by the
+    job, loads as a JobEstimator too (or it has none); else None."""
+    if report is None or not report.estimator:
+        return report
     try:
-        for key in ("steps", "epoch", "launch", "world_size"):
-            if report.get(key) is not None:
-                int(report[key])
-        for key in ("progress", "time", "loss"):
-            if report.get(key) is not None:
-                float(report[key])
-        if report.get("batch"):
-            m, k = report["batch"]
-            int(m), int(k)
-        for s, e, v in report.get("metrics") or []:
-            int(s), int(e), float(v)
-        if not isinstance(report.get("resumed") or {}, dict):
-            return None
-        if not isinstance(report.get("state", ""), str):
-            return None
-        if report.get("estimator"):
-            JobEstimator.from_dict(report["estimator"])
+        JobEstimator.from_dict(dict(report.estimator))
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
         return None
     return report
+
+
+def stored_report(doc: Any) -> Report | None:
+    """A report as the store keeps it (`Report.to_doc`); None when there is none, or one an
+    older service stored does not parse."""
+    if doc is None:
+        return None
+    try:
+        return Report.parse(doc)
+    except ReportError:
+        return None
 
 
 def repaired_doc(doc: dict[str, Any], problem: str, now_s: float) -> dict[str, Any]:

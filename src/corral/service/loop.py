@@ -34,6 +34,7 @@ from corral.core.reasons import WaitKind, WaitReason
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.perf.estimator import JobEstimator
+from corral.protocol.report import Report
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import (
     again_words,
@@ -88,7 +89,7 @@ class ControlLoop:
         self.executor = executor
         self.interval_s = interval_s
         self.tick_s = tick_s
-        self.clock = clock  # wall-clock time, or the emulated executor's (`Backend.clock`)
+        self.clock = clock  # wall-clock time, or the emulated executor's (`Runtime.clock`)
         self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
         #: a scripted run (`corral emulate`): the clock is not paced on until this many jobs
         #: are stored, so that each is stored before the time it names (`Submission.arrive_at_s`)
@@ -128,7 +129,7 @@ class ControlLoop:
         self._last_save_s = 0.0
         #: each model's one-GPU profile per GPU type, from the jobs that ran (`type_history`)
         self.type_history = TypeHistory(store)
-        self._telemetry: list[tuple[float, str, dict]] = []  # this tick's new reports
+        self._telemetry: list[tuple[float, str, Report]] = []  # this tick's new reports
         self.lock = threading.Lock()  # held while a tick runs (the API reads counters under it)
 
     def now_s(self) -> float:
@@ -179,7 +180,7 @@ class ControlLoop:
             report = checked_report(self.executor.report(job.id))
             if report is not None:
                 job.report = report
-            if report is not None and report.get("state") == "finished":
+            if report is not None and report.state == "finished":
                 at = self._finished_at(job, report, now)
                 job.finish(at, LiveStatus.DONE)
                 self._completed(job)
@@ -198,12 +199,12 @@ class ControlLoop:
             self.store.save_job(*job.record())
         self._last_tick_s = now
 
-    def _finished_at(self, job: LiveJob, report: dict, now: float) -> float:
+    def _finished_at(self, job: LiveJob, report: Report, now: float) -> float:
         """When a job that finished while the service was down finished, on the service's
         time: its last report's time (written when it finished), within its first start (or
         submission) and now; now when the report has no usable time."""
-        at = report.get("time")
-        if not isinstance(at, (int, float)) or isinstance(at, bool) or at != at:
+        at = report.time
+        if at is None or at != at:
             return now
         start = job.first_start_s if job.first_start_s is not None else job.spec.submit_time_s
         return min(now, max(start, float(at) - self.origin))
@@ -437,19 +438,18 @@ class ControlLoop:
         if any(t not in job.profile for t in known):
             job.profile = {**known, **job.profile}
 
-    def _learn_types(self, job: LiveJob, report: dict, ended: bool) -> None:
+    def _learn_types(self, job: LiveJob, report: Report, ended: bool) -> None:
         """Keep what the job measured on its GPU types for later jobs of its model
         (`TypeHistory`): when it reports from a type its model has no profile of yet, and
         when it ends (the fullest measurement). Jobs of the model that wait or run get the
         types learned anew."""
-        if not self.cluster.is_mixed or not isinstance(report.get("estimator"), dict):
+        if not self.cluster.is_mixed or report.estimator is None:
             return
         spec = job.spec
-        if not ended and report.get("gpu_type") in self.type_history.profile(
-                spec, self.cluster):
+        if not ended and report.gpu_type in self.type_history.profile(spec, self.cluster):
             return
         try:
-            measured = JobEstimator.from_dict(report["estimator"])
+            measured = JobEstimator.from_dict(dict(report.estimator))
             new = self.type_history.learn(spec, measured, job.profile)
         except Exception as exc:  # noqa: BLE001 - the job goes on; nothing is learned
             log.warning("job %s: its GPU-type measurements were not kept: %s: %s", job.id,
@@ -520,7 +520,7 @@ class ControlLoop:
             job.workers = st.workers
             self.store.save_job(*job.record())  # reclaimable even after a crash right now
         raw = self.executor.report(job.id)
-        if isinstance(raw, dict) and (job.report is None or raw.get("time") != job.report.get("time")):
+        if raw is not None and (job.report is None or raw.time != job.report.time):
             report = checked_report(raw)  # only a new report is checked
             if report is not None:
                 self._record_training_events(now, job, report)
@@ -554,18 +554,18 @@ class ControlLoop:
         except Exception:  # noqa: BLE001 - the job has left either way
             log.exception("policy %s: job_left(%s) failed", self.policy.name, job_id)
 
-    def _note_launch(self, now: float, job: LiveJob, report: dict) -> None:
+    def _note_launch(self, now: float, job: LiveJob, report: Report) -> None:
         """Record, once per launch, where the launch started from (its first report says)."""
-        launch = report.get("launch")
-        if launch is None or int(launch) <= job.noted_launch:
+        launch = report.launch
+        if launch is None or launch <= job.noted_launch:
             return
-        job.noted_launch = int(launch)
+        job.noted_launch = launch
         self._note_resize(now, job, report)
-        event = launch_event(report.get("resumed"), int(launch))  # none in place: see above
+        event = launch_event(report.resumed, launch)  # none in place: see above
         if event is not None:
             self.store.add_event(now, job.id, *event)
 
-    def _note_resize(self, now: float, job: LiveJob, report: dict) -> None:
+    def _note_resize(self, now: float, job: LiveJob, report: Report) -> None:
         """The first report of a launch that follows a resize: how it was resized and how long
         training paused (corral.service.resizes)."""
         measured = measure_resize(job.pending_resizes, report)
@@ -740,15 +740,12 @@ class ControlLoop:
             self.store.save_job(*job.record())
             self.executor.stop(job.id)
 
-    def _record_training_events(self, now: float, job: LiveJob, report: dict) -> None:
+    def _record_training_events(self, now: float, job: LiveJob, report: Report) -> None:
         """Events the job's trainer reported (a divergence restored from a checkpoint) that
-        the previous report did not hold yet; each is stored once, as "training-<kind>"."""
-        def events(doc: dict | None) -> list[dict]:
-            found = (doc or {}).get("events")  # written by the job: trust nothing in it
-            return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
-
-        seen = {(e.get("time"), e.get("message")) for e in events(job.report)}
-        for event in events(report):
+        the previous report did not hold yet; each is stored once, as "training-<kind>" (their
+        fields written by the job: trust nothing in them)."""
+        seen = {(e.get("time"), e.get("message")) for e in (job.report.events if job.report else ())}
+        for event in report.events:
             if (event.get("time"), event.get("message")) not in seen:
                 kind = "".join(c for c in str(event.get("kind", "event"))[:40]
                                if c.isalnum() or c == "-")

@@ -9,10 +9,11 @@ overtaken), later ones stay pending and count from no earlier than that set's fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from corral.protocol.report import Report
 from corral.service.records import CHECKPOINT_RESTART, IN_PLACE, LaunchStart, launch_start
 
 __all__ = ["PendingResize", "measure_resize"]
@@ -28,7 +29,7 @@ class PendingResize:
     to_gpus: int
 
 
-def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
+def measure_resize(pending: Sequence[PendingResize], report: Report
                    ) -> tuple[dict[str, Any], list[PendingResize]] | None:
     """The resize record for the first report `report` of a new worker set ({"launch",
     "mechanism", "from_gpus", "to_gpus", "pause_s", "to_new_size_s"}) and the decisions still
@@ -36,15 +37,14 @@ def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
     preempted job, or no decision pending)."""
     if not pending:
         return None
-    resumed = report.get("resumed") or {}
+    resumed = report.resumed or {}
     mechanism = launch_start(resumed)
     in_place = mechanism is LaunchStart.IN_PLACE
-    world = report.get("world_size")
+    world = report.world_size
     matching = [i for i, p in enumerate(pending) if p.to_gpus == world]
     index = matching[-1] if matching else len(pending) - 1
     decision = pending[index]
-    first_step = report.get("first_step_time")
-    first_step = float(first_step) if isinstance(first_step, (int, float)) else None
+    first_step = report.first_step_time
     if in_place and isinstance(resumed.get("pause_s"), (int, float)):
         # to the end of the new size's first step, as a checkpoint-restart's pause is counted
         first_step_s = resumed.get("first_step_s")
@@ -57,7 +57,7 @@ def measure_resize(pending: Sequence[PendingResize], report: Mapping[str, Any]
     # in place, the job trained at its old size while its new workers started: the time
     # from the decision to the new size's first step is longer than the pause
     to_new_size = max(pause, first_step - decision.decided) if first_step is not None else pause
-    record = {"launch": int(report.get("launch", 0)),
+    record = {"launch": report.launch or 0,
               "mechanism": IN_PLACE if in_place else CHECKPOINT_RESTART,  # records.py's words
               "from_gpus": decision.from_gpus, "to_gpus": int(world or 0),
               "pause_s": round(pause, 3), "to_new_size_s": round(to_new_size, 3)}

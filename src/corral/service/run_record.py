@@ -35,7 +35,7 @@ def read_run(data_dir: Path | str) -> dict[str, Any]:
         jobs, left_out = [], []
         for doc in store.jobs():
             job = LiveJob.from_doc(doc)
-            estimator = (job.report or {}).get("estimator")
+            estimator = job.report.estimator if job.report else None
             if job.status is not LiveStatus.DONE or not estimator:
                 # only jobs that trained to the end under corral.train can replay
                 left_out.append((job.id, _why_left_out(job)))

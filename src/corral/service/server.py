@@ -28,7 +28,7 @@ from typing import Any
 from corral.core.errors import CorralError
 from corral.core.policy import Policy
 from corral.core.queues import QueueTree, load_queues, type_capacity
-from corral.executors import create_backend
+from corral.executors.runtime import ExecutorRegistry
 from corral.executors.sandbox import SHARED_USER_EXPOSES
 from corral.executors.sandbox import available as sandbox_available
 from corral.policies import create_policy
@@ -61,6 +61,8 @@ log = logging.getLogger("corral.service")
 @dataclass
 class ServeOptions:
     data_dir: Path
+    #: the executors `executor` names one of (the CLI passes corral.executors.EXECUTORS)
+    executors: ExecutorRegistry
     policy: str = "pollux"
     policy_params: Mapping[str, Any] = field(default_factory=dict)
     executor: str = "local"
@@ -150,8 +152,8 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
     directory = opts.data_dir
     sock = _bind(opts.host, opts.port)
     try:
-        backend = create_backend(opts.executor, directory, **opts.executor_options)
-        executor = backend.executor
+        runtime = opts.executors.create(opts.executor, directory, **opts.executor_options)
+        executor = runtime.executor
     except BaseException:
         sock.close()
         raise
@@ -184,12 +186,12 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         store = Store(directory / "state.db")
         tenancy = Tenancy.start(directory, store, tree) if tree is not None else None
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
-                           tick_s=opts.tick_s, clock=backend.clock, fill_in=opts.fill_in,
+                           tick_s=opts.tick_s, clock=runtime.clock, fill_in=opts.fill_in,
                            start_after_jobs=opts.start_after_jobs)
         if kept is not None and start is not None:
             kept.apply(start, store, loop.now_s())
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,
-                         check_app=backend.check_app, tenancy=tenancy, data_dir=directory,
+                         check_app=runtime.check_app, tenancy=tenancy, data_dir=directory,
                          kept=kept)
         loop.recover()  # the last thing before the loop starts: it reclaims running workers
         host, port = sock.getsockname()[:2]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.errors import InputError
+from corral.protocol.report import Report
 from corral.service.records import launch_start
 from corral.service.submission import safe_text
 
@@ -340,7 +341,7 @@ class Store:
         rows = self._exec("SELECT * FROM assignments WHERE job_id = ? ORDER BY seq", (job_id,))
         return [dict(r) for r in rows]
 
-    def add_telemetry(self, time_s: float, job_id: str, report: dict[str, Any]) -> None:
+    def add_telemetry(self, time_s: float, job_id: str, report: Report) -> None:
         """One report of a job: progress, batch, loss, gradient statistics and, for the replay
         in the simulator (corral.sim.analysis.measured_run), when its launch took its first step,
         and how its launch started (`launch_start`: corral.service.records.LaunchStart; NULL in
@@ -348,25 +349,24 @@ class Store:
         NULL where it said none)."""
         self.add_telemetry_rows([(time_s, job_id, report)])
 
-    def add_telemetry_rows(self, rows: Iterable[tuple[float, str, dict[str, Any]]]) -> None:
+    def add_telemetry_rows(self, rows: Iterable[tuple[float, str, Report]]) -> None:
         """(time_s, job_id, report) of many reports (`add_telemetry`), in one transaction:
         the control loop writes a tick's reports together, not a commit each."""
         origin = self.origin()
 
-        def row(time_s: float, job_id: str, report: dict[str, Any]) -> tuple[Any, ...]:
-            batch = report.get("batch") or [None, None]
-            metrics = report.get("metrics") or []
-            resumed = report.get("resumed") or {}
-            grad = (report.get("estimator") or {}).get("grad") or {}
-            first = report.get("first_step_time")
-            return (job_id, time_s, report.get("launch"), report.get("world_size"),
-                    report.get("steps"), report.get("epoch"), report.get("progress"),
-                    report.get("loss"), batch[0], batch[1], report.get("total_bsz"),
-                    metrics[-1][2] if metrics else None, report.get("state"),
+        def row(time_s: float, job_id: str, report: Report) -> tuple[Any, ...]:
+            batch = report.batch or (None, None)
+            metrics = report.metrics
+            resumed = report.resumed or {}
+            grad = (report.estimator or {}).get("grad") or {}
+            first = report.first_step_time
+            return (job_id, time_s, report.launch, report.world_size,
+                    report.steps, report.epoch, report.progress,
+                    report.loss, batch[0], batch[1], report.total_bsz,
+                    metrics[-1][2] if metrics else None, report.state,
                     resumed.get("steps"), resumed.get("loss"), grad.get("sqr"), grad.get("var"),
-                    None if first is None else float(first) - origin,
-                    launch_start(report.get("resumed")).value,
-                    gpu if isinstance(gpu := report.get("gpu_type"), str) else None)
+                    None if first is None else first - origin,
+                    launch_start(report.resumed).value, report.gpu_type)
 
         self._exec_many(
             "INSERT INTO telemetry(job_id, time_s, launch, world_size, steps, epoch, progress, "

@@ -22,15 +22,15 @@ from typing import Any
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
 from corral.core.jobs import Assignment, BatchConfig, JobSpec, LrRule
-from corral.executors.backend import Backend
 from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
 from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated.clock import EmulatedClock, LockstepClock
 from corral.executors.resize import IN_PLACE
+from corral.executors.runtime import Runtime
 from corral.protocol.env import JobConfig
 from corral.protocol.files import atomic_write_json
-from corral.protocol.report import REPORT_FILE
+from corral.protocol.report import REPORT_FILE, Report
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover, mechanism_named
 from corral.sim.truth.base import AppTruth
@@ -56,7 +56,7 @@ class _Job:
     first_step_s: float | None = None  # emulated time its first step ends (after the pause)
     first_step_reported: bool = False
     resumed: dict[str, Any] | None = None
-    report: dict[str, Any] | None = None
+    report: Report | None = None
     reported_s: float = -float("inf")  # emulated time of the last report
     reported_epoch: int = 0
     world: int = 0  # workers of the latest launch
@@ -92,12 +92,12 @@ class EmulatedExecutor(Executor):
         self.checkpoint_interval_s = checkpoint_interval_s
         _warm_up(self.truth)  # imports and first fits cost real time: not on the emulated clock
         self._lock = threading.RLock()  # the jobs' state; held by the clock's `instant` too
-        #: the clock the service keeps its time by (`emulated_backend`): running N times real
+        #: the clock the service keeps its time by (`emulated_runtime`): running N times real
         #: time, or in lock step with the service's loop (its jobs advanced at each step)
         self.clock = (LockstepClock(time_scale, world=self._lock, advance=self._advance_all)
                       if lockstep else
                       EmulatedClock.resumed(self.data_dir, time_scale, world=self._lock))
-        #: the submission check the service makes (`emulated_backend`); each job is checked too
+        #: the submission check the service makes (`emulated_runtime`); each job is checked too
         self.known_apps = KnownApps(self.truth)
         self._checkpoints = CheckpointFile(self.data_dir / CHECKPOINT_DB)
         # checkpoints not written yet, by job: (sequence number, state); those of jobs whose
@@ -186,7 +186,7 @@ class EmulatedExecutor(Executor):
                               (0,) * j.world if j.state is ExecState.DONE else (), j.message,
                               j.workers if running else (), j.started_at, tuple(j.events))
 
-    def report(self, job_id: str) -> dict[str, Any] | None:
+    def report(self, job_id: str) -> Report | None:
         with self._lock:
             j = self._jobs.get(job_id)
             return j.report if j is not None else None
@@ -563,7 +563,7 @@ class EmulatedExecutor(Executor):
                                 and j.first_step_s is not None else None),
             "pid": None, "events": [],
         }
-        j.report, j.reported_s, j.reported_epoch = doc, now, sim.epoch
+        j.report, j.reported_s, j.reported_epoch = Report.parse(doc), now, sim.epoch
         if state != "running":
             atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
 
@@ -668,8 +668,8 @@ def _warm_up(truth: Any) -> None:
             return
 
 
-def emulated_backend(data_dir: str | Path, **options: Any) -> Backend:
+def emulated_runtime(data_dir: str | Path, **options: Any) -> Runtime:
     """The emulated executor with what the service takes from it: its clock and its check of
     each submission's model."""
     executor = EmulatedExecutor(data_dir, **options)
-    return Backend(executor, clock=executor.clock, check_app=executor.known_apps)
+    return Runtime(executor, clock=executor.clock, check_app=executor.known_apps)

@@ -26,13 +26,13 @@ from ray.exceptions import RayError
 
 from corral.core.cluster import Cluster
 from corral.core.errors import InputError
+from corral.executors.backend import Polled
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import EARLY_READY_TIMEOUT_S, EarlyStarts
-from corral.executors.lifecycle import JobRecord, JobTableExecutor
+from corral.executors.lifecycle import LOST, JobRecord, JobTable
 from corral.executors.ray.early import RayEarlyStart
 from corral.executors.ray.inplace import RayInPlace
 from corral.executors.ray.launch import (
-    LOST,
     Launcher,
     LaunchError,
     Target,
@@ -42,11 +42,11 @@ from corral.executors.ray.launch import (
 )
 from corral.executors.ray.nodes import NodeTable
 from corral.executors.ray.resize import PidLookup, RayResize
-from corral.executors.ray.seats import RayEarlySeats, lost_note
+from corral.executors.ray.seats import RayEarlySeats
 from corral.executors.resize import IN_PLACE, check_mechanism
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 
-__all__ = ["RayExecutor", "connect"]
+__all__ = ["RayExecutor", "RayWorkers", "connect"]
 
 log = logging.getLogger("corral.executors.ray.executor")
 
@@ -62,8 +62,8 @@ class _Job(JobRecord):
     early: RayEarlyStart | None = None  # its next launch, started early
 
 
-class RayExecutor(JobTableExecutor[_Job]):
-    """Runs workers as Ray actors; see the module docstring.
+class RayExecutor(JobTable[_Job]):
+    """Runs workers as Ray actors: the job table over `RayWorkers`; see the module docstring.
 
     Options (the CLI passes them through `corral serve`): `address` (default $RAY_ADDRESS; none:
     start a single-node Ray here with `slots` CPUs), `resource` (default $CORRAL_RAY_RESOURCE,
@@ -77,8 +77,6 @@ class RayExecutor(JobTableExecutor[_Job]):
     cluster."""
 
     name = "ray"
-    _job_type = _Job
-    _join_timeout_s = 10.0
 
     def __init__(self, data_dir: str | Path, *, address: str | None = None,
                  resource: str | None = None, storage: str | Path | None = None,
@@ -100,46 +98,130 @@ class RayExecutor(JobTableExecutor[_Job]):
             "GPU" if ray.cluster_resources().get("GPU", 0) >= 1 else "CPU")
         self.data_dir = Path(data_dir)
         self.storage = Path(storage or os.environ.get("CORRAL_RAY_STORAGE") or self.data_dir)
-        self.nodes_poll_s = nodes_poll_s
-        self.launcher = Launcher(resource, secrets.token_hex(3), sandbox=(
+        launcher = Launcher(resource, secrets.token_hex(3), sandbox=(
             sandbox, tuple(dict.fromkeys([str(self.data_dir), str(self.storage)]))))
-        self.node_table = NodeTable(resource)
-        if not self.node_table.update(ray.nodes()):  # nodes may still join (an autoscaler)
-            log.warning("no Ray node offers the %r resource yet: the cluster is empty", resource)
-        self._nodes_at = time.monotonic()
-        #: the seats and worker sets of early starts (corral.executors.ray.seats)
-        self.early_seats = RayEarlySeats(self)
-        #: in-place resizes (corral.executors.ray.inplace), used when `mechanism` is in-place
-        self.resizer = RayInPlace(self)
-        super().__init__(self.storage, thread_name="corral-ray-executor", max_retries=max_retries,
-                         stop_timeout_s=stop_timeout_s, crash_grace_s=crash_grace_s,
-                         report_interval_s=report_interval_s,
+        #: the backend: Ray's nodes and each job's worker actors
+        self.workers = RayWorkers(self, launcher, NodeTable(resource), nodes_poll_s)
+        super().__init__(self.storage, self.workers, _Job, thread_name="corral-ray-executor",
+                         max_retries=max_retries, stop_timeout_s=stop_timeout_s,
+                         crash_grace_s=crash_grace_s, report_interval_s=report_interval_s,
                          checkpoint_interval_s=checkpoint_interval_s, poll_s=poll_s,
-                         retry_backoff_s=retry_backoff_s,
-                         early=EarlyStarts(self, self.early_seats, timeout_s=early_timeout_s)
-                         if early_init else None,
-                         inplace=self.resizer if self.mechanism == IN_PLACE else None)
+                         retry_backoff_s=retry_backoff_s, join_timeout_s=10.0,
+                         early=EarlyStarts(self, RayEarlySeats(self.workers),
+                                           timeout_s=early_timeout_s) if early_init else None,
+                         inplace=RayInPlace(self.workers) if self.mechanism == IN_PLACE else None)
 
     @property
     def resource(self) -> str:
-        return self.launcher.resource
-
-    # -- the contract (the rest is JobTableExecutor's) ------------------------------------------
-    def cluster(self) -> Cluster:
-        with self._lock:
-            return self.node_table.cluster()
+        return self.workers.launcher.resource
 
     def node_ids(self) -> tuple[str, ...]:
         """Ray node ids in the order of `cluster()`'s nodes."""
-        with self._lock:
-            return tuple(n.node_id for n in self.node_table.nodes)
+        with self.lock:
+            return tuple(n.node_id for n in self.workers.node_table.nodes)
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        super().shutdown(timeout_s)
+        if self._owns_ray:
+            ray.shutdown()
+
+
+class RayWorkers:
+    """The Ray backend (`corral.executors.backend.Backend`): Ray's node table and each job's
+    worker set (`WorkerSet`, corral.executors.ray.launch), one actor per worker."""
+
+    def __init__(self, table: JobTable[_Job], launcher: Launcher, node_table: NodeTable,
+                 nodes_poll_s: float) -> None:
+        self.table = table
+        self.launcher = launcher
+        self.node_table = node_table
+        self.nodes_poll_s = nodes_poll_s
+        if not node_table.update(ray.nodes()):  # nodes may still join (an autoscaler)
+            log.warning("no Ray node offers the %r resource yet: the cluster is empty",
+                        launcher.resource)
+        self._nodes_at = time.monotonic()
+
+    # -- where workers go -----------------------------------------------------------------------
+    def cluster(self) -> Cluster:
+        with self.table.lock:
+            return self.node_table.cluster()
+
+    def target(self, job_id: str, plan: WorkerPlan) -> Target:
+        """The plan resolved to Ray nodes; one naming a node that has gone is packed."""
+        if plan.num_workers < 1:
+            raise ValueError(f"job {job_id}: a placement needs at least one worker")
+        nodes = self.node_table.resolve(plan.placement)
+        if nodes is None:
+            count = min(plan.num_workers, max(self.node_table.total_slots, 1))
+            self.table.files.note(job_id, f"placement {plan.placement} does not fit the nodes now "
+                                  f"({self.node_table.cluster().describe()}); packing {count} worker(s)")
+            return Target.of(plan, None, count)
+        return Target.of(plan, nodes, plan.num_workers)
+
+    def refresh(self) -> None:
+        """Re-read Ray's node table every `nodes_poll_s`."""
+        try:
+            if time.monotonic() - self._nodes_at >= self.nodes_poll_s:
+                nodes = ray.nodes()
+                with self.table.lock:
+                    self.node_table.update(nodes)
+                self._nodes_at = time.monotonic()
+        except RayError:
+            pass  # the GCS is briefly unreachable: keep the last table
+
+    # -- a job's worker set -------------------------------------------------------------------
+    def workers(self, j: _Job) -> tuple[str, ...] | None:
+        return j.ws.live_names if j.ws is not None else None
+
+    def poll(self, j: _Job) -> Polled | None:
+        ws = j.ws
+        if ws is None:
+            return None
+        if not ws.started:
+            if j.state is ExecState.STOPPING:  # called off before any process started
+                self.table.exited(j)
+            elif j.target != ws.target or (  # re-placed, or its node left, while reserving
+                    ws.target.nodes is not None and not self.node_table.still_fits(ws.target.nodes)):
+                self.table.requeue(j)
+            elif ready(*ws.waiting):
+                (self._create_actors if ws.phase == "pg" else self._start_workers)(j)
+            return None
+        if ws.phase == "start" and ready(*ws.starts):
+            error = ws.start_error()
+            if error:
+                self.table.fail(j, error)
+                return None
+            ws.phase = "run"
+        ws.collect()
+        return Polled(ws.codes, ws.target)
+
+    def signal(self, j: _Job, signum: int) -> None:
+        """`signum` to the workers; a SIGKILL after the first (the job is past its stop
+        deadline again) kills their actors."""
+        if j.ws is None:  # (a job starting early has none yet)
+            return
+        if signum == signal.SIGKILL and j.killed > 0:
+            j.ws.kill_actors(only_running=True)
+        else:
+            j.ws.signal(signum)
+
+    def release(self, j: _Job) -> list[int] | None:
+        """Kill the job's actors and free its placement groups, but those promised to a job
+        starting early on them (they pass to it)."""
+        ws = j.ws
+        if ws is None:
+            return None
+        codes = [c if c is not None else LOST for c in ws.codes] if ws.started else None
+        ws.release(keep=self.handed_groups())
+        j.ws = None
+        return codes
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """Actors of an earlier executor in a Ray driver that is still alive (one whose driver
         died took its actors along: nothing is left to stop)."""
         prefix = f"corral-{job_id}-"
         actors: list[Any] = []  # (like WorkerSet.actors: ray types a handle's methods as Never)
-        for name in sorted({str(w) for w in [*workers, *self.files.recorded_workers(job_id)]
+        for name in sorted({str(w) for w in [*workers, *self.table.files.recorded_workers(job_id)]
                             if str(w).startswith(prefix)}):
             try:
                 actors.append(ray.get_actor(name))
@@ -147,122 +229,27 @@ class RayExecutor(JobTableExecutor[_Job]):
                 continue
         if not actors:
             return
-        self.files.note(job_id, f"stopping {len(actors)} worker(s) left by an earlier service")
+        self.table.files.note(job_id, f"stopping {len(actors)} worker(s) left by an earlier service")
         waits = [a.wait.remote() for a in actors]
         for a in actors:
             a.signal.remote(signal.SIGTERM)
-        ray.wait(waits, num_returns=len(waits), timeout=self.stop_timeout_s)
+        ray.wait(waits, num_returns=len(waits), timeout=self.table.stop_timeout_s)
         for a in actors:
             ray.kill(a, no_restart=True)
         ray.wait(waits, num_returns=len(waits), timeout=5.0)
 
-    def shutdown(self, timeout_s: float = 30.0) -> None:
-        super().shutdown(timeout_s)
-        if self._owns_ray:
-            ray.shutdown()
-
-    # -- hooks --------------------------------------------------------------------------------
-    def _target_for(self, job_id: str, plan: WorkerPlan) -> Target:
-        """The plan resolved to Ray nodes; one naming a node that has gone is packed."""
-        if plan.num_workers < 1:
-            raise ValueError(f"job {job_id}: a placement needs at least one worker")
-        nodes = self.node_table.resolve(plan.placement)
-        if nodes is None:
-            count = min(plan.num_workers, max(self.node_table.total_slots, 1))
-            self.files.note(job_id, f"placement {plan.placement} does not fit the nodes now "
-                            f"({self.node_table.cluster().describe()}); packing {count} worker(s)")
-            return Target.of(plan, None, count)
-        return Target.of(plan, nodes, plan.num_workers)
-
-    def _refresh(self) -> None:
-        """Re-read Ray's node table every `nodes_poll_s`."""
-        try:
-            if time.monotonic() - self._nodes_at >= self.nodes_poll_s:
-                nodes = ray.nodes()
-                with self._lock:
-                    self.node_table.update(nodes)
-                self._nodes_at = time.monotonic()
-        except RayError:
-            pass  # the GCS is briefly unreachable: keep the last table
-
-    @staticmethod
-    def _codes_note(codes: Sequence[int]) -> str:
-        return lost_note(codes)
-
-    def has_workers(self, j: _Job) -> bool:
-        return j.ws is not None or j.resize is not None or j.early is not None
-
-    def _live_workers(self, j: _Job) -> tuple[str, ...]:
-        return j.ws.live_names if j.ws else ()
-
-    def _advance(self, j: _Job) -> None:
-        if self.advance_in_flight(j):
-            return
-        ws = j.ws
-        if ws is None:
-            return
-        if not ws.started:
-            if j.state is ExecState.STOPPING:  # called off before any process started
-                self.exited(j)
-            elif j.target != ws.target or (  # re-placed, or its node left, while reserving
-                    ws.target.nodes is not None and not self.node_table.still_fits(ws.target.nodes)):
-                self._requeue(j)
-            elif ready(*ws.waiting):
-                (self._create_actors if ws.phase == "pg" else self._start_workers)(j)
-            return
-        if ws.phase == "start" and ready(*ws.starts):
-            error = ws.start_error()
-            if error:
-                self._fail(j, error)
-                return
-            ws.phase = "run"
-        ws.collect()
-        self._watch(j, ws.codes, ws.target)
-
-    def _signal(self, j: _Job, signum: int) -> None:
-        if j.ws is not None:  # (a job starting early has none yet)
-            j.ws.signal(signum)
-
-    def _escalate(self, j: _Job) -> None:
-        """SIGKILL the workers, then kill their actors."""
-        assert j.ws is not None
-        if j.killed == 0:
-            j.ws.signal(signal.SIGKILL)
-        else:
-            j.ws.kill_actors(only_running=True)
-        j.deadline = time.monotonic() + 5.0
-
-    def _final_codes(self, j: _Job) -> list[int] | None:
-        return ([c if c is not None else LOST for c in j.ws.codes]
-                if j.ws is not None and j.ws.started else None)
-
-    def _release(self, j: _Job) -> None:
-        """Kill the job's actors and free its placement groups, but those promised to a job
-        starting early on them (they pass to it)."""
-        if j.resize is not None:
-            self.resizer.drop(j)
-        if j.early is not None:
-            self.early_seats.drop(j)
-        if j.ws is not None:
-            j.ws.release(keep=self.handed_groups())
-            j.ws = None
-
-    def _requeue(self, j: _Job) -> None:
-        self._release(j)
-        j.state, j.queued_at = ExecState.QUEUED, time.monotonic()
-
     # -- launching ----------------------------------------------------------------------------
-    def _try_start(self, j: _Job) -> None:
+    def start(self, j: _Job) -> None:
         assert j.target is not None
         if j.target.nodes is not None and not self.node_table.still_fits(j.target.nodes):
             count = min(j.target.count, max(self.node_table.total_slots, 1))
-            self.files.note(j.launch.job_id, f"a node of its placement has left; packing {count} "
+            self.table.files.note(j.launch.job_id, f"a node of its placement has left; packing {count} "
                             "worker(s) wherever they fit")
             j.target = Target.of(j.target.plan, None, count)
         try:
             j.ws = self.launcher.reserve(j.target)
         except LaunchError as exc:
-            self._fail(j, str(exc))
+            self.table.fail(j, str(exc))
 
     def _create_actors(self, j: _Job) -> None:
         assert j.ws is not None
@@ -273,11 +260,11 @@ class RayExecutor(JobTableExecutor[_Job]):
         """Rank 0's actor is up: start every worker with the rendezvous at its node."""
         assert j.ws is not None
         if not self.start_set(j, j.ws):
-            self._requeue(j)
+            self.table.requeue(j)
             return
         j.state, j.started_at = ExecState.RUNNING, time.time()
         j.launches += 1
-        self.files.record_workers(j.launch.job_id, j.ws.names)
+        self.table.files.record_workers(j.launch.job_id, j.ws.names)
 
     def start_set(self, j: _Job, ws: WorkerSet, extra: dict[str, str] | None = None,
                   devices: Sequence[Sequence[str] | None] = ()) -> bool:
@@ -288,10 +275,10 @@ class RayExecutor(JobTableExecutor[_Job]):
         try:
             master_addr, master_port = self.launcher.rendezvous(ws)
         except RayError as exc:
-            self.files.note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
+            self.table.files.note(job.job_id, f"worker actor lost while starting: {type(exc).__name__}")
             return False
         batch = ws.target.plan.batch
-        base = {**self.worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
+        base = {**self.table.worker_env(j, batch, ws.num_nodes, gpu=self.launcher.gpu), **(extra or {})}
         k = len(ws.actors)
         envs = [{**base, **WorkerEnv(rank=rank, world_size=k, local_rank=local_rank,
                                      local_world_size=local_size, master_addr=master_addr,
@@ -299,16 +286,16 @@ class RayExecutor(JobTableExecutor[_Job]):
                                      backend=self.launcher.backend).to_env(),
                  ENV_GPU_TYPE: self.node_table.type_of(node)}
                 for rank, (_, node, local_rank, local_size) in enumerate(ws.slots)]
-        self.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
-                        f"{ws.placement} ({self.resource})"
+        self.table.files.note(job.job_id, f"launch {j.launches}: {k} worker(s) as Ray actors on "
+                        f"{ws.placement} ({self.launcher.resource})"
                         + (f", batch {batch.local_bsz}x{batch.accum_steps + 1}" if batch else "")
                         + f", rendezvous {master_addr}:{master_port}")
         self.launcher.start(ws, job.command, job.cwd, envs,
-                            [str(self.files.log_path(job.job_id, r)) for r in range(k)], devices)
+                            [str(self.table.files.log_path(job.job_id, r)) for r in range(k)], devices)
         return True
 
     # -- early initialisation (corral.executors.early: the sequence; ray.seats: the seats) ------
     def handed_groups(self) -> set[str]:
         """Ids of the donors' placement groups promised to jobs starting early: a donor that
         gives its slot up leaves them in place (they pass to the incoming job)."""
-        return {s.pg.id.hex() for s in (self.early.promised_slots() if self.early else [])}
+        return {s.pg.id.hex() for s in (self.table.early.promised_slots() if self.table.early else [])}

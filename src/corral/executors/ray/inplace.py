@@ -22,7 +22,8 @@ from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
 if TYPE_CHECKING:
-    from corral.executors.ray.executor import RayExecutor, _Job
+    from corral.executors.lifecycle import JobTable
+    from corral.executors.ray.executor import RayWorkers, _Job
 
 __all__ = ["RayInPlace", "PID_TIMEOUT_S"]
 
@@ -31,10 +32,14 @@ PID_TIMEOUT_S = 10.0
 
 
 class RayInPlace:
-    """The Ray executor's in-place resizes (`corral.executors.resize.InPlaceResizer`)."""
+    """The Ray backend's in-place resizes (`corral.executors.resize.InPlaceResizer`)."""
 
-    def __init__(self, ex: RayExecutor) -> None:
-        self.ex = ex
+    def __init__(self, ex: RayWorkers) -> None:
+        self.ex = ex  # the backend (launcher, node table); its job table: `table`
+
+    @property
+    def table(self) -> JobTable[_Job]:
+        return self.ex.table
 
     def begin(self, j: _Job) -> bool:
         """Resize in place when the job and the move allow it (False: checkpoint-restart; the
@@ -57,12 +62,12 @@ class RayInPlace:
                 joiners = self.ex.launcher.reserve(Target.of(target.plan, plan.joiners,
                                                              sum(c for _, c in plan.joiners)))
             except LaunchError as exc:
-                self.ex.event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
+                self.table.event(j, "resize-fallback", f"in-place resize: {exc}; resizing by "
                               "checkpoint-restart instead")
                 return False
-        j.resize = RayResize(target, self.ex.launch_number(j), plan, joiners,
+        j.resize = RayResize(target, self.table.launch_number(j), plan, joiners,
                              [ws.actors[0].address.remote()])
-        self.ex.files.note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
+        self.table.files.note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
                            f"{plan.new_world} worker(s) (generation {j.resize.generation})")
         return True
 
@@ -80,7 +85,7 @@ class RayInPlace:
             if time.monotonic() < lookup.deadline:
                 return None
             j.pid_lookup = None
-            self.ex.files.note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
+            self.table.files.note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
                                f"{PID_TIMEOUT_S:g} s; resizing by checkpoint-restart")
             return False
         try:
@@ -90,7 +95,7 @@ class RayInPlace:
         if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
             j.pid_lookup = None
             return False
-        return runs_corral_train(self.ex.report(j.launch.job_id), self.ex.launch_number(j) - 1, pid)
+        return runs_corral_train(self.table.report(j.launch.job_id), self.table.launch_number(j) - 1, pid)
 
     def advance(self, j: _Job) -> None:
         """One look at the resize under way: start the new workers, send the request once
@@ -102,7 +107,7 @@ class RayInPlace:
             r.joiners.collect()
         joiner_codes = r.joiners.codes if r.joiners is not None else []
         if r.phase == "joining":
-            if self.ex.joining_ended(j, r.target, ws.codes, joiner_codes):
+            if self.table.joining_ended(j, r.target, ws.codes, joiner_codes):
                 return
             if r.master is None:
                 if ready(*r.address):
@@ -110,20 +115,20 @@ class RayInPlace:
             elif r.joiners is not None and not r.joiners.started:
                 self._start_joiners(j)
             elif r.joiners is not None and ready(*r.joiners.starts) and r.joiners.start_error():
-                self.ex.fall_back(j, f"a new worker could not start: {r.joiners.start_error()}")
-            elif r.joiner_ranks <= ready_ranks(self.ex.files.control_dir(j.launch.job_id), r.generation):
+                self.table.fall_back(j, f"a new worker could not start: {r.joiners.start_error()}")
+            elif r.joiner_ranks <= ready_ranks(self.table.files.control_dir(j.launch.job_id), r.generation):
                 self._send_request(j)
             return
-        report = self.ex.report(j.launch.job_id)
-        if (report and report.get("launch") == r.generation
-                and report.get("world_size") == r.plan.new_world):
+        report = self.table.report(j.launch.job_id)
+        if (report is not None and report.launch == r.generation
+                and report.world_size == r.plan.new_world):
             self._take_new_set(j)
             return
         why = regroup_failure(ws.codes, r.plan.leaving, joiner_codes)
         if why:
-            self.ex.fall_back(j, why)
+            self.table.fall_back(j, why)
         elif r.timed_out():
-            self.ex.fall_back(j, "the new process group did not report in time")
+            self.table.fall_back(j, "the new process group did not report in time")
 
     def _start_joiners(self, j: _Job) -> None:
         """The joiners' groups are reserved: create their actors, then start them with the new
@@ -140,7 +145,7 @@ class RayInPlace:
             return
         assert r.master is not None
         nodes = [ws.nodes[rank] for rank in r.plan.staying] + js.nodes
-        base = self.ex.worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.ex.launcher.gpu)
+        base = self.table.worker_env(j, r.target.plan.batch, len(set(nodes)), gpu=self.ex.launcher.gpu)
         base[ENV_JOIN_GENERATION] = str(r.generation)
         envs, first = [], len(r.plan.staying)
         for i, (local_rank, local_size) in enumerate(local_ranks(nodes)[first:]):
@@ -150,7 +155,7 @@ class RayInPlace:
                 backend=self.ex.launcher.backend).to_env(),
                 ENV_GPU_TYPE: self.ex.node_table.type_of(nodes[first + i])})
         self.ex.launcher.start(js, job.command, job.cwd, envs,
-                               [str(self.ex.files.log_path(job.job_id, first + i)) for i in range(len(envs))])
+                               [str(self.table.files.log_path(job.job_id, first + i)) for i in range(len(envs))])
 
     def _send_request(self, j: _Job) -> None:
         r, ws = j.resize, j.ws
@@ -158,7 +163,7 @@ class RayInPlace:
         batch = r.target.plan.batch
         nodes = {ws.nodes[rank] for rank in r.plan.staying} | set(
             r.joiners.nodes if r.joiners is not None else ())
-        write_request(self.ex.files.control_dir(j.launch.job_id), ResizeRequest(
+        write_request(self.table.files.control_dir(j.launch.job_id), ResizeRequest(
             r.generation, r.plan.new_world, r.master[0], r.master[1], dict(r.plan.ranks),
             batch=(batch.local_bsz, batch.accum_steps) if batch else None,
             num_nodes=len(nodes), launch=r.generation))
@@ -180,8 +185,8 @@ class RayInPlace:
         j.ws.placement = self.ex.node_table.placement_of(j.ws.nodes)
         j.plan, j.started_at = WorkerPlan(j.ws.placement, r.target.plan.batch), time.time()
         j.launches += 1
-        self.ex.files.record_workers(job.job_id, j.ws.names)
-        self.ex.event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
+        self.table.files.record_workers(job.job_id, j.ws.names)
+        self.table.event(j, "resized", f"launch {r.generation}: resized in place from {len(old.actors)} "
                       f"to {r.plan.new_world} worker(s) {r.took()}")
 
     def drop(self, j: _Job) -> None:

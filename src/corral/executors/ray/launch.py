@@ -24,6 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from corral.core.cluster import Placement
 from corral.core.jobs import BatchConfig
 from corral.executors.base import WorkerPlan
+from corral.executors.lifecycle import LOST
 from corral.executors.ray.nodes import NodeTable, bundles_for, packed_bundles, ranks_by_node
 from corral.executors.ray.worker import WorkerActor
 from corral.ray_connect import check_address, connect
@@ -31,7 +32,6 @@ from corral.ray_connect import check_address, connect
 __all__ = ["Target", "WorkerSet", "Launcher", "LaunchError", "connect", "check_address", "ready",
            "remove_groups", "seat_key", "LOST"]
 
-LOST = -128  # exit status recorded for a worker whose actor died: no real status
 
 
 class LaunchError(Exception):

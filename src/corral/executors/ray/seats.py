@@ -14,9 +14,9 @@ from ray.exceptions import RayError
 
 from corral.executors.base import ExecState, WorkerPlan
 from corral.executors.early import EarlyStart, plan_slots
+from corral.executors.lifecycle import lost_note
 from corral.executors.ray.early import RayEarlyStart, Seat, leaving_ranks
 from corral.executors.ray.launch import (
-    LOST,
     LaunchError,
     Target,
     WorkerSet,
@@ -27,21 +27,21 @@ from corral.executors.ray.launch import (
 from corral.protocol.early import ENV_EARLY_START
 
 if TYPE_CHECKING:
-    from corral.executors.ray.executor import RayExecutor, _Job
+    from corral.executors.lifecycle import JobTable
+    from corral.executors.ray.executor import RayWorkers, _Job
 
-__all__ = ["RayEarlySeats", "lost_note"]
-
-
-def lost_note(codes: Sequence[int]) -> str:
-    """What a note about these exit statuses adds when a worker was lost."""
-    return " - worker(s) lost: their node left or their actor died" if LOST in codes else ""
+__all__ = ["RayEarlySeats"]
 
 
 class RayEarlySeats:
-    """The Ray executor's side of early starts (`corral.executors.early.EarlySlots`)."""
+    """The Ray backend's side of early starts (`corral.executors.early.EarlySlots`)."""
 
-    def __init__(self, ex: RayExecutor) -> None:
-        self.ex = ex
+    def __init__(self, ex: RayWorkers) -> None:
+        self.ex = ex  # the backend (launcher, node table); its job table: `table`
+
+    @property
+    def table(self) -> JobTable[_Job]:
+        return self.ex.table
 
     def _held_nodes(self, j: _Job) -> Counter[str] | None:
         """How many slots job `j` holds on each node, by the executor's books (None when a
@@ -65,7 +65,7 @@ class RayEarlySeats:
         """Each node's slots that no job of this executor holds, as free seats (None while a
         reservation is not tied to nodes)."""
         held: Counter[str] = Counter()
-        for j in self.ex.jobs():
+        for j in self.table.jobs():
             h = self._held_nodes(j)
             if h is None:
                 return None
@@ -99,8 +99,8 @@ class RayEarlySeats:
     def _donor_seats(self) -> dict[str, dict[str, list[Seat]]]:
         """Running jobs that give slots up and are not let go yet: per node, the seats each
         gives up that nobody was promised (only jobs with a placement group per worker)."""
-        assert self.ex.early is not None  # (asked by its sequence only)
-        promised, donors = self.ex.early.open_donors()
+        assert self.table.early is not None  # (asked by its sequence only)
+        promised, donors = self.table.early.open_donors()
         found: dict[str, dict[str, list[Seat]]] = {}
         for d in donors:
             if (d.state is not ExecState.RUNNING or d.ws is None or d.ws.phase != "run"
@@ -116,7 +116,7 @@ class RayEarlySeats:
         """The donor still has `seat` in its worker set."""
         if seat.donor is None:  # a free seat: no donor
             return False
-        d = self.ex.job(seat.donor)
+        d = self.table.job(seat.donor)
         return d is not None and d.ws is not None and seat.key in d.ws.seat_keys()
 
     def plan(self, j: _Job) -> tuple[list[Seat], dict[str, list[Seat]]] | None:
@@ -176,7 +176,7 @@ class RayEarlySeats:
                             for seat, _, _, _ in ws.slots]
                 if not self.ex.start_set(j, ws, {ENV_EARLY_START: str(e.generation)}, per_rank):
                     return "its rank 0's actor was lost while starting"
-                self.ex.files.record_workers(job_id, ws.names)
+                self.table.files.record_workers(job_id, ws.names)
         elif ws.phase == "start" and ready(*ws.starts):
             error = ws.start_error()
             if error:
@@ -209,7 +209,7 @@ class RayEarlySeats:
         ws.pgs.extend(s.pg for s in e.donated)
         j.ws = ws
         j.plan = WorkerPlan(ws.placement, j.target.plan.batch)
-        self.ex.files.record_workers(j.launch.job_id, ws.names)
+        self.table.files.record_workers(j.launch.job_id, ws.names)
 
     def drop(self, j: _Job) -> None:
         """End the early workers and free the placement groups they reserved, and the donated

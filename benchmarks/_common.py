@@ -1,4 +1,5 @@
-"""Shared bits of the benchmark scripts: where the shared data is, and what machine this is."""
+"""Shared bits of the benchmark scripts: where the shared data is, what machine this is, and
+printed lines kept for an `--out` file."""
 
 from __future__ import annotations
 
@@ -43,3 +44,19 @@ def require(path: Path) -> Path:
     ds = datasets.dataset_of(rel) if rel else None
     fetch = f"; `corral data fetch {ds.name}` downloads it" if ds else ""
     raise SystemExit(f"skipped: {path} not found (the shared data sits beside the repo){fetch}")
+
+
+class Printed:
+    """`say(line)` prints a line and keeps it; `save(path)` writes the kept lines (a script's
+    `--out FILE`: what it printed, as it printed it), nothing when `path` is None."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def save(self, path: Path | None) -> None:
+        if path is not None:
+            path.write_text("\n".join(self.lines) + "\n")

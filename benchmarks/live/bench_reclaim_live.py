@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
-from _common import machine
+from _common import Printed, machine
 from bench_mechanism_live import ADAPTIVE, POLICY_SETTINGS, REPO  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "service"))
@@ -223,11 +223,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="also write the printed output here")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
-    printed: list[str] = []
-
-    def out(line: str) -> None:
-        print(line)
-        printed.append(line)
+    out = Printed()
     wanted = set(filter(None, args.only.split(",")))
     setups = [s for s in SETUPS if not wanted or s.label in wanted]
     out(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
@@ -250,8 +246,7 @@ def main() -> None:
                     f"load {row['load']:.1f})")
     for line in table(runs):
         out(line)
-    if args.out:
-        args.out.write_text("\n".join(printed) + "\n")
+    out.save(args.out)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "service"))
 import livecluster as live  # noqa: E402  (the tests' helper that runs `corral serve`)
-from _common import machine  # noqa: E402
+from _common import Printed, machine  # noqa: E402
 from bench_faults import attack_matrix  # noqa: E402
 from bench_mechanism_live import ADAPTIVE  # noqa: E402
 from bench_reclaim_live import _origin, first  # noqa: E402
@@ -458,11 +458,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="also write the printed output here")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    printed: list[str] = []
-
-    def say(line: str) -> None:
-        print(line)
-        printed.append(line)
+    say = Printed()
     wanted = set(filter(None, args.only.split(",")))
     setups = [s for s in SETUPS if not wanted or s.policy in wanted]
     say(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
@@ -482,8 +478,7 @@ def main() -> None:
                 say("  in-job attack matrix (an nlp job; each refused with its OS error):")
                 for what, got in a.attempts:
                     say(f"    {what:<60} {got}")
-    if args.out:
-        args.out.write_text("\n".join(printed) + "\n")
+    say.save(args.out)
 
 
 if __name__ == "__main__":

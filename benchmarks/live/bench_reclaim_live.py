@@ -92,6 +92,20 @@ def first(events: list[dict], kind: str, after: float, prefix: str = "") -> floa
                  and e["detail"].startswith(prefix)), None)
 
 
+def close_run(svc: live.LiveService, tenants: list, ids: list[str], label: str) -> None:
+    """The end of a run, however it went: the tenants' clients closed, the jobs still listed
+    in `ids` cancelled (a failure to is said, not raised: the run's figures stand) and the
+    service stopped."""
+    for client in tenants:
+        client.close()
+    if svc.client is not None and ids:
+        try:
+            svc.cancel_all(ids, timeout_s=60)
+        except Exception as exc:  # noqa: BLE001 - say it, and stop the service anyway
+            print(f"  ({label}: cancelling its jobs: {exc})")
+    svc.close()
+
+
 def run(setup: Setup, directory: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One live run of `setup`; its measurements, in seconds after b's submission."""
     directory.mkdir(parents=True)
@@ -133,14 +147,7 @@ def run(setup: Setup, directory: Path, args: argparse.Namespace) -> dict[str, An
         origin = _origin(directory)
         b_launch = (directory / "jobs" / b_id / "workers.json").stat().st_mtime - origin
     finally:
-        for client in tenants:
-            client.close()
-        if svc.client is not None and ids:
-            try:
-                svc.cancel_all(ids, timeout_s=60)
-            except Exception as exc:  # noqa: BLE001 - the run's figures stand; say it and stop
-                print(f"  ({setup.label}: cancelling its jobs: {exc})")
-        svc.close()
+        close_run(svc, tenants, ids, setup.label)
     t0 = first(jb["events"], "submitted", 0.0)
     assert t0 is not None
     rel = lambda t: None if t is None else t - t0  # noqa: E731

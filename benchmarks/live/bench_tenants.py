@@ -74,7 +74,7 @@ import livecluster as live  # noqa: E402  (the tests' helper that runs `corral s
 from _common import Printed, machine  # noqa: E402
 from bench_faults import attack_matrix  # noqa: E402
 from bench_mechanism_live import ADAPTIVE  # noqa: E402
-from bench_reclaim_live import _origin, first  # noqa: E402
+from bench_reclaim_live import _origin, close_run, first  # noqa: E402
 
 from corral.service.records import IN_PLACE  # noqa: E402
 from corral.service.store import Store  # noqa: E402
@@ -206,14 +206,7 @@ def run(setup: Setup, directory: Path, args: argparse.Namespace) -> dict[str, An
             except (AssertionError, TimeoutError) as exc:
                 out["attacks_failed"] = " ".join(str(exc).split())[:300]
     finally:
-        for client in tenants:
-            client.close()
-        if svc.client is not None and ids:
-            try:
-                svc.cancel_all(ids, timeout_s=60)
-            except Exception as exc:  # noqa: BLE001 - say it, and stop the service anyway
-                print(f"  ({setup.policy}: cancelling its jobs: {exc})")
-        svc.close()
+        close_run(svc, tenants, ids, setup.policy)
     out["load"] = os.getloadavg()[0]
     store = Store(data / "state.db")
     try:

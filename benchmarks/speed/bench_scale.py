@@ -365,6 +365,34 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   --trace-policies pollux`, at 3c19715), started at nice 19 beside those runs, was stopped
   after 2,889 s wall with 5.7 % of the 74,428 jobs finished (1.4 % at 2,069 s, when the day
   runs ended and it got CPU; 1.4 -> 5.7 % in the last 820 s), far from the 30-minute target.
+* Session of 2026-11-29 (second), same Intel machine: issue 45's pollux speed targets. Busiest
+  day at 3782325, plain CPU timers around its parts (load ~3-8): 177.1 s CPU, of which the
+  search 83.8 s, `Pollux.problem` 29.8 s (speed-up tables, and the fits it triggers), the
+  throughput fits 43.6 s (agents' and policy's together), the engine and agents the rest.
+  Per round (1,653 searches): 1,094 rounds had under 10 jobs (median 5 generations at
+  4.4 ms each over ~105 nodes, 30.8 s), 240 had 100 jobs or more (12-17 ms a generation).
+  206 of the searches (every 8th) replayed from their captured problem, generator state and
+  warm start at other populations: 100 -> 50 / 30 / 16 individuals cost 11.9 -> 6.3 / 4.8 /
+  3.2 s CPU, at a best fitness within 1 % of the 100's in 194 / 194 / 187 of the 206 (mean
+  ratio 0.999 / 0.998 / 0.998; rounds of 200+ jobs lose the most, 0.96 mean at 24). Whole
+  day, each rule patched in (CPU, avg JCT, restarts per job; the seeds alone move the avg JCT
+  884-991 s): 2 per job in [16, 100] 168.3 s, 1,056 s, 4.47; in [16, 32] 138.7 s, 1,066 s,
+  4.31; 16 always 151.9 s (another hour), 1,020 s, 4.21; 1 per job in [8, 32] 153.2 s,
+  1,060 s, 4.23 -- the search's CPU 65.7 / 36.6 / 31.9 / 35.8 s. Kept: on clusters above 64
+  nodes the population is 2 per job, between 16 and `pollux.large_population` (32; 0 = the
+  artifact's 100 there too): `search_population`. The 16-node clusters (the eight Pollux
+  workloads, the reference cells) keep 100, draw for draw. Side by side at 463295f
+  (`benchmarks/results/bench_scale_day_pollux_463295f.txt`, load ~7): 192.8 -> 132.2 s CPU
+  (1.46x; wall 637 -> 535 s under that load), 1,664 rounds both, avg JCT 1,097 -> 1,065 s,
+  restarts per job 4.48 -> 4.31, decide p50 147 -> 79 ms, p99 1.81 -> 1.47 s.
+  What is left, by a CPU-time cProfile (`cProfile.Profile(time.process_time)`) of the day's
+  first 6 hours after the change (51.9 s): the throughput fits 28.3 s (55 %: 995 distinct
+  fits, ~150 L-BFGS-B evaluations each; an adaptive job sees a new (N, K, m) whenever its
+  batch choice moves, and each makes it stale), the search 7.4 s, the speed-up tables 4.9 s,
+  the agents' one-allocation optimize 3.2 s. The fits alone (~44 s of the day) and the
+  engine and agents (~30 s) are above the 60 s target: it needs the fits compiled or fewer
+  of them (refitting on a new (N, K) only, say), both of which move every adaptive policy's
+  stored reference figures -- the team's call, not taken here.
 """
 
 from __future__ import annotations

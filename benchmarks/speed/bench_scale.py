@@ -387,6 +387,12 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   (`benchmarks/results/bench_scale_day_pollux_463295f.txt`, load ~7): 192.8 -> 132.2 s CPU
   (1.46x; wall 637 -> 535 s under that load), 1,664 rounds both, avg JCT 1,097 -> 1,065 s,
   restarts per job 4.48 -> 4.31, decide p50 147 -> 79 ms, p99 1.81 -> 1.47 s.
+  The patched trial of the kept rule, rerun beside the next one, gave the committed code's
+  figures exactly (1,664 rounds, avg JCT 1,065.5 s, 4.311 restarts per job; 137.9 s CPU, the
+  search 36.2 s). Tried and not kept, in that run: patience 3 in place of 5 on large
+  clusters (scaled with time as `search_patience`): the search 36.2 -> 22.6 s, the day
+  137.9 -> 127.3 s CPU, but avg JCT 1,124 s (above the 1,097 s before this session) and 4.44
+  restarts per job.
   What is left, by a CPU-time cProfile (`cProfile.Profile(time.process_time)`) of the day's
   first 6 hours after the change (51.9 s): the throughput fits 28.3 s (55 %: 995 distinct
   fits, ~150 L-BFGS-B evaluations each; an adaptive job sees a new (N, K, m) whenever its

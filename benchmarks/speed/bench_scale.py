@@ -393,6 +393,17 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   clusters (scaled with time as `search_patience`): the search 36.2 -> 22.6 s, the day
   137.9 -> 127.3 s CPU, but avg JCT 1,124 s (above the 1,097 s before this session) and 4.44
   restarts per job.
+  The whole trace under pollux at 463295f (`--only trace --trace-policies pollux`, bounded at
+  2,100 s wall, load 2-11 with my day trials beside it for half of that): 11.8 % of the 74,428
+  jobs finished after 2,021 s (the progress line's projection then ~15,000 s more), where the
+  run at 3c19715 had 5.7 % after 2,889 s at nice 19 under load ~11. Far from 30 minutes: quiet
+  rounds are still a search, a speed-up table refresh and the fits (above), ~150,000 rounds.
+  Found in passing: the stored pollux reference cells of workload-2 and workload-8 differ at
+  3782325 already (this change keeps 16-node clusters at 100 individuals; the same figures
+  before and after it), e.g. avg JCT 3,459.8 -> 3,424.2 s and 3,097.6 -> 3,118.4 s, rounds
+  962 -> 961 and 1,024 -> 1,021; workloads 1 and 3-7 match. Likely the idle-GPU fill (it
+  applies on every cluster, and only workloads 1 and 6 were checked then): the reference
+  cells need a decision (renew them, or confine the fill to large clusters).
   What is left, by a CPU-time cProfile (`cProfile.Profile(time.process_time)`) of the day's
   first 6 hours after the change (51.9 s): the throughput fits 28.3 s (55 %: 995 distinct
   fits, ~150 L-BFGS-B evaluations each; an adaptive job sees a new (N, K, m) whenever its

@@ -395,7 +395,7 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   restarts per job.
   The whole trace under pollux at 463295f (`--only trace --trace-policies pollux`, bounded at
   2,100 s wall, load 2-11 with my day trials beside it for half of that): 11.8 % of the 74,428
-  jobs finished after 2,021 s (the progress line's projection then ~15,000 s more), where the
+  jobs finished after 2,081 s (its last progress line; projected ~14,700 s more), where the
   run at 3c19715 had 5.7 % after 2,889 s at nice 19 under load ~11. Far from 30 minutes: quiet
   rounds are still a search, a speed-up table refresh and the fits (above), ~150,000 rounds.
   Found in passing: the stored pollux reference cells of workload-2 and workload-8 differ at

@@ -19,6 +19,7 @@ from corral.policies.pollux.policy import (
     max_gpus_for,
     realloc_factor,
     search_patience,
+    search_population,
 )
 from corral.policies.pollux.search import (
     SPEEDUP_EPS,
@@ -504,3 +505,27 @@ def test_a_job_that_never_reports_gets_its_requested_gpus():
     assert alone.get("plain").num_gpus == 4
     reporting = dataclasses.replace(silent, estimator=_estimator({(1, 1): 0.0}))
     assert max_gpus_for(reporting, 16, 120.0) == 2  # a job with a model explores as before
+
+
+def test_search_population_follows_the_jobs_on_large_clusters_only():
+    # up to 64 nodes: the artifact's population, whatever the jobs (the stored references)
+    assert search_population(100, 3, 16, 32) == 100
+    assert search_population(100, 3, 64, 32) == 100
+    # above: two per job, between 16 and large_population (and never above population)
+    assert search_population(100, 3, 65, 32) == 16
+    assert search_population(100, 12, 512, 32) == 24
+    assert search_population(100, 300, 512, 32) == 32
+    assert search_population(20, 300, 512, 32) == 20
+    assert search_population(100, 3, 512, 8) == 8
+    assert search_population(100, 300, 512, 0) == 100  # off: the artifact's search
+    with pytest.raises(ValueError):
+        PolluxParams(large_population=1)
+
+
+def test_a_large_cluster_searches_the_smaller_population():
+    views = [_view(_spec(f"j{i}"), estimator=_estimator({(1, 1): 0.0, (1, 2): 0.002}))
+             for i in range(3)]
+    big, whole = create_policy("pollux"), create_policy("pollux", {"large_population": "0"})
+    big.decide(_snapshot(views, cluster="100x4"))
+    whole.decide(_snapshot(views, cluster="100x4"))
+    assert 1 < len(big._last[2]) <= 16 < len(whole._last[2]) <= 100

@@ -1,0 +1,214 @@
+"""`corral`: corral's own policy. Remaining-work-weighted goodput, paid-for changes.
+
+Each round, for every job j and configuration c (a GPU type and count, Sia's configurations:
+`corral.policies.sia.program.configurations`), the job's best goodput G[j, c] comes from its own
+fitted models exactly as Sia reads them (per type, Pollux's batch optimum; `Sia.program`). What
+corral adds is the objective. With R_j the progress j has left (`lengths.Lengths`: declared
+epochs, progress per epoch and the finished jobs of the same model; never the oracle), j would
+finish in T[j, c] = R_j M0_j / G[j, c] seconds on c, and the program maximises
+
+    sum_j  (1 / T[j, c_j]) (1 - pause[j, c_j] / min(T[j, c_j] + pause[j, c_j], H))  +  keep_j
+
+over one configuration (or none) per job within each type's GPUs: the rate at which the
+cluster works off the jobs' remaining work, each job's share counted relative to what it has
+left (heSRPT's and SRPT's ordering, with each job's own measured speedup instead of an assumed
+k^p), less the share of the decision's life H (`horizon_s`) a change's pause eats. A job that
+holds GPUs and is preempted would pay its pause again to resume: `keep_j`, that loss, is added
+to every configuration that keeps it running, so a job is preempted or moved only where the
+others gain more than its restart costs. The same integer program as Sia's is solved
+(`sia.program.solve`, HiGHS), and the choice placed as Sia places it (`Sia.place`: one GPU type
+per job, consolidated, a job still in the restart its last move started keeps its place).
+
+Decided here: a job whose length is unknown (no declaration, no finished job of its model) is
+expected to run as long again as it has (Pareto-like, as LAS assumes), at least `unknown_s`; a
+job without a goodput model (never ran) gets Sia's one-GPU configurations with that guess;
+pauses are `restart_s` for every change and start (checkpoint-restart, Pollux §5.3), or a
+`corral.perf.overheads` profile's start, grow, shrink and cross-host pauses (`mechanism`).
+Every ingredient has an off switch (`remaining_work`, `restart_costs`, `learn_lengths`,
+`declared_lengths`) for the ablations of `benchmarks/speed/bench_policy.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from corral.core.jobs import Decision, JobView, Snapshot
+from corral.core.policy import Policy, Promises, Reads, register_policy
+from corral.core.reasons import waiting_reasons
+from corral.perf.overheads import OVERHEADS, ReshapeOverheads
+from corral.policies.gpu_types import model_type
+from corral.policies.pollux.policy import is_silent
+from corral.policies.sia.policy import Sia, SiaParams
+from corral.policies.sia.program import Config, Program, solve
+
+from corral.policies.corral.lengths import Lengths
+
+__all__ = ["CorralParams", "CorralPolicy", "CorralProgram"]
+
+CHECKPOINT_RESTART = "checkpoint-restart"
+
+
+@dataclass
+class CorralParams:
+    #: H: how long a decision is taken to stand; a change's pause is charged against it (or
+    #: against the job's remaining time, where shorter)
+    horizon_s: float = 1800.0
+    #: the pause of every start and placement change under checkpoint-restart (Pollux §5.3)
+    restart_s: float = 30.0
+    #: checkpoint-restart, or a `corral.perf.overheads` profile (in-place, sidecar, termination)
+    mechanism: str = CHECKPOINT_RESTART
+    #: remaining time assumed for a job whose length is unknown (at least its run time so far)
+    unknown_s: float = 900.0
+    #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
+    #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
+    work_power: float = 1.0
+    #: run time without a step after which a job is silent (as pollux and sia)
+    silent_after_s: float = 600.0
+    #: ablations: weight by remaining work; charge pauses; learn lengths from finished jobs;
+    #: read declared lengths
+    remaining_work: bool = True
+    restart_costs: bool = True
+    learn_lengths: bool = True
+    declared_lengths: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.work_power <= 2.0:
+            raise ValueError(f"work_power must be in [0, 2], got {self.work_power}")
+        if not self.horizon_s > 0 or self.restart_s < 0 or not self.unknown_s > 0:
+            raise ValueError("need horizon_s > 0, restart_s >= 0 and unknown_s > 0")
+        if self.mechanism != CHECKPOINT_RESTART and self.mechanism not in OVERHEADS:
+            raise ValueError(f"mechanism must be {CHECKPOINT_RESTART} or one of "
+                             f"{', '.join(OVERHEADS)}, got {self.mechanism!r}")
+
+
+class CorralProgram(Program):
+    """Sia's program shape (one configuration per job, each type's capacity) with corral's
+    objective: `values` (jobs, configs) to maximise, NaN where not allowed."""
+
+    values: np.ndarray
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        w = -np.asarray(self.values, dtype=float)
+        for j, cur in enumerate(self.current):
+            if self.kept(j) is not None:
+                w[j, np.arange(w.shape[1]) != cur] = np.nan
+        return np.where(np.isnan(w), np.inf, w), 0.0
+
+
+@register_policy
+class CorralPolicy(Policy):
+    name = "corral"
+    summary = ("corral's own: remaining-work-weighted goodput per (GPU type, count), an ILP, "
+               "changes only where they gain more than their pause")
+    Params = CorralParams
+    #: Full views (progress, models, restarts), finished jobs (lengths per model), GPU types.
+    promises = Promises(reads=Reads.VIEWS | Reads.COMPLETED | Reads.GPU_TYPES)
+
+    def __init__(self, params: CorralParams | None = None) -> None:
+        super().__init__(params)
+        prm = self.params
+        self._sia = Sia(SiaParams(silent_after_s=prm.silent_after_s))
+        self._lengths = Lengths(use_declared=prm.declared_lengths, learn=prm.learn_lengths)
+        self._overheads: ReshapeOverheads | None = (
+            None if prm.mechanism == CHECKPOINT_RESTART else OVERHEADS[prm.mechanism])
+        #: the last program's values and remaining times (tests, benchmarks)
+        self.last_program: CorralProgram | None = None
+        self.last_remaining_s: dict[str, float] = {}
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        if not snapshot.jobs:
+            return Decision({})
+        self._lengths.observe(snapshot.completed, snapshot.jobs)
+        program = self.program(snapshot)
+        choice, _ = solve(program)
+        self.last_program = program
+        out = self._sia.place(snapshot, program.configs, choice)
+        return Decision(out, waiting_reasons(
+            snapshot.jobs, out, snapshot.cluster, self.name,
+            "its remaining work per GPU gains less than the running jobs' (or a change would "
+            "not repay its restart)", need=lambda v: max(1, v.spec.min_gpus)))
+
+    def program(self, snapshot: Snapshot) -> CorralProgram:
+        base = self._sia.program(snapshot)
+        prm = self.params
+        goodput = base.goodput
+        configs = base.configs
+        num_jobs, num_configs = goodput.shape
+        gpus = np.array([c.gpus for c in configs], dtype=float)
+        types = snapshot.cluster.gpu_types
+        values = np.full((num_jobs, num_configs), np.nan)
+        self.last_remaining_s = {}
+        for j, view in enumerate(snapshot.jobs):
+            g = goodput[j]
+            allowed = g > 0
+            if not allowed.any():
+                continue
+            cur = base.current[j]
+            remaining_s = self._remaining_s(view, g, cur, gpus, types)  # T[j, c], inf off
+            self.last_remaining_s[view.name] = float(np.min(remaining_s[allowed]))
+            rate = np.where(allowed, 1.0 / np.where(allowed, remaining_s, 1.0), 0.0)
+            if prm.work_power != 1.0:  # speedup / W^a = (1 / T) W^(1-a), W: T on 1 GPU
+                ones = allowed & (gpus == 1)
+                work = float(remaining_s[ones].min() if ones.any() else remaining_s[allowed].min())
+                rate = rate * work ** (1.0 - prm.work_power)
+            if prm.restart_costs:
+                pause = np.array([0.0 if c == cur else self._pause(view, cur, configs, c)
+                                  for c in range(num_configs)])
+                life = np.minimum(remaining_s + pause, prm.horizon_s)
+                value = rate * np.maximum(0.0, 1.0 - pause / life)
+                if cur is not None and view.is_running and allowed[cur]:
+                    resume = self._pause(view, None, configs, cur)
+                    value = value + rate[cur] * resume / min(remaining_s[cur] + resume,
+                                                             prm.horizon_s)
+            else:
+                value = rate
+            values[j] = np.where(allowed, value, np.nan)
+        finite = values[np.isfinite(values)]
+        top = float(finite.max()) if finite.size else 1.0
+        if top > 0:
+            values = values / top
+        program = CorralProgram(goodput, configs, base.capacity, base.current, base.restart,
+                                keep=base.keep)
+        program.values = values
+        return program
+
+    def _remaining_s(self, view: JobView, g: np.ndarray, cur: int | None, gpus: np.ndarray,
+                     types: Sequence[str]) -> np.ndarray:
+        """T[j, c]: seconds job j would take to finish on each configuration (inf where g = 0)."""
+        prm = self.params
+        allowed = g > 0
+        safe = np.where(allowed, g, 1.0)
+        modelled = (view.estimator is not None and not is_silent(view, prm.silent_after_s)
+                    and bool(types) and model_type(view, types[0]) is not None)
+        left = self._lengths.remaining(view) if (modelled and prm.remaining_work) else None
+        if left is not None:
+            m0 = max(view.spec.init_bsz, 1)
+            out = left * m0 / safe
+        else:  # time, not work: as long again as it ran, at least unknown_s, at its reference
+            guess = max(view.run_time_s, prm.unknown_s) if prm.remaining_work else prm.horizon_s
+            if cur is not None and allowed[cur]:
+                ref = g[cur]
+            else:
+                ones = allowed & (gpus == 1)
+                ref = float(g[ones].max()) if ones.any() else float(g[allowed].min())
+            out = guess * ref / safe
+        return np.where(allowed, out, np.inf)
+
+    def _pause(self, view: JobView, cur: int | None, configs: Sequence[Config], c: int) -> float:
+        """Seconds job `view` pauses going from configuration `cur` (None: not running) to `c`."""
+        o = self._overheads
+        if o is None:
+            return self.params.restart_s
+        if cur is None or not view.is_running:
+            return o.start_s
+        old, new = configs[cur], configs[c]
+        if old.gpu_type != new.gpu_type or new.nodes > old.nodes:
+            return o.cross_host_s
+        return o.grow_s if new.gpus > old.gpus else o.shrink_s
+
+    def job_left(self, name: str) -> None:
+        self.last_remaining_s.pop(name, None)
+

@@ -39,12 +39,11 @@ from corral.core.jobs import Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.core.reasons import waiting_reasons
 from corral.perf.overheads import OVERHEADS, ReshapeOverheads
+from corral.policies.corral.lengths import Lengths
 from corral.policies.gpu_types import model_type
 from corral.policies.pollux.policy import is_silent
 from corral.policies.sia.policy import Sia, SiaParams
 from corral.policies.sia.program import Config, Program, solve
-
-from corral.policies.corral.lengths import Lengths
 
 __all__ = ["CorralParams", "CorralPolicy", "CorralProgram"]
 

@@ -66,12 +66,15 @@ def test_a_running_job_is_not_preempted_for_less_than_its_restart_costs() -> Non
     # job's 30 s resume.
     running = _job("running", epochs=20, progress=1000.0, epoch=10, placement=ONE_GPU,
                    run_time_s=100.0)
+    # (work_power 1: the objective is SRPT's 1 / T, whose sums these figures are)
     newcomer = _job("newcomer", epochs=9, submit=500.0)
-    assert _decide([running, newcomer]).get("running") is not None
-    assert _decide([running, newcomer], restart_costs="false").get("newcomer") is not None
-    # a newcomer of 10 s gains more than both pauses: it preempts
+    assert _decide([running, newcomer], work_power="1").get("running") is not None
+    assert _decide([running, newcomer], work_power="1",
+                   restart_costs="false").get("newcomer") is not None
+    # a newcomer of 10 s gains more than both pauses: it preempts (40 + 170 s of JCT < 100 +
+    # 140 s)
     tiny = _job("tiny", epochs=1, submit=500.0)
-    d = _decide([running, tiny])
+    d = _decide([running, tiny], work_power="1")
     assert d.get("tiny") is not None and d.get("running") is None
 
 

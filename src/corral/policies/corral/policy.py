@@ -63,7 +63,7 @@ class CorralParams:
     unknown_s: float = 900.0
     #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
     #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
-    work_power: float = 1.0
+    work_power: float = 0.25
     #: run time without a step after which a job is silent (as pollux and sia)
     silent_after_s: float = 600.0
     #: ablations: weight by remaining work; charge pauses; learn lengths from finished jobs;
@@ -131,82 +131,98 @@ class CorralPolicy(Policy):
             "not repay its restart)", need=lambda v: max(1, v.spec.min_gpus)))
 
     def program(self, snapshot: Snapshot) -> CorralProgram:
+        """This round's program: Sia's goodputs per (job, configuration) (`Sia.program`), valued
+        by corral's objective (the module docstring), all jobs at once."""
         base = self._sia.program(snapshot)
         prm = self.params
-        goodput = base.goodput
+        g = base.goodput
         configs = base.configs
-        num_jobs, num_configs = goodput.shape
+        num_jobs, num_configs = g.shape
         gpus = np.array([c.gpus for c in configs], dtype=float)
-        types = snapshot.cluster.gpu_types
-        values = np.full((num_jobs, num_configs), np.nan)
-        self.last_remaining_s = {}
+        allowed = g > 0
+        safe = np.where(allowed, g, 1.0)
+        rows = np.arange(num_jobs)
+        cur = np.array([-1 if c is None else c for c in base.current], dtype=np.int64)
+        has_cur = (cur >= 0) & np.array([v.is_running for v in snapshot.jobs], dtype=bool)
+        has_cur &= allowed[rows, np.maximum(cur, 0)]
+        ones = allowed & (gpus == 1)
+        # the reference goodput a time guess is taken at: the current configuration, else the
+        # best one-GPU one, else the least
+        one = np.where(ones.any(axis=1), np.where(ones, g, 0.0).max(axis=1),
+                       np.where(allowed, g, np.inf).min(axis=1))
+        ref = np.where(has_cur, g[rows, np.maximum(cur, 0)], one)
+        work = np.empty(num_jobs)  # seconds of work left at the reference goodput `ref`
         for j, view in enumerate(snapshot.jobs):
-            g = goodput[j]
-            allowed = g > 0
-            if not allowed.any():
-                continue
-            cur = base.current[j]
-            remaining_s = self._remaining_s(view, g, cur, gpus, types)  # T[j, c], inf off
-            self.last_remaining_s[view.name] = float(np.min(remaining_s[allowed]))
+            left = self._left(view, snapshot.cluster.gpu_types)
+            if left is not None and ref[j] > 0 and np.isfinite(ref[j]):
+                work[j] = left * max(view.spec.init_bsz, 1) / ref[j]
+            else:  # time, not work: as long again as it ran, at least unknown_s
+                work[j] = (max(view.run_time_s, prm.unknown_s) if prm.remaining_work
+                           else prm.horizon_s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            remaining_s = np.where(allowed, work[:, None] * ref[:, None] / safe, np.inf)
             rate = np.where(allowed, 1.0 / np.where(allowed, remaining_s, 1.0), 0.0)
-            if prm.work_power != 1.0:  # speedup / W^a = (1 / T) W^(1-a), W: T on 1 GPU
-                ones = allowed & (gpus == 1)
-                work = float(remaining_s[ones].min() if ones.any() else remaining_s[allowed].min())
-                rate = rate * work ** (1.0 - prm.work_power)
-            if prm.restart_costs:
-                pause = np.array([0.0 if c == cur else self._pause(view, cur, configs, c)
-                                  for c in range(num_configs)])
-                life = np.minimum(remaining_s + pause, prm.horizon_s)
-                value = rate * np.maximum(0.0, 1.0 - pause / life)
-                if cur is not None and view.is_running and allowed[cur]:
-                    resume = self._pause(view, None, configs, cur)
-                    value = value + rate[cur] * resume / min(remaining_s[cur] + resume,
+        if prm.work_power != 1.0:  # speedup / W^a = (1 / T) W^(1-a), W: T on one GPU
+            with np.errstate(divide="ignore", invalid="ignore"):
+                size = np.where(np.isfinite(one) & (one > 0), work * ref / one, work)
+            rate = rate * size[:, None] ** (1.0 - prm.work_power)
+        self.last_remaining_s = {v.name: float(work[j]) for j, v in enumerate(snapshot.jobs)}
+        if prm.restart_costs:
+            pause, resume = self._pauses(configs, cur, has_cur)
+            life = np.minimum(remaining_s + pause, prm.horizon_s)
+            value = rate * np.maximum(0.0, 1.0 - pause / life)
+            held = np.flatnonzero(has_cur)  # preempting these costs their resume later
+            c = cur[held]
+            keep = rate[held, c] * resume[held] / np.minimum(remaining_s[held, c] + resume[held],
                                                              prm.horizon_s)
-            else:
-                value = rate
-            values[j] = np.where(allowed, value, np.nan)
+            value[held] += keep[:, None]
+        else:
+            value = rate
+        values = np.where(allowed, value, np.nan)
         finite = values[np.isfinite(values)]
         top = float(finite.max()) if finite.size else 1.0
         if top > 0:
             values = values / top
-        program = CorralProgram(goodput, configs, base.capacity, base.current, base.restart,
+        program = CorralProgram(g, configs, base.capacity, base.current, base.restart,
                                 keep=base.keep)
         program.values = values
         return program
 
-    def _remaining_s(self, view: JobView, g: np.ndarray, cur: int | None, gpus: np.ndarray,
-                     types: Sequence[str]) -> np.ndarray:
-        """T[j, c]: seconds job j would take to finish on each configuration (inf where g = 0)."""
-        prm = self.params
-        allowed = g > 0
-        safe = np.where(allowed, g, 1.0)
-        modelled = (view.estimator is not None and not is_silent(view, prm.silent_after_s)
-                    and bool(types) and model_type(view, types[0]) is not None)
-        left = self._lengths.remaining(view) if (modelled and prm.remaining_work) else None
-        if left is not None:
-            m0 = max(view.spec.init_bsz, 1)
-            out = left * m0 / safe
-        else:  # time, not work: as long again as it ran, at least unknown_s, at its reference
-            guess = max(view.run_time_s, prm.unknown_s) if prm.remaining_work else prm.horizon_s
-            if cur is not None and allowed[cur]:
-                ref = g[cur]
-            else:
-                ones = allowed & (gpus == 1)
-                ref = float(g[ones].max()) if ones.any() else float(g[allowed].min())
-            out = guess * ref / safe
-        return np.where(allowed, out, np.inf)
+    def _left(self, view: JobView, types: Sequence[str]) -> float | None:
+        """Progress job `view` has left (`Lengths.remaining`), or None: unknown, or the job has
+        no goodput model to turn it into time (never ran, silent), or `remaining_work` is off."""
+        if not self.params.remaining_work or view.estimator is None or not types:
+            return None
+        if is_silent(view, self.params.silent_after_s) or model_type(view, types[0]) is None:
+            return None
+        return self._lengths.remaining(view)
 
-    def _pause(self, view: JobView, cur: int | None, configs: Sequence[Config], c: int) -> float:
-        """Seconds job `view` pauses going from configuration `cur` (None: not running) to `c`."""
+    def _pauses(self, configs: Sequence[Config], cur: np.ndarray, has_cur: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """(jobs, configs) seconds each job pauses taking each configuration (0 for the one it
+        holds), and per job the pause of resuming its current one after a preemption."""
+        num_jobs, num_configs = len(cur), len(configs)
         o = self._overheads
+        rows = np.flatnonzero(has_cur)
         if o is None:
-            return self.params.restart_s
-        if cur is None or not view.is_running:
-            return o.start_s
-        old, new = configs[cur], configs[c]
-        if old.gpu_type != new.gpu_type or new.nodes > old.nodes:
-            return o.cross_host_s
-        return o.grow_s if new.gpus > old.gpus else o.shrink_s
+            pause = np.full((num_jobs, num_configs), self.params.restart_s)
+            resume = np.full(num_jobs, self.params.restart_s)
+        else:
+            pause = np.full((num_jobs, num_configs), o.start_s)
+            resume = np.full(num_jobs, o.start_s)
+            kinds = {t: i for i, t in enumerate(dict.fromkeys(c.gpu_type for c in configs))}
+            ctype = np.array([kinds[c.gpu_type] for c in configs])
+            cnodes = np.array([c.nodes for c in configs])
+            cgpus = np.array([c.gpus for c in configs])
+            if rows.size:
+                c = cur[rows]
+                cross = ((ctype[None, :] != ctype[c][:, None])
+                         | (cnodes[None, :] > cnodes[c][:, None]))
+                grow = cgpus[None, :] > cgpus[c][:, None]
+                pause[rows] = np.where(cross, o.cross_host_s,
+                                       np.where(grow, o.grow_s, o.shrink_s))
+        pause[rows, cur[rows]] = 0.0
+        return pause, resume
 
     def job_left(self, name: str) -> None:
         self.last_remaining_s.pop(name, None)

@@ -54,7 +54,7 @@ CHECKPOINT_RESTART = "checkpoint-restart"
 class CorralParams:
     #: H: how long a decision is taken to stand; a change's pause is charged against it (or
     #: against the job's remaining time, where shorter)
-    horizon_s: float = 1800.0
+    horizon_s: float = 600.0
     #: the pause of every start and placement change under checkpoint-restart (Pollux §5.3)
     restart_s: float = 30.0
     #: checkpoint-restart, or a `corral.perf.overheads` profile (in-place, sidecar, termination)

@@ -36,10 +36,18 @@ HISTORY_PRIOR_VAR = 0.25
 
 @dataclass
 class _Model:
-    """What the finished jobs of one model say."""
+    """What the finished jobs of one model say: sums, so each estimate costs O(1)."""
 
-    per_epoch: list[float]  # progress per epoch of each
-    log_epochs: list[float]  # ln(epochs run) of each
+    n: int = 0
+    per_epoch_sum: float = 0.0  # progress per epoch, summed over the jobs
+    log_sum: float = 0.0  # ln(epochs run), summed
+    log_sq_sum: float = 0.0  # ln(epochs run) squared, summed
+
+    def add(self, per_epoch: float, log_epochs: float) -> None:
+        self.n += 1
+        self.per_epoch_sum += per_epoch
+        self.log_sum += log_epochs
+        self.log_sq_sum += log_epochs * log_epochs
 
 
 class Lengths:
@@ -50,7 +58,8 @@ class Lengths:
         self.learn = learn
         self._seen: set[str] = set()
         self._models: dict[str, _Model] = {}
-        self._decl_err: list[float] = []  # ln(actual / declared) of finished jobs
+        #: ln(actual / declared epochs) of finished jobs: count, sum, sum of squares
+        self._errs = (0, 0.0, 0.0)
         #: this round's progress-per-epoch estimates from running jobs, by model
         self._running_per_epoch: dict[str, float] = {}
 
@@ -62,11 +71,12 @@ class Lengths:
             self._seen.add(view.name)
             if view.epoch < 1 or view.progress <= 0:
                 continue
-            m = self._models.setdefault(view.spec.app, _Model([], []))
-            m.per_epoch.append(view.progress / view.epoch)
-            m.log_epochs.append(math.log(view.epoch))
+            self._models.setdefault(view.spec.app, _Model()).add(view.progress / view.epoch,
+                                                                  math.log(view.epoch))
             if view.spec.epochs:
-                self._decl_err.append(math.log(view.epoch / view.spec.epochs))
+                e = math.log(view.epoch / view.spec.epochs)
+                n, total, squares = self._errs
+                self._errs = (n + 1, total + e, squares + e * e)
         sums: dict[str, list[float]] = {}
         for view in active:
             if view.epoch >= 1 and view.progress > 0:
@@ -76,8 +86,8 @@ class Lengths:
     def per_epoch(self, view: JobView) -> float | None:
         """Progress per epoch of the job's model, or None where nothing shows it yet."""
         m = self._models.get(view.spec.app)
-        if m is not None and m.per_epoch:
-            return sum(m.per_epoch) / len(m.per_epoch)
+        if m is not None and m.n:
+            return m.per_epoch_sum / m.n
         if view.epoch >= 1 and view.progress > 0:
             return view.progress / (view.epoch + 0.5)
         return self._running_per_epoch.get(view.spec.app)
@@ -85,21 +95,18 @@ class Lengths:
     def total_epochs(self, view: JobView) -> float | None:
         """The job's total epochs as estimated now, or None (no declaration, no history)."""
         declared = view.spec.epochs if self.use_declared and view.spec.epochs else None
-        m = self._models.get(view.spec.app) if self.learn else None
-        history = m.log_epochs if m is not None else []
         if not self.learn:
             return float(declared) if declared else None
+        m = self._models.get(view.spec.app)
         estimates = []  # (mean of ln epochs, variance)
         if declared:
-            errs = self._decl_err
-            var = (DECLARED_PRIOR_VAR + sum(e * e for e in errs)) / (1 + len(errs))
-            bias = sum(errs) / (1 + len(errs))
-            estimates.append((math.log(declared) + bias, var))
-        if history:
-            n = len(history)
-            mean = sum(history) / n
-            spread = sum((x - mean) ** 2 for x in history)
-            estimates.append((mean, (HISTORY_PRIOR_VAR + spread) / n))
+            n, total, squares = self._errs
+            var = (DECLARED_PRIOR_VAR + squares) / (1 + n)
+            estimates.append((math.log(declared) + total / (1 + n), var))
+        if m is not None and m.n:
+            mean = m.log_sum / m.n
+            spread = max(0.0, m.log_sq_sum - m.n * mean * mean)
+            estimates.append((mean, (HISTORY_PRIOR_VAR + spread) / m.n))
         if not estimates:
             return None
         weights = [1.0 / max(v, 1e-9) for _, v in estimates]

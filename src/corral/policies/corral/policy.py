@@ -64,6 +64,9 @@ class CorralParams:
     #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
     #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
     work_power: float = 0.25
+    #: the integer program stops within this relative gap of its optimum (HiGHS's default:
+    #: 1e-4); the objective's inputs are estimates, and a closer optimum costs rounds at scale
+    mip_rel_gap: float = 0.01
     #: run time without a step after which a job is silent (as pollux and sia)
     silent_after_s: float = 600.0
     #: ablations: weight by remaining work; charge pauses; learn lengths from finished jobs;
@@ -74,6 +77,8 @@ class CorralParams:
     declared_lengths: bool = True
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.mip_rel_gap < 1.0:
+            raise ValueError(f"mip_rel_gap must be in [0, 1), got {self.mip_rel_gap}")
         if not 0.0 <= self.work_power <= 2.0:
             raise ValueError(f"work_power must be in [0, 2], got {self.work_power}")
         if not self.horizon_s > 0 or self.restart_s < 0 or not self.unknown_s > 0:
@@ -122,7 +127,7 @@ class CorralPolicy(Policy):
             return Decision({})
         self._lengths.observe(snapshot.completed, snapshot.jobs)
         program = self.program(snapshot)
-        choice, _ = solve(program)
+        choice, _ = solve(program, self.params.mip_rel_gap)
         self.last_program = program
         out = self._sia.place(snapshot, program.configs, choice)
         return Decision(out, waiting_reasons(

@@ -7,12 +7,15 @@ corral adds is the objective. With R_j the progress j has left (`lengths.Lengths
 epochs, progress per epoch and the finished jobs of the same model; never the oracle), j would
 finish in T[j, c] = R_j M0_j / G[j, c] seconds on c, and the program maximises
 
-    sum_j  (1 / T[j, c_j]) (1 - pause[j, c_j] / min(T[j, c_j] + pause[j, c_j], H))  +  keep_j
+    sum_j  S[j, c_j] / W_j^a  (1 - pause[j, c_j] / min(T[j, c_j] + pause[j, c_j], H))  +  keep_j
 
-over one configuration (or none) per job within each type's GPUs: the rate at which the
-cluster works off the jobs' remaining work, each job's share counted relative to what it has
-left (heSRPT's and SRPT's ordering, with each job's own measured speedup instead of an assumed
-k^p), less the share of the decision's life H (`horizon_s`) a change's pause eats. A job that
+over one configuration (or none) per job within each type's GPUs, with W_j the job's remaining
+time on one GPU and S = W / T its speedup there. With a = 1 (`work_power`) the summand is
+1 / T[j, c]: the rate at which the cluster works off the jobs' remaining work, each job's
+share counted relative to what it has left (SRPT's index; heSRPT's ordering, with each job's
+own measured speedup instead of an assumed k^p); a < 1 (default 0.25) lets the weight fall
+more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). The
+second factor is the share of the decision's life H (`horizon_s`) a change's pause eats. A job that
 holds GPUs and is preempted would pay its pause again to resume: `keep_j`, that loss, is added
 to every configuration that keeps it running, so a job is preempted or moved only where the
 others gain more than its restart costs. The same integer program as Sia's is solved

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,17 +215,7 @@ class Sia(Policy):
             return Decision({})
         program = self.program(snapshot)
         choice, self.last_objective = solve(program)
-        cluster = snapshot.cluster
-        out: dict[str, Assignment] = {}
-        for t in cluster.gpu_types:
-            wanted = [(view, program.configs[c].gpus) for view, c in zip(snapshot.jobs, choice)
-                      if c is not None and program.configs[c].gpu_type == t]
-            views = {view.name: view for view, _ in wanted}
-            for name, placement in _pack(cluster, t, wanted).items():
-                held = views[name].placement
-                out[name] = Assignment(held if placement == held else placement)
-        self._remember_moves(snapshot.jobs, out)
-        out = {v.name: out[v.name] for v in snapshot.jobs if v.name in out}
+        out = self.place(snapshot, program.configs, choice)
         row = {view.name: j for j, view in enumerate(snapshot.jobs)}
 
         def why(view: JobView, a: Assignment) -> str:
@@ -237,10 +227,27 @@ class Sia(Policy):
             return (f"its program chose {a.placement.num_gpus} GPU(s) for it, more goodput "
                     "for the others" + figures)
         return Decision(out, waiting_reasons(
-            snapshot.jobs, out, cluster, self.name,
+            snapshot.jobs, out, snapshot.cluster, self.name,
             "its program chose no (GPU type, count) for it: more goodput elsewhere",
             need=lambda v: max(1, v.spec.min_gpus)), shrink_reasons(snapshot.jobs, out,
                                                                     self.name, why))
+
+    def place(self, snapshot: Snapshot, configs: Sequence[Config], choice: Sequence[int | None]
+              ) -> dict[str, Assignment]:
+        """The assignments of a program's `choice` (a configuration index or None per job, in
+        `snapshot.jobs` order), packed per type (`_pack`), in job order; remembers the moves
+        (`keep_restarting`). `corral` places its own program's choice through it."""
+        cluster = snapshot.cluster
+        out: dict[str, Assignment] = {}
+        for t in cluster.gpu_types:
+            wanted = [(view, configs[c].gpus) for view, c in zip(snapshot.jobs, choice)
+                      if c is not None and configs[c].gpu_type == t]
+            views = {view.name: view for view, _ in wanted}
+            for name, placement in _pack(cluster, t, wanted).items():
+                held = views[name].placement
+                out[name] = Assignment(held if placement == held else placement)
+        self._remember_moves(snapshot.jobs, out)
+        return {v.name: out[v.name] for v in snapshot.jobs if v.name in out}
 
 
 def _pack(cluster: Cluster, gpu_type: str, wanted: list[tuple[JobView, int]]

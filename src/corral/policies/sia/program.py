@@ -128,7 +128,7 @@ def objective(program: Program, choice: Sequence[int | None]) -> float:
     return total
 
 
-def solve(program: Program) -> tuple[list[int | None], float]:
+def solve(program: Program, mip_rel_gap: float | None = None) -> tuple[list[int | None], float]:
     """The optimal choice (a configuration index or None per job) and its objective (the minimised
     form: negate for the maximised one when p > 0). With A[j][c] in {0, 1}, J jobs:
         p < 0:  minimise  sum_jc A[j][c] (r Ĝ[j][c])^p + λ_n (J - sum_jc A[j][c]) + λ_a C(A)
@@ -136,7 +136,8 @@ def solve(program: Program) -> tuple[list[int | None], float]:
         s.t.    sum_c A[j][c] <= 1;  sum_{j, c on t} gpus(c) A[j][c] <= G_t  (each type's GPUs);
                 A[j][current j] = 1 for a job that must keep it (`Program.keep`)
     C(A) counts jobs holding a configuration now that are given another (or none). With p < 0 an
-    allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not (if it fits)."""
+    allocated job costs at most 1, so λ_n = 1.1 makes running a job better than not (if it fits).
+    `mip_rel_gap`: stop within this relative gap of the optimum (None: HiGHS's default)."""
     num_jobs, num_configs = program.goodput.shape
     if num_jobs == 0:
         return [], 0.0
@@ -162,8 +163,11 @@ def solve(program: Program) -> tuple[list[int | None], float]:
     # without, same optima; benchmarks/speed/bench_hetero.py (d)).
     low = np.array([1.0 if program.kept(int(j)) == int(k) else 0.0
                     for j, k in zip(job_of, cfg_of)])
+    options: dict[str, object] = {"presolve": False}
+    if mip_rel_gap is not None:
+        options["mip_rel_gap"] = mip_rel_gap
     res = milp(c, constraints=constraints, integrality=np.ones(cols.size),
-               bounds=Bounds(low, 1.0), options={"presolve": False})
+               bounds=Bounds(low, 1.0), options=options)
     choice: list[int | None] = [None] * num_jobs
     if res.status != 0 or res.x is None:  # always feasible (nothing allocated): solver trouble
         return choice, const

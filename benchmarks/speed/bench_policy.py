@@ -1,0 +1,257 @@
+"""corral's own policy (issue 42) against pollux and sia, side by side in one run.
+
+Every figure is measured in the run that prints it (none typed in):
+
+* (a) one type: the eight shared Pollux workloads (load 1.0) on `16x4`, built-in truth. Rows:
+  pollux, sia, corral with declared lengths exact, wrong (each job's declared epochs its
+  truth's times a factor drawn log-uniformly from [1/2, 2], seeded per job), and absent, and
+  the ablations: corral with one ingredient switched off (a Params flag each). Targets: avg JCT
+  <= 0.85x pollux's, p99 JCT and worst finish-time fairness no worse; wrong lengths <= 0.95x
+  pollux; no lengths no worse than pollux.
+* (b) mixed: the same workloads on `k80:6x4,p100:3x8,v100:2x8`, requests capped at 24 (as
+  bench_hetero.py). Targets: avg JCT <= 0.90x sia's, p99 and worst FTF no worse; wrong lengths
+  <= 0.97x sia; none no worse than sia.
+* (c) a round at 2,000 jobs on 2,048 GPUs of three types (bench_hetero.py (d)'s workload):
+  corral's median CPU per round against sia's.
+
+Each row's gap to the LP bound (`workload_lp_bound`, per workload, mean of the ratios) is
+printed beside every other row's. The declared lengths are changed in what the policy sees
+only (`Declared`, a wrapper that rewrites each view's `JobSpec.epochs`): the simulated jobs
+train their truth's epochs whatever is declared. Figures are means over the workloads run;
+p99 and worst FTF are the means of each workload's.
+
+    python benchmarks/speed/bench_policy.py [--workloads 1,2] [--only a,b,c] [--jobs 2]
+        [--others tiresias-las,optimus]
+
+`--others`: more policies, each a row with its gap to the LP bound. Cells run on `--jobs`
+worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import SHARED, machine  # noqa: E402
+
+from corral.core import Cluster  # noqa: E402
+from corral.core.jobs import Decision, JobView, Snapshot  # noqa: E402
+from corral.core.policy import Policy  # noqa: E402
+from corral.policies import create_policy  # noqa: E402
+from corral.sim.analysis.bound_jobs import workload_lp_bound  # noqa: E402
+from corral.sim.analysis.metrics import summarize  # noqa: E402
+from corral.sim.loop.config import EngineConfig  # noqa: E402
+from corral.sim.loop.engine import Simulator  # noqa: E402
+from corral.sim.truth.source import TruthSource  # noqa: E402
+from corral.sim.workloads import Workload, load_workloads  # noqa: E402
+
+DATA = Path(os.environ.get("CORRAL_SHARED_DATA", SHARED))
+ONE = "16x4"
+MIXED = "k80:6x4,p100:3x8,v100:2x8"
+SEED = 0
+
+#: (label, policy, overrides, declared lengths: exact | wrong | none)
+CORRAL_ROWS = [
+    ("corral", "corral", {}, "exact"),
+    ("corral wrong x[1/2,2]", "corral", {}, "wrong"),
+    ("corral no lengths", "corral", {}, "none"),
+]
+ABLATIONS = [
+    ("- remaining_work", "corral", {"remaining_work": "false"}, "exact"),
+    ("- restart_costs", "corral", {"restart_costs": "false"}, "exact"),
+    ("- learn_lengths (wrong)", "corral", {"learn_lengths": "false"}, "wrong"),
+    ("- learn_lengths (none)", "corral", {"learn_lengths": "false"}, "none"),
+]
+
+
+def wrong_factor(name: str, seed: int = SEED) -> float:
+    """The factor job `name`'s declared epochs are off by: log-uniform on [1/2, 2], seeded."""
+    return math.exp(random.Random(f"{seed}:{name}").uniform(math.log(0.5), math.log(2.0)))
+
+
+class Declared(Policy):
+    """Runs `inner` on views whose declared epochs are exact, wrong or absent (`mode`)."""
+
+    name = "declared"
+
+    def __init__(self, inner: Policy, mode: str) -> None:
+        super().__init__(inner.params)
+        self.inner, self.mode = inner, mode
+        self.promises = inner.promises
+
+    def _view(self, view: JobView) -> JobView:
+        spec = view.spec
+        if self.mode == "none":
+            epochs = None
+        elif spec.epochs is None:
+            epochs = None
+        else:
+            epochs = max(1, round(spec.epochs * wrong_factor(spec.name)))
+        return dataclasses.replace(view, spec=dataclasses.replace(spec, epochs=epochs))
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        if self.mode != "exact":
+            snapshot = dataclasses.replace(
+                snapshot, jobs=tuple(self._view(v) for v in snapshot.jobs),
+                completed=tuple(self._view(v) for v in snapshot.completed))
+        return self.inner.decide(snapshot)
+
+    def stands_until(self) -> float:
+        return self.inner.stands_until()
+
+    def job_left(self, name: str) -> None:
+        self.inner.job_left(name)
+
+
+def capped(w: Workload, most: int) -> Workload:
+    return Workload(w.name, [dataclasses.replace(j, gpus=min(j.gpus, most)) for j in w.jobs],
+                    source=f"{w.source}, GPUs per job capped at {most}")
+
+
+def workloads_for(cluster: str, which: list[int]) -> list[Workload]:
+    truth = TruthSource.of(None, None).load()
+    paths = [DATA / "pollux" / "workloads" / f"workload-{i}.csv" for i in which]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        sys.exit(f"skipped: {missing[0]} not found (corral data fetch pollux-workloads)")
+    ws = load_workloads([str(p) for p in paths], truth.limits())
+    c = Cluster.parse(cluster)
+    if c.is_mixed:
+        ws = [capped(w, max(c.gpus_of_type(t) for t in c.gpu_types)) for w in ws]
+    return ws
+
+
+def cell(cluster: str, index: int, label: str, policy: str, overrides: dict, mode: str) -> tuple:
+    """One simulation: (label, workload index, avg, p99 JCT s, worst FTF, restarts/job, wall)."""
+    truth = TruthSource.of(None, None).load()
+    w = workloads_for(cluster, [index])[0]
+    pol: Policy = create_policy(policy, overrides)
+    if mode != "exact":
+        pol = Declared(pol, mode)
+    started = time.perf_counter()
+    s = summarize(Simulator(truth, pol, Cluster.parse(cluster), EngineConfig()).run(w))
+    return (label, index, s.avg_jct_s, s.p99_jct_s, s.ftf_max, s.restarts_per_job,
+            s.unfinished, time.perf_counter() - started)
+
+
+def bound(cluster: str, index: int) -> tuple:
+    truth = TruthSource.of(None, None).load()
+    w = workloads_for(cluster, [index])[0]
+    return ("LP bound", index, workload_lp_bound(w, truth, Cluster.parse(cluster)).avg_jct_s)
+
+
+def section(title: str, cluster: str, rows: list, which: list[int], pool: ProcessPoolExecutor
+            ) -> dict[str, dict[str, float]]:
+    """Run every row on every workload (and the LP bounds); print the table; return the means."""
+    print(f"\n{title}", flush=True)
+    bounds = {i: pool.submit(bound, cluster, i) for i in which}
+    futures = [pool.submit(cell, cluster, i, *row) for row in rows for i in which]
+    results: dict[str, list[tuple]] = {}
+    for f in futures:
+        r = f.result()
+        results.setdefault(r[0], []).append(r)
+        print(f"  . {r[0]} workload-{r[1]}: avg {r[2] / 3600:.3f} h, p99 {r[3] / 3600:.2f} h, "
+              f"worst FTF {r[4]:.2f}, restarts/job {r[5]:.2f}, {r[7]:.0f} s", flush=True)
+    lp = {i: f.result()[2] for i, f in bounds.items()}
+    print(f"  {'policy':<26} {'avg JCT h':>9} {'p99 h':>7} {'worst FTF':>9} {'restarts':>8} "
+          f"{'gap to LP':>9}")
+    out = {}
+    for label, rs in results.items():
+        m = {"avg": statistics.mean(r[2] for r in rs), "p99": statistics.mean(r[3] for r in rs),
+             "ftf": statistics.mean(r[4] for r in rs),
+             "restarts": statistics.mean(r[5] for r in rs),
+             "gap": statistics.mean(r[2] / lp[r[1]] for r in rs if lp.get(r[1]))}
+        out[label] = m
+        print(f"  {label:<26} {m['avg'] / 3600:>9.3f} {m['p99'] / 3600:>7.2f} {m['ftf']:>9.2f} "
+              f"{m['restarts']:>8.2f} {m['gap']:>8.2f}x", flush=True)
+    print(f"  LP bound (mean) {statistics.mean(lp.values()) / 3600:.3f} h", flush=True)
+    return out
+
+
+def round_times(policy: str) -> list[tuple[float, int, float]]:
+    from bench_hetero import round_times as timed_rounds
+    return timed_rounds(policy)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8", help="Pollux workload numbers")
+    ap.add_argument("--only", default="a,b,c", help="sections (a,b,c)")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--others", default="", help="more policies, comma-separated")
+    ap.add_argument("--no-ablations", action="store_true", help="skip (a)'s ablation rows")
+    args = ap.parse_args()
+    which = [int(x) for x in args.workloads.split(",")]
+    only = set(args.only.split(","))
+    others = [("" + p, p, {}, "exact") for p in args.others.split(",") if p]
+    started = time.perf_counter()
+    print(f"bench_policy on {machine()}; workloads {which}", flush=True)
+    met: list[tuple[str, bool, str]] = []
+
+    def check(name: str, ok: bool, fig: str) -> None:
+        met.append((name, ok, fig))
+
+    with ProcessPoolExecutor(args.jobs) as pool:
+        if "a" in only:
+            rows = [("pollux", "pollux", {}, "exact"), ("sia", "sia", {}, "exact"),
+                    *CORRAL_ROWS, *([] if args.no_ablations else ABLATIONS), *others]
+            a = section(f"(a) one type, {ONE}, Pollux workloads {which}", ONE, rows, which, pool)
+            ref = a["pollux"]
+            r = a["corral"]["avg"] / ref["avg"]
+            check("(a) corral avg JCT <= 0.85x pollux", r <= 0.85, f"{r:.3f}x")
+            check("(a) corral p99 JCT <= pollux", a["corral"]["p99"] <= ref["p99"],
+                  f"{a['corral']['p99'] / 3600:.2f} h against {ref['p99'] / 3600:.2f} h")
+            check("(a) corral worst FTF <= pollux", a["corral"]["ftf"] <= ref["ftf"],
+                  f"{a['corral']['ftf']:.2f} against {ref['ftf']:.2f}")
+            r = a["corral wrong x[1/2,2]"]["avg"] / ref["avg"]
+            check("(a) wrong lengths: avg JCT <= 0.95x pollux", r <= 0.95, f"{r:.3f}x")
+            r = a["corral no lengths"]["avg"] / ref["avg"]
+            check("(a) no lengths: avg JCT <= pollux", r <= 1.0, f"{r:.3f}x")
+        if "b" in only:
+            rows = [("sia", "sia", {}, "exact"), ("pollux", "pollux", {}, "exact"), *CORRAL_ROWS,
+                    *others]
+            b = section(f"(b) mixed, {MIXED}, requests capped at 24, Pollux workloads {which}",
+                        MIXED, rows, which, pool)
+            ref = b["sia"]
+            r = b["corral"]["avg"] / ref["avg"]
+            check("(b) corral avg JCT <= 0.90x sia", r <= 0.90, f"{r:.3f}x")
+            check("(b) corral p99 JCT <= sia", b["corral"]["p99"] <= ref["p99"],
+                  f"{b['corral']['p99'] / 3600:.2f} h against {ref['p99'] / 3600:.2f} h")
+            check("(b) corral worst FTF <= sia", b["corral"]["ftf"] <= ref["ftf"],
+                  f"{b['corral']['ftf']:.2f} against {ref['ftf']:.2f}")
+            r = b["corral wrong x[1/2,2]"]["avg"] / ref["avg"]
+            check("(b) wrong lengths: avg JCT <= 0.97x sia", r <= 0.97, f"{r:.3f}x")
+            r = b["corral no lengths"]["avg"] / ref["avg"]
+            check("(b) no lengths: avg JCT <= sia", r <= 1.0, f"{r:.3f}x")
+        if "c" in only:
+            print("\n(c) rounds at 2,000 jobs on 2,048 GPUs (bench_hetero.py (d)'s workload), "
+                  "median CPU of the rounds with >= 1,000 jobs after the first", flush=True)
+            med = {}
+            for policy in ("sia", "corral"):
+                rounds = pool.submit(round_times, policy).result()
+                later = [r[2] for r in rounds[1:] if r[1] >= 1000]
+                med[policy] = statistics.median(later) if later else float("nan")
+                print(f"  {policy:<8} first round {rounds[0][2]:.2f} s CPU; {len(later)} later "
+                      f"rounds: median {med[policy]:.3f} s CPU", flush=True)
+            check("(c) corral round no slower than sia's", med["corral"] <= med["sia"],
+                  f"{med['corral']:.3f} s against {med['sia']:.3f} s")
+
+    print("\ntargets:")
+    for name, ok, fig in met:
+        print(f"  {'MET   ' if ok else 'MISSED'} {name}: {fig}")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s wall", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""corral (issue 42): the shorter remaining job first, no change that does not repay its pause,
+lengths learned from finished jobs (declarations checked against them), and runs in the
+simulator on one type, on a mixed cluster and under queues."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from job_views import typed_estimator
+from job_views import view as job_view
+
+from corral.core.cluster import Cluster, Placement
+from corral.core.jobs import Decision, JobSpec, JobView, Snapshot
+from corral.core.policy import Reads
+from corral.core.queues import parse_queues
+from corral.policies import create_policy
+from corral.policies.corral.lengths import Lengths
+from corral.policies.tenancy import QueuedPolicy
+from corral.sim.loop.config import EngineConfig
+from corral.sim.loop.engine import Simulator
+from corral.sim.truth.catalog import CatalogTruth
+from corral.sim.workloads import synthetic
+
+ONE_GPU = Placement(((0, 1),))
+
+
+def _spec(name: str, epochs: int | None, submit: float = 0.0, app: str = "m") -> JobSpec:
+    return JobSpec(name=name, submit_time_s=submit, app=app, gpus=1, batch_size=128,
+                   init_bsz=128, max_bsz=4096, min_local_bsz=16, max_local_bsz=1024,
+                   epochs=epochs)
+
+
+def _job(name: str, epochs: int | None, progress: float = 0.0, epoch: int = 0,
+         placement: Placement | None = None, submit: float = 0.0, run_time_s: float = 0.0,
+         observed_gpus: int = 1) -> JobView:
+    """A job of model "m" progressing 10 iterations a second on one GPU (goodput 1,280 at
+    M0 = 128), `progress` iterations and `epoch` epochs done."""
+    est = typed_estimator({"": 0.1}, observed="", gpus=observed_gpus)
+    est.observe_grad(1.0, 1.0)
+    v = job_view(_spec(name, epochs, submit), placement, 0.0 if placement else None, est)
+    return dataclasses.replace(v, progress=progress, epoch=epoch, run_time_s=run_time_s)
+
+
+#: a finished job of model "m": 10 epochs of 100 iterations each
+FINISHED = dataclasses.replace(_job("done", 10), progress=1000.0, epoch=10)
+
+
+def _decide(jobs: list[JobView], cluster: str = "1x1", **params: str) -> Decision:
+    policy = create_policy("corral", params)
+    return policy.decide(Snapshot(time_s=600.0, cluster=Cluster.parse(cluster), jobs=tuple(jobs),
+                                  previous=Decision({}), completed=(FINISHED,)))
+
+
+def test_the_job_with_less_work_left_runs_first_whatever_its_arrival() -> None:
+    long = _job("long", epochs=50, submit=0.0)
+    short = _job("short", epochs=5, submit=100.0)
+    d = _decide([long, short])
+    assert d.get("short") is not None and d.get("long") is None
+    assert d.reasons["long"].kind.value == "ranked_lower"
+
+
+def test_a_running_job_is_not_preempted_for_less_than_its_restart_costs() -> None:
+    # running: 1,000 iterations left, 100 s; the newcomer: 900 left, 90 s. Without costs SRPT
+    # would swap them; its 10 s gain does not repay the newcomer's 30 s start and the running
+    # job's 30 s resume.
+    running = _job("running", epochs=20, progress=1000.0, epoch=10, placement=ONE_GPU,
+                   run_time_s=100.0)
+    # (work_power 1: the objective is SRPT's 1 / T, whose sums these figures are)
+    newcomer = _job("newcomer", epochs=9, submit=500.0)
+    assert _decide([running, newcomer], work_power="1").get("running") is not None
+    assert _decide([running, newcomer], work_power="1",
+                   restart_costs="false").get("newcomer") is not None
+    # a newcomer of 10 s gains more than both pauses: it preempts (40 + 170 s of JCT < 100 +
+    # 140 s)
+    tiny = _job("tiny", epochs=1, submit=500.0)
+    d = _decide([running, tiny], work_power="1")
+    assert d.get("tiny") is not None and d.get("running") is None
+
+
+def test_the_job_with_less_left_never_gets_fewer_gpus() -> None:
+    a = _job("a", epochs=40, observed_gpus=4)
+    b = _job("b", epochs=4, observed_gpus=4)
+    d = _decide([a, b], cluster="1x8")
+    assert d.get("b") is not None and d.get("a") is not None
+    assert d.get("b").num_gpus >= d.get("a").num_gpus
+
+
+def test_lengths_come_from_declarations_until_finished_jobs_show_them_wrong() -> None:
+    lengths = Lengths()
+    job = _job("j", epochs=40, progress=0.0)
+    lengths.observe([], [job])
+    assert lengths.remaining(job) is None  # no scale yet: nothing of model "m" ran an epoch
+    finished = [dataclasses.replace(_job(f"f{i}", epochs=e), progress=1000.0, epoch=10)
+                for i, e in enumerate((20, 5, 20, 5))]  # declared 2x and 1/2x what they ran
+    lengths.observe(finished, [job])
+    # the declarations were off by 2x both ways; the model's jobs all ran 10 epochs: the
+    # history outweighs the declaration
+    assert lengths.total_epochs(job) == pytest.approx(10.0, rel=0.35)
+    exact = Lengths()
+    exact.observe([dataclasses.replace(_job("f", epochs=10), progress=1000.0, epoch=10)], [job])
+    assert exact.total_epochs(job) == pytest.approx(40.0, rel=0.2)  # trusted: shown right
+    assert exact.remaining(job) == pytest.approx(exact.total_epochs(job) * 100.0)
+    unknown = _job("u", epochs=None, progress=250.0, epoch=2)
+    none = Lengths(use_declared=False, learn=False)
+    none.observe([], [unknown])
+    assert none.remaining(unknown) == pytest.approx(250.0)  # as much again as it has done
+
+
+def test_it_reads_no_oracle_and_learns_from_finished_jobs() -> None:
+    promises = create_policy("corral").promises
+    assert Reads.ORACLE not in promises.reads
+    assert Reads.COMPLETED in promises.reads and Reads.GPU_TYPES in promises.reads
+
+
+@pytest.mark.parametrize("cluster", ["2x4", "k80:2x4,v100:2x8"])
+def test_a_built_in_workload_finishes(cluster: str) -> None:
+    truth = CatalogTruth()
+    w = synthetic(truth.limits(), num_jobs=12, rate_per_hour=20, seed=1)
+    if Cluster.parse(cluster).is_mixed:
+        w = type(w)(w.name, [dataclasses.replace(j, gpus=min(j.gpus, 16)) for j in w.jobs],
+                    source=w.source)
+    r = Simulator(truth, create_policy("corral"), Cluster.parse(cluster),
+                  EngineConfig()).run(w)
+    assert all(j.finish_s is not None for j in r.jobs)
+
+
+def test_it_runs_under_queues() -> None:
+    truth = CatalogTruth()
+    w = synthetic(truth.limits(), num_jobs=8, rate_per_hour=30, seed=2)
+    jobs = [dataclasses.replace(j, queue="a" if i % 2 else "b", gpus=min(j.gpus, 4))
+            for i, j in enumerate(w.jobs)]
+    queues = parse_queues("[queue.a]\nquota = 4\n[queue.b]\nquota = 4\n")
+    policy = QueuedPolicy(lambda: create_policy("corral"), queues)
+    r = Simulator(truth, policy, Cluster.parse("2x4"), EngineConfig()).run(
+        type(w)(w.name, jobs, source=w.source))
+    assert all(j.finish_s is not None for j in r.jobs)

@@ -119,6 +119,29 @@ def test_submit_refuses_what_the_service_would_in_one_line(tmp_path):
                                  "python", "x.py"), "env key 'A B' is not a variable name")
     assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--batch-size", str(10 ** 30),
                                  "--", "python", "x.py"), "batch_size")
+    assert_one_line_error(invoke("submit", "--cwd", str(tmp_path), "--epochs", "0", "--",
+                                 "python", "x.py"), "epochs")
+
+
+def test_submit_declares_the_epochs_it_is_given(tmp_path, monkeypatch):
+    """`--epochs N` travels in the submission (a length-aware policy reads it as the job's
+    declared length); without it the field is left out, so the service's default holds."""
+    import contextlib
+
+    from corral.cli import live
+
+    sent: list[dict] = []
+
+    class Client:
+        def submit(self, body: dict) -> dict:
+            sent.append(body)
+            return {"id": "job-1"}
+
+    monkeypatch.setattr(live, "_client", lambda *a: contextlib.nullcontext(Client()))
+    for args in (("--epochs", "12"), ()):
+        result = invoke("submit", "--cwd", str(tmp_path), *args, "--", "python", "x.py")
+        assert result.exit_code == 0 and "job-1" in result.output, result.output
+    assert sent[0]["epochs"] == 12 and "epochs" not in sent[1]
 
 
 @pytest.mark.slow

@@ -204,6 +204,7 @@ def submit(
     max_local_bsz: int | None = typer.Option(None, metavar="N", help="Largest per-GPU batch that fits in memory.", rich_help_panel=_BATCH),
     adaptive: bool = typer.Option(False, "--adaptive/--fixed-batch", help="Let corral.train adapt the batch size.", rich_help_panel=_BATCH),
     lr_rule: str = typer.Option("adascale", metavar="RULE", help="Learning-rate scaling: adascale, sqrt or linear.", rich_help_panel=_BATCH),
+    epochs: int | None = typer.Option(None, metavar="N", help="Epochs the job trains for, as you declare it: policies that weigh a job's remaining work (corral) read it, and the emulated executor ends the job after them (default: not declared)."),
     early_init: bool | None = typer.Option(None, "--early-init/--no-early-init", help="May its workers start and initialise on GPUs a job giving them up still trains on (default: once it has shown it runs corral.train; a plain script opts in by calling wait_for_start() from corral.protocol.early).", rich_help_panel=_BATCH),
     env: list[str] | None = typer.Option(None, metavar="KEY=VALUE", help="Environment variable of the workers (repeatable)."),
     cwd: Path | None = typer.Option(None, metavar="DIR", help="Working directory of the workers (default: here)."),
@@ -229,6 +230,8 @@ def submit(
             "min_local_bsz": min_local_bsz, "max_local_bsz": max_local_bsz,
             "adaptive": adaptive, "lr_rule": lr_rule, "early_init": early_init,
             "gpu_type": gpu_type}
+    if epochs is not None:
+        body["epochs"] = epochs
     if queue is not None:
         body["queue"] = queue
     check_body(body)  # one line for what the service would refuse (bad UTF-8, NUL, bounds)

@@ -13,6 +13,10 @@ with warnings.catch_warnings():  # starlette's test client warns about its httpx
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient  # noqa: E402
 
+from corral.core.cluster import Placement  # noqa: E402
+from corral.core.jobs import Assignment, Decision  # noqa: E402
+from corral.core.policy import Policy  # noqa: E402
+from corral.core.reasons import shrink_reasons  # noqa: E402
 from corral.policies import create_policy  # noqa: E402
 from corral.protocol.report import Report
 from corral.service.api import create_app  # noqa: E402
@@ -298,43 +302,32 @@ def test_a_preemption_event_names_another_teams_queue_never_its_job() -> None:
     assert "job-2" not in words
 
 
+class _Halves(Policy):
+    """All four GPUs to a job alone, two each to two jobs; with `says`, why it shrinks the first
+    (`Decision.shrinks`)."""
+
+    def __init__(self, name: str, says: str | None = None) -> None:
+        super().__init__(None)
+        self.name, self.says = name, says
+
+    def decide(self, snapshot):
+        each = 4 // len(snapshot.jobs)
+        out = {v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs}
+        says = self.says
+        return Decision(out, {}, {} if says is None else
+                        shrink_reasons(snapshot.jobs, out, self.name, lambda v, a: says))
+
+
 def test_a_shrink_event_says_whose_decision_and_who_took_the_gpus(tmp_path: Path,
                                                                   fake_executor) -> None:
-    from corral.core.cluster import Placement
-    from corral.core.jobs import Assignment, Decision
-    from corral.core.policy import Policy
-
-    class Halves(Policy):
-        """All four GPUs to a job alone; two each to two jobs."""
-
-        name = "halves"
-
-        def decide(self, snapshot):
-            each = 4 // len(snapshot.jobs)
-            return Decision({v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs})
-
-    [event] = _first_jobs_events(tmp_path, fake_executor, Halves(), {"gpus": 2}, "resized")
+    [event] = _first_jobs_events(tmp_path, fake_executor, _Halves("halves"),
+                                 {"gpus": 2}, "resized")
     assert event["detail"].endswith("; by halves: its 2 GPU(s) went to job-2"), event
 
 
 def test_a_shrink_event_carries_the_shrinking_policys_own_words(tmp_path: Path,
                                                                 fake_executor) -> None:
-    from corral.core.cluster import Placement
-    from corral.core.jobs import Assignment, Decision
-    from corral.core.policy import Policy
-    from corral.core.reasons import shrink_reasons
-
-    class SaysHalves(Policy):
-        """Two GPUs each to two jobs, saying why it shrinks the first (`Decision.shrinks`)."""
-
-        name = "says-halves"
-
-        def decide(self, snapshot):
-            each = 4 // len(snapshot.jobs)
-            out = {v.name: Assignment(Placement(((0, each),))) for v in snapshot.jobs}
-            return Decision(out, {}, shrink_reasons(snapshot.jobs, out, self.name,
-                                                    lambda v, a: "two jobs share the node"))
-
-    [event] = _first_jobs_events(tmp_path, fake_executor, SaysHalves(), {"gpus": 2}, "resized")
+    policy = _Halves("says-halves", "two jobs share the node")
+    [event] = _first_jobs_events(tmp_path, fake_executor, policy, {"gpus": 2}, "resized")
     assert event["detail"].endswith("; by says-halves: its 2 GPU(s) went to job-2; "
                                     "says-halves: two jobs share the node"), event

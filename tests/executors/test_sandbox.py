@@ -181,3 +181,32 @@ def test_a_job_may_read_corral_wherever_it_is_installed() -> None:
 
     root = str(Path(corral.__file__).resolve().parents[1])
     assert root in read_paths(["python", "train.py"], {})
+
+
+@needs_landlock
+def test_a_script_imports_its_siblings_from_any_working_directory(tmp_path: Path) -> None:
+    """`python /abs/train.py` run from another directory imports `/abs/common.py` (Python's
+    path starts at the script's folder): that folder is readable, the data directory is not,
+    and a script kept beside the data directory still cannot open it."""
+    data, mine, other, cwd = _layout(tmp_path)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "common.py").write_text("VALUE = 42\n")
+    (code / "train.py").write_text(
+        "import sys\nfrom common import VALUE\nprint(VALUE)\n"
+        "try:\n    open(sys.argv[1]).read()\n    print('token read')\n"
+        "except PermissionError:\n    print('token refused')\n")
+    command, env = sandbox.sandboxed([sys.executable, str(code / "train.py"),
+                                      str(data / "token")], cwd=str(cwd), job_dir=str(mine),
+                                     env={"PATH": os.environ.get("PATH", os.defpath)},
+                                     deny=[str(data)])
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["42", "token refused"], done.stderr
+    # a script in the data directory's parent: its folder would hold the data directory, so
+    # only the file itself is readable (its sibling import fails), the data stays closed
+    (tmp_path / "train.py").write_text("import common\n")
+    (tmp_path / "common.py").write_text("")
+    command, env = sandbox.sandboxed([sys.executable, str(tmp_path / "train.py")], cwd=str(cwd),
+                                     job_dir=str(mine), env={}, deny=[str(data)])
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert "ModuleNotFoundError" in done.stderr or "PermissionError" in done.stderr, done.stderr

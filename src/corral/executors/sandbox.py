@@ -14,7 +14,8 @@ command, which keeps the ruleset with everything it starts. Landlock is an allow
   disks;
 * read and execute (`--ro`): the system (/usr, /lib*, /bin, /sbin, /etc, /opt, /run, /proc,
   /sys), the Python environment (prefixes, site-packages, PYTHONPATH), the files named on
-  the command line and the directories on its PATH (those clear of the data directory);
+  the command line, the directories of the Python scripts it names (their sibling modules)
+  and the directories on its PATH (those clear of the data directory);
 * nothing else: not the data directory, not another job's directory, not the user's home.
 
 Since Landlock cannot carve a subdirectory out of an allowed one, a job for which an allowed
@@ -43,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["LAUNCHER", "abi", "available", "apply", "sandboxed", "refusal", "read_paths",
-           "as_user", "become",
+           "as_user", "become", "script_dirs",
            "SHARED_USER_EXPOSES"]
 
 LAUNCHER = Path(__file__).resolve()
@@ -215,6 +216,16 @@ def read_paths(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def script_dirs(command: Sequence[str]) -> list[str]:
+    """The directories of the Python scripts `command` names by absolute path: Python puts a
+    script's directory first on its module path, so `python /x/train.py` imports its sibling
+    `/x/common.py` from there, wherever the job's working directory is. Read only, and (in
+    `sandboxed`) only where clear of the data directory: a script beside it keeps the file
+    alone readable, and its sibling imports fail rather than the data directory opening."""
+    return list(dict.fromkeys(os.path.dirname(a) for a in command
+                              if os.path.isabs(a) and a.endswith(".py") and os.path.isfile(a)))
+
+
 def _editable_roots() -> list[str]:
     """The source directories of packages installed editable (`pip install -e`): setuptools'
     import finders map each package to its directory outside site-packages (their module's
@@ -282,6 +293,8 @@ def sandboxed(command: Sequence[str], *, cwd: str, job_dir: str, env: Mapping[st
     if why:
         raise PermissionError(why)
     real_deny = [os.path.realpath(d) for d in deny]
+    ro += [d for d in script_dirs(command) if not any(
+        _inside(os.path.realpath(d), x) or _inside(x, os.path.realpath(d)) for x in real_deny)]
     ro = [p for p in ro if not any(_inside(os.path.realpath(p), d) for d in real_deny)]
     ro += [p for p in env.get("PATH", "").split(os.pathsep)  # its programs, where harmless
            if os.path.isabs(p) and os.path.isdir(p) and not any(

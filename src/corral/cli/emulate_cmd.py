@@ -16,6 +16,7 @@ arrivals move a second or two, so one simulation is no sharper a reference than 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -117,8 +118,10 @@ class EmulatedService:
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         data_dir.mkdir(parents=True, exist_ok=True)
         with open(data_dir / "service.log", "ab") as log:
+            # a process group of its own: `close` ends it and whatever it started (a wrapper
+            # such as a profiler can put the service one process further down)
             self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
         self.client: Client | None = None
 
     def log_tail(self) -> str:
@@ -153,13 +156,18 @@ class EmulatedService:
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
+        self._signal_group(signal.SIGTERM)  # also what it left, should it have ended
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._signal_group(signal.SIGKILL)
                 self.proc.wait(timeout=10)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        """Signal the service's process group (its own session, started by us)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
 
 
 def run_emulation(workload: Workload, policy: str, truth: Truth, opts: EmulationOptions,

@@ -3,9 +3,10 @@
 For each policy, `run_emulation` starts `corral serve --executor emulated --lockstep-jobs N`
 (127.0.0.1, a free port, a fresh data directory), submits every job through the REST API naming
 its arrival, waits for all to end, reads back the record and stops the service. In lock step
-the service's clock stands still until every job is stored, then moves one emulated second at
-a time between the control loop's looks (`LockstepClock`), so a run is the same however loaded
-the machine is, and as fast as it allows up to `--time-scale`. Workload time 0 is the first
+the service's clock stands still until every job is stored, then moves an emulated second at a
+time, the control loop looking at each second at which a job reported or ended or a round or an
+arrival falls (`LockstepClock`), so a run is the same however loaded the machine is, and as fast
+as it allows up to `--time-scale`. Workload time 0 is the first
 interval multiple of the service's clock, so rounds fall as the simulator's; finishes are seen
 at the next whole second. The run becomes a `SimResult` in `corral simulate`'s schema;
 `--compare` also simulates and prints `agreement`, against the unshifted simulation and

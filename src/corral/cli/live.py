@@ -91,7 +91,7 @@ def serve(
     catalog: Path | None = typer.Option(None, metavar="FILE", help="A catalog file made by `corral calibrate` instead of the built-in one.", rich_help_panel=_EMULATED),
     time_scale: float = typer.Option(1.0, metavar="FACTOR", help="Emulated seconds per real second.", rich_help_panel=_EMULATED),
     restart_delay: float | None = typer.Option(None, metavar="SECONDS", show_default="each model's own in profiles of Sia's layout, else 30", help="Pause of a job whose placement changes (checkpoint and restart), emulated seconds, the same for every model.", rich_help_panel=_EMULATED),
-    lockstep_jobs: int = typer.Option(0, metavar="N", help="A scripted run (corral emulate): emulated time moves one second at a time between the control loop's looks, at most --time-scale times real time, from when N jobs are stored; each submission names its arrival (arrive_at_s). The run is then the same however loaded the machine is.", rich_help_panel=_EMULATED),
+    lockstep_jobs: int = typer.Option(0, metavar="N", help="A scripted run (corral emulate): emulated time moves a second at a time between the control loop's looks, each of which comes at the next second at which a job reported or ended or a round or an arrival falls, at most --time-scale times real time, from when N jobs are stored; each submission names its arrival (arrive_at_s). The run is then the same however loaded the machine is.", rich_help_panel=_EMULATED),
 ) -> None:
     """Run the live scheduler: the API, control loop and workers.
 

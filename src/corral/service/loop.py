@@ -126,6 +126,9 @@ class ControlLoop:
         self._arrived = False  # jobs arrived at this tick (a fill-in round may follow)
         self._nodes_changed = False  # nodes joined or left since the policy was last asked
         self._last_tick_s: float | None = None
+        #: of the time to the next tick, the seconds in which the executor changed nothing
+        #: (`Clock.pace`): accounted by what the jobs were doing at the last tick
+        self._still_s = 0.0
         self._last_save_s = 0.0
         #: each model's one-GPU profile per GPU type, from the jobs that ran (`type_history`)
         self.type_history = TypeHistory(store)
@@ -273,7 +276,19 @@ class ControlLoop:
             if self._holding():
                 stop.wait(self.tick_s)
             else:
-                self.clock.pace(stop, self.tick_s)
+                self._still_s = self.clock.pace(stop, self.tick_s, self._next_moment)
+
+    def _next_moment(self) -> float:
+        """The next moment this loop acts on by itself, as a reading of its clock: its next
+        round, or the arrival of the next job stored (read from the store now, so that none
+        stored before the clock moves on is missed). Between two such moments a tick acts
+        only on what the executor changed (`Clock.pace`)."""
+        with self.lock:
+            self._read_submissions()
+            next_s = self._rounds.next_round_s
+            if self._due_later:
+                next_s = min(next_s, float(self._due_later[0][1]["submit_time_s"]))
+        return self.origin + next_s
 
     def _holding(self) -> bool:
         """Time is held for a scripted run whose jobs are not all stored yet."""
@@ -408,9 +423,7 @@ class ControlLoop:
         stamps a submission with the running clock, which during a tick (the emulated clock
         stands still for the loop's thread only) can be ahead of the tick's time; such a job
         waits for the next tick instead of taking part in a round before it arrived."""
-        for seq, doc in self.store.jobs_after(self._seq):
-            self._seq = max(self._seq, seq)
-            self._due_later.append((seq, doc))
+        self._read_submissions()
         taken = False
         while self._due_later and self._due_later[0][1]["submit_time_s"] <= now:
             _, doc = self._due_later.popleft()
@@ -420,6 +433,12 @@ class ControlLoop:
                 self._profiled(job)
                 self.jobs[job.id] = job
         return taken
+
+    def _read_submissions(self) -> None:
+        """The jobs stored since the last read, queued to be taken when due."""
+        for seq, doc in self.store.jobs_after(self._seq):
+            self._seq = max(self._seq, seq)
+            self._due_later.append((seq, doc))
 
     def _profiled(self, job: LiveJob) -> None:
         """On a cluster of several GPU types, a job without a profile gets the executor's
@@ -477,15 +496,18 @@ class ControlLoop:
 
     def _sync_executor(self, now: float, dt: float) -> bool:
         """Executor states and reports into the jobs, and the `dt` seconds since the last tick
-        into their time (GPU time while their workers hold slots, the state just read); True
-        when a job finished."""
+        into their time (GPU time while their workers hold slots, the state just read; the
+        seconds in which the executor changed nothing, by the state read at the last tick, as
+        a tick at each of them would have); True when a job finished."""
         finished = False
         running = 0
+        still, self._still_s = min(self._still_s, dt), 0.0
         for job in list(self.jobs.values()):
             try:
                 st = self.executor.status(job.id)
+                job.account(still)  # as the state read at the last tick, unchanged since
                 job.holding = st.state in (ExecState.RUNNING, ExecState.STOPPING)
-                job.account(dt)
+                job.account(dt - still)
                 if st.state is ExecState.UNKNOWN:
                     continue
                 running += len(st.workers)

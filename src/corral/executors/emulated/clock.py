@@ -98,24 +98,27 @@ class EmulatedClock(Clock):
 
 
 class LockstepClock(EmulatedClock):
-    """Emulated time that moves only between the control loop's ticks, `step_s` at a time
-    (`pace`), and no faster than `time_scale` times real time: every emulated moment a step
-    lands on is looked at by exactly one tick, whatever the machine's load, so an emulated run
-    (`corral emulate`) is decided at the times the simulator decides it. `advance(t)` (the
-    emulated executor's jobs) runs at each step before the tick that follows it sees the jobs.
-    It starts at a whole second, so steps of whole seconds fall on every round's multiple of
-    the interval. Not resumed across restarts: a scripted run is one service's life."""
+    """Emulated time that moves only between the control loop's ticks (`pace`), `step_s` at a
+    time, and no faster than `time_scale` times real time: every emulated moment at which the
+    loop would find anything new is looked at by exactly one tick, whatever the machine's load,
+    so an emulated run (`corral emulate`) is decided at the times the simulator decides it.
+    `advance(t)` (the emulated executor's jobs) runs at each step and says whether anything
+    the loop reads changed since its last tick (a report, an end, what that tick placed or
+    stopped); the steps at which nothing did, and which the loop does not act on by itself
+    (`until`: its next round or arrival), have no tick: it would have done nothing there. It starts at a whole second, so steps of
+    whole seconds fall on every round's multiple of the interval. Not resumed across restarts:
+    a scripted run is one service's life."""
 
     def __init__(self, time_scale: float, step_s: float = 1.0,
                  world: contextlib.AbstractContextManager | None = None,
-                 advance: Callable[[float], None] | None = None) -> None:
+                 advance: Callable[[float], bool | None] | None = None) -> None:
         super().__init__(time_scale, float(math.floor(time.time())), world)
         if not step_s > 0:
             raise InputError(f"the lock-step clock's step must be > 0 s, got {step_s}")
         self.step_s = float(step_s)
         self.advance = advance
         self._t = 0.0
-        self._due = time.monotonic()  # real time the next step may be taken at, at the latest
+        self._due = time.monotonic()  # real time the clock may read `_t` at, at the earliest
 
     def elapsed_s(self) -> float:
         return self._t
@@ -125,17 +128,30 @@ class LockstepClock(EmulatedClock):
         with self._world:  # time stands still for every thread here, not only inside ticks
             yield
 
-    def pace(self, stop: threading.Event, tick_s: float) -> None:
-        """One step of emulated time, once `time_scale` allows it (a loaded machine is slower,
-        never different): the jobs advance to it, then the loop's next tick looks at them."""
-        self._due += self.step_s / self.time_scale
+    def pace(self, stop: threading.Event, tick_s: float,
+             until: Callable[[], float] | None = None) -> float:
+        """Step to the next moment the loop has anything to look at: step after step, each
+        advancing the jobs, up to the first at which `advance` says they changed (None: it
+        does not say, so every step is looked at) or at which the loop's own next moment
+        (`until()`, a clock reading) has come; one step when `until` is None. The steps are
+        the ones the loop looked at one by one before, the jobs advanced in the same steps;
+        the ticks left out are those that would have found nothing to do. Then it waits
+        until `time_scale` allows that much emulated time (a loaded machine is slower, never
+        different). Returns the seconds of all steps but the last, in which nothing the
+        loop reads changed (it accounts them by what it saw at its last look)."""
+        limit = -math.inf if until is None else until() - self.start
+        steps = 0
+        with self._world:
+            while True:
+                self._t += self.step_s
+                steps += 1
+                changed = self.advance(self._t) if self.advance is not None else None
+                if changed is not False or self._t >= limit or stop.is_set():
+                    break
+        self._due += steps * self.step_s / self.time_scale
         wait = self._due - time.monotonic()
         if wait > 0:
-            if stop.wait(wait):
-                return
+            stop.wait(wait)
         else:
             self._due = time.monotonic()  # behind: do not race to catch up later
-        with self._world:
-            self._t += self.step_s
-            if self.advance is not None:
-                self.advance(self._t)
+        return (steps - 1) * self.step_s

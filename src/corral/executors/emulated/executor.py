@@ -117,6 +117,9 @@ class EmulatedExecutor(Executor):
         self._held = [0] * self._cluster.num_nodes
         self._owed = [0] * self._cluster.num_nodes  # see `_pause`
         self._jobs: dict[str, _Job] = {}
+        #: changes the service would find (`_advance_all`): reports written, jobs failed,
+        #: the service's own calls; and their count when `_advance_all` last said
+        self._news = self._told = 0
         self._closing = threading.Event()
         self._last_round: float | None = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="corral-emulated-executor",
@@ -134,6 +137,7 @@ class EmulatedExecutor(Executor):
 
     def place(self, job: JobLaunch, plan: WorkerPlan) -> None:
         with self._lock:
+            self._news += 1  # what `status` shows changes: the loop looks at the next step
             now = self._now_s()
             j = self._jobs.get(job.job_id)
             if j is None:
@@ -152,6 +156,7 @@ class EmulatedExecutor(Executor):
 
     def stop(self, job_id: str) -> None:
         with self._lock:
+            self._news += 1
             try:
                 self._halt(job_id, ExecState.STOPPED)
             finally:
@@ -159,6 +164,7 @@ class EmulatedExecutor(Executor):
 
     def cancel(self, job_id: str) -> None:
         with self._lock:
+            self._news += 1
             try:
                 self._halt(job_id, ExecState.CANCELLED)
             finally:
@@ -216,6 +222,7 @@ class EmulatedExecutor(Executor):
         with self._lock:
             if job_id in self._jobs:
                 return
+            self._news += 1
             state = (self._unsaved.get(job_id) or (0, None))[1] or self._checkpoints.load(job_id)
             running = (state or {}).get("running")
             if not running:
@@ -509,14 +516,19 @@ class EmulatedExecutor(Executor):
             self._last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
-    def _advance_all(self, now: float) -> None:
-        """Every running job trained on to emulated `now` (the caller holds the lock)."""
+    def _advance_all(self, now: float) -> bool:
+        """Every running job trained on to emulated `now` (the caller holds the lock); True
+        when the service would find anything new (`status`, `report`) since the last call:
+        a job reported or ended, or the service placed, stopped or cancelled one. The
+        lock-step clock steps on without a tick while it is False."""
         for j in self._jobs.values():
             if j.state is ExecState.RUNNING and j.sim is not None and j.sim.placement:
                 try:
                     self._advance(j, now)
                 except Exception as exc:  # noqa: BLE001 - fail this job only
                     self._fail(j, f"emulation error: {type(exc).__name__}: {exc}")
+        told, self._told = self._told, self._news
+        return self._news != told
 
     def _advance(self, j: _Job, now: float) -> None:
         sim = j.sim
@@ -535,6 +547,7 @@ class EmulatedExecutor(Executor):
             self._checkpoint(j, now)
 
     def _fail(self, j: _Job, message: str) -> None:
+        self._news += 1
         if j.sim is not None and j.sim.placement:
             self._hold(j.sim.placement, -1)
             j.sim.release()
@@ -564,6 +577,7 @@ class EmulatedExecutor(Executor):
             "pid": None, "events": [],
         }
         j.report, j.reported_s, j.reported_epoch = Report.parse(doc), now, sim.epoch
+        self._news += 1
         if state != "running":
             atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
 

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, Job
 from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated.clock import EmulatedClock, LockstepClock
+from corral.executors.jobfiles import JobFiles
 from corral.executors.resize import IN_PLACE
 from corral.executors.runtime import Runtime
 from corral.protocol.env import JobConfig
@@ -38,7 +39,7 @@ from corral.sim.truth.one_gpu import one_gpu_profiles
 from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource
 
-__all__ = ["EmulatedClock", "EmulatedExecutor"]
+__all__ = ["EmulatedClock", "EmulatedExecutor", "EmulatedFiles"]
 
 _SAVE_EVERY_S = 1.0  # real seconds between writes of the checkpoints collected
 
@@ -65,6 +66,20 @@ class _Job:
     spec_doc: dict[str, Any] | None = None  # the spec as a checkpoint keeps it (`_spec_doc`)
 
 
+class EmulatedFiles(JobFiles):
+    """The emulated jobs' files under `<data dir>/jobs/<job id>/` (rank 0's log, written by
+    the executor; checkpoint folders), as the service reads them. The latest report is the
+    one in memory (`latest`): a running job's report is written to its file only when its
+    launch ends."""
+
+    def __init__(self, root: Path, latest: Callable[[str], Report | None]) -> None:
+        super().__init__(root)
+        self._latest = latest
+
+    def report(self, job_id: str) -> Report | None:
+        return self._latest(job_id)
+
+
 class EmulatedExecutor(Executor):
     """Simulated jobs on a simulated cluster, on an emulated clock. After a SIGKILL the jobs train
     on and `reclaim` advances them to now; the clock stands still while the service acts
@@ -83,6 +98,7 @@ class EmulatedExecutor(Executor):
                  checkpoint_interval_s: float = 600.0, poll_s: float | None = None,
                  lockstep: bool = False, **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
+        self._files = EmulatedFiles(self.data_dir, self._report)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
         self.truth = TruthSource.of(profiles, catalog, self._cluster.speeds).load()
         #: each model pays its own restart pause where its data sets one, unless pinned
@@ -118,7 +134,7 @@ class EmulatedExecutor(Executor):
         self._owed = [0] * self._cluster.num_nodes  # see `_pause`
         self._jobs: dict[str, _Job] = {}
         self._closing = threading.Event()
-        self._last_round: float | None = time.monotonic()
+        self.last_round: float | None = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="corral-emulated-executor",
                                         daemon=True)
         self._thread.start()
@@ -150,17 +166,10 @@ class EmulatedExecutor(Executor):
             finally:
                 self._write_launches()
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, *, cancel: bool = False) -> None:
         with self._lock:
             try:
-                self._halt(job_id, ExecState.STOPPED)
-            finally:
-                self._write_launches()
-
-    def cancel(self, job_id: str) -> None:
-        with self._lock:
-            try:
-                self._halt(job_id, ExecState.CANCELLED)
+                self._halt(job_id, ExecState.CANCELLED if cancel else ExecState.STOPPED)
             finally:
                 self._write_launches()
 
@@ -186,21 +195,15 @@ class EmulatedExecutor(Executor):
                               (0,) * j.world if j.state is ExecState.DONE else (), j.message,
                               j.workers if running else (), j.started_at, tuple(j.events))
 
-    def report(self, job_id: str) -> Report | None:
+    @property
+    def files(self) -> EmulatedFiles:
+        return self._files
+
+    def _report(self, job_id: str) -> Report | None:
+        """The job's latest report (`EmulatedFiles.report`)."""
         with self._lock:
             j = self._jobs.get(job_id)
             return j.report if j is not None else None
-
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        path = self._dir(job_id) / "job.log"
-        if rank != 0 or not path.exists():
-            return ""
-        text = path.read_bytes()
-        return (text if tail_bytes is None else text[-tail_bytes:] if tail_bytes else b""
-                ).decode(errors="replace")
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return self._dir(job_id) / "checkpoints"
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """The workers an earlier service left running, as real ones outlive a service killed
@@ -225,7 +228,7 @@ class EmulatedExecutor(Executor):
                 j, at_s = self._running_from(job_id, state, running)
             except (KeyError, TypeError, ValueError, IndexError, InputError) as exc:
                 self._jobs.pop(job_id, None)
-                path = self._dir(job_id) / "job.log"
+                path = self._files.dir(job_id) / "job.log"
                 with open(path, "a") as f:
                     f.write(f"[corral emulated {self._now_s():.1f} s] the launch an earlier "
                             f"service left running cannot be rebuilt ({type(exc).__name__}: "
@@ -270,9 +273,6 @@ class EmulatedExecutor(Executor):
             self._launched.clear()  # all written next
         self._save_checkpoints()
         self._checkpoints.close()
-
-    def last_round(self) -> float | None:
-        return self._last_round
 
     # -- placing and halting --------------------------------------------------------------------
     def _new_sim(self, j: _Job) -> SimJob | None:
@@ -506,7 +506,7 @@ class EmulatedExecutor(Executor):
                     self._advance_all(self._now_s())
             if time.monotonic() - self._saved_at >= _SAVE_EVERY_S:
                 self._save_checkpoints()
-            self._last_round = time.monotonic()
+            self.last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
     def _advance_all(self, now: float) -> None:
@@ -565,7 +565,7 @@ class EmulatedExecutor(Executor):
         }
         j.report, j.reported_s, j.reported_epoch = Report.parse(doc), now, sim.epoch
         if state != "running":
-            atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
+            atomic_write_json(self._files.dir(j.launch.job_id) / REPORT_FILE, doc)
 
     def _checkpoint(self, j: _Job, now: float, launch_changed: bool = False) -> None:
         """Checkpoint the job's training at emulated `now`, with the launch it runs (None when
@@ -623,13 +623,9 @@ class EmulatedExecutor(Executor):
         self._note(j, detail)
 
     def _note(self, j: _Job, text: str) -> None:
-        with open(self._dir(j.launch.job_id) / "job.log", "a") as f:
+        with open(self._files.dir(j.launch.job_id) / "job.log", "a") as f:
             f.write(f"[corral emulated {self._now_s():.1f} s] {text}\n")
 
-    def _dir(self, job_id: str) -> Path:
-        path = self.data_dir / "jobs" / job_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
 
 
 def _emulated_when(t_s: float) -> str:
@@ -669,7 +665,8 @@ def _warm_up(truth: Any) -> None:
 
 
 def emulated_runtime(data_dir: str | Path, **options: Any) -> Runtime:
-    """The emulated executor with what the service takes from it: its clock and its check of
-    each submission's model."""
+    """The emulated executor with what the service takes from it: its clock, its check of
+    each submission's model and its profiles of a new job."""
     executor = EmulatedExecutor(data_dir, **options)
-    return Runtime(executor, clock=executor.clock, check_app=executor.known_apps)
+    return Runtime(executor, clock=executor.clock, check_app=executor.known_apps,
+                   profile=executor.profile)

@@ -30,8 +30,7 @@ from corral.executors.jobfiles import JobFiles
 from corral.executors.resize import IN_PLACE
 from corral.executors.runtime import Runtime
 from corral.protocol.env import JobConfig
-from corral.protocol.files import atomic_write_json
-from corral.protocol.report import REPORT_FILE, Report
+from corral.protocol.report import Report, write_report
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover, mechanism_named
 from corral.sim.truth.base import AppTruth
@@ -550,22 +549,18 @@ class EmulatedExecutor(Executor):
         b = sim.batch
         k = sim.placement.num_gpus or j.world
         base = self.clock.start
-        doc = {
-            "time": base + now, "state": state, "launch": j.launch.config.launch + j.launches - 1,
-            "world_size": k, "num_nodes": sim.placement.num_nodes or 1, "device": "emulated",
-            "gpu_type": sim.gpu_type,
-            "batch": [b.local_bsz, b.accum_steps] if b else None,
-            "total_bsz": b.total(k) if b else None, "steps": int(sim.steps), "epoch": sim.epoch,
-            "progress": sim.progress, "samples": None, "loss": None, "lr_scale": None,
-            "metrics": [list(m) for m in sim.metrics], "estimator": sim.estimator.to_dict(),
-            "resumed": j.resumed,
-            "first_step_time": (base + j.first_step_s if j.first_step_reported
-                                and j.first_step_s is not None else None),
-            "pid": None, "events": [],
-        }
-        j.report, j.reported_s, j.reported_epoch = Report.parse(doc), now, sim.epoch
+        report = Report(
+            time=base + now, state=state, launch=j.launch.config.launch + j.launches - 1,
+            world_size=k, num_nodes=sim.placement.num_nodes or 1, device="emulated",
+            gpu_type=sim.gpu_type, batch=(b.local_bsz, b.accum_steps) if b else None,
+            total_bsz=b.total(k) if b else None, steps=int(sim.steps), epoch=sim.epoch,
+            progress=sim.progress, metrics=tuple(sim.metrics),
+            estimator=sim.estimator.to_dict(), resumed=j.resumed,
+            first_step_time=(base + j.first_step_s if j.first_step_reported
+                             and j.first_step_s is not None else None))
+        j.report, j.reported_s, j.reported_epoch = report, now, sim.epoch
         if state != "running":
-            atomic_write_json(self._files.dir(j.launch.job_id) / REPORT_FILE, doc)
+            write_report(self._files.report_path(j.launch.job_id), report)
 
     def _checkpoint(self, j: _Job, now: float, launch_changed: bool = False) -> None:
         """Checkpoint the job's training at emulated `now`, with the launch it runs (None when

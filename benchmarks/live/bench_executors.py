@@ -52,7 +52,8 @@ def _first_step(ex: Executor, job_id: str, launch: int) -> float:
             return report.first_step_time
         st = ex.status(job_id)
         if st.terminal:
-            raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.files.read_log(job_id)[-2000:]}")
+            raise RuntimeError(f"{job_id} ended {st.state.value}: "
+                               f"{ex.files.read_log(job_id)[-2000:]}")
         time.sleep(0.02)
     raise TimeoutError(f"{job_id}: no first step of launch {launch} in {TIMEOUT_S:.0f} s")
 

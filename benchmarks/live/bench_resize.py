@@ -87,7 +87,8 @@ def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> Report:
             return r
         st = ex.status(job_id)
         if st.terminal:
-            raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.files.read_log(job_id)[-2000:]}")
+            raise RuntimeError(f"{job_id} ended {st.state.value}: "
+                               f"{ex.files.read_log(job_id)[-2000:]}")
         time.sleep(0.01)
     raise TimeoutError(f"{job_id}: launch {launch} on {world} worker(s) took no step in "
                        f"{TIMEOUT_S:.0f} s:\n{ex.files.read_log(job_id)[-2000:]}")

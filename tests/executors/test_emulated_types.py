@@ -70,7 +70,8 @@ def test_a_job_moved_to_another_type_reports_it_and_trains_at_its_speed(executor
     executor.place(launch, WorkerPlan(Placement.of({1: 4})))
     assert sim.gpu_type == "v100" and sim.truth is executor.truth.app("cifar10").for_type("v100")
     deadline = time.monotonic() + 60
-    while (r := executor.files.report("m")) is None or r.launch != 1:  # the launch on the V100s reports
+    # the launch on the V100s reports
+    while (r := executor.files.report("m")) is None or r.launch != 1:
         assert time.monotonic() < deadline, "no report of the second launch"
         time.sleep(0.01)
     assert executor.files.report("m").gpu_type == "v100"

@@ -157,7 +157,8 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         assert f"rank 0 launch 2 starts at {stopped_at}" in ex.files.read_log("span")
         third = [l for l in contract.env_lines(ex, "span") if l["config"]["launch"] == 2]
         assert sorted(l["RANK"] for l in third) == ["0", "1"]  # same size, on what remains
-        assert json.loads((ex.files.checkpoint_dir("span") / "count.json").read_text())["count"] >= stopped_at
+        counted = json.loads((ex.files.checkpoint_dir("span") / "count.json").read_text())
+        assert counted["count"] >= stopped_at
     finally:
         ex.shutdown(10)
 

@@ -3,16 +3,17 @@
 Declarative and asynchronous: the service says where each job runs (`place`), to stop resumably
 (`stop`, a preemption) or go (`stop(cancel=True)`); the executor acts in the background and
 answers `status`; what a job wrote (its report, logs, checkpoints) the service reads through
-`files`, a `JobFilesReader`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2, SideCar (SC'20)
-§III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new set. A crash
-restarts from the checkpoint with exponential back-off, at most `max_retries` times; an executor
-failure fails that job only. Done: every worker exits 0, or the job's report says so. Every
-executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
+`files`, a `JobFilesReader`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2,
+SideCar (SC'20) §III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new
+set. A crash restarts from the checkpoint with exponential back-off, at most `max_retries`
+times; an executor failure fails that job only. Done: every worker exits 0, or the job's report
+says so. Every executor passes tests/executors/contract.py; worker environment:
+corral.protocol.env.
 
 `Executor` is what the control loop calls: seven methods a new executor writes (`cluster`,
 `place`, `stop`, `status`, `files`, `reclaim`, `shutdown`), two it may (`forget`, `applying`),
-and `last_round`, which one with background work keeps. A backend that runs commands does not implement it:
-it implements `corral.executors.backend.Backend`, and the job table
+and `last_round`, which one with background work keeps. A backend that runs commands does not
+implement it: it implements `corral.executors.backend.Backend`, and the job table
 (corral.executors.lifecycle.JobTable) is the executor over it.
 """
 

@@ -95,7 +95,8 @@ class RayInPlace:
         if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
             j.pid_lookup = None
             return False
-        return runs_corral_train(self.table.files.report(j.launch.job_id), self.table.launch_number(j) - 1, pid)
+        return runs_corral_train(self.table.files.report(j.launch.job_id),
+                                 self.table.launch_number(j) - 1, pid)
 
     def advance(self, j: _Job) -> None:
         """One look at the resize under way: start the new workers, send the request once

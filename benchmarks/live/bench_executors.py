@@ -47,12 +47,13 @@ def _first_step(ex: Executor, job_id: str, launch: int) -> float:
     """Wall-clock time of the first step of `launch` (waits for the job's report)."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        report = ex.report(job_id)
+        report = ex.files.report(job_id)
         if report is not None and report.launch == launch and report.first_step_time:
             return report.first_step_time
         st = ex.status(job_id)
         if st.terminal:
-            raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.read_log(job_id)[-2000:]}")
+            raise RuntimeError(f"{job_id} ended {st.state.value}: "
+                               f"{ex.files.read_log(job_id)[-2000:]}")
         time.sleep(0.02)
     raise TimeoutError(f"{job_id}: no first step of launch {launch} in {TIMEOUT_S:.0f} s")
 
@@ -68,7 +69,7 @@ def measure(ex: Executor, job_id: str, before: Placement, after: Placement) -> d
     ex.place(job, WorkerPlan(after))
     resumed = _first_step(ex, job_id, 1)
     started = ex.status(job_id).started_at or resumed
-    ex.cancel(job_id)
+    ex.stop(job_id, cancel=True)
     ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED), 60)
     return {"submit_to_first_step_s": first - submitted, "resize_s": resumed - requested,
             "resize_to_started_s": started - requested, "started_to_step_s": resumed - started}

@@ -82,21 +82,22 @@ def _report_of(ex: Executor, job_id: str, launch: int, world: int) -> Report:
     """The job's first report of `launch` on `world` workers that has taken a step."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        r = ex.report(job_id)
+        r = ex.files.report(job_id)
         if r is not None and r.launch == launch and r.world_size == world and r.first_step_time:
             return r
         st = ex.status(job_id)
         if st.terminal:
-            raise RuntimeError(f"{job_id} ended {st.state.value}: {ex.read_log(job_id)[-2000:]}")
+            raise RuntimeError(f"{job_id} ended {st.state.value}: "
+                               f"{ex.files.read_log(job_id)[-2000:]}")
         time.sleep(0.01)
     raise TimeoutError(f"{job_id}: launch {launch} on {world} worker(s) took no step in "
-                       f"{TIMEOUT_S:.0f} s:\n{ex.read_log(job_id)[-2000:]}")
+                       f"{TIMEOUT_S:.0f} s:\n{ex.files.read_log(job_id)[-2000:]}")
 
 
 def _step_time(ex: Executor, job_id: str, steps: int) -> float:
     """Seconds per step over the next `steps` steps, from the job's reports."""
     def now() -> Report:
-        return ex.report(job_id) or Report()
+        return ex.files.report(job_id) or Report()
     first = now()
     while (r := now()).time == first.time:
         time.sleep(0.02)  # a fresh report: it was written at a step boundary
@@ -141,7 +142,7 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
             job = JobLaunch("bench", command, str(REPO), {}, config)
             ex.place(job, WorkerPlan(Placement(((0, before),))))
             first = _report_of(ex, "bench", 0, before)
-            while _steps(ex.report("bench")) < _steps(first) + 3:
+            while _steps(ex.files.report("bench")) < _steps(first) + 3:
                 time.sleep(0.05)  # a few steps in the steady state
             step_before = _step_time(ex, "bench", 3) if breakdown else None
             decided = time.time()
@@ -165,7 +166,7 @@ def measure(mechanism: str, model: str, before: int, after: int, gpus: list[int]
                                first_step_s=first_step - float(event["time"]),
                                step_before_s=step_before,
                                step_after_s=_step_time(ex, "bench", 3))
-            ex.cancel("bench")
+            ex.stop("bench", cancel=True)
             ex.wait_for("bench", (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED), 120)
             return out
         finally:
@@ -197,7 +198,7 @@ def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: 
             donor_job = JobLaunch("donor", command, str(REPO), {}, config)
             ex.place(donor_job, WorkerPlan(Placement(((0, before),))))
             first = _report_of(ex, "donor", 0, before)
-            while _steps(ex.report("donor")) < _steps(first) + 3:
+            while _steps(ex.files.report("donor")) < _steps(first) + 3:
                 time.sleep(0.05)
             decided = time.time()
             with ex.applying():
@@ -213,7 +214,7 @@ def measure_handover(early: bool, model: str, donor: tuple[int, int], incoming: 
             found = re.search(r"overlap ([0-9.]+) s", summary[0]) if summary else None
             overlap = float(found.group(1)) if found else 0.0
             for job_id in ("incoming", "donor"):
-                ex.cancel(job_id)
+                ex.stop(job_id, cancel=True)
                 ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.DONE, ExecState.FAILED,
                                      ExecState.STOPPED), 120)
             return {"to_step_s": to_step, "idle_s": to_step - overlap, "overlap_s": overlap,

@@ -1,6 +1,6 @@
 """`corral emulate` on a cluster of several GPU types agrees with `corral simulate` (issue 35
 item 6): the service profiles each new job on one GPU of every type as the simulator does at
-arrival (`Executor.profile`), and the simulator's jobs observe their steps as their placement's
+arrival (`Runtime.profile`), and the simulator's jobs observe their steps as their placement's
 type's, as the emulated (and real) jobs report them. Without the profile sia emulated 25 %
 slower than it simulated on this cluster (the workload's 40 jobs); gavel 12 % without the typed steps.
 

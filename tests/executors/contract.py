@@ -37,7 +37,7 @@ def plan(workers: int, batch: BatchConfig | None = None) -> WorkerPlan:
 
 
 def env_lines(ex: Executor, job_id: str) -> list[dict]:
-    path = ex.checkpoint_dir(job_id) / "env.jsonl"
+    path = ex.files.checkpoint_dir(job_id) / "env.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
@@ -76,19 +76,19 @@ class ExecutorContract:
         assert {l["CORRAL_JOB_ID"] for l in lines} == {"env"}
         config = lines[0]["config"]
         assert config["batch"] == [4, 1] and config["init_bsz"] == 16 and config["launch"] == 0
-        assert "rank 0 launch 0" in ex.read_log("env")
+        assert "rank 0 launch 0" in ex.files.read_log("env")
 
     def test_resize_is_checkpoint_restart_with_the_new_world_size(self, ex: Executor) -> None:
         job = launch("grow", "count", 60)
         ex.place(job, plan(1))
-        wait_until(lambda: "starts at" in ex.read_log("grow"), what="first launch")
+        wait_until(lambda: "starts at" in ex.files.read_log("grow"), what="first launch")
         time.sleep(0.3)
         ex.place(job, plan(2))
         st = ex.wait_for("grow", END, TIMEOUT_S)
         assert st.state is ExecState.DONE and st.launches == 2 and st.crashes == 0
         lines = env_lines(ex, "grow")
         assert [l["WORLD_SIZE"] for l in lines if l["RANK"] == "0"] == ["1", "2"]
-        log = ex.read_log("grow")
+        log = ex.files.read_log("grow")
         stopped_at = int(log.split("rank 0 stopped at ")[1].split()[0])
         assert stopped_at > 0
         assert f"rank 0 launch 1 starts at {stopped_at}" in log  # resumed from its checkpoint
@@ -120,7 +120,7 @@ class ExecutorContract:
     def test_stop_preempts_and_a_later_place_resumes(self, ex: Executor) -> None:
         job = launch("pre", "count", 60)
         ex.place(job, plan(2))
-        wait_until(lambda: "starts at" in ex.read_log("pre"), what="start")
+        wait_until(lambda: "starts at" in ex.files.read_log("pre"), what="start")
         time.sleep(0.3)
         ex.stop("pre")
         st = ex.wait_for("pre", [ExecState.STOPPED, *END], TIMEOUT_S)
@@ -133,7 +133,7 @@ class ExecutorContract:
         ex.place(launch("cx", "sleep"), plan(2))
         st = ex.wait_for("cx", ExecState.RUNNING, TIMEOUT_S)
         wait_until(lambda: len(ex.status("cx").workers) == 2, what="workers")
-        ex.cancel("cx")
+        ex.stop("cx", cancel=True)
         st = ex.wait_for("cx", END, TIMEOUT_S)
         assert st.state is ExecState.CANCELLED and not st.workers
         ex.place(launch("cx", "finish"), plan(1))  # a cancelled job stays cancelled

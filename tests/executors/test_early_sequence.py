@@ -15,7 +15,6 @@ from corral.executors.jobfiles import JobFiles
 from corral.executors.lifecycle import JobRecord
 from corral.protocol.early import gate_path
 from corral.protocol.inplace import mark_ready
-from corral.protocol.report import Report
 
 
 class _Table:
@@ -43,9 +42,6 @@ class _Table:
     @staticmethod
     def launch_number(j: JobRecord) -> int:
         return j.launches
-
-    def report(self, job_id: str) -> Report | None:
-        return None
 
     def guarded(self, j: JobRecord, what: str, step: Any, *args: Any) -> None:
         step(*args)

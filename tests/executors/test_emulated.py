@@ -56,7 +56,7 @@ def test_a_job_trains_as_its_simulated_twin_and_reports_as_corral_train(executor
     # Intel Skylake-X, whose BLAS kernels move the throughput fits' last bits)
     twin.advance(1e9)
     assert sim.finish_s == pytest.approx(twin.finish_s, rel=1e-9)
-    report = executor.report("a")
+    report = executor.files.report("a")
     assert report == Report.read(executor.data_dir / "jobs" / "a" / REPORT_FILE)
     assert report.state == "finished" and report.epoch == 3 and report.steps > 0
     assert report.world_size == 4 and report.launch == 0 and report.batch
@@ -81,25 +81,25 @@ def test_stop_resume_and_cancel(executor) -> None:
     plan = WorkerPlan(Placement.of({0: 4}))
     executor.place(_launch(spec), plan)
     deadline = time.monotonic() + 30
-    while (r := executor.report("a")) is None or not r.steps:
+    while (r := executor.files.report("a")) is None or not r.steps:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     executor.stop("a")
     st = executor.status("a")
     assert st.state is ExecState.STOPPED and not st.workers
-    stopped = executor.report("a")
+    stopped = executor.files.report("a")
     assert stopped.state == "stopped" and stopped.steps > 0
     executor.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
     st = executor.status("a")
     assert st.state is ExecState.RUNNING and st.launches == 2 and len(st.workers) == 2
-    while executor.report("a").launch != 1:
+    while executor.files.report("a").launch != 1:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    report = executor.report("a")
+    report = executor.files.report("a")
     assert report.resumed["steps"] == stopped.steps and report.world_size == 2
-    executor.cancel("a")
+    executor.stop("a", cancel=True)
     assert executor.status("a").state is ExecState.CANCELLED
-    assert "launch 1: 2 worker(s)" in executor.read_log("a")
+    assert "launch 1: 2 worker(s)" in executor.files.read_log("a")
 
 
 def test_a_forgotten_job_leaves_nothing_behind_but_its_log(executor) -> None:
@@ -113,8 +113,8 @@ def test_a_forgotten_job_leaves_nothing_behind_but_its_log(executor) -> None:
     executor.forget("b")
     executor.forget("never-placed")
     assert executor._jobs == {} and executor._held == [0, 0]
-    assert executor.status("a").state is ExecState.UNKNOWN and executor.report("a") is None
-    assert "finished at emulated" in executor.read_log("a")
+    assert executor.status("a").state is ExecState.UNKNOWN and executor.files.report("a") is None
+    assert "finished at emulated" in executor.files.read_log("a")
 
 
 def test_a_decision_handed_over_job_by_job_takes_gpus_before_they_are_given_up(tmp_path) -> None:
@@ -247,11 +247,11 @@ def test_a_new_executor_on_the_same_directory_resumes_its_clock_and_each_jobs_tr
             return {tuple(c[:3]) for c in doc["configs"]}
 
         assert configs(saved["estimator"]) <= configs(sim.estimator.to_dict())
-        while (r := second.report("a")) is None or r.first_step_time is None:
+        while (r := second.files.report("a")) is None or r.first_step_time is None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert second.report("a").resumed["steps"] == int(saved["steps"])
-        assert "resumes from its checkpoint" in second.read_log("a")
+        assert second.files.report("a").resumed["steps"] == int(saved["steps"])
+        assert "resumes from its checkpoint" in second.files.read_log("a")
     finally:
         second.shutdown()
 
@@ -261,13 +261,13 @@ def test_a_job_checkpointed_after_its_last_epoch_finishes_when_placed_again(tmp_
     spec = _spec(first, epochs=2)
     first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
     first.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
-    steps = first.report("a").steps
+    steps = first.files.report("a").steps
     _die(first)  # before the service saw the job finish
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000)
     try:
         second.place(_launch(spec), WorkerPlan(Placement.of({0: 1})))
         second.wait_for("a", ExecState.DONE, timeout_s=60, poll_s=0.01)
-        report = second.report("a")
+        report = second.files.report("a")
         assert report.steps == steps and report.epoch == 2
     finally:
         second.shutdown()
@@ -305,7 +305,7 @@ def test_workers_trained_on_through_a_kill_and_a_reclaim_stops_them_where_they_g
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
     try:
         second.reclaim("a", ())
-        report = second.report("a")
+        report = second.files.report("a")
         assert report.state == "stopped" and second.status("a").state is ExecState.STOPPED
         at_s = report.time - first.clock.start  # when it was stopped, on first's time base
         # it trained through the downtime (0.2 real s and the new executor's start)
@@ -317,7 +317,7 @@ def test_workers_trained_on_through_a_kill_and_a_reclaim_stops_them_where_they_g
         assert report.progress == pytest.approx(twin.progress, rel=1e-8)
         assert [list(m) for m in report.metrics] == [list(m) for m in twin.metrics]
         assert report.launch == 0 and report.world_size == 4
-        log = second.read_log("a")
+        log = second.files.read_log("a")
         assert "workers left running by an earlier service" in log and "stopped at its" in log
         # nothing runs now: its GPUs are free, and placed again it resumes from where it stopped
         assert second._held == [0, 0]
@@ -344,12 +344,12 @@ def test_workers_that_finished_during_the_downtime_report_finished_when_it_did(t
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=2000, checkpoint_interval_s=60)
     try:
         second.reclaim("a", ())
-        report = second.report("a")
+        report = second.files.report("a")
         assert report.state == "finished" and second.status("a").state is ExecState.DONE
         assert report.time - first.clock.start == pytest.approx(finish_s, abs=1e-6)
         assert report.epoch == 5 and second._held == [0, 0]
         # said on the log as a time before this executor started, not as negative seconds
-        assert "emulated s before this service started after" in second.read_log("a")
+        assert "emulated s before this service started after" in second.files.read_log("a")
     finally:
         second.shutdown()
 
@@ -360,15 +360,15 @@ def test_a_stopped_job_is_not_reclaimed_and_resumes_from_its_checkpoint(tmp_path
     first.place(_launch(spec), WorkerPlan(Placement.of({0: 4})))
     time.sleep(0.2)
     first.stop("a")  # preempted: its checkpoint, written as stop returns, runs no launch
-    stopped = first.report("a")
+    stopped = first.files.report("a")
     _die(first)
     second = EmulatedExecutor(tmp_path, cluster="2x4", time_scale=400, checkpoint_interval_s=60)
     try:
         second.reclaim("a", ())
-        assert second.report("a") is None and second.status("a").state is ExecState.UNKNOWN
+        assert second.files.report("a") is None and second.status("a").state is ExecState.UNKNOWN
         second.place(_launch(spec), WorkerPlan(Placement.of({1: 2})))
         assert second._jobs["a"].sim.steps == pytest.approx(stopped.steps, abs=1)
-        assert "resumes from its checkpoint" in second.read_log("a")
+        assert "resumes from its checkpoint" in second.files.read_log("a")
     finally:
         second.shutdown()
 

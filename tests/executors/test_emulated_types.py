@@ -44,7 +44,7 @@ def test_each_job_trains_at_its_types_speed_as_in_the_engine(executor) -> None:
         executor.place(_launch(spec), WorkerPlan(placement))
         sim = executor._jobs[gpu_type].sim
         executor.wait_for(gpu_type, ExecState.DONE, timeout_s=60, poll_s=0.01)
-        assert executor.report(gpu_type).gpu_type == gpu_type
+        assert executor.files.report(gpu_type).gpu_type == gpu_type
         # profiled on one GPU of each type (as the engine at arrival), observed as its type's
         other = "v100" if gpu_type == "k80" else "k80"
         assert set(sim.estimator.gpu_types()) == {"k80", "v100"}
@@ -70,11 +70,12 @@ def test_a_job_moved_to_another_type_reports_it_and_trains_at_its_speed(executor
     executor.place(launch, WorkerPlan(Placement.of({1: 4})))
     assert sim.gpu_type == "v100" and sim.truth is executor.truth.app("cifar10").for_type("v100")
     deadline = time.monotonic() + 60
-    while (r := executor.report("m")) is None or r.launch != 1:  # the launch on the V100s reports
+    # the launch on the V100s reports
+    while (r := executor.files.report("m")) is None or r.launch != 1:
         assert time.monotonic() < deadline, "no report of the second launch"
         time.sleep(0.01)
-    assert executor.report("m").gpu_type == "v100"
-    executor.cancel("m")
+    assert executor.files.report("m").gpu_type == "v100"
+    executor.stop("m", cancel=True)
 
 
 def test_a_type_the_model_does_not_know_fails_the_job(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def _tiny(job_id: str, hold: Path | None = None, early_init: bool | None = True)
 
 
 def _steps(ex: LocalExecutor, job_id: str) -> int:
-    report = ex.report(job_id)
+    report = ex.files.report(job_id)
     return (report.steps or 0) if report is not None else 0
 
 
@@ -117,8 +117,8 @@ def test_donor_trains_until_the_incoming_job_is_ready(make_executor, tmp_path: P
         assert shrunk.resumed["in_place"] == 1  # it shrank by its own mechanism (in place)
         assert ex.pool.held("donor") == [0]
     assert ex.status("incoming").crashes == 0 == ex.status("donor").crashes
-    ex.cancel("incoming")
-    ex.cancel("donor")
+    ex.stop("incoming", cancel=True)
+    ex.stop("donor", cancel=True)
     ex.wait_for("incoming", ExecState.CANCELLED, 60)
 
 
@@ -138,8 +138,8 @@ def test_opting_out_starts_the_job_after_the_donor_gave_up(make_executor, tmp_pa
     trains_on(ex, "donor", 1, 1, after_steps=first.steps)
     assert not _events(ex, "incoming", "early-init") and not _events(ex, "donor", "donated")
     assert not _events(ex, "incoming", "early-started")
-    ex.cancel("incoming")
-    ex.cancel("donor")
+    ex.stop("incoming", cancel=True)
+    ex.stop("donor", cancel=True)
     ex.wait_for("incoming", ExecState.CANCELLED, 60)
 
 
@@ -163,6 +163,6 @@ def test_an_early_worker_that_dies_leaves_the_donor_alone(make_executor, tmp_pat
     assert st.crashes == 0 and len(_events(ex, "incoming", "early-init")) == 1  # no retry early
     assert not _events(ex, "incoming", "early-started")
     assert ex.pool.held("incoming") == [1] and ex.pool.held("donor") == [0]
-    ex.cancel("incoming")
-    ex.cancel("donor")
+    ex.stop("incoming", cancel=True)
+    ex.stop("donor", cancel=True)
     ex.wait_for("incoming", ExecState.CANCELLED, 60)

@@ -54,10 +54,10 @@ def test_an_argument_no_process_can_take_fails_that_job_only(ex: LocalExecutor) 
     st = ex.wait_for("nul", END, TIMEOUT_S)
     assert st.state is ExecState.FAILED and "null byte" in st.message
     assert st.events and st.events[0][0] == "start-failed"
-    before = ex.last_round()
+    before = ex.last_round
     ex.place(launch("after", "finish"), plan(1))  # the executor still starts and finishes jobs
     assert ex.wait_for("after", END, TIMEOUT_S).state is ExecState.DONE
-    assert ex.last_round() > before
+    assert ex.last_round > before
 
 
 def test_a_missing_working_directory_is_named(ex: LocalExecutor) -> None:
@@ -77,7 +77,7 @@ def test_a_failure_to_signal_fails_that_job_and_frees_its_slots(ex: LocalExecuto
         raise PermissionError("injected signal failure")
 
     monkeypatch.setattr(ex.workers, "signal", broken)  # the backend (corral.executors.backend)
-    ex.cancel("hog")
+    ex.stop("hog", cancel=True)
     st = ex.wait_for("hog", END, TIMEOUT_S)
     assert st.state is ExecState.FAILED and "injected signal failure" in st.message
     assert st.events[-1][0] == "executor-error" and not st.workers
@@ -112,13 +112,13 @@ def test_a_worker_that_ignores_sigterm_is_killed_and_that_is_recorded(ex: LocalE
         print("ready", flush=True)
         time.sleep(120)
     """), plan(1))
-    wait_until(lambda: "ready" in ex.read_log("stubborn"), what="the worker")
+    wait_until(lambda: "ready" in ex.files.read_log("stubborn"), what="the worker")
     ex.stop("stubborn")
     st = ex.wait_for("stubborn", [ExecState.STOPPED, *END], TIMEOUT_S)
     assert st.state is ExecState.STOPPED
     assert [k for k, _ in st.events] == ["killed"]
     assert st.events[0][1].startswith("killed at stop timeout: 1 worker(s) still running")
-    assert "killed at stop timeout" in ex.read_log("stubborn")
+    assert "killed at stop timeout" in ex.files.read_log("stubborn")
 
 
 def test_service_secrets_never_reach_a_job(ex: LocalExecutor, monkeypatch) -> None:
@@ -171,7 +171,7 @@ def test_torchrun_trainers_end_with_a_killed_agent_and_with_cancel(tmp_path: Pat
                        crash_grace_s=1, poll_s=0.05, retry_backoff_s=0.1)
     try:
         ex.place(torchrun_job(tmp_path, "tr"), plan(1))
-        ckpt = ex.checkpoint_dir("tr")
+        ckpt = ex.files.checkpoint_dir("tr")
         agent = int(wait_until(lambda: ex.status("tr").workers, 60, "the agent")[0])
         first = wait_trainers(ckpt, agent)
         os.kill(agent, signal.SIGKILL)  # a crash of the agent: its trainers must not survive
@@ -181,7 +181,7 @@ def test_torchrun_trainers_end_with_a_killed_agent_and_with_cancel(tmp_path: Pat
         st = ex.wait_for("tr", ExecState.RUNNING, 60)  # retried
         agent = int(wait_until(lambda: ex.status("tr").workers, 60, "the new agent")[0])
         second = wait_trainers(ckpt, agent)
-        ex.cancel("tr")
+        ex.stop("tr", cancel=True)
         st = ex.wait_for("tr", END, 60)
         assert st.state is ExecState.CANCELLED and st.crashes == 1
         wait_until(lambda: all(gone(p) for p in [agent, *second]), 30, "cancel to end them all")

@@ -64,12 +64,12 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     assert shrunk.resumed["in_place"] == 2
     assert ex.pool.held("grow") == [ex.pool.held("grow")[0]]  # the leavers' slots are free
     assert len(ex.pool.free()) == 3
-    log = ex.read_log("grow")
+    log = ex.files.read_log("grow")
     assert "resized in place from 2 to 4 workers" in log
     assert "resized in place from 4 to 1 workers" in log
     assert not any(k == "resize-fallback" for k, _ in _events(ex, "grow"))
 
-    ex.cancel("grow")
+    ex.stop("grow", cancel=True)
     ex.wait_for("grow", ExecState.CANCELLED, 60)
 
 
@@ -88,7 +88,7 @@ def test_a_new_worker_that_dies_falls_back_to_checkpoint_restart(executor: Local
     events = _events(ex, "fall")
     assert any(k == "resize-fallback" and "checkpoint-restart instead" in d for k, d in events)
     assert ex.status("fall").crashes == 0  # a fallback is no crash
-    ex.cancel("fall")
+    ex.stop("fall", cancel=True)
     ex.wait_for("fall", ExecState.CANCELLED, 60)
 
 
@@ -103,6 +103,6 @@ def test_a_command_that_is_not_a_trainer_is_resized_by_checkpoint_restart(
     st = wait(lambda: (s := ex.status("plain")).launches == 2 and len(s.workers) == 2 and s,
                "the restart on 2 workers")
     assert st.workers[0] not in first  # a new process: checkpoint-restart
-    assert "resizing in place" not in ex.read_log("plain")
-    ex.cancel("plain")
+    assert "resizing in place" not in ex.files.read_log("plain")
+    ex.stop("plain", cancel=True)
     ex.wait_for("plain", ExecState.CANCELLED, 60)

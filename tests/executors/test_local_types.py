@@ -77,7 +77,7 @@ def test_a_job_moved_to_another_type_restarts_there(tmp_path: Path) -> None:
         contract.wait_until(lambda: len(contract.env_lines(ex, "m")) == 2, what="the second launch")
         assert [l["CORRAL_GPU_TYPE"] for l in contract.env_lines(ex, "m")] == ["t4", "a100"]
         assert ex.pool.held("m") == [1]
-        ex.cancel("m")
+        ex.stop("m", cancel=True)
         ex.wait_for("m", contract.END, contract.TIMEOUT_S)
     finally:
         ex.shutdown(5)

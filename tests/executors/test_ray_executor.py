@@ -126,7 +126,7 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         job = contract.launch("span", "count", 150)
         ex.place(job, WorkerPlan(Placement(((0, 1), (1, 1)))))
         ex.wait_for("span", ExecState.RUNNING, contract.TIMEOUT_S)
-        contract.wait_until(lambda: "starts at" in ex.read_log("span")
+        contract.wait_until(lambda: "starts at" in ex.files.read_log("span")
                             and len(contract.env_lines(ex, "span")) == 2, what="first launch")
         assert ex.status("span").plan.placement == Placement(((0, 1), (1, 1)))
         first = contract.env_lines(ex, "span")
@@ -136,10 +136,10 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         time.sleep(0.5)
         ex.place(job, WorkerPlan(Placement(((1, 2),))))  # resize: both workers on node 1
         # the old rank 0's last line may land after the new launch's first on a loaded machine
-        contract.wait_until(lambda: "rank 0 launch 1 starts" in ex.read_log("span")
-                            and "rank 0 stopped at " in ex.read_log("span"), what="resize")
+        contract.wait_until(lambda: "rank 0 launch 1 starts" in ex.files.read_log("span")
+                            and "rank 0 stopped at " in ex.files.read_log("span"), what="resize")
         assert ex.status("span").plan.placement == Placement(((1, 2),))
-        log = ex.read_log("span")
+        log = ex.files.read_log("span")
         stopped_at = int(log.split("rank 0 stopped at ")[1].split()[0])
         assert f"rank 0 launch 1 starts at {stopped_at}" in log
 
@@ -151,13 +151,14 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         contract.wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in lost_pids), 10,
                             "the lost node's worker processes to die with their actors")
         st = ex.wait_for("span", contract.END, 60)
-        assert st.state is ExecState.DONE, ex.read_log("span")
+        assert st.state is ExecState.DONE, ex.files.read_log("span")
         assert st.crashes == 1 and st.launches == 3
         assert ex.cluster().gpus_per_node == (2,)  # the node table followed the removal
-        assert f"rank 0 launch 2 starts at {stopped_at}" in ex.read_log("span")
+        assert f"rank 0 launch 2 starts at {stopped_at}" in ex.files.read_log("span")
         third = [l for l in contract.env_lines(ex, "span") if l["config"]["launch"] == 2]
         assert sorted(l["RANK"] for l in third) == ["0", "1"]  # same size, on what remains
-        assert json.loads((ex.checkpoint_dir("span") / "count.json").read_text())["count"] >= stopped_at
+        counted = json.loads((ex.files.checkpoint_dir("span") / "count.json").read_text())
+        assert counted["count"] >= stopped_at
     finally:
         ex.shutdown(10)
 
@@ -212,7 +213,7 @@ def test_a_trainer_grows_onto_another_node_and_shrinks_back_in_place(ray_cluster
         contract.wait_until(lambda: ray.available_resources().get("corral_slot", 0) == 3, 30,
                             "the leaver's placement group to be removed")
     finally:
-        ex.cancel("ip")
+        ex.stop("ip", cancel=True)
         ex.wait_for("ip", ExecState.CANCELLED, 60)
         ex.shutdown(10)
 
@@ -239,7 +240,7 @@ def test_a_new_worker_that_dies_on_ray_falls_back_to_checkpoint_restart(ray_clus
         assert any(k == "resize-fallback" and "checkpoint-restart instead" in d for k, d in events)
         assert ex.status("fb").crashes == 0  # a fallback is no crash
     finally:
-        ex.cancel("fb")
+        ex.stop("fb", cancel=True)
         ex.wait_for("fb", ExecState.CANCELLED, 60)
         ex.shutdown(10)
 
@@ -282,7 +283,7 @@ def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, 
         assert shrunk.resumed["in_place"] == 2 and len(asked) == 1
         assert not _events(ex, "late", "resize-fallback")
     finally:
-        ex.cancel("late")
+        ex.stop("late", cancel=True)
         ex.wait_for("late", ExecState.CANCELLED, 60)
         ex.shutdown(10)
 
@@ -298,7 +299,7 @@ def _events(ex: RayExecutor, job_id: str, kind: str) -> list[str]:
 
 
 def _steps(ex: RayExecutor, job_id: str) -> int:
-    report = ex.report(job_id)
+    report = ex.files.report(job_id)
     return (report.steps or 0) if report is not None else 0
 
 
@@ -318,7 +319,7 @@ class EarlyRound:
 
 def _cancel_both(ex: RayExecutor) -> None:
     for job_id in ("incoming", "donor"):
-        ex.cancel(job_id)
+        ex.stop(job_id, cancel=True)
     for job_id in ("incoming", "donor"):
         ex.wait_for(job_id, (ExecState.CANCELLED, ExecState.STOPPED, ExecState.UNKNOWN), 60)
     ex.shutdown(10)
@@ -367,7 +368,7 @@ def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(
     assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
     assert queued.state is ExecState.QUEUED and not queued.workers
     assert not _events(ex, "donor", "donated")
-    assert ex.report("donor").world_size == 2
+    assert ex.files.report("donor").world_size == 2
     # Ray's books: the donor's two slots and the free one the incoming job reserved; its
     # worker in the donor's placement group reserves nothing there
     assert _free_slots() == 1
@@ -418,7 +419,7 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
         hold.touch()
         trained = trains_on(ex, "incoming", 0, 2, after_steps=3)
         ex.wait_for("donor", ExecState.STOPPED, 60)
-        stopped = ex.report("donor")
+        stopped = ex.files.report("donor")
         assert stopped.state == "stopped"
         assert trained.first_step_time > stopped.time  # it stepped once the donor stopped
         (summary,) = _events(ex, "incoming", "early-started")

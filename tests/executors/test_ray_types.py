@@ -68,12 +68,12 @@ def test_workers_are_told_their_nodes_type_and_a_moved_job_the_new_one(typed_ray
         try:
             contract.wait_until(lambda: contract.env_lines(ex, "r"), what="the launch on the A100")
         except TimeoutError:
-            raise AssertionError(f"{ex.status('r')}\n{ex.read_log('r')}") from None
+            raise AssertionError(f"{ex.status('r')}\n{ex.files.read_log('r')}") from None
         ex.place(job, WorkerPlan(Placement(((0, 1),))))
         contract.wait_until(lambda: len(contract.env_lines(ex, "r")) == 2,
                             what="the launch on the T4")
         assert [line["CORRAL_GPU_TYPE"] for line in contract.env_lines(ex, "r")] == ["a100", "t4"]
-        ex.cancel("r")
+        ex.stop("r", cancel=True)
         ex.wait_for("r", contract.END, contract.TIMEOUT_S)
     finally:
         ex.shutdown(10)

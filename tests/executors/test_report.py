@@ -10,7 +10,7 @@ import pytest
 
 from corral.executors.jobfiles import JobFiles
 from corral.executors.lifecycle import JobTable
-from corral.protocol.report import REPORT_FILE, Report, ReportError
+from corral.protocol.report import REPORT_FILE, Report, Reporter, ReportError, write_report
 
 TRAINER_DOC = {  # what corral.train writes (trainer._report), with the Reporter's time
     "time": 1_700_000_000.5, "state": "running", "launch": 2, "world_size": 4, "num_nodes": 1,
@@ -28,6 +28,19 @@ def test_a_trainers_report_reads_as_typed_fields_and_back_as_the_same_json() -> 
     assert report.launch == 2 and report.world_size == 4 and report.pid == 4242
     assert report.resumed is not None and report.resumed["steps"] == 20
     assert report.to_doc() == TRAINER_DOC
+
+
+def test_the_file_is_written_as_older_services_read_it(tmp_path: Path) -> None:
+    """The one writer (`write_report`, which the trainer's `Reporter` calls) writes a report
+    byte for byte as the trainer wrote its dictionary before it was typed: same keys, order
+    and values."""
+    path = tmp_path / REPORT_FILE
+    write_report(path, Report.parse(TRAINER_DOC))
+    assert path.read_bytes() == json.dumps(TRAINER_DOC, separators=(",", ":")).encode()
+    Reporter(path, interval_s=1.0).write(Report.parse({**TRAINER_DOC, "time": None}))
+    doc = json.loads(path.read_text())
+    assert list(doc) == list(TRAINER_DOC) and doc["time"] > TRAINER_DOC["time"]
+    assert Report.read(path) == Report.parse({**TRAINER_DOC, "time": doc["time"]})
 
 
 def test_a_field_of_the_wrong_type_is_refused_in_one_line_naming_it() -> None:

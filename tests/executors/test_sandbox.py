@@ -130,7 +130,7 @@ def test_a_link_the_job_makes_opens_nothing_outside(tmp_path: Path) -> None:
     assert "PermissionError" in done.stderr and (mine / "job.log").is_symlink()
     ex = LocalExecutor(data, slots=1, sandbox=True)
     try:
-        assert ex.read_log("mine") == ""  # not the admin token
+        assert ex.files.read_log("mine") == ""  # not the admin token
     finally:
         ex.shutdown(1)
 

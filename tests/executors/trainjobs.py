@@ -49,7 +49,7 @@ def trains_on(ex: Executor, job_id: str, launch: int, world: int, after_steps: i
     """The report once launch `launch` of the job trains on `world` workers past `after_steps`
     steps and the executor has taken that worker set as the job's."""
     def ok() -> Report | None:
-        r = ex.report(job_id)
+        r = ex.files.report(job_id)
         return r if (r is not None and r.launch == launch and r.world_size == world
                      and (r.steps or 0) > after_steps
                      and ex.status(job_id).launches == launch + 1) else None

@@ -13,6 +13,28 @@ from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, Wo
 from corral.protocol.report import Report, ReportError
 
 
+class FakeFiles:
+    """The fake executor's job files: the reports tests wrote, a log line per job."""
+
+    def __init__(self, reports: dict[str, dict[str, Any]]) -> None:
+        self.reports = reports
+
+    def report(self, job_id: str) -> Report | None:
+        """The report a test wrote for the job (a JSON document, as a job writes its file),
+        read as an executor reads it: typed, or None when refused."""
+        doc = self.reports.get(job_id)
+        try:
+            return None if doc is None else Report.parse(doc)
+        except ReportError:
+            return None
+
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        return f"log of {job_id} rank {rank}\n"
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return Path("/nonexistent") / job_id
+
+
 class FakeExecutor(Executor):
     """An in-memory executor: records calls; tests move jobs between states by hand."""
 
@@ -56,14 +78,14 @@ class FakeExecutor(Executor):
         self.states[job.job_id] = ExecState.RUNNING
         self.workers[job.job_id] = tuple(str(1000 + i) for i in range(plan.num_workers))
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, *, cancel: bool = False) -> None:
+        if cancel:
+            self.calls.append(("cancel", job_id))
+            self.states[job_id] = ExecState.CANCELLED
+            return
         self._called("stop", job_id)
         self.states[job_id] = ExecState.STOPPED
         self.workers[job_id] = ()
-
-    def cancel(self, job_id: str) -> None:
-        self.calls.append(("cancel", job_id))
-        self.states[job_id] = ExecState.CANCELLED
 
     def status(self, job_id: str) -> ExecStatus:
         state = self.states.get(job_id, ExecState.UNKNOWN)
@@ -71,20 +93,9 @@ class FakeExecutor(Executor):
                           workers=self.workers.get(job_id, ()),
                           events=tuple(self.events.get(job_id, ())))
 
-    def report(self, job_id: str) -> Report | None:
-        """The report a test wrote for the job (a JSON document, as a job writes its file),
-        read as an executor reads it: typed, or None when refused."""
-        doc = self.reports.get(job_id)
-        try:
-            return None if doc is None else Report.parse(doc)
-        except ReportError:
-            return None
-
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        return f"log of {job_id} rank {rank}\n"
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return Path("/nonexistent") / job_id
+    @property
+    def files(self) -> FakeFiles:
+        return FakeFiles(self.reports)
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         self.reclaimed.append((job_id, tuple(workers)))

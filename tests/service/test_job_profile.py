@@ -1,4 +1,4 @@
-"""A live job's one-GPU profile per GPU type (`LiveJob.profile`, from `Executor.profile`): its
+"""A live job's one-GPU profile per GPU type (`LiveJob.profile`, from `Runtime.profile`): its
 estimator has a model of each profiled type before it reports and after, as a simulated job's
 from its arrival; the profile is stored with the job."""
 

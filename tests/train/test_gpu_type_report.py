@@ -20,7 +20,7 @@ torch.set_num_threads(1)  # tiny models: threads only contend on a busy 2-core m
 from corral.perf.agent import choose_batch  # noqa: E402
 from corral.perf.estimator import JobEstimator  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, JobConfig  # noqa: E402
-from corral.protocol.report import read_report  # noqa: E402
+from corral.protocol.report import Report  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
 from corral.train.device import gpu_type_of  # noqa: E402
 
@@ -119,9 +119,10 @@ def test_a_report_carries_the_type_and_its_steps_are_that_types(monkeypatch,
     trainer = _trainer(monkeypatch, config, device="cpu")
     assert trainer.gpu_type == "v100"
     _run(trainer, 2)
-    doc = read_report(report)
-    assert doc["state"] == "finished" and doc["gpu_type"] == "v100"
-    est = JobEstimator.from_dict(doc["estimator"])
+    doc = Report.read(report)
+    assert doc is not None and doc.state == "finished" and doc.gpu_type == "v100"
+    assert doc.estimator is not None
+    est = JobEstimator.from_dict(dict(doc.estimator))
     assert est.gpu_type == "v100" and est.gpu_types() == ("v100",)
     assert list(est.profile("v100")) == [(1, 1, 16)] and est.profile("") == {}
 
@@ -132,9 +133,10 @@ def test_on_the_cpu_without_a_type_the_report_says_the_unnamed_one(monkeypatch,
     config = JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16, report_path=str(report),
                        report_interval_s=0.0)
     _run(_trainer(monkeypatch, config, device="cpu"), 1)
-    doc = read_report(report)
-    assert doc["gpu_type"] == "" and "gpu_type" not in doc["estimator"]  # as before types
-    assert JobEstimator.from_dict(doc["estimator"]).gpu_types() == ("",)
+    doc = Report.read(report)
+    assert doc is not None and doc.estimator is not None
+    assert doc.gpu_type == "" and "gpu_type" not in doc.estimator  # as before types
+    assert JobEstimator.from_dict(dict(doc.estimator)).gpu_types() == ("",)
 
 
 def test_a_job_resumed_on_another_type_rechooses_its_batch_for_it(monkeypatch,
@@ -175,4 +177,4 @@ def test_on_a_gpu_the_type_is_the_devices(monkeypatch, tmp_path: Path) -> None:
     expected = gpu_type_name(torch.cuda.get_device_name(trainer.device))
     assert expected and trainer.gpu_type == expected
     _run(trainer, 1)
-    assert read_report(report)["gpu_type"] == expected
+    assert Report.read(report).gpu_type == expected

@@ -29,7 +29,7 @@ from corral.protocol.inplace import (  # noqa: E402
     ready_ranks,
     write_request,
 )
-from corral.protocol.report import read_report  # noqa: E402
+from corral.protocol.report import Report  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,7 +83,7 @@ def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False, *job_arg
     joiners = [_start(r, new, port1, config.replace(batch=(16 // new, 0), launch=1), control,
                       *args, join=1) for r in range(old, new)]
     _wait_ready(control, 1, set(range(old, new)), olds + joiners)
-    _wait_until(lambda: (read_report(report) or {}).get("steps", 0) >= HOLD_AT, olds,
+    _wait_until(lambda: ((Report.read(report) or Report()).steps or 0) >= HOLD_AT, olds,
                 "the old workers to reach the hold step")  # their SIGUSR1 handler is in place
     if kill_new:
         joiners[0].kill()
@@ -109,14 +109,15 @@ def test_grow_in_place_continues_the_uninterrupted_run(reference: dict, tmp_path
     _same_weights(result, reference)
     assert not any(p.name.endswith(".corrupt") for p in tmp_path.iterdir())
     # the pause, phase by phase, and the first step at the new size that ends it
-    report = read_report(tmp_path / "report.json")
-    (event,) = [e for e in report["events"] if e["kind"] == "resized-in-place"]
-    resumed = report["resumed"]
+    report = Report.read(tmp_path / "report.json")
+    assert report is not None and report.resumed is not None and report.first_step_time
+    (event,) = [e for e in report.events if e["kind"] == "resized-in-place"]
+    resumed = report.resumed
     assert list(event["phases"]) == ["leave", "rendezvous", "state", "wrap", "batch"]
     assert sum(event["phases"].values()) == pytest.approx(event["pause_s"], abs=0.01)
     assert resumed["phases"] == event["phases"] and resumed["first_step_s"] > 0
     # the new worker set's first step is a step it took, after the regroup
-    assert report["first_step_time"] >= event["time"] + resumed["first_step_s"] - 0.05
+    assert report.first_step_time >= event["time"] + resumed["first_step_s"] - 0.05
 
 
 @pytest.fixture(scope="module")

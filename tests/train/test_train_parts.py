@@ -18,7 +18,7 @@ from corral.core.jobs import BatchConfig  # noqa: E402
 from corral.perf.agent import BatchController, split_total  # noqa: E402
 from corral.perf.estimator import JobEstimator  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
-from corral.protocol.report import read_report  # noqa: E402
+from corral.protocol.report import Report  # noqa: E402
 from corral.train import ElasticTrainer  # noqa: E402
 from corral.train.device import place_worker  # noqa: E402
 from corral.train.host_view import LaggedHostView  # noqa: E402
@@ -268,7 +268,7 @@ def test_divergence_restores_the_last_good_checkpoint_and_the_initial_batch(
     assert event["kind"] == "diverged" and "restored checkpoint" in event["message"]
     assert "epoch 3" in event["message"] and "initial batch 16" in event["message"]
     assert all(torch.isfinite(p).all() for p in model.parameters())
-    assert read_report(report)["events"] == trainer.events  # the service reads them here
+    assert Report.read(report).events == tuple(trainer.events)  # the service reads them here
 
 
 @pytest.mark.parametrize("store", [False, True])

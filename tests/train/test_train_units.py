@@ -105,16 +105,16 @@ def test_reports_replace_atomically_without_the_fsyncs_checkpoints_pay(tmp_path:
                                                                         monkeypatch) -> None:
     import os
 
-    from corral.protocol.report import Reporter, read_report
+    from corral.protocol.report import Report, Reporter
     syncs = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
     atomic_write_json(tmp_path / "durable.json", {"v": 1})
     assert len(syncs) == 2  # the file and its directory
     reporter = Reporter(tmp_path / "report.json", interval_s=1.0)
-    reporter.write({"steps": 3})
-    reporter.write({"steps": 4})
-    assert len(syncs) == 2 and read_report(tmp_path / "report.json")["steps"] == 4
+    reporter.write(Report(steps=3))
+    reporter.write(Report(steps=4))
+    assert len(syncs) == 2 and Report.read(tmp_path / "report.json").steps == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["durable.json", "report.json"]
 
 

@@ -1,15 +1,19 @@
 """The executor contract: how the service runs, resizes and stops a job's workers.
 
 Declarative and asynchronous: the service says where each job runs (`place`), to stop resumably
-(`stop`, a preemption) or go (`cancel`); the executor acts in the background and answers
-`status`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2, SideCar (SC'20)
-§III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new set. A crash
-restarts from the checkpoint with exponential back-off, at most `max_retries` times; an executor
-failure fails that job only. Done: every worker exits 0, or the job's report says so. Every
-executor passes tests/executors/contract.py; worker environment: corral.protocol.env.
+(`stop`, a preemption) or go (`stop(cancel=True)`); the executor acts in the background and
+answers `status`; what a job wrote (its report, logs, checkpoints) the service reads through
+`files`, a `JobFilesReader`. Resizes default to checkpoint-restart (Pollux (OSDI'21) §4.2,
+SideCar (SC'20) §III-B-4): SIGTERM every worker, wait for checkpoint and exit, start the new
+set. A crash restarts from the checkpoint with exponential back-off, at most `max_retries`
+times; an executor failure fails that job only. Done: every worker exits 0, or the job's report
+says so. Every executor passes tests/executors/contract.py; worker environment:
+corral.protocol.env.
 
-`Executor` is what the control loop calls. A backend that runs commands does not implement it:
-it implements `corral.executors.backend.Backend`, and the job table
+`Executor` is what the control loop calls: seven methods a new executor writes (`cluster`,
+`place`, `stop`, `status`, `files`, `reclaim`, `shutdown`), two it may (`forget`, `applying`),
+and `last_round`, which one with background work keeps. A backend that runs commands does not
+implement it: it implements `corral.executors.backend.Backend`, and the job table
 (corral.executors.lifecycle.JobTable) is the executor over it.
 """
 
@@ -22,14 +26,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import BatchConfig, JobSpec
 from corral.protocol.env import JobConfig
 from corral.protocol.report import Report
 
-__all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "TERMINAL"]
+__all__ = ["ExecState", "JobLaunch", "WorkerPlan", "ExecStatus", "Executor", "JobFilesReader",
+           "TERMINAL"]
 
 
 class ExecState(str, enum.Enum):
@@ -107,11 +112,30 @@ class ExecStatus:
         return self.state in TERMINAL
 
 
+class JobFilesReader(Protocol):
+    """What the service reads of a job's files (`Executor.files`): its report, a worker's log,
+    where it checkpoints. The local and Ray executors' is `JobFiles` (jobfiles.py); the
+    emulated executor's keeps the latest report in memory."""
+
+    def report(self, job_id: str) -> Report | None:
+        """The job's latest report (corral.protocol.report), None when it has sent none or
+        the last it sent was refused."""
+
+    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
+        """A worker's output so far (rank 0 by default), across all its launches."""
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        """Where the job's workers checkpoint (CORRAL_CHECKPOINT_DIR)."""
+
+
 class Executor(ABC):
     """Runs jobs' workers, as the control loop sees it; every method returns at once (work
     happens in the background)."""
 
     name: ClassVar[str]
+    #: `time.monotonic()` when the executor's background work last finished a pass over its
+    #: jobs (for /healthz: an old one means it is stuck); None when it has no background work
+    last_round: float | None = None
 
     @abstractmethod
     def cluster(self) -> Cluster:
@@ -123,29 +147,18 @@ class Executor(ABC):
         another plan. Ignored for a job that is done, failed or cancelled."""
 
     @abstractmethod
-    def stop(self, job_id: str) -> None:
-        """Preempt: checkpoint and stop the workers; the job stays resumable (STOPPED)."""
-
-    @abstractmethod
-    def cancel(self, job_id: str) -> None:
-        """Stop the workers for good (CANCELLED)."""
+    def stop(self, job_id: str, *, cancel: bool = False) -> None:
+        """Preempt: checkpoint and stop the workers; the job stays resumable (STOPPED). With
+        `cancel`: stop them for good (CANCELLED), whatever it was stopping for."""
 
     @abstractmethod
     def status(self, job_id: str) -> ExecStatus:
         """The job's state now (UNKNOWN for a job never placed here)."""
 
+    @property
     @abstractmethod
-    def report(self, job_id: str) -> Report | None:
-        """The job's latest report (corral.protocol.report), None when it has sent none or
-        the last it sent was refused."""
-
-    @abstractmethod
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        """A worker's output so far (rank 0 by default), across all its launches."""
-
-    @abstractmethod
-    def checkpoint_dir(self, job_id: str) -> Path:
-        """Where the job's workers checkpoint (CORRAL_CHECKPOINT_DIR)."""
+    def files(self) -> JobFilesReader:
+        """What jobs wrote: reports, logs, checkpoints (readable after `forget` too)."""
 
     @abstractmethod
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
@@ -167,18 +180,6 @@ class Executor(ABC):
         `stop` calls): an executor that hands slots from a job giving them up to the job that
         takes them (early initialisation) sees the round whole before it acts. Here: nothing."""
         return contextlib.nullcontext()
-
-    def last_round(self) -> float | None:
-        """`time.monotonic()` when the executor's background work last finished a pass over its
-        jobs (for /healthz: an old one means it is stuck); None when it has no background work."""
-        return None
-
-    def profile(self, spec: JobSpec) -> dict[str, tuple[float, int]]:
-        """A new job's one-GPU profile on each GPU type it may use, {type: (step time, per-GPU
-        batch)}, taken before it is first scheduled (Sia (SOSP'23) §4); the service seeds the
-        job's estimator with it on a cluster of several types. {}: this executor cannot
-        profile (the default); the emulated executor can."""
-        return {}
 
     # -- shared helpers ----------------------------------------------------------------------
     def wait_for(self, job_id: str, states: Sequence[ExecState] | ExecState,

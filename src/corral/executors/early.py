@@ -175,7 +175,7 @@ class EarlyStarts(Generic[J]):
                 continue
             planned = self.slots.plan(j)
             if planned is not None and allows_early_start(j.launch.early_init,
-                                                          t.report(j.launch.job_id)):
+                                                          t.files.report(j.launch.job_id)):
                 t.guarded(j, "cannot start it early", self._begin, j, *planned)
 
     def let_go(self) -> set[str]:

@@ -31,7 +31,6 @@ from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, Job
 from corral.executors.jobfiles import JobFiles
 from corral.protocol.env import ENV_CHECKPOINT_DIR, ENV_CONFIG, ENV_JOB_ID
 from corral.protocol.inplace import ENV_CONTROL_DIR
-from corral.protocol.report import Report
 
 if TYPE_CHECKING:
     from corral.executors.backend import Backend
@@ -90,10 +89,10 @@ class JobTable(Executor, Generic[J]):
                  inplace: InPlaceResizer[J] | None = None) -> None:
         self.backend = backend
         self.record = record
-        self.files = JobFiles(root)  # every job's files under root/jobs/
+        self._files = JobFiles(root)  # every job's files under root/jobs/
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
-        self._last_round: float | None = time.monotonic()
+        self.last_round: float | None = time.monotonic()
         self.stop_timeout_s = stop_timeout_s
         self.crash_grace_s = crash_grace_s
         self.report_interval_s = report_interval_s
@@ -139,15 +138,11 @@ class JobTable(Executor, Generic[J]):
             finally:
                 self._round_open = False
 
-    def stop(self, job_id: str) -> None:
-        self._halt(job_id, "stop", ExecState.STOPPED)
-
-    def cancel(self, job_id: str) -> None:
-        self._halt(job_id, "cancel", ExecState.CANCELLED)
-
-    def _halt(self, job_id: str, reason: str, idle_state: ExecState) -> None:
+    def stop(self, job_id: str, *, cancel: bool = False) -> None:
         """Stop or cancel: at once when no worker set exists, else through STOPPING (a cancel
         overrides whatever a stopping job was stopping for; a stop overrides a resize)."""
+        reason, idle_state = (("cancel", ExecState.CANCELLED) if cancel
+                              else ("stop", ExecState.STOPPED))
         with self.lock:
             j = self._jobs.get(job_id)
             if j is None or j.state in TERMINAL:
@@ -179,9 +174,6 @@ class JobTable(Executor, Generic[J]):
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         self.backend.reclaim(job_id, workers)
 
-    def last_round(self) -> float | None:
-        return self._last_round
-
     def has_workers(self, j: J) -> bool:
         """The job has a worker set (being started, running or stopping), or an early start
         or an in-place resize's new workers."""
@@ -194,14 +186,10 @@ class JobTable(Executor, Generic[J]):
     def job(self, job_id: str) -> J | None:
         return self._jobs.get(job_id)
 
-    def report(self, job_id: str) -> Report | None:
-        return self.files.report(job_id)
-
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        return self.files.read_log(job_id, rank, tail_bytes)
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return self.files.checkpoint_dir(job_id)
+    @property
+    def files(self) -> JobFiles:
+        """Every job's files under root/jobs/ (its parts write there too)."""
+        return self._files
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         with self.lock:
@@ -238,7 +226,7 @@ class JobTable(Executor, Generic[J]):
                 for j in list(self._jobs.values()):
                     self.guarded(j, "executor error", self._advance, j)
                 self._start_queued()
-            self._last_round = time.monotonic()
+            self.last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
     def guarded(self, j: J, what: str, step: Callable[..., Any], *args: Any,
@@ -324,7 +312,7 @@ class JobTable(Executor, Generic[J]):
     def _reported_finished(self, j: J) -> bool:
         """The launch that just exited reported that training finished (a signal may have
         caught it while the interpreter was shutting down, turning status 0 into -15)."""
-        report = self.report(j.launch.job_id)
+        report = self.files.report(j.launch.job_id)
         return (report is not None and report.state == "finished"
                 and report.launch == self.launch_number(j) - 1)
 
@@ -441,7 +429,7 @@ class JobTable(Executor, Generic[J]):
         """The environment every worker of the job's next launch gets, before its rank's
         variables: `inherit`, the job's env, CORRAL_* (and no GPU, one BLAS thread on CPU)."""
         job = j.launch
-        ckpt = self.checkpoint_dir(job.job_id)
+        ckpt = self.files.checkpoint_dir(job.job_id)
         ckpt.mkdir(parents=True, exist_ok=True)
         config = job.config.replace(
             job_id=job.job_id, num_nodes=num_nodes, launch=self.launch_number(j),

@@ -45,7 +45,7 @@ class LocalInPlace:
         current = table.launch_number(j) - 1
         node = self._one_node(j)
         if not j.procs or node is None or not runs_corral_train(
-                table.report(j.launch.job_id), current, j.procs[0].pid):
+                table.files.report(j.launch.job_id), current, j.procs[0].pid):
             return False
         plan, old = j.target, len(j.procs)
         assert plan is not None
@@ -103,7 +103,7 @@ class LocalInPlace:
             if r.joiner_ranks <= ready_ranks(self.table.files.control_dir(j.launch.job_id), r.generation):
                 self._send_request(j)
             return
-        report = self.table.report(j.launch.job_id)
+        report = self.table.files.report(j.launch.job_id)
         if report is not None and report.launch == r.generation and report.world_size == r.new_world:
             self._take_new_set(j)
             return

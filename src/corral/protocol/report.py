@@ -9,9 +9,11 @@ epoch, value]], estimator (`JobEstimator.to_dict()`), resumed (checkpoint or nul
 first_step_time, gpu_type (the type its steps are, "" unnamed; `gpu_type_name`), device, num_nodes,
 pid (rank 0's), events ([{time, kind, message}]). Torch-free.
 
-The file is written inside the job, so whoever reads it trusts nothing in it: `Report.parse`
-turns it into a `Report` (frozen, typed) or refuses it with one line naming the bad field
-(`ReportError`); keys it does not know are dropped. `Report.read` reads the file that way.
+Both sides hold the report as a `Report` (frozen, typed), so a field renamed on one side cannot
+drift from the other: `write_report` is the one writer of the file (the trainer's `Reporter`,
+the emulated executor), `Report.read` the one reader. The file is written inside the job, so
+whoever reads it trusts nothing in it: `Report.parse` turns it into a `Report` or refuses it
+with one line naming the bad field (`ReportError`); keys it does not know are dropped.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from corral.protocol.files import atomic_write_json, read_json
 
-__all__ = ["Report", "ReportError", "Reporter", "read_report", "REPORT_FILE", "gpu_type_name"]
+__all__ = ["Report", "ReportError", "Reporter", "write_report", "REPORT_FILE", "gpu_type_name"]
 
 REPORT_FILE = "report.json"
 
@@ -43,15 +45,15 @@ class Reporter:
             return False
         return (time.monotonic() if now is None else now) - self._last >= self.interval_s
 
-    def write(self, doc: dict[str, Any]) -> None:
-        """Replace the report atomically but not durably: it is written on the training
-        thread every few seconds, and the next one replaces it anyway, so a machine crash
-        may lose the last one (the checkpoints are what a restart resumes from), while two
-        fsyncs a report can cost tens of ms on a slow or shared disk."""
+    def write(self, report: Report) -> None:
+        """Replace the report, stamped with the time now, atomically but not durably: it is
+        written on the training thread every few seconds, and the next one replaces it anyway,
+        so a machine crash may lose the last one (the checkpoints are what a restart resumes
+        from), while two fsyncs a report can cost tens of ms on a slow or shared disk."""
         if self.path is None:
             return
         self._last = time.monotonic()
-        atomic_write_json(self.path, {"time": time.time(), **doc}, durable=False)
+        write_report(self.path, replace(report, time=time.time()), durable=False)
 
 
 class ReportError(ValueError):
@@ -168,7 +170,6 @@ class Report:
         return doc
 
 
-
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "time": _number, "state": _text, "launch": _integer, "world_size": _integer,
     "num_nodes": _integer, "device": _text, "gpu_type": _text, "batch": _batch,
@@ -179,11 +180,10 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def read_report(path: str | Path) -> dict[str, Any] | None:
-    """The latest report in `path` as the job wrote it (the job's own side and its tests; the
-    service reads it with `Report.read`), or None when there is none (yet)."""
-    doc = read_json(path)
-    return doc if isinstance(doc, dict) else None
+def write_report(path: str | Path, report: Report, durable: bool = True) -> None:
+    """Replace the report file at `path` with `report` (`Report.to_doc`: every field, in the
+    order older services read), atomically; `durable`: fsynced too (see `Reporter.write`)."""
+    atomic_write_json(path, report.to_doc(), durable=durable)
 
 
 # Words of a device name that say who makes or brands it, not which GPU it is.

@@ -136,7 +136,7 @@ def add_job_routes(app: FastAPI, ctx: ApiContext) -> None:
              tail: int | None = Query(None, ge=0, le=MAX_LOG_BYTES),
              who: Principal = Depends(authorized)) -> str:
         job_or_404(job_id, who)
-        return executor.read_log(job_id, rank, MAX_LOG_BYTES if tail is None else tail)
+        return executor.files.read_log(job_id, rank, MAX_LOG_BYTES if tail is None else tail)
 
 
 def _arrival(sub: Submission, loop: ControlLoop) -> float:

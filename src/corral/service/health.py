@@ -34,7 +34,7 @@ class Health:
         """{"status": "ok" | "stalled", "loop": {...}, "executor": {...}}; each part gives the
         age of its last round in seconds (null: the part has no rounds) and whether it stalled."""
         now = self.clock()
-        parts = {"loop": self.loop.last_round, "executor": self.executor.last_round()}
+        parts = {"loop": self.loop.last_round, "executor": self.executor.last_round}
         doc: dict[str, Any] = {}
         stalled = []
         for name, last in parts.items():

@@ -86,7 +86,7 @@ class LiveJob(JobLedger):
     #: resizes decided and not yet measured, oldest first (corral.service.resizes)
     pending_resizes: list[PendingResize] = field(default_factory=list)
     #: its one-GPU profile per GPU type, {type: (step time, per-GPU batch)}, taken by the
-    #: executor before it was first scheduled (`Executor.profile`; {} when none): seeds the
+    #: executor before it was first scheduled (`Runtime.profile`; {} when none): seeds the
     #: types its estimator has no model of (`_measured`), as the simulator seeds a new job's
     profile: dict[str, tuple[float, int]] = field(default_factory=dict)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)

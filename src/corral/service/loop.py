@@ -33,6 +33,7 @@ from corral.core.policy import Changes, Policy
 from corral.core.reasons import WaitKind, WaitReason
 from corral.core.rounds import Rounds
 from corral.executors.base import ExecState, ExecStatus, Executor, JobLaunch, WorkerPlan
+from corral.executors.runtime import Profiler, no_profile
 from corral.perf.estimator import JobEstimator
 from corral.protocol.report import Report
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
@@ -81,7 +82,8 @@ class ControlLoop:
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, interval_s: float = 60.0,
                  tick_s: float = 0.2, clock: Clock = WALL_CLOCK,
-                 fill_in: bool = True, start_after_jobs: int = 0) -> None:
+                 fill_in: bool = True, start_after_jobs: int = 0,
+                 profile: Profiler = no_profile) -> None:
         check_live_policy(policy)
         if interval_s <= 0 or tick_s <= 0:
             raise CorralError("the scheduling interval and tick must be > 0 seconds")
@@ -90,6 +92,7 @@ class ControlLoop:
         self.interval_s = interval_s
         self.tick_s = tick_s
         self.clock = clock  # wall-clock time, or the emulated executor's (`Runtime.clock`)
+        self.profile = profile  # a new job's one-GPU profiles (`Runtime.profile`)
         self.fill_in = fill_in  # run fill-in rounds (see the module docstring)
         #: a scripted run (`corral emulate`): the clock is not paced on until this many jobs
         #: are stored, so that each is stored before the time it names (`Submission.arrive_at_s`)
@@ -180,7 +183,7 @@ class ControlLoop:
             except Exception as exc:  # noqa: BLE001 - fail this job, recover the others
                 self._fail(now, job, f"cannot reclaim its workers: {type(exc).__name__}: {exc}")
                 continue
-            report = checked_report(self.executor.report(job.id))
+            report = checked_report(self.executor.files.report(job.id))
             if report is not None:
                 job.report = report
             if report is not None and report.state == "finished":
@@ -244,7 +247,7 @@ class ControlLoop:
         if self.jobs.pop(job.id, None) is not None:
             self._left(job.id)
         try:
-            self.executor.cancel(job.id)
+            self.executor.stop(job.id, cancel=True)
         except Exception:  # noqa: BLE001 - already failing; the event says why
             log.exception("job %s: cancel after an error failed", job.id)
         job.finish(now, LiveStatus.FAILED, message)
@@ -442,7 +445,7 @@ class ControlLoop:
 
     def _profiled(self, job: LiveJob) -> None:
         """On a cluster of several GPU types, a job without a profile gets the executor's
-        one-GPU profile of each type it may use (`Executor.profile`), which seeds its estimator
+        one-GPU profile of each type it may use (`Runtime.profile`), which seeds its estimator
         (`LiveJob.profile`) as the simulator seeds a job's at arrival; a failure to profile
         leaves it without one. Types the executor does not profile (a real executor profiles
         none) come from earlier jobs of the same model (`TypeHistory`)."""
@@ -450,7 +453,7 @@ class ControlLoop:
             return
         if not job.profile:
             try:
-                job.profile = self.executor.profile(job.spec)
+                job.profile = self.profile(job.spec)
             except Exception as exc:  # noqa: BLE001 - the job is scheduled unprofiled
                 log.warning("job %s: no profile: %s: %s", job.id, type(exc).__name__, exc)
         known = self.type_history.profile(job.spec, self.cluster)
@@ -485,7 +488,7 @@ class ControlLoop:
             job = self.jobs.pop(job_id)
             self._left(job_id)
             try:
-                self.executor.cancel(job_id)
+                self.executor.stop(job_id, cancel=True)
             except Exception:  # noqa: BLE001 - the job is cancelled either way
                 log.exception("job %s: the executor could not cancel it", job_id)
             job.finish(now, LiveStatus.CANCELLED, "cancelled by the user")
@@ -541,7 +544,7 @@ class ControlLoop:
         if st.workers and st.workers != job.workers:
             job.workers = st.workers
             self.store.save_job(*job.record())  # reclaimable even after a crash right now
-        raw = self.executor.report(job.id)
+        raw = self.executor.files.report(job.id)
         if raw is not None and (job.report is None or raw.time != job.report.time):
             report = checked_report(raw)  # only a new report is checked
             if report is not None:

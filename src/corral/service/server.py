@@ -187,7 +187,7 @@ def _serve_locked(opts: ServeOptions, policy: Policy, on_ready: Any,
         tenancy = Tenancy.start(directory, store, tree) if tree is not None else None
         loop = ControlLoop(store, executor, policy, interval_s=opts.interval_s,
                            tick_s=opts.tick_s, clock=runtime.clock, fill_in=opts.fill_in,
-                           start_after_jobs=opts.start_after_jobs)
+                           start_after_jobs=opts.start_after_jobs, profile=runtime.profile)
         if kept is not None and start is not None:
             kept.apply(start, store, loop.now_s())
         app = create_app(store, executor, loop, token, stall_after_s=opts.stall_after_s,

@@ -1,7 +1,7 @@
 """One-GPU profiles of each model on each GPU type, learned from the jobs the service ran.
 
 Sia (SOSP'23) §4 seeds a new job's estimator with its one-GPU step time on every GPU type. The
-emulated executor measures it as the simulator does (`Executor.profile`); a real executor
+emulated executor measures it as the simulator does (`Runtime.profile`); a real executor
 cannot without running the job. What the service can do is remember: every job of a model
 (`JobSpec.app`) that ran on a type leaves its measured one-GPU step time there (its fitted
 throughput model at one GPU and the job's first per-GPU batch), and the next job of that

@@ -40,7 +40,7 @@ from corral.protocol.inplace import (
     mark_ready,
     read_request,
 )
-from corral.protocol.report import Reporter
+from corral.protocol.report import Report, Reporter
 from corral.train.checkpoint import CheckpointStore
 from corral.train.data import BatchFetcher
 from corral.train.device import Placement, gpu_type_of, place_worker
@@ -686,15 +686,11 @@ class ElasticTrainer:
         if not self.is_chief or self.reporter.path is None:
             return
         p = self.progress_state
-        self.reporter.write({
-            "state": state, "launch": self.config.launch, "world_size": self.world_size,
-            "num_nodes": self.config.num_nodes, "device": str(self.device),
-            "gpu_type": self.gpu_type,
-            "batch": [self.batch.local_bsz, self.batch.accum_steps], "total_bsz": self.total_bsz,
-            "steps": p.steps, "epoch": p.epoch, "progress": p.progress,
-            "samples": p.samples, "loss": loss,
-            "lr_scale": self.lr_scale, "metrics": [list(m) for m in p.metrics],
-            "estimator": self.estimator.to_dict(), "resumed": self.resumed,
-            "first_step_time": self.first_step_time, "pid": os.getpid(),
-            "events": list(self.events),
-        })
+        self.reporter.write(Report(
+            state=state, launch=self.config.launch, world_size=self.world_size,
+            num_nodes=self.config.num_nodes, device=str(self.device), gpu_type=self.gpu_type,
+            batch=(self.batch.local_bsz, self.batch.accum_steps), total_bsz=self.total_bsz,
+            steps=p.steps, epoch=p.epoch, progress=p.progress, samples=p.samples, loss=loss,
+            lr_scale=self.lr_scale, metrics=tuple(p.metrics),
+            estimator=self.estimator.to_dict(), resumed=self.resumed,
+            first_step_time=self.first_step_time, pid=os.getpid(), events=tuple(self.events)))

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +26,11 @@ from corral.executors.base import TERMINAL, ExecState, ExecStatus, Executor, Job
 from corral.executors.emulated.apps import KnownApps
 from corral.executors.emulated.checkpoints import CHECKPOINT_DB, CheckpointFile
 from corral.executors.emulated.clock import EmulatedClock, LockstepClock
+from corral.executors.jobfiles import JobFiles
 from corral.executors.resize import IN_PLACE
 from corral.executors.runtime import Runtime
 from corral.protocol.env import JobConfig
-from corral.protocol.files import atomic_write_json
-from corral.protocol.report import REPORT_FILE, Report
+from corral.protocol.report import Report, write_report
 from corral.sim.loop.job import SimJob
 from corral.sim.loop.mechanism import GpuHandover, mechanism_named
 from corral.sim.truth.base import AppTruth
@@ -38,7 +38,7 @@ from corral.sim.truth.one_gpu import one_gpu_profiles
 from corral.sim.truth.scaled import job_app
 from corral.sim.truth.source import TruthSource
 
-__all__ = ["EmulatedClock", "EmulatedExecutor"]
+__all__ = ["EmulatedClock", "EmulatedExecutor", "EmulatedFiles"]
 
 _SAVE_EVERY_S = 1.0  # real seconds between writes of the checkpoints collected
 
@@ -65,6 +65,20 @@ class _Job:
     spec_doc: dict[str, Any] | None = None  # the spec as a checkpoint keeps it (`_spec_doc`)
 
 
+class EmulatedFiles(JobFiles):
+    """The emulated jobs' files under `<data dir>/jobs/<job id>/` (rank 0's log, written by
+    the executor; checkpoint folders), as the service reads them. The latest report is the
+    one in memory (`latest`): a running job's report is written to its file only when its
+    launch ends."""
+
+    def __init__(self, root: Path, latest: Callable[[str], Report | None]) -> None:
+        super().__init__(root)
+        self._latest = latest
+
+    def report(self, job_id: str) -> Report | None:
+        return self._latest(job_id)
+
+
 class EmulatedExecutor(Executor):
     """Simulated jobs on a simulated cluster, on an emulated clock. After a SIGKILL the jobs train
     on and `reclaim` advances them to now; the clock stands still while the service acts
@@ -83,6 +97,7 @@ class EmulatedExecutor(Executor):
                  checkpoint_interval_s: float = 600.0, poll_s: float | None = None,
                  lockstep: bool = False, **_ignored: Any) -> None:
         self.data_dir = Path(data_dir)
+        self._files = EmulatedFiles(self.data_dir, self._report)
         self._cluster = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
         self.truth = TruthSource.of(profiles, catalog, self._cluster.speeds).load()
         #: each model pays its own restart pause where its data sets one, unless pinned
@@ -121,7 +136,7 @@ class EmulatedExecutor(Executor):
         #: the service's own calls; and their count when `_advance_all` last said
         self._news = self._told = 0
         self._closing = threading.Event()
-        self._last_round: float | None = time.monotonic()
+        self.last_round: float | None = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="corral-emulated-executor",
                                         daemon=True)
         self._thread.start()
@@ -154,19 +169,11 @@ class EmulatedExecutor(Executor):
             finally:
                 self._write_launches()
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, *, cancel: bool = False) -> None:
         with self._lock:
             self._news += 1
             try:
-                self._halt(job_id, ExecState.STOPPED)
-            finally:
-                self._write_launches()
-
-    def cancel(self, job_id: str) -> None:
-        with self._lock:
-            self._news += 1
-            try:
-                self._halt(job_id, ExecState.CANCELLED)
+                self._halt(job_id, ExecState.CANCELLED if cancel else ExecState.STOPPED)
             finally:
                 self._write_launches()
 
@@ -192,21 +199,15 @@ class EmulatedExecutor(Executor):
                               (0,) * j.world if j.state is ExecState.DONE else (), j.message,
                               j.workers if running else (), j.started_at, tuple(j.events))
 
-    def report(self, job_id: str) -> Report | None:
+    @property
+    def files(self) -> EmulatedFiles:
+        return self._files
+
+    def _report(self, job_id: str) -> Report | None:
+        """The job's latest report (`EmulatedFiles.report`)."""
         with self._lock:
             j = self._jobs.get(job_id)
             return j.report if j is not None else None
-
-    def read_log(self, job_id: str, rank: int = 0, tail_bytes: int | None = None) -> str:
-        path = self._dir(job_id) / "job.log"
-        if rank != 0 or not path.exists():
-            return ""
-        text = path.read_bytes()
-        return (text if tail_bytes is None else text[-tail_bytes:] if tail_bytes else b""
-                ).decode(errors="replace")
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return self._dir(job_id) / "checkpoints"
 
     def reclaim(self, job_id: str, workers: Sequence[str]) -> None:
         """The workers an earlier service left running, as real ones outlive a service killed
@@ -232,7 +233,7 @@ class EmulatedExecutor(Executor):
                 j, at_s = self._running_from(job_id, state, running)
             except (KeyError, TypeError, ValueError, IndexError, InputError) as exc:
                 self._jobs.pop(job_id, None)
-                path = self._dir(job_id) / "job.log"
+                path = self._files.dir(job_id) / "job.log"
                 with open(path, "a") as f:
                     f.write(f"[corral emulated {self._now_s():.1f} s] the launch an earlier "
                             f"service left running cannot be rebuilt ({type(exc).__name__}: "
@@ -277,9 +278,6 @@ class EmulatedExecutor(Executor):
             self._launched.clear()  # all written next
         self._save_checkpoints()
         self._checkpoints.close()
-
-    def last_round(self) -> float | None:
-        return self._last_round
 
     # -- placing and halting --------------------------------------------------------------------
     def _new_sim(self, j: _Job) -> SimJob | None:
@@ -513,7 +511,7 @@ class EmulatedExecutor(Executor):
                     self._advance_all(self._now_s())
             if time.monotonic() - self._saved_at >= _SAVE_EVERY_S:
                 self._save_checkpoints()
-            self._last_round = time.monotonic()
+            self.last_round = time.monotonic()
             self._closing.wait(self.poll_s)
 
     def _advance_all(self, now: float) -> bool:
@@ -563,23 +561,19 @@ class EmulatedExecutor(Executor):
         b = sim.batch
         k = sim.placement.num_gpus or j.world
         base = self.clock.start
-        doc = {
-            "time": base + now, "state": state, "launch": j.launch.config.launch + j.launches - 1,
-            "world_size": k, "num_nodes": sim.placement.num_nodes or 1, "device": "emulated",
-            "gpu_type": sim.gpu_type,
-            "batch": [b.local_bsz, b.accum_steps] if b else None,
-            "total_bsz": b.total(k) if b else None, "steps": int(sim.steps), "epoch": sim.epoch,
-            "progress": sim.progress, "samples": None, "loss": None, "lr_scale": None,
-            "metrics": [list(m) for m in sim.metrics], "estimator": sim.estimator.to_dict(),
-            "resumed": j.resumed,
-            "first_step_time": (base + j.first_step_s if j.first_step_reported
-                                and j.first_step_s is not None else None),
-            "pid": None, "events": [],
-        }
-        j.report, j.reported_s, j.reported_epoch = Report.parse(doc), now, sim.epoch
+        report = Report(
+            time=base + now, state=state, launch=j.launch.config.launch + j.launches - 1,
+            world_size=k, num_nodes=sim.placement.num_nodes or 1, device="emulated",
+            gpu_type=sim.gpu_type, batch=(b.local_bsz, b.accum_steps) if b else None,
+            total_bsz=b.total(k) if b else None, steps=int(sim.steps), epoch=sim.epoch,
+            progress=sim.progress, metrics=tuple(sim.metrics),
+            estimator=sim.estimator.to_dict(), resumed=j.resumed,
+            first_step_time=(base + j.first_step_s if j.first_step_reported
+                             and j.first_step_s is not None else None))
+        j.report, j.reported_s, j.reported_epoch = report, now, sim.epoch
         self._news += 1
         if state != "running":
-            atomic_write_json(self._dir(j.launch.job_id) / REPORT_FILE, doc)
+            write_report(self._files.report_path(j.launch.job_id), report)
 
     def _checkpoint(self, j: _Job, now: float, launch_changed: bool = False) -> None:
         """Checkpoint the job's training at emulated `now`, with the launch it runs (None when
@@ -637,13 +631,9 @@ class EmulatedExecutor(Executor):
         self._note(j, detail)
 
     def _note(self, j: _Job, text: str) -> None:
-        with open(self._dir(j.launch.job_id) / "job.log", "a") as f:
+        with open(self._files.dir(j.launch.job_id) / "job.log", "a") as f:
             f.write(f"[corral emulated {self._now_s():.1f} s] {text}\n")
 
-    def _dir(self, job_id: str) -> Path:
-        path = self.data_dir / "jobs" / job_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
 
 
 def _emulated_when(t_s: float) -> str:
@@ -683,7 +673,8 @@ def _warm_up(truth: Any) -> None:
 
 
 def emulated_runtime(data_dir: str | Path, **options: Any) -> Runtime:
-    """The emulated executor with what the service takes from it: its clock and its check of
-    each submission's model."""
+    """The emulated executor with what the service takes from it: its clock, its check of
+    each submission's model and its profiles of a new job."""
     executor = EmulatedExecutor(data_dir, **options)
-    return Runtime(executor, clock=executor.clock, check_app=executor.known_apps)
+    return Runtime(executor, clock=executor.clock, check_app=executor.known_apps,
+                   profile=executor.profile)

@@ -95,7 +95,8 @@ class RayInPlace:
         if pid is None:  # rank 0's command had exited (or its actor died): ask again next time
             j.pid_lookup = None
             return False
-        return runs_corral_train(self.table.report(j.launch.job_id), self.table.launch_number(j) - 1, pid)
+        return runs_corral_train(self.table.files.report(j.launch.job_id),
+                                 self.table.launch_number(j) - 1, pid)
 
     def advance(self, j: _Job) -> None:
         """One look at the resize under way: start the new workers, send the request once
@@ -119,7 +120,7 @@ class RayInPlace:
             elif r.joiner_ranks <= ready_ranks(self.table.files.control_dir(j.launch.job_id), r.generation):
                 self._send_request(j)
             return
-        report = self.table.report(j.launch.job_id)
+        report = self.table.files.report(j.launch.job_id)
         if (report is not None and report.launch == r.generation
                 and report.world_size == r.plan.new_world):
             self._take_new_set(j)

@@ -719,8 +719,9 @@ def _runs_as_decided(last: _Asked, views: list[JobView]) -> bool:
 
 
 def _started(view: JobView) -> float:
-    """When a running job was last (re)started."""
-    t = view.last_change_s if view.last_change_s is not None else view.first_start_s
+    """When a running job was last (re)started (`JobView.started_s`: an in-place resize is
+    no restart)."""
+    t = view.started_s
     return -math.inf if t is None else t
 
 

@@ -1,5 +1,6 @@
-"""Shared by the tenancy layer's tests: small job specs and views, and a driver that runs a
-layer round by round over jobs that each need a number of rounds, checking every decision."""
+"""Shared by the tenancy layer's tests: small job specs and views, a driver that runs a layer
+round by round over jobs that each need a number of rounds, checking every decision, and small
+elastic inner policies (`AsAsked`, `Mover`, `KeepsWhereTheyRun`)."""
 
 from __future__ import annotations
 

@@ -41,15 +41,16 @@ are cancelled): a vision job writes a log and a checkpoint; an nlp job
 token, log and checkpoint, the service's environment and signalling the service, each printed
 with the OS error that refused it; its own checkpoint is written and its retry resumes it.
 
-Last run (2026-11-29, at f1fd57d, on the 2-core shared machine, load average about 10;
-benchmarks/results/bench_tenants_f1fd57d.txt; seconds): the round gave nlp its quota 1.62 s
-(pollux) and 1.35 s (tiresias-las) after it submitted, against one round (3 s) plus the resize
-time; nlp's job trained on 2 GPUs at 11.1 and 14.7 s. The raise: nlp's share was 3 after 2.3
-and 1.5 s; tiresias-las gave nlp 3 GPUs 1.4 s after the request, pollux never in the run (nlp's
-two jobs both ran on the t4s, the GPU freed was an a100: lent back; docs/queues.md, "Teams,
-live"). 0 GPU-seconds idle while a job that fits waited beyond a round, 0 steps lost, 0
-restarts to the same slots under both; 59 and 54 attacks, every one refused, the attacker's
-own checkpoint resumed.
+Last run (2026-11-29, at 89ecac2, on the 2-core shared machine, load average 13-15;
+benchmarks/results/bench_tenants_89ecac2.txt; seconds): the round gave nlp its quota 2.10 s
+(pollux) and 1.08 s (tiresias-las) after it submitted, against one round (3 s) plus the resize
+time; nlp's job trained on 2 GPUs at 20.3 and 19.3 s. The raise: nlp's share was 3 after 2.3
+and 1.8 s; tiresias-las gave nlp 3 GPUs 1.7 s after the request, pollux never in the run: the
+layer offered nlp the GPU of the other type (`shape.movable`) and pollux's objective declined
+the move (its restart factors; `pollux_move_fitness.py` and docs/queues.md, "Teams, live",
+have the figures). 0 GPU-seconds idle while a job that fits waited beyond a round, 0 steps
+lost, 0 restarts to the same slots under both; 58 and 54 attacks, every one refused, the
+attacker's own checkpoint resumed.
 
 Every wait is bounded (`--budget` per policy, default 240 s); the service and every worker are
 stopped by pid at the end. Run: python benchmarks/live/bench_tenants.py [--only pollux]

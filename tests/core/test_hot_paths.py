@@ -46,7 +46,7 @@ def test_view_fields_by_position_land_on_their_names() -> None:
                     run_time_s=5.0, queue_time_s=7.0, restarts=4, epoch=6, steps=11,
                     progress=12.5, max_gpus_held=2, first_start_s=10.0, last_change_s=10.0,
                     batch=batch, estimator=None, metrics=metrics, epochs_since_change=5,
-                    oracle=None)
+                    oracle=None, last_start_s=10.0)
     assert {name: getattr(view, name) for name in VIEW_FIELDS} == expected
 
 

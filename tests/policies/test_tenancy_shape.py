@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from layer_rounds import spec, view
+from layer_rounds import AsAsked, KeepsWhereTheyRun, Mover, spec, view
 
 from corral.core.cluster import Cluster, Placement
-from corral.core.jobs import Assignment, Decision, JobSpec, JobView, Snapshot, check_decision
-from corral.core.policy import Policy
+from corral.core.jobs import Decision, JobSpec, JobView, Snapshot, check_decision
 from corral.core.queues import parse_queues
 from corral.policies import create_policy
 from corral.policies.tenancy import QueuedPolicy, job_demand
@@ -20,26 +19,6 @@ from corral.policies.tenancy.shape import give_back_order, unusable
 
 CLUSTER = Cluster.parse("t4:1x2,a100:1x2")  # node 0: 2 t4, node 1: 2 a100
 TEAMS = "[queue.vision]\nquota = 2\n[queue.nlp]\nquota = 2\n"
-
-
-class AsAsked(Policy):
-    """An elastic policy that gives each job, running ones first, its requested GPUs on one
-    node (a running job's own node first), or as many as that node has free."""
-
-    name = "as-asked"
-
-    def decide(self, snapshot: Snapshot) -> Decision:
-        free = list(snapshot.cluster.gpus_per_node)
-        out = {}
-        for v in sorted(snapshot.jobs, key=lambda v: (not v.is_running, v.spec.submit_time_s,
-                                                      v.name)):
-            on = dict(v.placement.slots) if v.is_running else {}
-            n = min(range(len(free)), key=lambda n: (n not in on, -free[n], n))
-            g = min(v.spec.gpus, free[n])
-            if g > 0:
-                out[v.name] = Assignment(Placement(((n, g),)))
-                free[n] -= g
-        return Decision(out)
 
 
 def _elastic(job: JobSpec, least: int = 1) -> JobSpec:
@@ -175,3 +154,37 @@ def test_a_queue_below_its_share_is_given_a_block_of_the_type_its_job_runs_on() 
     jobs[0] = (jobs[0][0], jobs[0][1], 50.0)
     decision, layer = _decide(AsAsked, jobs)
     assert _types(decision)["n1"] == ("a100", 1) and _types(decision)["v2"] == ("t4", 2)
+
+
+RAISED = "[queue.vision]\nquota = 1\n[queue.nlp]\nquota = 3\n"
+
+
+def _after_the_raise() -> list[tuple[JobSpec, Placement | None, float | None]]:
+    """issue 43's benchmark after the raise (nlp 2 -> 3, vision 2 -> 1): nlp's two elastic
+    jobs, each asking 2, run on 1 t4 each; vision's job holds both a100s."""
+    on_t4 = Placement.of({0: 1})
+    return [(_elastic(spec("v1", 2, "vision")), Placement.of({1: 2}), 10.0),
+            (_elastic(spec("n1", 2, "nlp")), on_t4, 10.0),
+            (_elastic(spec("n2", 2, "nlp")), on_t4, 10.0)]
+
+
+def test_a_queue_below_its_guarantee_is_offered_a_type_its_job_could_move_to() -> None:
+    # the GPU vision gives back is an a100, where no nlp job runs or waits: it used to be lent
+    # back to v1 and nlp held 2 of its 3 for good. Now it is offered to nlp (a job of it could
+    # move there) and an inner policy that moves a job uses it
+    decision, layer = _decide(Mover, _after_the_raise(), RAISED)
+    types = _types(decision)
+    assert layer.last_carve == {"vision": 1, "nlp": 3}
+    assert sorted(types[n] for n in ("n1", "n2")) == [("a100", 1), ("t4", 2)]
+    assert types["v1"] == ("a100", 1)
+
+
+def test_an_offer_the_inner_policy_leaves_unused_is_lent_for_the_round() -> None:
+    # an inner policy that keeps its jobs where they are leaves the a100 unused: it is lent
+    # back to the job that gave it up, which keeps its placement (no resize, nothing idle)
+    decision, layer = _decide(KeepsWhereTheyRun, _after_the_raise(), RAISED)
+    types = _types(decision)
+    assert types["n1"] == types["n2"] == ("t4", 1)
+    assert decision.assignments["v1"].placement == Placement.of({1: 2})
+    assert not decision.shrinks
+    assert layer.last_carve == {"vision": 2, "nlp": 2}

@@ -7,7 +7,7 @@ policy's choice stands."""
 from __future__ import annotations
 
 import pytest
-from layer_rounds import spec, view
+from layer_rounds import KeepsWhereTheyRun, spec, view
 
 from corral.core.cluster import Cluster, Placement
 from corral.core.errors import InputError
@@ -123,17 +123,6 @@ def test_a_new_tree_voids_what_the_layer_kept_from_the_old_one() -> None:
     layer.queues = parse_queues("[queue.a]\nquota = 6\n[queue.b]\nquota = 2\n", total_gpus=8)
     assert layer.stands_until() == float("-inf")  # the next round asks again
     assert layer.queues.quota("a") == 6
-
-
-class KeepsWhereTheyRun(Policy):
-    """An elastic policy that keeps every running job where it runs (as pollux's restart
-    penalty keeps a young job), starting none."""
-
-    name = "keeps-where-they-run"
-
-    def decide(self, snapshot: Snapshot) -> Decision:
-        return Decision({v.name: Assignment(v.placement) for v in snapshot.jobs
-                         if v.placement.slots})
 
 
 @pytest.mark.parametrize("start_waiting", [True, False])

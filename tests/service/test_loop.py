@@ -292,6 +292,7 @@ def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fa
     (pending,) = loop.jobs[a].pending_resizes
     decided = pending.decided
     assert (pending.from_gpus, pending.to_gpus) == (4, 2)
+    assert loop.jobs[a].last_start_s == 111.0  # a new worker set, until its report says not
     # the new worker set's first report: regrouped in place, trained 2 s after the decision
     # having paused 0.25 s
     fake_executor.reports[a] = {"time": 112.0, "state": "running", "launch": 1, "world_size": 2,
@@ -304,6 +305,8 @@ def test_a_resize_records_its_mechanism_pause_and_time_to_the_new_size(store, fa
                       "pause_s": 0.25, "to_new_size_s": 2.0}
     assert loop.jobs[a].pending_resizes == []
     assert any(e["kind"] == "resize-pause" for e in store.events(a))
+    # in place: its workers were kept, so min_runtime_s counts from its start at 100 again
+    assert (loop.jobs[a].view().last_start_s, loop.jobs[a].last_change_s) == (100.0, 111.0)
 
 
 def test_a_standing_decision_is_kept_without_asking_until_its_time(store, fake_executor) -> None:

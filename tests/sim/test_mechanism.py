@@ -150,3 +150,30 @@ def test_default_kubernetes_start_waits_for_finished_job_pods():
     jobs = {j.name: j for j in sim.run(Workload("w", specs, "test")).jobs}
     assert jobs["a"].finish_s == pytest.approx(110 + 180)
     assert jobs["b"].finish_s == pytest.approx(jobs["a"].finish_s + 64 + 110 + 180, abs=1.0)
+
+
+class WatchStarts(MoveOnceAt):
+    """`MoveOnceAt`, recording each round's (time, last_start_s, last_change_s) of its job."""
+
+    def __init__(self, move_s: float) -> None:
+        super().__init__(move_s)
+        self.seen: list[tuple[float, float | None, float | None]] = []
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        self.seen += [(snapshot.time_s, v.last_start_s, v.last_change_s) for v in snapshot.jobs]
+        return super().decide(snapshot)
+
+
+@pytest.mark.parametrize("mechanism, restarted", [("in-place", False), ("sidecar", True),
+                                                  ("checkpoint-restart", True)])
+def test_a_move_in_place_keeps_the_jobs_last_start(mechanism: str, restarted: bool) -> None:
+    # the engine tells the books whether a change launched a new worker set
+    # (`Mechanism.relaunches`): ONES moves a job to another host in place, SideCar and
+    # checkpoint-restart restart it; `min_runtime_s` counts from that start (issue 43)
+    spec = JobSpec("j", 0.0, "s", 1, 10, 10, 10, 10, 10, adaptive=False, epochs=3)
+    policy = WatchStarts(100.0)
+    Simulator(OneApp(), policy, Cluster.parse("2x1"),
+              EngineConfig(interval_s=10.0, mechanism=mechanism_named(mechanism))).run(
+        Workload("w", [spec], "test"))
+    after = [(start, change) for t, start, change in policy.seen if t > 100.0]
+    assert after and after[0] == ((100.0 if restarted else 0.0), 100.0)

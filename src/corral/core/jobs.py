@@ -282,6 +282,10 @@ class JobView:
     metrics: Sequence[MetricRecord] = ()  # (steps, epoch, validation metric) history, oldest first
     epochs_since_change: int = 0  # epochs completed since its last placement change
     oracle: OracleInfo | None = None
+    #: When the job's worker set was last launched: its start, a resume, a checkpoint-restart
+    #: resize; an in-place resize keeps its workers and this time (`last_change_s` moves). None:
+    #: not told (a view made without it: `started_s` reads `last_change_s`).
+    last_start_s: float | None = None
 
     @property
     def name(self) -> str:
@@ -298,6 +302,15 @@ class JobView:
     @property
     def is_running(self) -> bool:
         return self.status is STATUS_RUNNING
+
+    @property
+    def started_s(self) -> float | None:
+        """When the job last (re)started (`last_start_s`, else its last placement change, else
+        its first start; None: it never ran): what `min_runtime_s` protects a job from."""
+        for t in (self.last_start_s, self.last_change_s, self.first_start_s):
+            if t is not None:
+                return t
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,12 +38,13 @@ __all__ = ["JobLedger", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
                  "crash_retries", "max_gpus_held", "first_start_s", "last_change_s",
-                 "epoch_at_change", "finish_s")
+                 "epoch_at_change", "finish_s", "last_start_s")
 
 #: `JobView`'s fields in declaration order: `JobLedger.view` passes them by position.
 VIEW_FIELDS = ("spec", "status", "assignment", "attained_gpu_s", "run_time_s", "queue_time_s",
                "restarts", "epoch", "steps", "progress", "max_gpus_held", "first_start_s",
-               "last_change_s", "batch", "estimator", "metrics", "epochs_since_change", "oracle")
+               "last_change_s", "batch", "estimator", "metrics", "epochs_since_change", "oracle",
+               "last_start_s")
 if tuple(f.name for f in dataclasses.fields(JobView)) != VIEW_FIELDS:
     raise ImportError("JobView's fields changed: update VIEW_FIELDS and JobLedger.view")
 
@@ -68,6 +69,7 @@ class JobLedger:
         self.max_gpus_held = 0
         self.first_start_s: float | None = None
         self.last_change_s: float | None = None
+        self.last_start_s: float | None = None  # its worker set's launch (`JobView.last_start_s`)
         self.epoch_at_change = 0  # the job's epoch when its placement last changed
         self.finish_s: float | None = None
         #: Why the job waits (shown while it has no GPUs; kept from its last wait after).
@@ -76,11 +78,16 @@ class JobLedger:
         self._wait_open = 0.0  # seconds waited since, under `reason`
 
     # -- changes --------------------------------------------------------------------------
-    def place(self, now_s: float, placement: Placement, epoch: int) -> bool:
+    def place(self, now_s: float, placement: Placement, epoch: int,
+              relaunch: bool = True) -> bool:
         """Take the placement a policy decided at `now_s` (empty: preempted), the job being at
-        `epoch`; True when it differs from the current one (only then is anything counted)."""
+        `epoch`; True when it differs from the current one (only then is anything counted).
+        `relaunch`: a resize of a running job starts a new worker set (False: in place, its
+        workers and `last_start_s` kept); a start or a resume always does."""
         if placement == self.placement:
             return False
+        if placement and (relaunch or not self.placement):
+            self.last_start_s = now_s
         if placement:
             if self.first_start_s is None:
                 self.first_start_s = now_s
@@ -157,13 +164,13 @@ class JobLedger:
         when the job chooses), its `estimator` and validation `metrics`.
 
         The view's fields are passed by position, in `VIEW_FIELDS` order (checked below and by
-        tests/core): a keyword call of its 18 fields costs 2.4x as much, and the simulator
+        tests/core): a keyword call of its 19 fields costs 2.4x as much, and the simulator
         makes a view per active job per round."""
         return JobView(
             self.spec, self.view_status, self._assignment(fixed_batch), self.attained_gpu_s,
             self.run_time_s, self.queue_time_s, self.restarts, epoch, steps, progress,
             self.max_gpus_held, self.first_start_s, self.last_change_s, batch, estimator,
-            metrics, max(0, epoch - self.epoch_at_change), oracle)
+            metrics, max(0, epoch - self.epoch_at_change), oracle, self.last_start_s)
 
     def _assignment(self, fixed_batch: BatchConfig | None) -> Assignment | None:
         """The view's `Assignment(placement, fixed_batch)` (None when not placed). Both are

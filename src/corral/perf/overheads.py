@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from corral.core.errors import InputError
 
-__all__ = ["ReshapeOverheads", "OVERHEADS", "overheads_named"]
+__all__ = ["ReshapeOverheads", "OVERHEADS", "overheads_named", "resize_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,9 @@ class ReshapeOverheads:
     / takes GPUs on hosts it uses; `cross_host_s`: GPUs on a new host (SideCar restarts the job,
     §III-C-2); `release_s` / `resize_release_s`: delay before GPUs freed by an end / a shrink or
     preemption can be reused; `early_init`: a starting job waits max(start, release), not their
-    sum; `loses_progress`: a restart resumes from the last completed epoch.
+    sum; `loses_progress`: a restart resumes from the last completed epoch; `in_place`: the
+    kinds of resize (`resize_kind`: "shrink", "grow", "cross-host") that keep the job's running
+    workers (no new worker set: what `min_runtime_s` does not count as a restart).
     """
 
     name: str
@@ -36,6 +38,7 @@ class ReshapeOverheads:
     resize_release_s: float = 0.0
     early_init: bool = False
     loses_progress: bool = False
+    in_place: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for field_name in ("start_s", "shrink_s", "grow_s", "cross_host_s", "release_s",
@@ -45,9 +48,15 @@ class ReshapeOverheads:
 
     def resize_s(self, old_gpus: int, new_gpus: int, new_host: bool) -> float:
         """Own pause of a running job going from `old_gpus` to `new_gpus` GPUs."""
-        if new_host:
-            return self.cross_host_s
-        return self.grow_s if new_gpus > old_gpus else self.shrink_s
+        kind = resize_kind(old_gpus, new_gpus, new_host)
+        return {"cross-host": self.cross_host_s, "grow": self.grow_s}.get(kind, self.shrink_s)
+
+
+def resize_kind(old_gpus: int, new_gpus: int, new_host: bool) -> str:
+    """"cross-host" (GPUs on a host the job did not use), else "grow" or "shrink"."""
+    if new_host:
+        return "cross-host"
+    return "grow" if new_gpus > old_gpus else "shrink"
 
 
 _SIDECAR_INIT_S = 110.0  # §II-C: incoming job submitted at 180 s runs at 290 s
@@ -84,12 +93,12 @@ KUBERNETES = ReshapeOverheads(
 OVERHEADS: dict[str, ReshapeOverheads] = {
     "sidecar": ReshapeOverheads(
         name="sidecar", start_s=_SIDECAR_INIT_S, shrink_s=27.0, grow_s=37.0,
-        cross_host_s=_TERMINATION_GROW_S, early_init=True),
+        cross_host_s=_TERMINATION_GROW_S, early_init=True, in_place=frozenset({"shrink", "grow"})),
     "termination": KUBERNETES,
     "termination-epoch": replace(KUBERNETES, name="termination-epoch", loses_progress=True),
     "in-place": ReshapeOverheads(
         name="in-place", start_s=20.0, shrink_s=1.0, grow_s=1.0, cross_host_s=1.0,
-        early_init=True),
+        early_init=True, in_place=frozenset({"shrink", "grow", "cross-host"})),
 }
 
 

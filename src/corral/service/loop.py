@@ -38,9 +38,11 @@ from corral.perf.estimator import JobEstimator
 from corral.protocol.report import Report
 from corral.service.jobs import LiveJob, LiveStatus, checked_report, repaired_doc
 from corral.service.records import (
+    LaunchStart,
     again_words,
     book_downtime,
     launch_event,
+    launch_start,
     note_service_restart,
     take_shutdown,
 )
@@ -586,6 +588,7 @@ class ControlLoop:
             return
         job.noted_launch = launch
         self._note_resize(now, job, report)
+        job.launched(launch_start(report.resumed) is LaunchStart.IN_PLACE)
         event = launch_event(report.resumed, launch)  # none in place: see above
         if event is not None:
             self.store.add_event(now, job.id, *event)

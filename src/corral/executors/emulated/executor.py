@@ -393,7 +393,8 @@ class EmulatedExecutor(Executor):
                 self._fail(j, f"cannot run on {new}: {exc}")
                 return
         pause = self._pause(now, sim.spec.app, old, new) if new != old else 0.0
-        sim.assign(now, assignment, pause, gpu_type)
+        sim.assign(now, assignment, pause, gpu_type,
+                   self.mechanism.relaunches(sim.spec.app, old, new))
         if new != old:
             self._hold(old, -1)
             self._hold(new, +1)

@@ -44,7 +44,7 @@ from corral.policies.tenancy.gpu_types import (
     waiting,
 )
 from corral.policies.tenancy.reasons import queue_reasons
-from corral.policies.tenancy.shape import give_back_order, give_back_type, unusable
+from corral.policies.tenancy.shape import give_back_order, give_back_type, movable, unusable
 
 __all__ = ["QueuedPolicy", "is_elastic", "job_demand", "type_demand"]
 
@@ -90,6 +90,7 @@ class QueuedPolicy(Policy):
         #: Each waiting job's reason from its inner policy when that was last asked: a queue
         #: whose decision is known without asking (`_known`) keeps its jobs' reasons.
         self._said: dict[str, WaitReason] = {}
+        self._lending: _Lending | None = None  # this round's offers (`_lend`), until lent
 
     @property
     def queues(self) -> QueueTree:
@@ -151,6 +152,7 @@ class QueuedPolicy(Policy):
         tree, cluster, now = self.queues, snapshot.cluster, snapshot.time_s
         total = cluster.total_gpus
         self._stands = -math.inf  # until this round's decision is made
+        self._lending = None
         by_queue: dict[str, list[JobView]] = {}
         queue_of, leaf_of = self._queue_of, self._leaf_of
         for view in snapshot.jobs:
@@ -188,14 +190,18 @@ class QueuedPolicy(Policy):
                                     list(cluster.gpus_per_node), cluster.is_mixed)
             over = any(usage[q] > split.share.get(q, 0) for q in usage)
         self.last_shares = split
-        self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         merged: dict[str, Assignment] = {}
         shrinks = self._shrinks(by_queue, kept, usage, split)  # the layer's own, then the inner's
         held_now = {v.name: v.placement.num_gpus for v in snapshot.jobs if v.is_running}
         completed = self._completed_by_queue(snapshot.completed) if snapshot.completed else {}
         fast = self.fast
         stands = math.inf if fast and self.queues.usage_half_life_s is None else -math.inf
-        for q, views in by_queue.items():
+        offered: Mapping[str, Mapping[int, int]] = (
+            self._lending.offers if self._lending is not None else {})
+        for q in sorted(by_queue, key=lambda q: q not in offered):  # offered queues first
+            if q not in offered:
+                self._lend_unused(merged)  # what the offered left unused, to the others
+            views = by_queue[q]
             key = tuple(sorted((n, g) for n, g in sub.get(q, {}).items() if g > 0))
             if not key:
                 self._asked.pop(q, None)
@@ -224,6 +230,8 @@ class QueuedPolicy(Policy):
             merged.update(decided)
             if fast:
                 self._asked[q] = _Asked(key, tuple(v.name for v in views), decided)
+        self._lend_unused(merged)
+        self.last_carve = {q: sum(per.values()) for q, per in sub.items()}
         if (elastic and tree.start_waiting
                 and self._start_waiting(merged, by_queue, sub, split, cluster.node_types)):
             stands = -math.inf  # the layer placed jobs its inner policies did not
@@ -615,22 +623,72 @@ class QueuedPolicy(Policy):
               node_types: tuple[str, ...]) -> None:
         """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
         use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
-        round: first back to the jobs that gave those GPUs up (oldest first; they keep their
-        placement, no restart), then to the other queues with demand left. What no other queue
-        takes stays with the queue that lent it: an elastic policy may yet move a job there
-        (issue 43's benchmark: pollux's two 1-GPU jobs on the t4s left the a100s idle for
-        minutes, lent to a queue without jobs, where shown them it moves one at 2 GPUs)."""
+        round (`_lend_out`). A queue below its guarantee under an elastic policy is first
+        offered those of a type one of its running jobs could move to (`shape.movable`): they
+        stay in its sub-cluster, its inner policy weighs the move, and what it leaves unused is
+        lent after it decides (`_lend_unused`; `decide` asks the offered queues first). Issue
+        43's benchmark: after a quota raise nlp's two jobs ran on the t4s, the GPU vision freed
+        was an a100, lent back, and nlp never held its 3."""
         lent: dict[str, dict[int, int]] = {}
+        offers: dict[str, dict[int, int]] = {}
         for q, views in by_queue.items():
-            for n, g in unusable(views, sub[q], kept, node_types, self.elastic).items():
+            idle = unusable(views, sub[q], kept, node_types, self.elastic)
+            held = sum(kept[v.name].num_gpus for v in views if v.name in kept)
+            if self.elastic and idle and held < split.guaranteed.get(q, 0):
+                offers[q] = movable(views, idle, kept, node_types)
+                idle = {n: g for n, g in idle.items() if n not in offers[q]}
+            for n, g in idle.items():
                 sub[q][n] -= g
                 if not sub[q][n]:
                     del sub[q][n]
                 free[n] += g
                 lent.setdefault(q, {})[n] = g
+        offers = {q: per for q, per in offers.items() if per}
+        if offers:
+            self._lending = _Lending(offers, by_queue, split, tree, kept, sub, free, given)
+        self._lend_out(lent, set(lent), by_queue, split, tree, kept, sub, free, given)
+
+    def _lend_unused(self, merged: Mapping[str, Assignment]) -> None:
+        """After the offered queues' inner policies decided (`_lend`): what of their offer
+        they left unused is lent for the round, as `_lend` lends (`_lend_out`), to the queues
+        not asked yet; what none takes stays with the queue offered it."""
+        lending, self._lending = self._lending, None
+        if lending is None:
+            return
+        lent: dict[str, dict[int, int]] = {}
+        for q, offer in lending.offers.items():
+            used: dict[int, int] = {}
+            for v in lending.by_queue[q]:
+                a = merged.get(v.name)
+                if a is not None:
+                    for n, g in a.placement.slots:
+                        used[n] = used.get(n, 0) + g
+            per = lending.sub[q]
+            for n in offer:
+                left = min(offer[n], per.get(n, 0) - used.get(n, 0))
+                if left > 0:
+                    per[n] -= left
+                    if not per[n]:
+                        del per[n]
+                    lending.free[n] += left
+                    lent.setdefault(q, {})[n] = left
+        if lent:
+            self._lend_out(lent, set(lending.offers), lending.by_queue, lending.split,
+                           lending.tree, lending.kept, lending.sub, lending.free, lending.given)
+
+    def _lend_out(self, lent: Mapping[str, Mapping[int, int]], lenders: set[str],
+                  by_queue: Mapping[str, list[JobView]], split: Shares, tree: QueueTree,
+                  kept: dict[str, Placement], sub: dict[str, dict[int, int]], free: list[int],
+                  given: Mapping[str, tuple[str, Placement, float]]) -> None:
+        """Lend `lent` (per lending queue, GPUs per node, already in `free`) for the round:
+        first back to the jobs that gave those GPUs up (oldest first; they keep their
+        placement, no restart), then to the other queues (not `lenders`) with demand left.
+        What no other queue takes stays with the queue that lent it: an elastic policy may yet
+        move a job there (issue 43's benchmark: pollux's two 1-GPU jobs on the t4s left the
+        a100s idle for minutes, lent to a queue without jobs, where shown them it moves one at
+        2 GPUs)."""
         if not lent:
             return
-        lenders = set(lent)
         for name, (q, was, _) in sorted(given.items(), key=lambda kv: (kv[1][2], kv[0])):
             now = dict(kept[name].slots) if name in kept else {}
             extra = {n: g - now.get(n, 0) for n, g in was.slots if g > now.get(n, 0)}
@@ -692,6 +750,21 @@ class QueuedPolicy(Policy):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _Lending:
+    """A round's carve kept for `_lend_unused` (the same objects `_carve` changes): the GPUs
+    offered to queues below their guarantee, and what lending needs."""
+
+    offers: dict[str, dict[int, int]]  # per offered queue: GPUs per node (global)
+    by_queue: Mapping[str, list[JobView]]
+    split: Shares
+    tree: QueueTree
+    kept: dict[str, Placement]
+    sub: dict[str, dict[int, int]]
+    free: list[int]
+    given: Mapping[str, tuple[str, Placement, float]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Asked:
     """What a queue's inner policy was last asked about and answered (global node indices)."""
 
@@ -719,8 +792,9 @@ def _runs_as_decided(last: _Asked, views: list[JobView]) -> bool:
 
 
 def _started(view: JobView) -> float:
-    """When a running job was last (re)started."""
-    t = view.last_change_s if view.last_change_s is not None else view.first_start_s
+    """When a running job was last (re)started (`JobView.started_s`: an in-place resize is
+    no restart)."""
+    t = view.started_s
     return -math.inf if t is None else t
 
 

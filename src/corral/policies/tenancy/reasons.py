@@ -91,7 +91,7 @@ def _protected_until(now_s: float, tree: QueueTree, by_queue: Mapping[str, Seque
             continue
         for v in views:
             a = merged.get(v.spec.name)
-            started = v.last_change_s if v.last_change_s is not None else v.first_start_s
+            started = v.started_s
             if a is not None and started is not None and now_s - started < guard:
                 ends[q] = min(ends.get(q, math.inf), started + guard)
     out: dict[str, float] = {}

@@ -11,7 +11,12 @@ untyped tree shares a mixed cluster:
   policy by shrinking that type's jobs, then taking whole jobs of it out, before any other);
 * `unusable`: what of a queue's carved GPUs none of its jobs could use this round (no waiting
   job fits on that type's idle GPUs and no running job there could grow into them). The layer
-  lends those for the round: back to the jobs that gave them up, else to other queues.
+  lends those for the round: back to the jobs that gave them up, else to other queues;
+* `movable`: of those, the GPUs of a type one of the queue's running elastic jobs could move
+  to. A queue below its guarantee is offered them for the round (the inner policy weighs the
+  move's restart); only what its inner policy leaves unused is lent (issue 43's benchmark:
+  under pollux nlp's two jobs ran on the t4s, the GPU vision freed was an a100, and nlp held 2
+  of its raised quota of 3 until the run ended).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from corral.core.cluster import Placement
 from corral.core.jobs import JobView
 
-__all__ = ["give_back_order", "give_back_type", "unusable"]
+__all__ = ["give_back_order", "give_back_type", "movable", "unusable"]
 
 
 def give_back_type(order: Sequence[JobView], node_types: tuple[str, ...], over: int,
@@ -95,3 +100,24 @@ def unusable(views: Sequence[JobView], per_node: Mapping[int, int],
             out[n] = take
             left[t] -= take
     return out
+
+
+def movable(views: Sequence[JobView], lent: Mapping[int, int], kept: Mapping[str, Placement],
+            node_types: tuple[str, ...]) -> dict[int, int]:
+    """Of the GPUs a queue would lend (`lent`, per node: `unusable`'s), those of a type where
+    one of its running jobs (`kept`) could move: a type other than the one it runs on, that
+    its `gpu_type` allows (as `Cluster.types_for`), with at least its `min_gpus` (1 at least)
+    of them lent. An elastic policy may move the job there and grow another into the GPUs it
+    leaves; the move is a restart, which the policy weighs."""
+    per_type: dict[str, int] = {}
+    for n, g in lent.items():
+        per_type[node_types[n]] = per_type.get(node_types[n], 0) + g
+    types: set[str] = set()
+    for v in views:
+        p = kept.get(v.name)
+        if not (p is not None and p.slots):
+            continue
+        here, spec = node_types[p.slots[0][0]], v.spec
+        types |= {t for t, g in per_type.items() if t != here and spec.gpu_type in (None, t)
+                  and g >= max(1, spec.min_gpus)}
+    return {n: g for n, g in lent.items() if node_types[n] in types}

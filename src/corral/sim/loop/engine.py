@@ -421,7 +421,8 @@ class Simulator:
             if mixed and new and new.placement != held:
                 job.retype(gpu_type)  # a type change is a placement change: it pays the restart
             # its steps are observed as its placement's type's, as a live job reports them
-            if job.assign(now, new, pause, gpu_type) or job.batch != before:
+            relaunch = mech.relaunches(job.spec.app, held, new.placement if new else NO_PLACEMENT)
+            if job.assign(now, new, pause, gpu_type, relaunch) or job.batch != before:
                 moved.append(job)
             if mixed and job.placement != held:
                 self._account_type(job)

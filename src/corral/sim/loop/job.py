@@ -126,13 +126,14 @@ class SimJob(JobLedger):
         return self.policy_batch and (wanted is self.batch or wanted == self.batch)
 
     def assign(self, now_s: float, assignment: Assignment | None, pause_s: float,
-               gpu_type: str | None = "") -> bool:
+               gpu_type: str | None = "", relaunch: bool = True) -> bool:
         """Take a new assignment at `now_s`; returns True when the placement changed.
         `gpu_type`: the placement's GPU type (`Cluster.placement_type`, computed once per
         assignment; "" on a cluster without types); the job's estimator learns its steps
-        as that type's."""
+        as that type's. `relaunch`: a resize starts a new worker set (`Mechanism.relaunches`;
+        False: in place, `JobLedger.place`)."""
         new = assignment.placement if assignment else NO_PLACEMENT
-        changed = self.place(now_s, new, self.epoch)  # the books: restarts, first start, ...
+        changed = self.place(now_s, new, self.epoch, relaunch)  # the books: restarts, ...
         if new and gpu_type != self.gpu_type:
             self.gpu_type = gpu_type
             self._rate = None  # another type: its steps are measured (observed) anew

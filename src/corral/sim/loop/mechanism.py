@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from corral.core.cluster import NO_PLACEMENT, Placement
 from corral.core.errors import InputError
-from corral.perf.overheads import OVERHEADS, ReshapeOverheads
+from corral.perf.overheads import OVERHEADS, ReshapeOverheads, resize_kind
 
 CHECKPOINT_RESTART = "checkpoint-restart"
 
@@ -74,9 +74,22 @@ class Mechanism:
             return 0.0
         if not old:
             return max(o.start_s, wait_s) if o.early_init else o.start_s + wait_s
-        old_nodes = {n for n, _ in old.slots}
-        new_host = any(n not in old_nodes for n, _ in new.slots)
-        return max(o.resize_s(old.num_gpus, new.num_gpus, new_host), wait_s)
+        return max(o.resize_s(old.num_gpus, new.num_gpus, _new_host(old, new)), wait_s)
+
+    def relaunches(self, app: str, old: Placement, new: Placement) -> bool:
+        """Does a running job moving from `old` to `new` start a new worker set (a
+        checkpoint-restart), rather than keep its workers (a resize in place, which
+        `min_runtime_s` does not count as a restart)? A start always does."""
+        if not old or not new:
+            return True
+        kind = resize_kind(old.num_gpus, new.num_gpus, _new_host(old, new))
+        return kind not in self.overheads_of(app).in_place
+
+
+def _new_host(old: Placement, new: Placement) -> bool:
+    """Does `new` use a node `old` does not?"""
+    old_nodes = {n for n, _ in old.slots}
+    return any(n not in old_nodes for n, _ in new.slots)
 
 
 DEFAULT_RESTART_S = 30.0  # Pollux (OSDI'21) §5.3: the simulator's delay per re-allocation

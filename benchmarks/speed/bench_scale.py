@@ -412,6 +412,25 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   engine and agents (~30 s) are above the 60 s target: it needs the fits compiled or fewer
   of them (refitting on a new (N, K) only, say), both of which move every adaptive policy's
   stored reference figures -- the team's call, not taken here.
+* Session of 2026-11-29 (third), same Intel machine, load 1 -> 21 (other sessions): issue 45,
+  where the busiest day's pollux CPU goes, measured by CPU-time sampling (SIGPROF every 2 ms of
+  process CPU, stacks counted) rather than cProfile: cProfile counts every C call (21.8 M
+  `list.append` in the fits' objective over the day's first 1,000 jobs) and so inflates the
+  fits (116.6 s CPU under cProfile against 47.2 s sampled, same run: 908 rounds, avg JCT
+  1,398.0 s, 3.627 restarts per job). Sampled shares of those 47.2 s: the pollux search
+  32.5 % (`mutate` 13.0, `repair` 8.0, `evaluate`'s `_per_job` ~2), the throughput fits 30.1 %
+  (2,625 distinct fits of 5,285 asked, ~114 evaluations a fit), the speed-up tables 18.3 %
+  (`best_goodputs` 15.7 %, of it the candidate rows 13.5 %, `candidate_rows` itself 7.6 %),
+  the agents' one-allocation optimize 7.3 %. Per fit
+  evaluation (`bench_fits.py --hours 3`: 620 fits, 166 evaluations a fit, 41-43 us an
+  evaluation): the objective alone 18-25 us, so the L-BFGS-B driver (scipy's `setulb`
+  included) and the objective's wrapper are the other half. Tried and
+  not kept: the objective with its columns split once per fit and the sync terms computed
+  for synced points only (exact: same fit digest bdc1d818447d4fec, the array-form test
+  passes), but no faster (20.9-24.2 against 17.7-25.3 us a call, alternating in one process).
+  No part is above a third, so the 60 s target (about 2.2x from 132 s) needs at least two of
+  the search, the fits and the tables each made several times cheaper; bit-exact, that is
+  compiled code with numpy's own exp/log for the fits, or the search's operators fused.
 """
 
 from __future__ import annotations

@@ -14,17 +14,20 @@ Every figure is measured in the run that prints it (none typed in):
 * (c) a round at 2,000 jobs on 2,048 GPUs of three types (bench_hetero.py (d)'s workload):
   corral's median CPU per round against sia's.
 
-Each row's gap to the LP bound (`workload_lp_bound`, per workload, mean of the ratios) is
-printed beside every other row's. The declared lengths are changed in what the policy sees
-only (`Declared`, a wrapper that rewrites each view's `JobSpec.epochs`): the simulated jobs
-train their truth's epochs whatever is declared. Figures are means over the workloads run;
+Each row's gap to the LP bound (`workload_lp_bound`, computed once per workload; per row the
+mean of the ratios) is printed beside every other row's, and by default every registered policy
+(`corral.policies.POLICIES`: all of them run on either shape, a type-unaware one on one type per
+job) is a row of (a) and (b); those that read the truth (`Promises.oracle`: heSRPT, SRTF, ...)
+are marked "(oracle)": they know what corral may not. The declared lengths are changed in what
+the policy sees only (`Declared`, a wrapper that rewrites each view's `JobSpec.epochs`): the
+simulated jobs train their truth's epochs whatever is declared. Figures are means over the workloads run;
 p99 and worst FTF are the means of each workload's.
 
     python benchmarks/speed/bench_policy.py [--workloads 1,2] [--only a,b,c] [--jobs 2]
-        [--others tiresias-las,optimus]
+        [--others all|none|tiresias-las,optimus]
 
-`--others`: more policies, each a row with its gap to the LP bound. Cells run on `--jobs`
-worker processes.
+`--others`: which further policies are rows (default all registered; none: corral, pollux and
+sia only). Cells run on `--jobs` worker processes.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from _common import SHARED, machine  # noqa: E402
 from corral.core import Cluster  # noqa: E402
 from corral.core.jobs import Decision, JobView, Snapshot  # noqa: E402
 from corral.core.policy import Policy  # noqa: E402
-from corral.policies import create_policy  # noqa: E402
+from corral.policies import POLICIES, create_policy  # noqa: E402
 from corral.sim.analysis.bound_jobs import workload_lp_bound  # noqa: E402
 from corral.sim.analysis.metrics import summarize  # noqa: E402
 from corral.sim.loop.config import EngineConfig  # noqa: E402
@@ -185,6 +188,18 @@ def round_times(policy: str) -> list[tuple[float, int, float]]:
     return timed_rounds(policy)
 
 
+def other_rows(which: str, taken: set[str]) -> list[tuple[str, str, dict, str]]:
+    """The rows `--others` names (all: every registered policy; none: no more), each labelled
+    with its name, "(oracle)" after it where it reads the truth, without those in `taken`."""
+    names = (POLICIES.names() if which == "all" else [] if which == "none"
+             else [p for p in which.split(",") if p])
+    unknown = [p for p in names if p not in POLICIES.names()]
+    if unknown:
+        sys.exit(f"--others: unknown policy {unknown[0]!r} (known: {', '.join(POLICIES.names())})")
+    return [(p + (" (oracle)" if POLICIES.policy_class(p).promises.oracle else ""), p, {}, "exact")
+            for p in names if p not in taken]
+
+
 def check_targets(check: Callable[[str, bool, str], None], tag: str,
                   figures: dict[str, dict[str, float]], ref_name: str, avg: float,
                   wrong: float) -> None:
@@ -209,12 +224,13 @@ def main() -> None:
     ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8", help="Pollux workload numbers")
     ap.add_argument("--only", default="a,b,c", help="sections (a,b,c)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
-    ap.add_argument("--others", default="", help="more policies, comma-separated")
+    ap.add_argument("--others", default="all",
+                    help="more policies as rows: all (registered), none, or comma-separated")
     ap.add_argument("--no-ablations", action="store_true", help="skip (a)'s ablation rows")
     args = ap.parse_args()
     which = [int(x) for x in args.workloads.split(",")]
     only = set(args.only.split(","))
-    others = [("" + p, p, {}, "exact") for p in args.others.split(",") if p]
+    others = other_rows(args.others, {"corral", "pollux", "sia"})
     started = time.perf_counter()
     print(f"bench_policy on {machine()}; workloads {which}", flush=True)
     met: list[tuple[str, bool, str]] = []

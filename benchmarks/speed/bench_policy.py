@@ -74,6 +74,7 @@ CORRAL_ROWS = [
 ABLATIONS = [
     ("- remaining_work", "corral", {"remaining_work": "false"}, "exact"),
     ("- restart_costs", "corral", {"restart_costs": "false"}, "exact"),
+    ("- calibrate", "corral", {"calibrate": "false"}, "exact"),
     ("- learn_lengths (wrong)", "corral", {"learn_lengths": "false"}, "wrong"),
     ("- learn_lengths (none)", "corral", {"learn_lengths": "false"}, "none"),
 ]
@@ -160,7 +161,8 @@ def section(title: str, cluster: str, rows: list, which: list[int], pool: Proces
     """Run every row on every workload (and the LP bounds); print the table; return the means."""
     print(f"\n{title}", flush=True)
     bounds = {i: pool.submit(bound, cluster, i) for i in which}
-    futures = [pool.submit(cell, cluster, i, *row) for row in rows for i in which]
+    # workload by workload: a run stopped early leaves whole workloads, every row on each
+    futures = [pool.submit(cell, cluster, i, *row) for i in which for row in rows]
     results: dict[str, list[tuple]] = {}
     for f in futures:
         r = f.result()

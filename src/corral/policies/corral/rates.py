@@ -18,6 +18,8 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
+
 from corral.core.jobs import JobView, Placement
 
 __all__ = ["Rates"]
@@ -38,7 +40,8 @@ class Rates:
         self._job_factor: dict[str, float] = {}
         self._app_factor: dict[str, float] = {}
 
-    def observe(self, now_s: float, jobs: Sequence[JobView], modelled: Sequence[float]) -> None:
+    def observe(self, now_s: float, jobs: Sequence[JobView],
+                modelled: Sequence[float] | np.ndarray) -> None:
         """Take this round's views; `modelled[j]` is job j's modelled progress per second on
         the placement it holds now (0 or not finite: none)."""
         last: dict[str, tuple[float, float, Placement, float]] = {}

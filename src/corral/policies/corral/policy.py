@@ -69,8 +69,9 @@ class CorralParams:
     restart_s: float = 30.0
     #: checkpoint-restart, or a `corral.perf.overheads` profile (in-place, sidecar, termination)
     mechanism: str = CHECKPOINT_RESTART
-    #: remaining time assumed for a job whose length is unknown (at least its run time so far)
-    unknown_s: float = 900.0
+    #: remaining time assumed for a job whose length is unknown (at least its run time so far:
+    #: LAS's order, so a job that never ran, of which nothing is known, comes first for a round)
+    unknown_s: float = 60.0
     #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
     #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
     work_power: float = 0.25

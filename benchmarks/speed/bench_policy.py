@@ -14,17 +14,21 @@ Every figure is measured in the run that prints it (none typed in):
 * (c) a round at 2,000 jobs on 2,048 GPUs of three types (bench_hetero.py (d)'s workload):
   corral's median CPU per round against sia's.
 
-Each row's gap to the LP bound (`workload_lp_bound`, per workload, mean of the ratios) is
-printed beside every other row's. The declared lengths are changed in what the policy sees
-only (`Declared`, a wrapper that rewrites each view's `JobSpec.epochs`): the simulated jobs
-train their truth's epochs whatever is declared. Figures are means over the workloads run;
+Each row's gap to the LP bound (`workload_lp_bound`, computed once per workload; per row the
+mean of the ratios) is printed beside every other row's, and by default every registered policy
+(`corral.policies.POLICIES`: all of them run on either shape, a type-unaware one on one type per
+job) is a row of (a) and (b); those that read the truth (`Promises.oracle`: heSRPT, SRTF, ...)
+are marked "(oracle)": they know what corral may not. The declared lengths are changed in what
+the policy sees only (`Declared`, a wrapper that rewrites each view's `JobSpec.epochs`): the
+simulated jobs train their truth's epochs whatever is declared. Figures are means over the workloads run;
 p99 and worst FTF are the means of each workload's.
 
     python benchmarks/speed/bench_policy.py [--workloads 1,2] [--only a,b,c] [--jobs 2]
-        [--others tiresias-las,optimus]
+        [--no-ablations] [--exact-only]
+        [--others all|none|tiresias-las,optimus]
 
-`--others`: more policies, each a row with its gap to the LP bound. Cells run on `--jobs`
-worker processes.
+`--others`: which further policies are rows (default all registered; none: corral, pollux and
+sia only). Cells run on `--jobs` worker processes.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from _common import SHARED, machine  # noqa: E402
 from corral.core import Cluster  # noqa: E402
 from corral.core.jobs import Decision, JobView, Snapshot  # noqa: E402
 from corral.core.policy import Policy  # noqa: E402
-from corral.policies import create_policy  # noqa: E402
+from corral.policies import POLICIES, create_policy  # noqa: E402
 from corral.sim.analysis.bound_jobs import workload_lp_bound  # noqa: E402
 from corral.sim.analysis.metrics import summarize  # noqa: E402
 from corral.sim.loop.config import EngineConfig  # noqa: E402
@@ -71,6 +75,7 @@ CORRAL_ROWS = [
 ABLATIONS = [
     ("- remaining_work", "corral", {"remaining_work": "false"}, "exact"),
     ("- restart_costs", "corral", {"restart_costs": "false"}, "exact"),
+    ("- calibrate", "corral", {"calibrate": "false"}, "exact"),
     ("- learn_lengths (wrong)", "corral", {"learn_lengths": "false"}, "wrong"),
     ("- learn_lengths (none)", "corral", {"learn_lengths": "false"}, "none"),
 ]
@@ -157,7 +162,8 @@ def section(title: str, cluster: str, rows: list, which: list[int], pool: Proces
     """Run every row on every workload (and the LP bounds); print the table; return the means."""
     print(f"\n{title}", flush=True)
     bounds = {i: pool.submit(bound, cluster, i) for i in which}
-    futures = [pool.submit(cell, cluster, i, *row) for row in rows for i in which]
+    # workload by workload: a run stopped early leaves whole workloads, every row on each
+    futures = [pool.submit(cell, cluster, i, *row) for i in which for row in rows]
     results: dict[str, list[tuple]] = {}
     for f in futures:
         r = f.result()
@@ -185,6 +191,18 @@ def round_times(policy: str) -> list[tuple[float, int, float]]:
     return timed_rounds(policy)
 
 
+def other_rows(which: str, taken: set[str]) -> list[tuple[str, str, dict, str]]:
+    """The rows `--others` names (all: every registered policy; none: no more), each labelled
+    with its name, "(oracle)" after it where it reads the truth, without those in `taken`."""
+    names = (POLICIES.names() if which == "all" else [] if which == "none"
+             else [p for p in which.split(",") if p])
+    unknown = [p for p in names if p not in POLICIES.names()]
+    if unknown:
+        sys.exit(f"--others: unknown policy {unknown[0]!r} (known: {', '.join(POLICIES.names())})")
+    return [(p + (" (oracle)" if POLICIES.policy_class(p).promises.oracle else ""), p, {}, "exact")
+            for p in names if p not in taken]
+
+
 def check_targets(check: Callable[[str, bool, str], None], tag: str,
                   figures: dict[str, dict[str, float]], ref_name: str, avg: float,
                   wrong: float) -> None:
@@ -198,10 +216,12 @@ def check_targets(check: Callable[[str, bool, str], None], tag: str,
           f"{own['p99'] / 3600:.2f} h against {ref['p99'] / 3600:.2f} h")
     check(f"{tag} corral worst FTF <= {ref_name}", own["ftf"] <= ref["ftf"],
           f"{own['ftf']:.2f} against {ref['ftf']:.2f}")
-    r = figures["corral wrong x[1/2,2]"]["avg"] / ref["avg"]
-    check(f"{tag} wrong lengths: avg JCT <= {wrong:.2f}x {ref_name}", r <= wrong, f"{r:.3f}x")
-    r = figures["corral no lengths"]["avg"] / ref["avg"]
-    check(f"{tag} no lengths: avg JCT <= {ref_name}", r <= 1.0, f"{r:.3f}x")
+    if "corral wrong x[1/2,2]" in figures:  # (not with --exact-only)
+        r = figures["corral wrong x[1/2,2]"]["avg"] / ref["avg"]
+        check(f"{tag} wrong lengths: avg JCT <= {wrong:.2f}x {ref_name}", r <= wrong, f"{r:.3f}x")
+    if "corral no lengths" in figures:
+        r = figures["corral no lengths"]["avg"] / ref["avg"]
+        check(f"{tag} no lengths: avg JCT <= {ref_name}", r <= 1.0, f"{r:.3f}x")
 
 
 def main() -> None:
@@ -209,12 +229,16 @@ def main() -> None:
     ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8", help="Pollux workload numbers")
     ap.add_argument("--only", default="a,b,c", help="sections (a,b,c)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
-    ap.add_argument("--others", default="", help="more policies, comma-separated")
+    ap.add_argument("--others", default="all",
+                    help="more policies as rows: all (registered), none, or comma-separated")
     ap.add_argument("--no-ablations", action="store_true", help="skip (a)'s ablation rows")
+    ap.add_argument("--exact-only", action="store_true",
+                    help="corral with exact declared lengths only (no wrong / none rows)")
     args = ap.parse_args()
     which = [int(x) for x in args.workloads.split(",")]
     only = set(args.only.split(","))
-    others = [("" + p, p, {}, "exact") for p in args.others.split(",") if p]
+    others = other_rows(args.others, {"corral", "pollux", "sia"})
+    corral_rows = CORRAL_ROWS[:1] if args.exact_only else CORRAL_ROWS
     started = time.perf_counter()
     print(f"bench_policy on {machine()}; workloads {which}", flush=True)
     met: list[tuple[str, bool, str]] = []
@@ -225,11 +249,11 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         if "a" in only:
             rows = [("pollux", "pollux", {}, "exact"), ("sia", "sia", {}, "exact"),
-                    *CORRAL_ROWS, *([] if args.no_ablations else ABLATIONS), *others]
+                    *corral_rows, *([] if args.no_ablations else ABLATIONS), *others]
             a = section(f"(a) one type, {ONE}, Pollux workloads {which}", ONE, rows, which, pool)
             check_targets(check, "(a)", a, "pollux", avg=0.85, wrong=0.95)
         if "b" in only:
-            rows = [("sia", "sia", {}, "exact"), ("pollux", "pollux", {}, "exact"), *CORRAL_ROWS,
+            rows = [("sia", "sia", {}, "exact"), ("pollux", "pollux", {}, "exact"), *corral_rows,
                     *others]
             b = section(f"(b) mixed, {MIXED}, requests capped at 24, Pollux workloads {which}",
                         MIXED, rows, which, pool)

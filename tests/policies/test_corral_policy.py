@@ -135,3 +135,60 @@ def test_it_runs_under_queues() -> None:
     r = Simulator(truth, policy, Cluster.parse("2x4"), EngineConfig()).run(
         type(w)(w.name, jobs, source=w.source))
     assert all(j.finish_s is not None for j in r.jobs)
+
+
+def test_progress_faster_than_the_model_says_shortens_the_remaining_time() -> None:
+    # the job reports 100x the progress its model's goodput / M0 predicts (ncf in the Pollux
+    # traces: its progress counts iterations of 256, its declared M0 is 32,768)
+    policy = create_policy("corral")
+    cluster = Cluster.parse("1x1")
+    times = (600.0, 660.0, 720.0)
+    for k, t in enumerate(times):
+        job = _job("fast", epochs=40, progress=100_000.0 * k, epoch=min(k, 39),
+                   placement=ONE_GPU, run_time_s=t - 540.0)
+        policy.decide(Snapshot(time_s=t, cluster=cluster, jobs=(job,), previous=Decision({}),
+                               completed=(FINISHED,)))
+    left = policy.last_remaining_s["fast"]
+    # 4,000 - 200,000 iterations left: none (at least its epoch's end); at 1,000/s observed,
+    # not 10/s modelled
+    assert left < 5.0
+    uncalibrated = create_policy("corral", {"calibrate": "false"})
+    uncalibrated.decide(Snapshot(time_s=720.0, cluster=cluster, jobs=(job,),
+                                 previous=Decision({}), completed=(FINISHED,)))
+    assert uncalibrated.last_remaining_s["fast"] > 50 * left
+
+
+def test_rates_are_learned_per_job_and_lent_to_its_model_only_between_equal_placements() -> None:
+    from corral.policies.corral.rates import Rates
+
+    rates = Rates()
+    a = _job("a", epochs=10, progress=0.0, placement=ONE_GPU)
+    rates.observe(0.0, [a], [10.0])
+    moved = dataclasses.replace(a, progress=3000.0,
+                                assignment=dataclasses.replace(a.assignment,
+                                                               placement=Placement(((1, 1),))))
+    rates.observe(60.0, [moved], [10.0])  # a placement change in between: its pause, not seen
+    assert rates.factor(a) == 1.0
+    rates.observe(120.0, [dataclasses.replace(moved, progress=9000.0)], [10.0])
+    assert rates.factor(a) == pytest.approx(10.0)  # 6,000 in 60 s against 10/s modelled
+    other = _job("b", epochs=10)  # never ran: its model's factor
+    assert rates.factor(other) == pytest.approx(10.0)
+    rates.job_left("a")
+    assert rates.factor(a) == pytest.approx(10.0)  # its model's still
+
+
+def test_a_job_changed_often_pays_more_for_the_next_change() -> None:
+    def ratio(restarts: int) -> float:
+        policy = create_policy("corral")
+        job = dataclasses.replace(
+            _job("j", epochs=40, progress=100.0, epoch=1, placement=ONE_GPU, run_time_s=600.0,
+                 observed_gpus=4), restarts=restarts)
+        policy.decide(Snapshot(time_s=600.0, cluster=Cluster.parse("1x8"), jobs=(job,),
+                               previous=Decision({}), completed=(FINISHED,)))
+        row = policy.last_program.values[0]
+        cur = policy.last_program.current[0]
+        others = [v for k, v in enumerate(row) if k != cur and v == v]
+        return max(others) / row[cur]
+    # its placements stood (600 + 600) / 10 = 120 s: a 30 s pause eats a quarter of that, not
+    # a twentieth of H
+    assert ratio(9) < 0.9 * ratio(0)

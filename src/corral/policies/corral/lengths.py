@@ -66,6 +66,9 @@ class Lengths:
         self._errs = (0, 0.0, 0.0)
         #: this round's progress-per-epoch estimates from running jobs, by model
         self._running_per_epoch: dict[str, float] = {}
+        #: this round's `total_epochs` by (model, declared epochs): the same for every job of a
+        #: model declaring the same, and asked for each of 2,000 jobs a round
+        self._totals: dict[tuple[str, int | None], float | None] = {}
 
     def observe(self, completed: Sequence[JobView], active: Sequence[JobView]) -> None:
         """Take in the finished jobs not seen yet, and this round's running jobs."""
@@ -89,6 +92,7 @@ class Lengths:
             if view.epoch >= 1 and view.progress > 0:
                 sums.setdefault(view.spec.app, []).append(view.progress / (view.epoch + 0.5))
         self._running_per_epoch = {app: sum(v) / len(v) for app, v in sums.items()}
+        self._totals = {}
 
     def per_epoch(self, view: JobView) -> float | None:
         """Progress per epoch of the job's model, or None where nothing shows it yet."""
@@ -102,9 +106,16 @@ class Lengths:
     def total_epochs(self, view: JobView) -> float | None:
         """The job's total epochs as estimated now, or None (no declaration, no history)."""
         declared = view.spec.epochs if self.use_declared and view.spec.epochs else None
+        key = (view.spec.app, declared)
+        if key not in self._totals:
+            self._totals[key] = self._total(view.spec.app, declared)
+        return self._totals[key]
+
+    def _total(self, app: str, declared: int | None) -> float | None:
+        """`total_epochs` of a job of model `app` declaring `declared` (None: nothing)."""
         if not self.learn:
             return float(declared) if declared else None
-        m = self._models.get(view.spec.app)
+        m = self._models.get(app)
         estimates = []  # (mean of ln epochs, variance)
         if declared:
             n, total, squares = self._errs

@@ -15,10 +15,16 @@ time on one GPU and S = W / T its speedup there. With a = 1 (`work_power`) the s
 share counted relative to what it has left (SRPT's index; heSRPT's ordering, with each job's
 own measured speedup instead of an assumed k^p); a < 1 (default 0.25) lets the weight fall
 more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). The
-second factor is the share of the decision's life H (`horizon_s`) a change's pause eats. A job that
+second factor is the share of the decision's life a change's pause eats: H (`horizon_s`), or
+less for a job whose placements have stood less so far ((run time + H) / (restarts + 1), its
+mean time between changes with one pseudo-observation of H), so a job changed often pays more
+for its next change (the mixed cluster's imagenet jobs were resized 80-110 times each). A job that
 holds GPUs and is preempted would pay its pause again to resume: `keep_j`, that loss, is added
 to every configuration that keeps it running, so a job is preempted or moved only where the
-others gain more than its restart costs. The same integer program as Sia's is solved
+others gain more than its restart costs. Times come from goodputs in absolute terms (Sia needs
+them only relative), so each job's modelled goodput is scaled by its observed progress rate over
+the modelled one (`rates.Rates`: between rounds at an unchanged placement; its model's for a job
+not yet seen). The same integer program as Sia's is solved
 (`sia.program.solve`, HiGHS), and the choice placed as Sia places it (`Sia.place`: one GPU type
 per job, consolidated, a job still in the restart its last move started keeps its place).
 
@@ -28,7 +34,7 @@ job without a goodput model (never ran) gets Sia's one-GPU configurations with t
 pauses are `restart_s` for every change and start (checkpoint-restart, Pollux §5.3), or a
 `corral.perf.overheads` profile's start, grow, shrink and cross-host pauses (`mechanism`).
 Every ingredient has an off switch (`remaining_work`, `restart_costs`, `learn_lengths`,
-`declared_lengths`) for the ablations of `benchmarks/speed/bench_policy.py`.
+`declared_lengths`, `calibrate`) for the ablations of `benchmarks/speed/bench_policy.py`.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.perf.overheads import OVERHEADS, ReshapeOverheads
 from corral.policies.corral.lengths import Lengths
+from corral.policies.corral.rates import Rates
 from corral.policies.gpu_types import model_type
 from corral.policies.pollux.policy import is_silent
 from corral.policies.sia.policy import Sia, SiaParams
@@ -62,8 +69,9 @@ class CorralParams:
     restart_s: float = 30.0
     #: checkpoint-restart, or a `corral.perf.overheads` profile (in-place, sidecar, termination)
     mechanism: str = CHECKPOINT_RESTART
-    #: remaining time assumed for a job whose length is unknown (at least its run time so far)
-    unknown_s: float = 900.0
+    #: remaining time assumed for a job whose length is unknown (at least its run time so far:
+    #: LAS's order, so a job that never ran, of which nothing is known, comes first for a round)
+    unknown_s: float = 60.0
     #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
     #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
     work_power: float = 0.25
@@ -78,6 +86,8 @@ class CorralParams:
     restart_costs: bool = True
     learn_lengths: bool = True
     declared_lengths: bool = True
+    #: ablation: scale each job's modelled goodput by its observed progress rate (`rates.Rates`)
+    calibrate: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.mip_rel_gap < 1.0:
@@ -119,6 +129,7 @@ class CorralPolicy(Policy):
         prm = self.params
         self._sia = Sia(SiaParams(silent_after_s=prm.silent_after_s))
         self._lengths = Lengths(use_declared=prm.declared_lengths, learn=prm.learn_lengths)
+        self._rates = Rates()
         self._overheads: ReshapeOverheads | None = (
             None if prm.mechanism == CHECKPOINT_RESTART else OVERHEADS[prm.mechanism])
         #: the last program's values and remaining times (tests, benchmarks)
@@ -164,11 +175,15 @@ class CorralPolicy(Policy):
         one = np.where(ones.any(axis=1), np.where(ones, g, 0.0).max(axis=1),
                        np.where(allowed, g, np.inf).min(axis=1))
         ref = np.where(has_cur, g[rows, np.maximum(cur, 0)], one)
+        m0 = np.array([max(v.spec.init_bsz, 1) for v in snapshot.jobs], dtype=float)
+        if prm.calibrate:
+            self._rates.observe(snapshot.time_s, snapshot.jobs, np.where(has_cur, ref / m0, 0.0))
         work = np.empty(num_jobs)  # seconds of work left at the reference goodput `ref`
         for j, view in enumerate(snapshot.jobs):
             left = self._left(view, snapshot.cluster.gpu_types)
             if left is not None and ref[j] > 0 and np.isfinite(ref[j]):
-                work[j] = left * max(view.spec.init_bsz, 1) / ref[j]
+                speed = self._rates.factor(view) if prm.calibrate else 1.0
+                work[j] = left * m0[j] / (ref[j] * speed)
             else:  # time, not work: as long again as it ran, at least unknown_s
                 work[j] = (max(view.run_time_s, prm.unknown_s) if prm.remaining_work
                            else prm.horizon_s)
@@ -182,12 +197,13 @@ class CorralPolicy(Policy):
         self.last_remaining_s = {v.name: float(work[j]) for j, v in enumerate(snapshot.jobs)}
         if prm.restart_costs:
             pause, resume = self._pauses(configs, cur, has_cur)
-            life = np.minimum(remaining_s + pause, prm.horizon_s)
+            stands = self._stands(snapshot.jobs)
+            life = np.minimum(remaining_s + pause, stands[:, None])
             value = rate * np.maximum(0.0, 1.0 - pause / life)
             held = np.flatnonzero(has_cur)  # preempting these costs their resume later
             c = cur[held]
             keep = rate[held, c] * resume[held] / np.minimum(remaining_s[held, c] + resume[held],
-                                                             prm.horizon_s)
+                                                             stands[held])
             value[held] += keep[:, None]
         else:
             value = rate
@@ -200,6 +216,15 @@ class CorralPolicy(Policy):
                                 keep=base.keep)
         program.values = values
         return program
+
+    def _stands(self, jobs: Sequence[JobView]) -> np.ndarray:
+        """Per job, how long a decision about it is taken to stand: H, or less where the job's
+        placements have stood less, (run time + H) / (restarts + 1) (its mean time between
+        changes, with one pseudo-observation of H): a job changed often pays more per change."""
+        horizon = self.params.horizon_s
+        run = np.array([v.run_time_s for v in jobs], dtype=float)
+        changes = np.array([v.restarts for v in jobs], dtype=float)
+        return np.minimum(horizon, (run + horizon) / (changes + 1.0))
 
     def _left(self, view: JobView, types: Sequence[str]) -> float | None:
         """Progress job `view` has left (`Lengths.remaining`), or None: unknown, or the job has
@@ -239,4 +264,5 @@ class CorralPolicy(Policy):
 
     def job_left(self, name: str) -> None:
         self.last_remaining_s.pop(name, None)
+        self._rates.job_left(name)
 

@@ -5,9 +5,10 @@ After `bench_tenants.py --only pollux --keep DIR`: nlp's two jobs (nlp-1, asking
 asking 1) run on 1 GPU each of one type; the layer offers nlp the GPU of the other type
 vision gave back (`shape.movable`). This rebuilds nlp's sub-cluster as offered (2 GPUs of the
 jobs' type, 1 of the other) and pollux's problem for it (`Pollux.problem`: the jobs'
-estimators from their last report, placements and restart counts as at the raise) and prints
-the fitness (`search.fitness`: power mean of speedups, a changed job's times its restart factor
-max(T - R*delta, 0) / (T + delta), T its age, R its restarts, delta 30 s) of staying and of each
+estimators from their last report, placements, restarts and relaunches as at the raise) and
+prints the fitness (`search.fitness`: power mean of speedups, a changed job's times its restart
+factor max(T - R*delta, 0) / (T + delta), T its age, R its relaunches: its restarts less its
+in-place resizes, `JobView.relaunches`, delta 30 s) of staying and of each
 move (one job to the other type's GPU, the other grown to 2 on its own type where it may), in
 that round and later, and when the move would first win. Run: python benchmarks/live/pollux_move_fitness.py
 DIR
@@ -38,13 +39,17 @@ def nlp_at_raise(store: Store, put: float) -> tuple[list[JobView], str]:
     for doc in store.jobs():
         if doc["submission"].get("name") not in ("nlp-1", "nlp-2"):
             continue
-        changes = [e for e in store.events(doc["id"])  # the loop's placements, not the
-                   if e["kind"] in ("started", "resized")  # executor's "launch N: resized"
-                   and " GPU(s) localhost-" in e["detail"] and e["time_s"] <= put]
+        events = [e for e in store.events(doc["id"]) if e["time_s"] <= put]
+        changes = [e for e in events  # the loop's placements, not the executor's
+                   if e["kind"] in ("started", "resized")  # "launch N: resized"
+                   and " GPU(s) localhost-" in e["detail"]]
+        in_place = sum(1 for e in events if e["kind"] == "resize-pause"
+                       and e["detail"].startswith("in-place"))
         types.add(changes[-1]["detail"].split("localhost-")[1].split(":")[0])
         view = LiveJob.from_doc(doc).view()
         views.append(dataclasses.replace(view, status=STATUS_RUNNING, assignment=Assignment(HERE),
-                                         restarts=len(changes) - 1))
+                                         restarts=len(changes) - 1,
+                                         relaunches=len(changes) - 1 - in_place))
     if len(views) != 2 or len(types) != 1:
         raise SystemExit("bench_tenants.py's nlp-1 and nlp-2 on one GPU type each not found")
     views.sort(key=lambda v: (v.attained_gpu_s, v.spec.submit_time_s, v.name))
@@ -65,7 +70,7 @@ def main() -> None:
              for v in views]
     policy = Pollux()
     print(f"raise at {put:.1f} s; nlp's sub-cluster {cluster.describe()}; jobs {names} "
-          f"(restarts {[v.restarts for v in views]})")
+          f"(restarts {[v.restarts for v in views]}, relaunches {[v.relaunches for v in views]})")
     wins = None
     for dt in np.arange(3.0, 600.0, 1.0):
         problem = policy.problem(put + dt, cluster, views)

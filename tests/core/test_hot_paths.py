@@ -36,7 +36,7 @@ def test_view_fields_by_position_land_on_their_names() -> None:
     ledger.place(10.0, Placement.of([(3, 2)]), epoch=1)
     ledger.hold(5.0)
     ledger.wait(7.0)
-    ledger.restarts = 4
+    ledger.restarts, ledger.relaunches = 4, 3
     batch, fixed = BatchConfig(8, 1), BatchConfig(16, 0)
     metrics = ((1, 1, 0.5),)
     view = ledger.view(epoch=6, steps=11, progress=12.5, batch=batch, fixed_batch=fixed,
@@ -46,7 +46,7 @@ def test_view_fields_by_position_land_on_their_names() -> None:
                     run_time_s=5.0, queue_time_s=7.0, restarts=4, epoch=6, steps=11,
                     progress=12.5, max_gpus_held=2, first_start_s=10.0, last_change_s=10.0,
                     batch=batch, estimator=None, metrics=metrics, epochs_since_change=5,
-                    oracle=None, last_start_s=10.0)
+                    oracle=None, last_start_s=10.0, relaunches=3)
     assert {name: getattr(view, name) for name in VIEW_FIELDS} == expected
 
 

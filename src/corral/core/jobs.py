@@ -270,7 +270,7 @@ class JobView:
     attained_gpu_s: float  # GPU-seconds held so far (restart pauses included)
     run_time_s: float  # seconds holding GPUs
     queue_time_s: float  # seconds active without GPUs
-    restarts: int  # placement changes of a running job so far
+    restarts: int  # placement changes of a running job so far (plus crash retries)
     epoch: int  # completed epochs
     steps: int  # optimizer steps completed
     progress: float  # scale-invariant iterations (steps at M0) completed
@@ -286,6 +286,10 @@ class JobView:
     #: resize; an in-place resize keeps its workers and this time (`last_change_s` moves). None:
     #: not told (a view made without it: `started_s` reads `last_change_s`).
     last_start_s: float | None = None
+    #: Restarts that launched a new worker set: resumes, crash retries, resizes by
+    #: checkpoint-restart (an in-place resize is one of `restarts`, not of these). What Pollux's
+    #: re-allocation penalty counts: its delay δ is a restart's.
+    relaunches: int = 0
 
     @property
     def name(self) -> str:

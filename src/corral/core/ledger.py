@@ -3,7 +3,8 @@
 `SimJob` and `LiveJob` are both ledgers (`place`, `hold`, `wait`, `end`, `release`); `view`
 builds the `JobView` from the books plus what the job measured, so a policy cannot tell the two
 worlds apart. Counting: `restarts` = placements of a job that ran before (resize or resume) plus
-crash retries; `preemptions` = placements the policy took away (an ended job is released);
+crash retries; `relaunches` = those of them that started a new worker set (all but in-place
+resizes: Pollux's re-allocation penalty counts these); `preemptions` = placements the policy took away (an ended job is released);
 `epochs_since_change` = epochs since the last placement change. A job without GPUs carries
 why (`reason`, a `WaitReason`, set by the round loop from the decision) and the seconds waited
 are summed per reason kind (`waited_by_reason`). The books are `SimJob`'s own slots (a
@@ -38,13 +39,13 @@ __all__ = ["JobLedger", "completed_view", "LEDGER_FIELDS", "VIEW_FIELDS"]
 #: The books, as they are persisted (`to_doc` / `restore`) and in this order.
 LEDGER_FIELDS = ("attained_gpu_s", "run_time_s", "queue_time_s", "restarts", "preemptions",
                  "crash_retries", "max_gpus_held", "first_start_s", "last_change_s",
-                 "epoch_at_change", "finish_s", "last_start_s")
+                 "epoch_at_change", "finish_s", "last_start_s", "relaunches")
 
 #: `JobView`'s fields in declaration order: `JobLedger.view` passes them by position.
 VIEW_FIELDS = ("spec", "status", "assignment", "attained_gpu_s", "run_time_s", "queue_time_s",
                "restarts", "epoch", "steps", "progress", "max_gpus_held", "first_start_s",
                "last_change_s", "batch", "estimator", "metrics", "epochs_since_change", "oracle",
-               "last_start_s")
+               "last_start_s", "relaunches")
 if tuple(f.name for f in dataclasses.fields(JobView)) != VIEW_FIELDS:
     raise ImportError("JobView's fields changed: update VIEW_FIELDS and JobLedger.view")
 
@@ -64,6 +65,7 @@ class JobLedger:
         self.run_time_s = 0.0  # seconds holding GPUs
         self.queue_time_s = 0.0  # seconds active without GPUs
         self.restarts = 0
+        self.relaunches = 0  # restarts that started a new worker set (`JobView.relaunches`)
         self.preemptions = 0
         self.crash_retries = 0
         self.max_gpus_held = 0
@@ -83,16 +85,18 @@ class JobLedger:
         """Take the placement a policy decided at `now_s` (empty: preempted), the job being at
         `epoch`; True when it differs from the current one (only then is anything counted).
         `relaunch`: a resize of a running job starts a new worker set (False: in place, its
-        workers and `last_start_s` kept); a start or a resume always does."""
+        workers, `last_start_s` and `relaunches` kept); a start or a resume always does."""
         if placement == self.placement:
             return False
-        if placement and (relaunch or not self.placement):
+        launches = bool(placement) and (relaunch or not self.placement)
+        if launches:
             self.last_start_s = now_s
         if placement:
             if self.first_start_s is None:
                 self.first_start_s = now_s
             else:  # resized, or resumed after preemption
                 self.restarts += 1
+                self.relaunches += launches
             if placement.num_gpus > self.max_gpus_held:
                 self.max_gpus_held = placement.num_gpus
         else:
@@ -136,6 +140,7 @@ class JobLedger:
         """The job was restarted `count` times after its workers failed (live jobs only)."""
         self.crash_retries += count
         self.restarts += count
+        self.relaunches += count
 
     def end(self, now_s: float, outcome: JobStatus) -> None:
         """The job ended at `now_s` (DONE, or FAILED for any other end); it keeps its placement
@@ -164,13 +169,14 @@ class JobLedger:
         when the job chooses), its `estimator` and validation `metrics`.
 
         The view's fields are passed by position, in `VIEW_FIELDS` order (checked below and by
-        tests/core): a keyword call of its 19 fields costs 2.4x as much, and the simulator
+        tests/core): a keyword call of its 20 fields costs 2.4x as much, and the simulator
         makes a view per active job per round."""
         return JobView(
             self.spec, self.view_status, self._assignment(fixed_batch), self.attained_gpu_s,
             self.run_time_s, self.queue_time_s, self.restarts, epoch, steps, progress,
             self.max_gpus_held, self.first_start_s, self.last_change_s, batch, estimator,
-            metrics, max(0, epoch - self.epoch_at_change), oracle, self.last_start_s)
+            metrics, max(0, epoch - self.epoch_at_change), oracle, self.last_start_s,
+            self.relaunches)
 
     def _assignment(self, fixed_batch: BatchConfig | None) -> Assignment | None:
         """The view's `Assignment(placement, fixed_batch)` (None when not placed). Both are
@@ -194,10 +200,13 @@ class JobLedger:
         return doc
 
     def restore(self, doc: dict[str, Any]) -> None:
-        """Books written by `books` (fields an older store lacks keep their initial value)."""
+        """Books written by `books` (fields an older store lacks keep their initial value, but
+        `relaunches`: its `restarts`, every one counted as a new worker set)."""
         for name in LEDGER_FIELDS:
             if name in doc:
                 setattr(self, name, doc[name])
+        if "relaunches" not in doc:
+            self.relaunches = self.restarts
         self.placement = Placement.of((n, g) for n, g in doc.get("placement", []))
         if isinstance(doc.get("reason"), dict):
             self.reason = WaitReason.from_doc(doc["reason"])

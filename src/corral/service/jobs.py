@@ -89,8 +89,9 @@ class LiveJob(JobLedger):
     #: executor before it was first scheduled (`Runtime.profile`; {} when none): seeds the
     #: types its estimator has no model of (`_measured`), as the simulator seeds a new job's
     profile: dict[str, tuple[float, int]] = field(default_factory=dict)
-    #: its `last_start_s` before a resize under way (`assign`, `launched`); None: none
-    start_before_resize: float | None = field(default=None, repr=False)
+    #: its (`last_start_s`, `relaunches`) before a resize under way (`assign`, `launched`);
+    #: None: none
+    before_resize: tuple[float | None, int] | None = field(default=None, repr=False)
     #: (report time, estimator, metrics) built from the report of that time (see `_measured`)
     _measured_cache: tuple[Any, JobEstimator, tuple] | None = field(default=None, repr=False)
 
@@ -180,14 +181,14 @@ class LiveJob(JobLedger):
     # -- changes --------------------------------------------------------------------------
     def assign(self, now_s: float, placement: Placement, batch: BatchConfig | None) -> bool:
         """Take a placement decided at `now_s`; True when the placement changed. A resize
-        counts as a new worker set (`last_start_s`) until its first report says it was made in
-        place (`launched`): the executor decides that when it carries it out."""
-        was, before = self.placement, self.last_start_s
+        counts as a new worker set (`last_start_s`, `relaunches`) until its first report says it
+        was made in place (`launched`): the executor decides that when it carries it out."""
+        was, before = self.placement, (self.last_start_s, self.relaunches)
         changed = self.place(now_s, placement, self.epoch)
         if not placement:
-            self.start_before_resize = None
-        elif changed and was and self.start_before_resize is None:
-            self.start_before_resize = before
+            self.before_resize = None
+        elif changed and was and self.before_resize is None:
+            self.before_resize = before
         if changed:
             self.status = LiveStatus.RUNNING if placement else LiveStatus.QUEUED
             self.requeued_after = "" if placement else AFTER_PREEMPTION
@@ -196,13 +197,13 @@ class LiveJob(JobLedger):
 
     def launched(self, in_place: bool) -> None:
         """The first report of a new worker set (of launch number above the last noted): an
-        in-place resize kept the job's workers, so its `last_start_s` is the one before the
-        resize again, once no other resize is pending (`min_runtime_s` counts from a real
-        restart, as in the simulator)."""
+        in-place resize kept the job's workers, so its `last_start_s` and `relaunches` are the
+        ones before the resize again, once no other resize is pending (`min_runtime_s` counts
+        from a real restart and Pollux's penalty counts real restarts, as in the simulator)."""
         if not in_place:
-            self.start_before_resize = None
-        elif self.start_before_resize is not None and not self.pending_resizes:
-            self.last_start_s, self.start_before_resize = self.start_before_resize, None
+            self.before_resize = None
+        elif self.before_resize is not None and not self.pending_resizes:
+            (self.last_start_s, self.relaunches), self.before_resize = self.before_resize, None
 
     def account(self, dt_s: float) -> None:
         """Time passing: GPU time while placed with its workers holding their slots,

@@ -2,8 +2,9 @@
 
 Each round turns every job's fitted goodput into SPEEDUP_j (Eq. 15, `pollux_speedup`) and
 searches (`corral.policies.pollux.search`) for the allocation maximising FITNESS_p (Eq. 14), a changed job's
-speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ), warm-started from last round; jobs
-pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
+speedup times REALLOC_FACTOR = (T_j - R_j δ) / (T_j + δ) (R_j its relaunches, `JobView.relaunches`:
+δ is a checkpoint-restart's delay, which an in-place resize does not pay), warm-started from last
+round; jobs pick their own batch (`corral.perf.agent.choose_batch`). Decided here, after the artifact: fair
 share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twice the most GPUs
 observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
 clusters searched in part (`pollux_nodes`) by a smaller population (`search_population`);
@@ -79,7 +80,8 @@ class PolluxParams:
 
 
 def realloc_factor(age_s: float, restarts: int, delay_s: float) -> float:
-    """REALLOC_FACTOR = max(T - R δ, 0) / (T + δ); 1 when δ = 0 (restarts cost nothing)."""
+    """REALLOC_FACTOR = max(T - R δ, 0) / (T + δ), R the job's restarts that each paid δ;
+    1 when δ = 0 (restarts cost nothing)."""
     if delay_s <= 0:
         return 1.0
     return max(age_s - restarts * delay_s, 0.0) / (age_s + delay_s)
@@ -258,7 +260,7 @@ class Pollux(Policy):
             max_gpus=np.array(caps, dtype=np.int64),
             min_gpus=np.array([v.spec.min_gpus for v in jobs], dtype=np.int64),
             speedup=SpeedupTable(tables),
-            penalty=np.array([realloc_factor(now_s - v.spec.submit_time_s, v.restarts, delay)
+            penalty=np.array([realloc_factor(now_s - v.spec.submit_time_s, v.relaunches, delay)
                               for v in jobs]),
             p=float(self.params.p))
 

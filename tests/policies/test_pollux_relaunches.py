@@ -56,3 +56,18 @@ def test_a_live_resize_is_a_relaunch_until_its_report_says_in_place() -> None:
     older = job.to_doc()  # a document stored before the count: every restart a relaunch
     del older["relaunches"]
     assert LiveJob.from_doc(older).relaunches == 2
+
+
+def test_sias_restart_factor_counts_relaunches_too() -> None:
+    """sia's factor is Pollux's (its artifact's): a job resized in place once keeps its age's
+    factor; one relaunched once pays δ."""
+    from corral.policies.sia.policy import SiaParams, restart_factor
+
+    factors = []
+    for relaunch in (False, True):
+        books = JobLedger(_spec())
+        books.place(0.0, TWO, 0)
+        books.place(20.0, ONE, 0, relaunch=relaunch)
+        factors.append(restart_factor(books.view(0, 0, 0.0, None, None, None, ()), 40.0,
+                                      SiaParams()))
+    assert factors == [pytest.approx(40 / 70), pytest.approx(10 / 70)]

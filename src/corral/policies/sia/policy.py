@@ -79,7 +79,9 @@ def job_cap(view: JobView, total_gpus: int) -> int:
 def restart_factor(view: JobView, now_s: float, params: SiaParams) -> float:
     """The factor a configuration other than the job's current one is scaled by (§3.4): by default
     Pollux's re-allocation factor as Sia's artifact computes it, max(T - R δ, 0) / (T + δ) with T
-    the job's age, R its restarts, δ = `restart_penalty_s` (1 while the job is younger than δ);
+    the job's age, R its relaunches (an in-place resize keeps its workers and costs well under a
+    second, so it is not one; under checkpoint-restart every restart is), δ = `restart_penalty_s`
+    (1 while the job is younger than δ);
     `restart_discount=round` uses (round - δ) / round, the restart pause over one round."""
     delay = params.restart_penalty_s
     if params.restart_discount == "round":
@@ -87,7 +89,7 @@ def restart_factor(view: JobView, now_s: float, params: SiaParams) -> float:
     age = now_s - view.spec.submit_time_s
     if age < delay:
         return 1.0
-    return realloc_factor(age, view.restarts, delay)
+    return realloc_factor(age, view.relaunches, delay)
 
 
 @register_policy

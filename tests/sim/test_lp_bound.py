@@ -5,9 +5,11 @@
   every whole time unit and at every completion, over all allocations that use every GPU some
   active job can use (with non-decreasing speedups no other allocation finishes any job sooner).
 * Built from the truth, it is never below the current bound (each job alone on the whole
-  cluster) and never above what the simulator's policies achieve, also at full size on a
-  160-job shared workload and the measured profiles. How long that takes (issue 15: under a
-  minute) is measured by benchmarks/speed/bench_lp_bound.py, not asserted here.
+  cluster) and never above what the simulator's policies achieve, on the catalog and on the
+  measured profiles (80 jobs of a shared workload on a cluster small enough that the GPU
+  capacity binds). The exact LP on whole 160-job workloads, and how long it takes (issue 15:
+  under a minute), is measured by benchmarks/speed/bench_lp_bound.py, not asserted here; the
+  windowed bound on the whole eight workloads is checked in test_window_bound.py.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def test_lp_bound_on_one_job_is_its_shortest_time():
     assert lp_of([3], [4], [[1.0, 2.0]], 2) == pytest.approx(2.0, rel=1e-5)
 
 
+def assert_every_policy_above(truth, cluster, wl, bound_s):
+    """fifo, srtf and tiresias-las finish `wl` on `cluster` with an average JCT >= `bound_s`."""
+    for policy in ("fifo", "srtf", "tiresias-las"):
+        result = Simulator(truth, create_policy(policy), cluster).run(wl)
+        result.lp_bound_avg_jct_s = bound_s
+        s = summarize(result)
+        assert s.unfinished == 0 and s.gap >= 1.0, (policy, s.avg_jct_s, bound_s)
+
+
 def test_workload_bound_between_the_isolated_bound_and_every_policy():
     truth = CatalogTruth()
     cluster = Cluster.parse("4x4")
@@ -68,23 +79,23 @@ def test_workload_bound_between_the_isolated_bound_and_every_policy():
     bound = workload_lp_bound(wl, truth, cluster, slots=100)
     alone = np.mean([bound_job(s, truth.app(s.app), cluster).alone_s for s in wl.jobs])
     assert bound.avg_jct_s >= alone * (1 - 1e-6)
-    for policy in ("fifo", "srtf", "tiresias-las"):
-        result = Simulator(truth, create_policy(policy), cluster).run(wl)
-        result.lp_bound_avg_jct_s = bound.avg_jct_s
-        s = summarize(result)
-        assert s.unfinished == 0 and s.gap >= 1.0, (policy, s.avg_jct_s, bound.avg_jct_s)
+    assert_every_policy_above(truth, cluster, wl, bound.avg_jct_s)
 
 
 @pytest.mark.slow
 @datafiles.needs("pollux-profiles", "pollux-workloads")
-def test_a_shared_160_job_workload_bound_is_above_the_isolated_bound():
+def test_a_shared_workload_bound_on_measured_profiles_is_between_the_isolated_bound_and_policies():
+    """The first 80 jobs of workload-6 (measured profiles) on 32 GPUs: the capacity binds
+    (the bound is well above the isolated one) and each policy's average JCT is above it. This test
+    was all 160 jobs on 64 GPUs, without the policies, and its LP took ten times as long."""
     from corral.sim.truth.profiles import ProfileTruth
     from corral.sim.workloads import load_pollux_csv
 
     truth = ProfileTruth(datafiles.need("pollux-profiles"))
     wl = load_pollux_csv(datafiles.need("pollux-workloads") / "workload-6.csv", truth.limits())
-    cluster = Cluster.parse("16x4")
+    wl = type(wl)(wl.name, wl.jobs[:80], wl.source)
+    cluster = Cluster.parse("8x4")
     bound = workload_lp_bound(wl, truth, cluster)
     alone = np.mean([bound_job(s, truth.app(s.app), cluster).alone_s for s in wl.jobs])
-    assert len(wl.jobs) == 160 and len(bound.jct_s) == 160
-    assert bound.avg_jct_s >= alone * (1 - 1e-6)
+    assert len(bound.jct_s) == 80 and bound.avg_jct_s > 1.1 * alone, (bound.avg_jct_s, alone)
+    assert_every_policy_above(truth, cluster, wl, bound.avg_jct_s)

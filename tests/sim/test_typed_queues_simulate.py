@@ -1,14 +1,18 @@
 """`corral simulate --queues/--quotas` on a cluster of several GPU types: quotas per type, an
-untyped tree, proportional quotas, and a typed quota naming a type the cluster lacks."""
+untyped tree, proportional quotas, and a typed quota naming a type the cluster lacks. The
+runs write summary.json without the plots and report.html (a third of the test's time; the
+report's per-queue figures are tested in test_queue_metrics.py)."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from team_trace import COLUMNS, write_team_trace
 from typer.testing import CliRunner
 
+import corral.report
 from corral.cli.main import app
 
 MIXED = "k80:2x4,v100:2x4"
@@ -27,7 +31,10 @@ def _simulate(tmp_path, *args: str):
 
 
 @pytest.mark.slow
-def test_simulate_runs_typed_untyped_and_proportional_quotas_on_a_mixed_cluster(tmp_path):
+def test_simulate_runs_typed_untyped_and_proportional_quotas_on_a_mixed_cluster(tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setattr(corral.report, "write_outputs",
+                        partial(corral.report.write_outputs, plots=False))
     typed = tmp_path / "typed.toml"
     typed.write_text("[queue.vision]\nquota = { k80 = 4, v100 = 4 }\n"
                      "[queue.nlp]\nquota = { k80 = 4 }\nlimit = { v100 = 2 }\n")

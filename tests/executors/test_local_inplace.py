@@ -15,20 +15,21 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainjobs import on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
+from trainjobs import PATIENT, on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
 
 from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # a hang guard
 
 
 @pytest.fixture
 def executor(tmp_path: Path):
     ex = LocalExecutor(tmp_path / "data", slots=4, report_interval_s=0.2,
-                       checkpoint_interval_s=1.0, stop_timeout_s=30, max_retries=1)
+                       checkpoint_interval_s=1.0, stop_timeout_s=30, max_retries=1,
+                       resize_deadlines=PATIENT)
     yield ex
     ex.shutdown(timeout_s=30)
 

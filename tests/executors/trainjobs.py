@@ -6,6 +6,7 @@ every wait is for a state it reaches while training; tests cancel it at the end.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -14,18 +15,34 @@ from typing import Any
 
 from corral.core.cluster import Placement
 from corral.executors.base import Executor, JobLaunch, WorkerPlan
+from corral.executors.resize import ResizeDeadlines
 from corral.protocol.env import JobConfig
 from corral.protocol.report import Report
 
 TINY_JOB = Path(__file__).resolve().parents[1] / "train" / "tiny_job.py"
-TIMEOUT_S = 120.0
+#: A wait's bound: a hang guard, several times a wait at a load average of 20 (a grow's new
+#: worker was ready after 30 s at 13, about a minute at 20).
+TIMEOUT_S = 240.0
+#: The tiny job's regroup timeout (CORRAL_REGROUP_TIMEOUT_S; also its new process group's for
+#: every collective after): as long as torch's default (120 s), not the trainer's 30 s.
+REGROUP_TIMEOUT_S = 120.0
+#: In-place deadlines for executors that resize the tiny job: each past any wait of a test
+#: (TIMEOUT_S), and the regroup's above REGROUP_TIMEOUT_S, so a test that checks an in-place
+#: resize on a loaded machine waits for it rather than taking the time fallback (which
+#: checkpoint-restarts: correct on a starved machine, but not the path the test checks).
+PATIENT = ResizeDeadlines(ready_s=600.0, switch_s=600.0, pid_s=600.0)
+#: the job imports the corral these tests run (a checkout run with PYTHONPATH=src: Ray's
+#: workers get no environment of the test's, and the job sandbox reads only what it names)
+_SAME_CORRAL = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 
 def tiny(job_id: str, *extra: str, early_init: bool | None = None) -> JobLaunch:
-    """The tiny trainer at a fixed batch of 16, with `extra` arguments."""
+    """The tiny trainer at a fixed batch of 16, with `extra` arguments and a regroup timeout
+    of REGROUP_TIMEOUT_S."""
+    env = {**_SAME_CORRAL, "CORRAL_REGROUP_TIMEOUT_S": f"{REGROUP_TIMEOUT_S:g}"}
     return JobLaunch(job_id, (sys.executable, str(TINY_JOB), "--epochs", "1000000", *extra),
-                     str(TINY_JOB.parent), config=JobConfig(init_bsz=16, max_bsz=16,
-                                                            max_local_bsz=16),
+                     str(TINY_JOB.parent), env=env,
+                     config=JobConfig(init_bsz=16, max_bsz=16, max_local_bsz=16),
                      early_init=early_init)
 
 

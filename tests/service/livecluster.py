@@ -26,6 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 SHARE_POLICY = Path(__file__).resolve().parent / "share_policy.py"
 CLI = [sys.executable, "-c", "from corral.cli.main import app; app()"]
+#: How long a live test's wait for its jobs may take before it fails: a guard against a hang,
+#: several times the quiet run, so a loaded machine makes the test slower, never failed (a
+#: speed claim belongs in benchmarks/); below pytest's timeout (300 s).
+WAIT_S = 200.0
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.25) -> Any:

@@ -1,11 +1,10 @@
 """A real `corral serve --queues` restarted (issue 36): the admin's `PUT /queues` survives a
 SIGTERM and restart (its new queue's token works, its removed queue's token is refused), a
 `--queues` file edited between runs wins, and a corrupt stored tree is one log line. Four
-starts of a 4-slot fifo service; bounded at 150 s."""
+starts of a 4-slot fifo service; pytest's timeout (300 s) guards against a hang."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from corral.service.store import Store  # noqa: E402
 QUEUES = "[queue.a]\nquota = 1\n[queue.b]\nquota = 1\n[queue.prod]\nquota = 2\n"
 CHANGED = "[queue.a]\nquota = 1\n[queue.prod]\nquota = 1\nlimit = 3\n[queue.ops]\nquota = 1\n"
 EDITED = "[queue.a]\nquota = 2\n[queue.b]\nquota = 1\n[queue.prod]\nquota = 1\n"
-BUDGET_S = 150.0
 
 
 def quotas(client: Client) -> dict[str, int]:
@@ -31,7 +29,6 @@ def quotas(client: Client) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_a_quota_change_survives_a_restart_an_edited_file_wins(tmp_path: Path) -> None:
-    began = time.monotonic()
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     file = tmp_path / "queues.toml"
@@ -93,4 +90,3 @@ def test_a_quota_change_survives_a_restart_an_edited_file_wins(tmp_path: Path) -
         store.close()
     assert kinds == ["queues-changed", "queues-restored", "queues-superseded",
                      "queues-unreadable"]
-    assert time.monotonic() - began < BUDGET_S

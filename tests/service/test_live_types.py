@@ -7,7 +7,6 @@ on both types (`corral.service.type_history`)."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,6 @@ def typed_service(tmp_path: Path):
 
 def test_a_job_moves_between_gpu_types_and_resumes_there(typed_service, tmp_path: Path) -> None:
     svc = typed_service
-    started = time.monotonic()
     cluster = svc.client.cluster()
     assert [(n["name"], n["gpus"], n["gpu_type"]) for n in cluster["nodes"]] == [
         ("localhost-t4", 1, "t4"), ("localhost-a100", 1, "a100")]
@@ -54,9 +52,9 @@ def test_a_job_moves_between_gpu_types_and_resumes_there(typed_service, tmp_path
                          str(TINY_JOB), "--epochs", "3", "--hold-at-step", "5",
                          "--hold-file", str(hold))
     # placed on the t4 first; once it has reported a step the policy moves it to the a100
-    live.wait_until(lambda: svc.job(job)["gpu_type"] == "a100", 40, "the move to the a100")
+    live.wait_until(lambda: svc.job(job)["gpu_type"] == "a100", live.WAIT_S, "the move to the a100")
     hold.touch()  # the first launch trains on, sees its stop request, checkpoints and exits
-    svc.wait_all_done([job], 40)
+    svc.wait_all_done([job], live.WAIT_S)
 
     telemetry = svc.client.telemetry(job)
     types = [t["gpu_type"] for t in telemetry]
@@ -86,7 +84,7 @@ def test_a_job_moves_between_gpu_types_and_resumes_there(typed_service, tmp_path
             return next(doc for _, doc in store.jobs_after(0) if doc["id"] == nxt)["profile"]
         finally:
             store.close()
-    live.wait_until(lambda: set(profile()) == {"t4", "a100"}, 20, "the next job's profile")
+    live.wait_until(lambda: set(profile()) == {"t4", "a100"}, live.WAIT_S,
+                    "the next job's profile")
     assert all(step > 0 and local >= 1 for step, local in profile().values())
-    svc.wait_all_done([nxt], 40)
-    assert time.monotonic() - started < 90
+    svc.wait_all_done([nxt], live.WAIT_S)

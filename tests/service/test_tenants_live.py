@@ -4,7 +4,7 @@ in place to its quota and B runs on its own; neither token sees the other's job.
 
 The emulated executor (`--mechanism in-place`: a resize keeps the job's workers, as
 `corral.train` jobs on the local executor do) on a 1x2 cluster, 20 emulated seconds per real
-second, under the test-only elastic policy `test-share` run per queue; bounded at 60 s."""
+second, under the test-only elastic policy `test-share` run per queue."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from corral.service.client import Client  # noqa: E402
 
 QUEUES = "[queue.a]\nquota = 1\n[queue.b]\nquota = 1\n"
 SCALE = 20.0
-BUDGET_S = 60.0
 
 
 def _body(name: str, gpus: int, max_gpus: int) -> dict:
@@ -155,4 +154,3 @@ def test_two_tenants_share_two_slots_and_cannot_see_each_other(tmp_path: Path) -
                 proc.kill()
                 proc.wait(timeout=10)
         print("\n".join(f"{t:6.2f} s  {what}" for t, what in timeline))
-    assert time.monotonic() - began < BUDGET_S

@@ -40,12 +40,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train_inplace")]
 
 TIMEOUT_S = 120
 HOLD_AT = 10
+#: The workers' regroup timeout (CORRAL_REGROUP_TIMEOUT_S, also their new process group's for
+#: every collective after): generous where the regroup must succeed, however loaded the
+#: machine; short where a dead new worker makes it fail (the fallback is then the only outcome).
+PATIENT_S, FAILING_S = 120, 10
 
 
 def _start(rank: int, world: int, port: int, config: JobConfig, control: Path, *args: str,
-           join: int | None = None) -> subprocess.Popen:
+           join: int | None = None, regroup_s: int = PATIENT_S) -> subprocess.Popen:
     env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
-           ENV_CONTROL_DIR: str(control), "CORRAL_REGROUP_TIMEOUT_S": "10",
+           ENV_CONTROL_DIR: str(control), "CORRAL_REGROUP_TIMEOUT_S": str(regroup_s),
            **WorkerEnv(rank=rank, world_size=world, local_rank=rank, local_world_size=world,
                        master_port=port, backend="gloo").to_env()}
     if join is not None:
@@ -78,10 +82,11 @@ def _resize(tmp_path: Path, old: int, new: int, kill_new: bool = False, *job_arg
     args = ("--out", str(out), "--hold-at-step", str(HOLD_AT), "--hold-file", str(request_file),
             *job_args)
     port0, port1 = free_port(), free_port()
-    olds = [_start(r, old, port0, config.replace(batch=(16 // old, 0)), control, *args)
-            for r in range(old)]
+    regroup_s = FAILING_S if kill_new else PATIENT_S
+    olds = [_start(r, old, port0, config.replace(batch=(16 // old, 0)), control, *args,
+                   regroup_s=regroup_s) for r in range(old)]
     joiners = [_start(r, new, port1, config.replace(batch=(16 // new, 0), launch=1), control,
-                      *args, join=1) for r in range(old, new)]
+                      *args, join=1, regroup_s=regroup_s) for r in range(old, new)]
     _wait_ready(control, 1, set(range(old, new)), olds + joiners)
     _wait_until(lambda: ((Report.read(report) or Report()).steps or 0) >= HOLD_AT, olds,
                 "the old workers to reach the hold step")  # their SIGUSR1 handler is in place

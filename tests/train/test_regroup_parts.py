@@ -86,7 +86,7 @@ def test_waiting_for_a_listener_returns_once_it_listens_or_at_the_timeout() -> N
     port = free_port()
     t0 = time.monotonic()
     _wait_for_listener("127.0.0.1", port, 0.2)  # nothing listens: gives up at the timeout
-    assert 0.2 <= time.monotonic() - t0 < 2.0
+    assert 0.2 <= time.monotonic() - t0 < 10.0  # gives up (the bound: a hang guard, not a speed)
     listening = []
 
     def listen_later() -> None:

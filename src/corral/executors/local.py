@@ -43,6 +43,7 @@ from corral.executors.procs import (
 from corral.executors.resize import (
     IN_PLACE,
     InPlaceResize,
+    ResizeDeadlines,
     check_mechanism,
 )
 from corral.executors.sandbox import available as sandbox_available
@@ -71,7 +72,8 @@ class LocalExecutor(JobTable[_Job]):
     `slot_types` names, `corral serve --slots t4:2,a100:2`); the slots of one type are one node
     of `cluster()` (`localhost` with one type, else `localhost-<type>`), so a placement's nodes
     say which slots a job gets. Each worker is told its slot's type (CORRAL_GPU_TYPE); a job
-    that changes nodes moves by checkpoint-restart."""
+    that changes nodes moves by checkpoint-restart. `resize_deadlines`: how long each phase of
+    an in-place resize may take before it falls back (corral.executors.resize)."""
 
     name = "local"
 
@@ -84,6 +86,7 @@ class LocalExecutor(JobTable[_Job]):
                  retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
                  early_init: bool = True,
                  early_timeout_s: float = EARLY_READY_TIMEOUT_S,
+                 resize_deadlines: ResizeDeadlines | None = None,
                  sandbox: bool | None = None) -> None:
         self.data_dir = Path(data_dir)
         if sandbox and not sandbox_available():
@@ -101,7 +104,8 @@ class LocalExecutor(JobTable[_Job]):
                          retry_backoff_s=retry_backoff_s,
                          early=EarlyStarts(self, LocalEarlySlots(self.workers),
                                            timeout_s=early_timeout_s) if early_init else None,
-                         inplace=LocalInPlace(self.workers) if self.mechanism == IN_PLACE else None)
+                         inplace=LocalInPlace(self.workers, resize_deadlines or ResizeDeadlines())
+                         if self.mechanism == IN_PLACE else None)
 
 
 class LocalWorkers:

@@ -15,7 +15,12 @@ import time
 from typing import TYPE_CHECKING
 
 from corral.executors.procs import ENV_LAUNCH_TAG, free_port, signal_group, spawn
-from corral.executors.resize import InPlaceResize, regroup_failure, runs_corral_train
+from corral.executors.resize import (
+    InPlaceResize,
+    ResizeDeadlines,
+    regroup_failure,
+    runs_corral_train,
+)
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
@@ -28,10 +33,12 @@ __all__ = ["LocalInPlace"]
 
 class LocalInPlace:
     """The local backend's in-place resizes (`corral.executors.resize.InPlaceResizer`): `ex`
-    is the backend (slots, processes), `table` its job table (files, events, the fallback)."""
+    is the backend (slots, processes), `table` its job table (files, events, the fallback);
+    `limits` bounds each phase."""
 
-    def __init__(self, ex: LocalWorkers) -> None:
+    def __init__(self, ex: LocalWorkers, limits: ResizeDeadlines) -> None:
         self.ex = ex
+        self.limits = limits
 
     @property
     def table(self) -> JobTable[_Job]:
@@ -56,7 +63,7 @@ class LocalInPlace:
                 return True  # not free yet: asked again at the next pass
             extra = sorted(got)
         j.resize = InPlaceResize(plan, generation=self.table.launch_number(j), old_world=old,
-                                 port=free_port(), new_slots=extra)
+                                 port=free_port(), new_slots=extra, limits=self.limits)
         self.table.files.note(j.launch.job_id, f"resizing in place from {old} to {plan.num_workers} "
                            f"worker(s) (generation {j.resize.generation})")
         try:

@@ -5,7 +5,9 @@
 * `in-place` (ONES §3.3.1; protocol: corral.protocol.inplace): only when rank 0 is the
   corral.train trainer itself (its report names that pid, so SIGUSR1 reaches its handler). A
   failure falls back to checkpoint-restart with an event; nothing past the last step is lost.
-`InPlaceResize` records one resize under way. Early initialisation (corral.executors.early)
+`InPlaceResize` records one resize under way; `ResizeDeadlines` bounds its phases (an executor
+parameter: a test on a loaded machine gives its jobs room, so the fallback never stands in for
+the path it checks). Early initialisation (corral.executors.early)
 moves who holds slots, not the job's size.
 """
 
@@ -22,7 +24,8 @@ from corral.protocol.inplace import LEAVE_EXIT_CODE
 from corral.protocol.report import Report
 
 __all__ = ["MECHANISMS", "IN_PLACE", "CHECKPOINT_RESTART", "InPlaceResize", "check_mechanism",
-           "runs_corral_train", "regroup_failure", "ResizeTimeline", "InPlaceResizer"]
+           "runs_corral_train", "regroup_failure", "ResizeTimeline", "InPlaceResizer",
+           "ResizeDeadlines", "PID_TIMEOUT_S"]
 
 CHECKPOINT_RESTART = "checkpoint-restart"
 IN_PLACE = "in-place"
@@ -32,6 +35,20 @@ READY_TIMEOUT_S = 120.0
 #: Seconds from the resize request to the first report of the new worker set (the trainer's
 #: own regroup timeout, CORRAL_REGROUP_TIMEOUT_S, is 30 s; the rest is room for a busy machine).
 SWITCH_TIMEOUT_S = 60.0
+#: Seconds rank 0's Ray actor gets to name its command's pid (corral.executors.ray.inplace).
+PID_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class ResizeDeadlines:
+    """How long each phase of an in-place resize may take before it falls back to
+    checkpoint-restart: the new workers' start (`ready_s`), the regroup after the request
+    (`switch_s`: keep it above the jobs' CORRAL_REGROUP_TIMEOUT_S) and, on Ray, the answer
+    naming rank 0's pid (`pid_s`)."""
+
+    ready_s: float = READY_TIMEOUT_S
+    switch_s: float = SWITCH_TIMEOUT_S
+    pid_s: float = PID_TIMEOUT_S
 
 
 def check_mechanism(name: str) -> str:
@@ -81,24 +98,25 @@ class InPlaceResizer(Protocol[J_contra]):
 
 class ResizeTimeline:
     """The phases of an in-place resize and their deadlines, for the executors' records of one
-    (which hold `phase`, `started` and `deadline`): "joining" (the new workers start) until
-    READY_TIMEOUT_S after the start, then "switching" (the request is out) for
-    SWITCH_TIMEOUT_S."""
+    (which hold `phase`, `started`, `deadline` and `limits`): "joining" (the new workers start)
+    until `limits.ready_s` after the start, then "switching" (the request is out) for
+    `limits.switch_s`."""
 
     phase: str
     started: float
     deadline: float
+    limits: ResizeDeadlines
     switched: float | None = None  # when the request went out (a class default: not a field)
 
     def __post_init__(self) -> None:
         if not self.deadline:
-            self.deadline = self.started + READY_TIMEOUT_S
+            self.deadline = self.started + self.limits.ready_s
 
     def switch(self) -> None:
         """The request is out: the old workers now regroup."""
         self.phase = "switching"
         self.switched = time.monotonic()
-        self.deadline = self.switched + SWITCH_TIMEOUT_S
+        self.deadline = self.switched + self.limits.switch_s
 
     def took(self) -> str:
         """How long the resize took, and how much of that the new workers took to be ready
@@ -127,6 +145,7 @@ class InPlaceResize(ResizeTimeline):
     started: float = field(default_factory=time.monotonic)
     phase: str = "joining"  # "joining": new workers initialise; "switching": request sent
     deadline: float = 0.0
+    limits: ResizeDeadlines = field(default_factory=ResizeDeadlines)
 
     @property
     def new_world(self) -> int:

@@ -43,7 +43,7 @@ from corral.executors.ray.launch import (
 from corral.executors.ray.nodes import NodeTable
 from corral.executors.ray.resize import PidLookup, RayResize
 from corral.executors.ray.seats import RayEarlySeats
-from corral.executors.resize import IN_PLACE, check_mechanism
+from corral.executors.resize import IN_PLACE, ResizeDeadlines, check_mechanism
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 
 __all__ = ["RayExecutor", "RayWorkers", "connect"]
@@ -70,11 +70,11 @@ class RayExecutor(JobTable[_Job]):
     else GPU when the cluster has GPUs, else CPU), `storage` (default $CORRAL_RAY_STORAGE, else
     the data directory), `mechanism` (how running jobs are resized: in-place or
     checkpoint-restart), `early_init` (start a job on slots other jobs give up while they train
-    on; corral.executors.ray.early), `sandbox` (each worker runs in the job sandbox,
-    corral.executors.sandbox, kept from the data directory and the storage: True on every node
-    or the worker does not start, None where the node has Landlock, False nowhere). `slots` is
-    ignored when connecting to an existing
-    cluster."""
+    on; corral.executors.ray.early), `resize_deadlines` (how long each phase of an in-place
+    resize may take before it falls back; corral.executors.resize), `sandbox` (each worker runs
+    in the job sandbox, corral.executors.sandbox, kept from the data directory and the storage:
+    True on every node or the worker does not start, None where the node has Landlock, False
+    nowhere). `slots` is ignored when connecting to an existing cluster."""
 
     name = "ray"
 
@@ -87,6 +87,7 @@ class RayExecutor(JobTable[_Job]):
                  retry_backoff_s: float = 1.0, mechanism: str = IN_PLACE,
                  early_init: bool = True,
                  early_timeout_s: float = EARLY_READY_TIMEOUT_S,
+                 resize_deadlines: ResizeDeadlines | None = None,
                  sandbox: bool | None = None) -> None:
         if gpus:
             raise InputError("--gpus is for the local executor; on Ray the GPUs are the nodes' "
@@ -109,7 +110,8 @@ class RayExecutor(JobTable[_Job]):
                          retry_backoff_s=retry_backoff_s, join_timeout_s=10.0,
                          early=EarlyStarts(self, RayEarlySeats(self.workers),
                                            timeout_s=early_timeout_s) if early_init else None,
-                         inplace=RayInPlace(self.workers) if self.mechanism == IN_PLACE else None)
+                         inplace=RayInPlace(self.workers, resize_deadlines or ResizeDeadlines())
+                         if self.mechanism == IN_PLACE else None)
 
     @property
     def resource(self) -> str:

@@ -17,7 +17,7 @@ from ray.exceptions import RayError
 from corral.executors.base import WorkerPlan
 from corral.executors.ray.launch import LaunchError, Target, ready, remove_groups
 from corral.executors.ray.resize import PidLookup, RayResize, local_ranks, merged, plan_in_place
-from corral.executors.resize import regroup_failure, runs_corral_train
+from corral.executors.resize import ResizeDeadlines, regroup_failure, runs_corral_train
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
 from corral.protocol.inplace import ENV_JOIN_GENERATION, ResizeRequest, ready_ranks, write_request
 
@@ -25,17 +25,16 @@ if TYPE_CHECKING:
     from corral.executors.lifecycle import JobTable
     from corral.executors.ray.executor import RayWorkers, _Job
 
-__all__ = ["RayInPlace", "PID_TIMEOUT_S"]
-
-#: Seconds rank 0's actor gets to name its command's pid (`RayInPlace._runs_trainer`).
-PID_TIMEOUT_S = 10.0
+__all__ = ["RayInPlace"]
 
 
 class RayInPlace:
-    """The Ray backend's in-place resizes (`corral.executors.resize.InPlaceResizer`)."""
+    """The Ray backend's in-place resizes (`corral.executors.resize.InPlaceResizer`), each
+    phase bounded by `limits`."""
 
-    def __init__(self, ex: RayWorkers) -> None:
+    def __init__(self, ex: RayWorkers, limits: ResizeDeadlines) -> None:
         self.ex = ex  # the backend (launcher, node table); its job table: `table`
+        self.limits = limits
 
     @property
     def table(self) -> JobTable[_Job]:
@@ -66,7 +65,7 @@ class RayInPlace:
                               "checkpoint-restart instead")
                 return False
         j.resize = RayResize(target, self.table.launch_number(j), plan, joiners,
-                             [ws.actors[0].address.remote()])
+                             [ws.actors[0].address.remote()], limits=self.limits)
         self.table.files.note(j.launch.job_id, f"resizing in place from {len(ws.actors)} to "
                            f"{plan.new_world} worker(s) (generation {j.resize.generation})")
         return True
@@ -75,18 +74,18 @@ class RayInPlace:
         """The running launch's rank 0 is a corral.train trainer (its report names the pid of
         rank 0's command), so SIGUSR1 reaches its regroup handler; None while the pid is still
         being asked of rank 0's actor (PidLookup: asked once, never waited for; no answer in
-        `PID_TIMEOUT_S` counts as not a trainer)."""
+        `limits.pid_s` counts as not a trainer)."""
         assert j.ws is not None
         name, lookup = j.ws.names[0], j.pid_lookup
         if lookup is None or lookup.actor != name:
             lookup = j.pid_lookup = PidLookup(name, j.ws.actors[0].command_pid.remote(),
-                                              time.monotonic() + PID_TIMEOUT_S)
+                                              time.monotonic() + self.limits.pid_s)
         if not ready(lookup.ref):
             if time.monotonic() < lookup.deadline:
                 return None
             j.pid_lookup = None
             self.table.files.note(j.launch.job_id, "rank 0's actor did not name its command's pid in "
-                               f"{PID_TIMEOUT_S:g} s; resizing by checkpoint-restart")
+                               f"{self.limits.pid_s:g} s; resizing by checkpoint-restart")
             return False
         try:
             pid = ray.get(lookup.ref)

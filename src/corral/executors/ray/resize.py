@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.executors.ray.launch import Target, WorkerSet
-from corral.executors.resize import ResizeTimeline
+from corral.executors.resize import ResizeDeadlines, ResizeTimeline
 
 __all__ = ["InPlacePlan", "PidLookup", "RayResize", "plan_in_place", "merged"]
 
@@ -81,6 +81,7 @@ class RayResize(ResizeTimeline):
     phase: str = "joining"  # "joining": the new workers start; "switching": request sent
     started: float = field(default_factory=time.monotonic)
     deadline: float = 0.0
+    limits: ResizeDeadlines = field(default_factory=ResizeDeadlines)
 
     @property
     def new_world(self) -> int:

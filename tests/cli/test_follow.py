@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -44,16 +44,22 @@ def test_watch_follow_describe(service, tmp_path):
     follow = subprocess.Popen([*live.CLI, "logs", job_id, "--follow", "--every", "0.3"],
                               env=service.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
+    drawn: list[str] = []  # the watch's output as it comes (read on a thread: no deadlock)
+    reader = threading.Thread(target=lambda: drawn.extend(iter(watch.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
     try:
-        time.sleep(3)
+        # the job is held at step 20 until the watch has drawn it running (a starved machine
+        # may take seconds to start the watch), then released to finish
+        live.wait_until(lambda: "running" in "".join(drawn), 90, "the watch to show it running")
         hold.touch()
         out, err = follow.communicate(timeout=90)  # returns by itself once the job ended
         assert follow.returncode == 0, err
         assert service.job(job_id)["status"] == "done"
         assert out == service.client.logs(job_id)  # nothing lost, nothing twice
-        shown, err = watch.communicate(timeout=30)  # ends by itself: every job has ended
-        assert watch.returncode == 0, err
-        assert "running" in shown and "done" in shown  # redrawn as the job went on
+        assert watch.wait(timeout=30) == 0, watch.stderr.read()  # ends by itself: all ended
+        reader.join(timeout=10)
+        assert "done" in "".join(drawn)  # redrawn as the job went on
     finally:
         for proc in (watch, follow):
             if proc.poll() is None:

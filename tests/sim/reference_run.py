@@ -9,7 +9,11 @@ largest validated one): every policy's mean moved towards the reference simulato
 tiresias-las's (-1.4 % to -1.8 %). Pollux's cells were written again, on purpose, when its
 growth mutation came to grow jobs on their own nodes as the artifact's does (issue 15: mean
 average JCT 2829 -> 2831 s against the reference simulator's 2751 s, each workload within 4.9 %
-of it instead of 5.5 %; `--policies pollux`). The speed work's result-preserving changes (fit
+of it instead of 5.5 %; `--policies pollux`). Pollux's workload-2 and workload-8 cells were
+written again, on purpose, for its idle-GPU fill (issue 45: jobs the search left out take idle
+GPUs where the fitness rises): average JCT 3459.8 -> 3424.2 s and 3097.6 -> 3118.4 s; with
+`fill_idle_gpus=false` both give their old cells to the last digit, and the other six
+cells did not move (`--policies pollux --workloads workload-2,workload-8`). The speed work's result-preserving changes (fit
 memo, cheaper objective) were checked against the first run and are checked against this one:
 
     <numerics_env()'s variables> python tests/sim/reference_run.py \

@@ -580,7 +580,7 @@ class QueuedPolicy(Policy):
                 self._grant(sub[q], free, self._room(tree, q, split, sub, split.demand[q]),
                             spread[q])
         if shaped:
-            self._lend(by_queue, split, tree, kept, sub, free, given, cluster.node_types)
+            self._lend(by_queue, split, tree, kept, sub, free, given, cluster)
         return kept, sub
 
     @staticmethod
@@ -619,8 +619,7 @@ class QueuedPolicy(Policy):
 
     def _lend(self, by_queue: Mapping[str, list[JobView]], split: Shares, tree: QueueTree,
               kept: dict[str, Placement], sub: dict[str, dict[int, int]], free: list[int],
-              given: Mapping[str, tuple[str, Placement, float]],
-              node_types: tuple[str, ...]) -> None:
+              given: Mapping[str, tuple[str, Placement, float]], cluster: Cluster) -> None:
         """An untyped tree on a mixed cluster: what of a queue's carve none of its jobs could
         use this round (`shape.unusable`: GPUs of a type no job of it goes to) is lent for the
         round (`_lend_out`). A queue below its guarantee under an elastic policy is first
@@ -629,13 +628,14 @@ class QueuedPolicy(Policy):
         lent after it decides (`_lend_unused`; `decide` asks the offered queues first). Issue
         43's benchmark: after a quota raise nlp's two jobs ran on the t4s, the GPU vision freed
         was an a100, lent back, and nlp never held its 3."""
+        node_types = cluster.node_types
         lent: dict[str, dict[int, int]] = {}
         offers: dict[str, dict[int, int]] = {}
         for q, views in by_queue.items():
             idle = unusable(views, sub[q], kept, node_types, self.elastic)
             held = sum(kept[v.name].num_gpus for v in views if v.name in kept)
             if self.elastic and idle and held < split.guaranteed.get(q, 0):
-                offers[q] = movable(views, idle, kept, node_types)
+                offers[q] = movable(views, idle, kept, cluster)
                 idle = {n: g for n, g in idle.items() if n not in offers[q]}
             for n, g in idle.items():
                 sub[q][n] -= g

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from corral.core.cluster import Placement
+from corral.core.cluster import Cluster, Placement
 from corral.core.jobs import JobView
 
 __all__ = ["give_back_order", "give_back_type", "movable", "unusable"]
@@ -103,12 +103,13 @@ def unusable(views: Sequence[JobView], per_node: Mapping[int, int],
 
 
 def movable(views: Sequence[JobView], lent: Mapping[int, int], kept: Mapping[str, Placement],
-            node_types: tuple[str, ...]) -> dict[int, int]:
+            cluster: Cluster) -> dict[int, int]:
     """Of the GPUs a queue would lend (`lent`, per node: `unusable`'s), those of a type where
     one of its running jobs (`kept`) could move: a type other than the one it runs on, that
-    its `gpu_type` allows (as `Cluster.types_for`), with at least its `min_gpus` (1 at least)
-    of them lent. An elastic policy may move the job there and grow another into the GPUs it
-    leaves; the move is a restart, which the policy weighs."""
+    it may use (`Cluster.types_for`), with at least its `min_gpus` (1 at least) of them lent.
+    An elastic policy may move the job there and grow another into the GPUs it leaves; the
+    move is a restart, which the policy weighs."""
+    node_types = cluster.node_types
     per_type: dict[str, int] = {}
     for n, g in lent.items():
         per_type[node_types[n]] = per_type.get(node_types[n], 0) + g
@@ -117,7 +118,7 @@ def movable(views: Sequence[JobView], lent: Mapping[int, int], kept: Mapping[str
         p = kept.get(v.name)
         if not (p is not None and p.slots):
             continue
-        here, spec = node_types[p.slots[0][0]], v.spec
-        types |= {t for t, g in per_type.items() if t != here and spec.gpu_type in (None, t)
-                  and g >= max(1, spec.min_gpus)}
+        here = node_types[p.slots[0][0]]
+        types |= {t for t in cluster.types_for(v.spec)
+                  if t != here and per_type.get(t, 0) >= max(1, v.spec.min_gpus)}
     return {n: g for n, g in lent.items() if node_types[n] in types}

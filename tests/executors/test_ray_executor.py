@@ -120,12 +120,16 @@ def test_registered_by_name(ray_cluster, tmp_path: Path) -> None:
 
 def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_path: Path) -> None:
     """Workers on both nodes; a resize onto the second node; that node removed: the job restarts
-    from its checkpoint on the node that remains and finishes."""
+    from its checkpoint on the node that remains and finishes. The job counts on until the test
+    lets it finish (a plain 3-second count ended before the resize on a loaded machine)."""
     ex = _executor(tmp_path / "data", "corral_slot")
     try:
         cluster = ex.cluster()
         assert cluster.gpus_per_node == (2, 2)
-        job = contract.launch("span", "count", 150)
+        hold = ex.files.checkpoint_dir("span") / "hold"
+        hold.parent.mkdir(parents=True, exist_ok=True)
+        hold.touch()
+        job = contract.launch("span", "held", 150)
         ex.place(job, WorkerPlan(Placement(((0, 1), (1, 1)))))
         ex.wait_for("span", ExecState.RUNNING, contract.TIMEOUT_S)
         contract.wait_until(lambda: "starts at" in ex.files.read_log("span")
@@ -152,7 +156,10 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
         ray_cluster.remove_node(removed[0], allow_graceful=False)  # as if the machine died
         contract.wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in lost_pids), 10,
                             "the lost node's worker processes to die with their actors")
-        st = ex.wait_for("span", contract.END, 60)
+        contract.wait_until(lambda: "rank 0 launch 2 starts" in ex.files.read_log("span"),
+                            what="the restart on the node that remains")
+        hold.unlink()
+        st = ex.wait_for("span", contract.END, contract.TIMEOUT_S)
         assert st.state is ExecState.DONE, ex.files.read_log("span")
         assert st.crashes == 1 and st.launches == 3
         assert ex.cluster().gpus_per_node == (2,)  # the node table followed the removal

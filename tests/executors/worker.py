@@ -9,6 +9,8 @@ Modes:
   crash       always exit 3
   die-rank1   rank 1 kills itself with SIGKILL on the first launch; then `count`
   sleep       sleep until signalled (SIGTERM exits 143)
+  held        like `count`, but it counts on past STEPS while $CORRAL_CHECKPOINT_DIR/hold exists
+              (a test decides when it may finish, however slowly a loaded machine runs it)
 """
 
 import json
@@ -55,7 +57,8 @@ if mode == "sleep":
         time.sleep(0.02)
     sys.exit(143)
 
-while count < steps:
+hold_file = os.path.join(ckpt, "hold")
+while count < steps or (mode == "held" and os.path.exists(hold_file)):
     if stop:
         if rank == 0:
             tmp = state_file + ".tmp"

@@ -10,6 +10,7 @@ import gc
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 from corral.executors.procs import free_port  # noqa: E402
 from corral.protocol.env import WorkerEnv  # noqa: E402
+from corral.train import distributed  # noqa: E402
 from corral.train import trainer as trainer_module  # noqa: E402
 from corral.train.distributed import (  # noqa: E402
     _fill,
@@ -82,52 +84,69 @@ def _leaves(obj):
         yield obj
 
 
-def test_waiting_for_a_listener_returns_once_it_listens_or_at_the_timeout() -> None:
+def test_waiting_for_a_listener_returns_once_it_listens_or_at_the_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait probes between polls and returns at the first probe after the listener is up
+    (counted in polls, not timed: a loaded machine can delay any thread by tenths of a second)."""
     port = free_port()
     t0 = time.monotonic()
     _wait_for_listener("127.0.0.1", port, 0.2)  # nothing listens: gives up at the timeout
     assert 0.2 <= time.monotonic() - t0 < 10.0  # gives up (the bound: a hang guard, not a speed)
-    listening = []
 
-    def listen_later() -> None:
-        time.sleep(0.5)
-        sock = socket.create_server(("127.0.0.1", port))
-        listening.append((time.monotonic(), sock))
+    polls: list[float] = []
+    opened: list[socket.socket] = []
 
-    thread = threading.Thread(target=listen_later)
-    thread.start()
-    _wait_for_listener("127.0.0.1", port, 10)
-    reached = time.monotonic()
-    thread.join()
-    up, sock = listening[0]
-    sock.close()
-    assert reached - up < 0.2
+    def poll(seconds: float) -> None:  # the wait's sleep between probes: the 3rd one opens it
+        polls.append(seconds)
+        if len(polls) == 3:
+            opened.append(socket.create_server(("127.0.0.1", port)))
+
+    monkeypatch.setattr(distributed, "time", SimpleNamespace(monotonic=time.monotonic, sleep=poll))
+    try:
+        _wait_for_listener("127.0.0.1", port, 60)
+    finally:
+        for sock in opened:
+            sock.close()
+    assert len(polls) == 3 and opened  # returned at the probe right after the third poll
+    assert all(p == distributed._POLL_S for p in polls)
 
 
-def test_a_worker_that_comes_before_the_store_joins_as_soon_as_it_listens() -> None:
-    """Rank 1 asks for the store 1 s before rank 0 opens it (joiners of an in-place grow wait
-    long before the old rank 0 gets there): it is in within a few milliseconds of the store
-    listening, not after TCPStore's own back-off (0.25 to 1.2 s more, seen here without the
-    wait). Twice, so that a lucky back-off does not pass for the wait."""
+def test_a_worker_that_comes_before_the_store_joins_as_soon_as_it_listens(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 1 asks for the store before rank 0 opens it (joiners of an in-place grow wait long
+    before the old rank 0 gets there): it waits for the listener first and connects only once
+    the store listens, so TCPStore's own back-off (0.25 to 1.2 s per refused connect) never
+    starts. Checked by order, not by time: the client's wait returns after the store opened."""
     timeout = datetime.timedelta(seconds=20)
-    for _ in range(2):
-        port = free_port()
-        joined: list = []
+    port = free_port()
+    joined: list = []
+    events: list[str] = []
+    real_wait = distributed._wait_for_listener
 
-        def client(port: int = port, joined: list = joined) -> None:
-            store = _loopback_store(WorkerEnv(rank=1, world_size=2, master_port=port), timeout)
-            joined.append((time.monotonic(), store))
+    def wait(host: str, at: int, timeout_s: float) -> None:
+        events.append("client waits")
+        real_wait(host, at, timeout_s)
+        events.append("client connects")
 
-        thread = threading.Thread(target=client)
-        thread.start()
-        time.sleep(1.0)
-        up = time.monotonic()
-        server = _loopback_store(WorkerEnv(rank=0, world_size=2, master_port=port), timeout)
-        thread.join(30)
-        (reached, store), = joined
-        store.set("k", "v")
-        assert server.get("k") == b"v"
-        assert reached - up < 0.15
+    monkeypatch.setattr(distributed, "_wait_for_listener", wait)
+
+    def client() -> None:
+        store = _loopback_store(WorkerEnv(rank=1, world_size=2, master_port=port), timeout)
+        joined.append(store)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while events != ["client waits"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert events == ["client waits"]  # the client is waiting, and has not connected
+    events.append("store listens")
+    server = _loopback_store(WorkerEnv(rank=0, world_size=2, master_port=port), timeout)
+    thread.join(30)
+    (store,) = joined
+    store.set("k", "v")
+    assert server.get("k") == b"v"
+    assert events == ["client waits", "store listens", "client connects"]
 
 
 class _Holder:

@@ -60,9 +60,16 @@ def check_mechanism(name: str) -> str:
 
 def runs_corral_train(report: Report | None, launch: int, rank0_pid: int) -> bool:
     """The running launch `launch` is a corral.train job whose rank-0 process is `rank0_pid`
-    and which has taken a step (so every rank has its SIGUSR1 handler installed)."""
-    return report is not None and report.launch == launch and report.pid == rank0_pid \
-        and report.state == "running" and report.first_step_time is not None
+    and every rank has its SIGUSR1 handler installed: it has taken a step, or it is the
+    process group of an in-place regroup (its old workers had their handlers already, and a
+    new worker installs its handler before it says it is ready). A launch that regrouped in
+    place has taken no step until its first one in the new group; counting it out sent the
+    next resize asked in that second to checkpoint-restart."""
+    if report is None or report.launch != launch or report.pid != rank0_pid \
+            or report.state != "running":
+        return False
+    regrouped_as = (report.resumed or {}).get("in_place") or None  # 0: not in place
+    return report.first_step_time is not None or regrouped_as == launch
 
 
 def regroup_failure(old_codes: Sequence[int | None], leaving: Collection[int],

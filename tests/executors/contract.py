@@ -100,13 +100,15 @@ class ExecutorContract:
 
     def test_killed_worker_takes_down_its_peers_and_the_job_restarts(self, ex: Executor) -> None:
         ex.place(launch("kill9", "die-rank1", 40), plan(2))
-        st = ex.wait_for("kill9", END, TIMEOUT_S)
+        st = ex.wait_for("kill9", END, 2 * TIMEOUT_S)  # two launches
         assert st.state is ExecState.DONE and st.crashes == 1
         assert [l["WORLD_SIZE"] for l in env_lines(ex, "kill9")].count("2") == 4
+        # the status says how it died (on Ray, through the guard that runs it)
+        assert "worker(s) failed (rank, status): [(1, -9)]" in ex.files.read_log("kill9")
 
     def test_job_fails_after_bounded_retries(self, ex: Executor) -> None:
         ex.place(launch("bad", "crash"), plan(1))
-        st = ex.wait_for("bad", END, TIMEOUT_S)
+        st = ex.wait_for("bad", END, 3 * TIMEOUT_S)  # three launches
         assert st.state is ExecState.FAILED
         assert st.crashes == 3 and st.launches == 3  # max_retries=2: the first run + 2 retries
         assert st.message and "\n" not in st.message

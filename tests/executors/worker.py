@@ -7,7 +7,8 @@ Modes:
               SIGTERM save the count and exit 143; resume from the saved count on start
   crash-once  exit 3 on the first launch, then behave like `count`
   crash       always exit 3
-  die-rank1   rank 1 kills itself with SIGKILL on the first launch; then `count`
+  die-rank1   rank 1 kills itself with SIGKILL on the first launch, once rank 0 has started;
+              then `count`
   sleep       sleep until signalled (SIGTERM exits 143)
   held        like `count`, but it counts on past STEPS while $CORRAL_CHECKPOINT_DIR/hold exists
               (a test decides when it may finish, however slowly a loaded machine runs it)
@@ -50,6 +51,13 @@ if mode == "finish":
 if mode == "crash" or (mode == "crash-once" and launch == 0):
     sys.exit(3)
 if mode == "die-rank1" and launch == 0 and rank == 1:
+    # once rank 0 has started (a loaded machine may start it seconds later), so that its
+    # line is in env.jsonl before the crash stops it
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+            json.loads(line)["RANK"] == "0" and json.loads(line)["config"]["launch"] == 0
+            for line in open(os.path.join(ckpt, "env.jsonl"))):
+        time.sleep(0.02)
     time.sleep(0.3)
     os.kill(os.getpid(), signal.SIGKILL)
 if mode == "sleep":

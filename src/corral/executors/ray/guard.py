@@ -56,7 +56,8 @@ def main(argv: list[str]) -> int:
         if os.getppid() != parent:  # the actor is gone: so is this worker
             os.killpg(0, signal.SIGKILL)
     if code < 0:  # killed by a signal: die by the same one
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # (those two take no handler)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
     return code

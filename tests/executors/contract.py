@@ -32,6 +32,16 @@ def launch(job_id: str, mode: str, steps: int = 50) -> JobLaunch:
                      {"CORRAL_TEST_MARK": "1"}, JobConfig(init_bsz=16, max_bsz=64, max_local_bsz=16))
 
 
+def held(ex: Executor, job_id: str, steps: int = 60) -> tuple[JobLaunch, Path]:
+    """A counting job that counts on past `steps` until the returned hold file is removed, so
+    that it cannot finish before the step of a test that needs it running, however slowly a
+    loaded machine runs it (tests/executors/worker.py's `held` mode)."""
+    hold = ex.files.checkpoint_dir(job_id) / "hold"
+    hold.parent.mkdir(parents=True, exist_ok=True)
+    hold.touch()
+    return launch(job_id, "held", steps), hold
+
+
 def plan(workers: int, batch: BatchConfig | None = None) -> WorkerPlan:
     return WorkerPlan(Placement(((0, workers),)), batch)
 
@@ -79,11 +89,13 @@ class ExecutorContract:
         assert "rank 0 launch 0" in ex.files.read_log("env")
 
     def test_resize_is_checkpoint_restart_with_the_new_world_size(self, ex: Executor) -> None:
-        job = launch("grow", "count", 60)
+        job, hold = held(ex, "grow")
         ex.place(job, plan(1))
         wait_until(lambda: "starts at" in ex.files.read_log("grow"), what="first launch")
         time.sleep(0.3)
         ex.place(job, plan(2))
+        wait_until(lambda: "rank 0 launch 1 starts" in ex.files.read_log("grow"), what="the resize")
+        hold.unlink()
         st = ex.wait_for("grow", END, TIMEOUT_S)
         assert st.state is ExecState.DONE and st.launches == 2 and st.crashes == 0
         lines = env_lines(ex, "grow")
@@ -95,7 +107,7 @@ class ExecutorContract:
 
     def test_crashed_worker_restarts_from_checkpoint(self, ex: Executor) -> None:
         ex.place(launch("flaky", "crash-once", 5), plan(2))
-        st = ex.wait_for("flaky", END, TIMEOUT_S)
+        st = ex.wait_for("flaky", END, 2 * TIMEOUT_S)  # two launches
         assert st.state is ExecState.DONE and st.crashes == 1 and st.launches == 2
 
     def test_killed_worker_takes_down_its_peers_and_the_job_restarts(self, ex: Executor) -> None:
@@ -120,13 +132,14 @@ class ExecutorContract:
         assert st.state is ExecState.FAILED and "/nonexistent/program" in st.message
 
     def test_stop_preempts_and_a_later_place_resumes(self, ex: Executor) -> None:
-        job = launch("pre", "count", 60)
+        job, hold = held(ex, "pre")
         ex.place(job, plan(2))
         wait_until(lambda: "starts at" in ex.files.read_log("pre"), what="start")
         time.sleep(0.3)
         ex.stop("pre")
         st = ex.wait_for("pre", [ExecState.STOPPED, *END], TIMEOUT_S)
         assert st.state is ExecState.STOPPED and not st.workers
+        hold.unlink()
         ex.place(job, plan(1))
         st = ex.wait_for("pre", END, TIMEOUT_S)
         assert st.state is ExecState.DONE and st.launches == 2

@@ -126,10 +126,7 @@ def test_spanning_job_resizes_and_recovers_from_a_lost_node(ray_cluster, tmp_pat
     try:
         cluster = ex.cluster()
         assert cluster.gpus_per_node == (2, 2)
-        hold = ex.files.checkpoint_dir("span") / "hold"
-        hold.parent.mkdir(parents=True, exist_ok=True)
-        hold.touch()
-        job = contract.launch("span", "held", 150)
+        job, hold = contract.held(ex, "span", 150)
         ex.place(job, WorkerPlan(Placement(((0, 1), (1, 1)))))
         ex.wait_for("span", ExecState.RUNNING, contract.TIMEOUT_S)
         contract.wait_until(lambda: "starts at" in ex.files.read_log("span")

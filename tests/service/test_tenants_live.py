@@ -79,23 +79,23 @@ def test_two_tenants_share_two_slots_and_cannot_see_each_other(tmp_path: Path) -
 
         a_job = a.submit(_body("elastic-a", 1, 2))["id"]
         note(f"A submitted {a_job} (gpus 1, max 2)")
-        wait_until(lambda: a.job(a_job)["gpus"] == 2, 20, "A to borrow both slots", 0.1)
+        wait_until(lambda: a.job(a_job)["gpus"] == 2, 60, "A to borrow both slots", 0.1)
         note("A holds 2 slots (1 borrowed from b's quota)")
         rows = {q["name"]: q for q in admin.queues()["queues"]}
         assert rows["a"]["used"] == 2 and rows["a"]["borrowed"] == 1 and rows["b"]["used"] == 0
 
-        wait_until(lambda: a.job(a_job)["progress"] > 0, 20, "A to report progress", 0.1)
+        wait_until(lambda: a.job(a_job)["progress"] > 0, 60, "A to report progress", 0.1)
         progress_before = a.job(a_job)["progress"]
         b_job = b.submit(_body("gang-b", 1, 1))["id"]
         note(f"B submitted {b_job} (gpus 1)")
-        wait_until(lambda: b.job(b_job)["status"] == "running", 20, "B to start", 0.1)
+        wait_until(lambda: b.job(b_job)["status"] == "running", 60, "B to start", 0.1)
         note("B running")
         assert a.job(a_job)["gpus"] == 1 and a.job(a_job)["status"] == "running"
         note("A at 1 slot")
         # what each job's events say, in emulated seconds (A's shrink is measured at its
         # first report at the new size: a resize-pause event naming the mechanism)
         wait_until(lambda: any(e["kind"] == "resize-pause" and "-> 1 worker" in e["detail"]
-                               for e in a.job(a_job)["events"]), 20, "A's shrink measured", 0.1)
+                               for e in a.job(a_job)["events"]), 60, "A's shrink measured", 0.1)
         for who, client, job in (("A", a, a_job), ("B", b, b_job)):
             for e in client.job(job)["events"]:
                 note(f"  {who} event at t={e['time_s']:.1f} emulated s: {e['kind']} "

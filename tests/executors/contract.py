@@ -9,6 +9,7 @@ whole contract runs in seconds.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -115,8 +116,11 @@ class ExecutorContract:
         st = ex.wait_for("kill9", END, 2 * TIMEOUT_S)  # two launches
         assert st.state is ExecState.DONE and st.crashes == 1
         assert [l["WORLD_SIZE"] for l in env_lines(ex, "kill9")].count("2") == 4
-        # the status says how it died (on Ray, through the guard that runs it)
-        assert "worker(s) failed (rank, status): [(1, -9)]" in ex.files.read_log("kill9")
+        # the status says how it died (on Ray, through the guard that runs it); rank 0 may
+        # have finished its count before the executor looked
+        log = ex.files.read_log("kill9")
+        assert "worker(s) failed (rank, status): [(1, -9)]" in log or re.search(
+            r"launch 0 exited with \[-?\d+, -9\]", log), log
 
     def test_job_fails_after_bounded_retries(self, ex: Executor) -> None:
         ex.place(launch("bad", "crash"), plan(1))

@@ -74,6 +74,7 @@ CORRAL_ROWS = [
 ]
 ABLATIONS = [
     ("- remaining_work", "corral", {"remaining_work": "false"}, "exact"),
+    ("- rank_power", "corral", {"rank_power": "0"}, "exact"),
     ("- restart_costs", "corral", {"restart_costs": "false"}, "exact"),
     ("- calibrate", "corral", {"calibrate": "false"}, "exact"),
     ("- learn_lengths (wrong)", "corral", {"learn_lengths": "false"}, "wrong"),

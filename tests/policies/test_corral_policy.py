@@ -192,3 +192,20 @@ def test_a_job_changed_often_pays_more_for_the_next_change() -> None:
     # its placements stood (600 + 600) / 10 = 120 s: a 30 s pause eats a quarter of that, not
     # a twentieth of H
     assert ratio(9) < 0.9 * ratio(0)
+
+
+def test_of_two_near_equal_jobs_the_one_with_less_left_weighs_by_its_rank() -> None:
+    # 21 and 20 epochs declared (a finished job of 10 pulls both down): their size ratio sets
+    # them apart by a few percent; heSRPT's rank weights (2 r - 1)^b (r = 1 the largest) by
+    # sqrt(3) at b = 0.5, so the shorter one is finished first instead of both sharing to the end
+    jobs = (_job("a", epochs=21, progress=100.0, epoch=1),
+            _job("b", epochs=20, progress=100.0, epoch=1))
+
+    def ratio(rank_power: str) -> float:
+        policy = create_policy("corral", {"rank_power": rank_power})
+        values = policy.program(Snapshot(time_s=600.0, cluster=Cluster.parse("1x1"), jobs=jobs,
+                                         previous=Decision({}), completed=(FINISHED,))).values
+        return float(values[1, 0] / values[0, 0])
+
+    assert 1.0 < ratio("0") < 1.02  # their sizes' ratio^(1 - a), the pause's share
+    assert 3 ** 0.5 < ratio("0.5") < 1.02 * 3 ** 0.5

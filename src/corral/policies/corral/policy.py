@@ -14,7 +14,10 @@ time on one GPU and S = W / T its speedup there. With a = 1 (`work_power`) the s
 1 / T[j, c]: the rate at which the cluster works off the jobs' remaining work, each job's
 share counted relative to what it has left (SRPT's index; heSRPT's ordering, with each job's
 own measured speedup instead of an assumed k^p); a < 1 (default 0.25) lets the weight fall
-more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). The
+more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). On one
+GPU type each job's summand is also weighted by heSRPT's rank weight (2 r - 1)^b (`rank_power`,
+r its rank by remaining work, 1 the largest): near-equal jobs are set apart by their order, so
+one is finished first where they would otherwise share to the end. The
 second factor is the share of the decision's life a change's pause eats: H (`horizon_s`), or
 less for a job whose placements have stood less so far ((run time + H) / (restarts + 1), its
 mean time between changes with one pseudo-observation of H), so a job changed often pays more
@@ -75,6 +78,11 @@ class CorralParams:
     #: a: a job's share of the objective is its speedup over (remaining work)^a: 1 ranks by
     #: 1 / remaining time (SRPT's index), 0 ignores remaining work (throughput)
     work_power: float = 0.25
+    #: b: on one GPU type each job's share is also weighted by (2 r - 1)^b, r its rank by
+    #: remaining work (1 = the largest); b = 1/2 gives heSRPT's optimal weights for speedups
+    #: k^(1/2), a smaller b a milder order; it sets near-equal jobs apart where their size
+    #: ratio cannot. 0: off
+    rank_power: float = 0.25
     #: the integer program stops within this relative gap of its optimum (HiGHS's default:
     #: 1e-4); the objective's inputs are estimates, and a closer optimum costs rounds at scale
     mip_rel_gap: float = 0.01
@@ -94,6 +102,8 @@ class CorralParams:
             raise ValueError(f"mip_rel_gap must be in [0, 1), got {self.mip_rel_gap}")
         if not 0.0 <= self.work_power <= 2.0:
             raise ValueError(f"work_power must be in [0, 2], got {self.work_power}")
+        if not 0.0 <= self.rank_power <= 2.0:
+            raise ValueError(f"rank_power must be in [0, 2], got {self.rank_power}")
         if not self.horizon_s > 0 or self.restart_s < 0 or not self.unknown_s > 0:
             raise ValueError("need horizon_s > 0, restart_s >= 0 and unknown_s > 0")
         if self.mechanism != CHECKPOINT_RESTART and self.mechanism not in OVERHEADS:
@@ -190,10 +200,15 @@ class CorralPolicy(Policy):
         with np.errstate(divide="ignore", invalid="ignore"):
             remaining_s = np.where(allowed, work[:, None] * ref[:, None] / safe, np.inf)
             rate = np.where(allowed, 1.0 / np.where(allowed, remaining_s, 1.0), 0.0)
-        if prm.work_power != 1.0:  # speedup / W^a = (1 / T) W^(1-a), W: T on one GPU
-            with np.errstate(divide="ignore", invalid="ignore"):
-                size = np.where(np.isfinite(one) & (one > 0), work * ref / one, work)
+        with np.errstate(divide="ignore", invalid="ignore"):  # W: T on one GPU
+            size = np.where(np.isfinite(one) & (one > 0), work * ref / one, work)
+        if prm.work_power != 1.0:  # speedup / W^a = (1 / T) W^(1-a)
             rate = rate * size[:, None] ** (1.0 - prm.work_power)
+        if prm.rank_power > 0 and not snapshot.cluster.is_mixed:  # (heSRPT's identical
+            # servers; on the mixed cluster its ranks made every figure worse)
+            rank = np.empty(num_jobs)
+            rank[np.argsort(-size, kind="stable")] = np.arange(1, num_jobs + 1)
+            rate = rate * (2.0 * rank[:, None] - 1.0) ** prm.rank_power
         self.last_remaining_s = {v.name: float(work[j]) for j, v in enumerate(snapshot.jobs)}
         if prm.restart_costs:
             pause, resume = self._pauses(configs, cur, has_cur)

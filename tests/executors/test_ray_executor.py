@@ -292,6 +292,10 @@ def test_a_late_pid_answer_does_not_hold_up_the_executor(ray_cluster, tmp_path, 
         ex.shutdown(10)
 
 
+#: A bound on the early-start tests' waits for workers to start (a hang guard: at load 25-29,
+#: three CI runs at once, 60 s ran out while Ray started the actors and torch imported).
+EARLY_WAIT_S = 240.0
+
 #: How late rank 0's actor names its pid in test_a_late_pid_answer_does_not_hold_up_the_executor.
 LATE_S = 6.0
 
@@ -368,12 +372,12 @@ def test_early_start_on_ray_donor_trains_until_the_incoming_job_is_ready(
     ex, hold = early_round.ex, early_round.hold
     # the incoming job's workers have started and are initialising ...
     contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
-                        60, "the early workers")
+                        EARLY_WAIT_S, "the early workers")
     (started,) = _events(ex, "incoming", "early-init")
     assert "n0:donor/rank 1" in started and "n1:free" in started
     at = _steps(ex, "donor")
     # ... while the donor keeps stepping on both its slots (the incoming job cannot be ready)
-    contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+    contract.wait_until(lambda: _steps(ex, "donor") > at + 5, EARLY_WAIT_S, "the donor to keep training")
     donor, queued = ex.status("donor"), ex.status("incoming")
     assert donor.state is ExecState.RUNNING and len(donor.workers) == 2 and donor.launches == 1
     assert queued.state is ExecState.QUEUED and not queued.workers
@@ -419,9 +423,9 @@ def test_early_start_on_ray_takes_over_a_preempted_donors_placement_groups(ray_c
             ex.stop("donor")
             ex.place(incoming, WorkerPlan(Placement(((0, 2),))))
         contract.wait_until(lambda: all(Path(f"{hold}.waiting-r{r}").exists() for r in (0, 1)),
-                            60, "the early workers")
+                            EARLY_WAIT_S, "the early workers")
         at = _steps(ex, "donor")
-        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, 60, "the donor to keep training")
+        contract.wait_until(lambda: _steps(ex, "donor") > at + 5, EARLY_WAIT_S, "the donor to keep training")
         assert ex.status("donor").state is ExecState.RUNNING
         assert ex.status("incoming").state is ExecState.QUEUED
         assert _free_slots() == free_before - 2  # only the donor's two slots are reserved
@@ -448,7 +452,7 @@ def test_an_early_worker_that_dies_on_ray_leaves_the_donor_alone(early_round: Ea
     restart), and the job starts normally once the slot is free."""
     ex, hold = early_round.ex, early_round.hold
     waiting = [Path(f"{hold}.waiting-r{r}") for r in (0, 1)]
-    contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), 60,
+    contract.wait_until(lambda: all(w.exists() and w.read_text() for w in waiting), EARLY_WAIT_S,
                         "the early workers")
     pids = [int(w.read_text()) for w in waiting]
     os.kill(pids[0], signal.SIGKILL)  # rank 0, in the donor's group, dies as it initialises

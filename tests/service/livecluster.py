@@ -63,7 +63,7 @@ class LiveService:
         self.env.pop("CORRAL_URL", None)
 
     # -- the service process --------------------------------------------------------------
-    def start(self, timeout_s: float = 60.0) -> LiveService:
+    def start(self, timeout_s: float = 120.0) -> LiveService:
         args = [*CLI, "serve", "--policy", self.policy, "--policy-module", str(SHARE_POLICY),
                 *(("--gpus", self.gpus) if self.gpus else ("--slots", self.slots_arg)),
                 "--interval", str(self.interval_s), "--port", "0",

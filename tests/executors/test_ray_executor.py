@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("ray", reason="ray is not installed (pip install 'corral[ray]')")
 
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
+from local_ray import FAST_NODE_DEATH, local_cluster  # noqa: E402 (tests/ is on sys.path)
 
 from corral.core.cluster import Placement  # noqa: E402
 from corral.core.errors import CorralError  # noqa: E402
@@ -37,9 +37,6 @@ from corral.executors.ray.resize import PidLookup, plan_in_place  # noqa: E402
 # load average of 20 (seconds when quiet)
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
-#: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
-FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
-                   "health_check_failure_threshold": 3}
 
 
 import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
@@ -49,16 +46,13 @@ from trainjobs import PATIENT, own_hold_file, tiny, trains_on  # noqa: E402
 @pytest.fixture(scope="module")
 def ray_cluster():
     """Head (contract_slot 4, corral_slot 2) + one more node (corral_slot 2), torn down after."""
-    cluster = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=1, resources={"contract_slot": 4, "corral_slot": 2}, include_dashboard=False,
-        node_ip_address="127.0.0.1", _system_config=FAST_NODE_DEATH))
-    try:
-        cluster.add_node(num_cpus=0, resources={"corral_slot": 2}, node_ip_address="127.0.0.1")
-        connect(cluster.address)
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    with local_cluster(dict(num_cpus=1, resources={"contract_slot": 4, "corral_slot": 2}),
+                       [dict(num_cpus=0, resources={"corral_slot": 2})], FAST_NODE_DEATH) as cluster:
+        try:
+            connect(cluster.address)
+            yield cluster
+        finally:
+            ray.shutdown()
 
 
 def _executor(data_dir: Path, resource: str, max_retries: int = 2) -> RayExecutor:

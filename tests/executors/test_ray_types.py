@@ -14,7 +14,7 @@ pytest.importorskip("ray", reason="ray is not installed (pip install 'corral[ray
 
 import contract  # noqa: E402  (this folder is on sys.path: conftest.py)
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
+from local_ray import local_cluster  # noqa: E402 (tests/ is on sys.path)
 
 from corral.core.cluster import Placement  # noqa: E402
 from corral.executors.base import WorkerPlan  # noqa: E402
@@ -44,17 +44,14 @@ def test_a_nodes_type_from_its_label_or_accelerator_resource() -> None:
 @pytest.fixture(scope="module")
 def typed_ray():
     """Head (1 slot, a T4) + one more node (1 slot, an A100), torn down after."""
-    cluster = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=1, resources={"typed_slot": 1, "accelerator_type:T4": 1},
-        include_dashboard=False, node_ip_address="127.0.0.1"))
-    try:
-        cluster.add_node(num_cpus=0, resources={"typed_slot": 1, "accelerator_type:A100": 1},
-                         node_ip_address="127.0.0.1")
-        connect(cluster.address)
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    with local_cluster(dict(num_cpus=1, resources={"typed_slot": 1, "accelerator_type:T4": 1}),
+                       [dict(num_cpus=0, resources={"typed_slot": 1, "accelerator_type:A100": 1})]
+                       ) as cluster:
+        try:
+            connect(cluster.address)
+            yield cluster
+        finally:
+            ray.shutdown()
 
 
 def test_workers_are_told_their_nodes_type_and_a_moved_job_the_new_one(typed_ray, tmp_path):

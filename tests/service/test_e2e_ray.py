@@ -27,7 +27,7 @@ pytest.importorskip("torch", reason="torch is not installed (the example jobs ne
 pytest.importorskip("uvicorn", reason="the service extras are not installed")
 
 import livecluster as live  # noqa: E402  (tests/service is on sys.path: conftest.py)
-from ray.cluster_utils import Cluster  # noqa: E402
+from local_ray import FAST_NODE_DEATH, local_cluster  # noqa: E402 (tests/ is on sys.path)
 
 TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 epochs
 #: Far more epochs than the story needs (the stated accuracy takes 6): minutes of training, at
@@ -35,23 +35,15 @@ TARGET = 0.95  # examples/digits_common.py TARGET_ACCURACY, after the default 6 
 LONG_RUN = ("--epochs", "200", "--lr", "0.05")
 DIGITS_FIELDS = dict(adaptive=True, batch_size=32, max_batch_size=256, max_local_bsz=64,
                      min_local_bsz=8, max_gpus=4)
-#: A killed node is declared dead after about 1.5 s instead of Ray's default (about 15 s).
-FAST_NODE_DEATH = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
-                   "health_check_failure_threshold": 3}
 
 pytestmark = [pytest.mark.timeout(480), pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 
 @pytest.fixture
 def ray_cluster():
-    cluster = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=1, resources={"corral_slot": 2}, include_dashboard=False,
-        node_ip_address="127.0.0.1", _system_config=FAST_NODE_DEATH))
-    try:
-        cluster.add_node(num_cpus=0, resources={"corral_slot": 2}, node_ip_address="127.0.0.1")
+    with local_cluster(dict(num_cpus=1, resources={"corral_slot": 2}),
+                       [dict(num_cpus=0, resources={"corral_slot": 2})], FAST_NODE_DEATH) as cluster:
         yield cluster
-    finally:
-        cluster.shutdown()
 
 
 @pytest.fixture

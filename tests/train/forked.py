@@ -25,8 +25,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-#: what a tiny_job or ddp_stats_job worker imports that takes time (seconds each)
-PRELOAD = ["torch", "torch._dynamo", "torch.nn.functional", "corral.train"]
+#: What a tiny_job or ddp_stats_job worker imports that takes seconds. Not corral: its modules
+#: read environment variables at import (CORRAL_REGROUP_TIMEOUT_S, CORRAL_DIST_TIMEOUT_S) that
+#: must be each worker's own (a quarter of a second each to import). Torch's import reads none
+#: that a worker's environment changes (OMP_NUM_THREADS: the jobs call torch.set_num_threads).
+PRELOAD = ["torch", "torch._dynamo", "torch.nn.functional"]
 
 _ctx = multiprocessing.get_context("forkserver")
 _ctx.set_forkserver_preload(PRELOAD)

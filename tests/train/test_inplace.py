@@ -42,8 +42,9 @@ TIMEOUT_S = 120
 HOLD_AT = 10
 #: The workers' regroup timeout (CORRAL_REGROUP_TIMEOUT_S, also their new process group's for
 #: every collective after): generous where the regroup must succeed, however loaded the
-#: machine; short where a dead new worker makes it fail (the fallback is then the only outcome).
-PATIENT_S, FAILING_S = 120, 10
+#: machine; short where a dead new worker makes it fail (the fallback is then the only outcome,
+#: however loaded the machine: each old worker falls back on its own when its wait runs out).
+PATIENT_S, FAILING_S = 120, 3
 
 
 def _start(rank: int, world: int, port: int, config: JobConfig, control: Path, *args: str,

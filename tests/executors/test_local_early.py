@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 
 from trainjobs import (  # noqa: E402  (on sys.path)
+    LEAVE_CPU,
     TIMEOUT_S,
     on_node0,
     own_hold_file,
@@ -33,7 +34,8 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 def _tiny(job_id: str, hold: Path | None = None, early_init: bool | None = True) -> JobLaunch:
     """The tiny trainer; with `hold`, its initialisation waits for that file (a state the test
     holds, not a race)."""
-    return tiny(job_id, *(("--init-hold-file", str(hold)) if hold else ()), early_init=early_init)
+    return tiny(job_id, *LEAVE_CPU, *(("--init-hold-file", str(hold)) if hold else ()),
+                early_init=early_init)
 
 
 def _steps(ex: LocalExecutor, job_id: str) -> int:

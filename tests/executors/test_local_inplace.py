@@ -15,7 +15,14 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainjobs import PATIENT, on_node0, tiny, trains_on, wait  # noqa: E402  (this folder is on sys.path)
+from trainjobs import (  # noqa: E402  (this folder is on sys.path)
+    LEAVE_CPU,
+    PATIENT,
+    on_node0,
+    tiny,
+    trains_on,
+    wait,
+)
 
 from corral.executors.base import ExecState, JobLaunch  # noqa: E402
 from corral.executors.local import LocalExecutor  # noqa: E402
@@ -40,12 +47,12 @@ def _events(ex: LocalExecutor, job_id: str) -> list[tuple[str, str]]:
 
 def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecutor) -> None:
     ex = executor
-    ex.place(tiny("grow"), on_node0(2))
+    ex.place(tiny("grow", *LEAVE_CPU), on_node0(2))
     first = trains_on(ex, "grow", 0, 2, after_steps=5)
     pids = ex.status("grow").workers
     assert len(pids) == 2
 
-    ex.place(tiny("grow"), on_node0(4))
+    ex.place(tiny("grow", *LEAVE_CPU), on_node0(4))
     grown = trains_on(ex, "grow", 1, 4, after_steps=first.steps)
     st = ex.status("grow")
     assert st.launches == 2 and st.state is ExecState.RUNNING
@@ -58,7 +65,7 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
     took, ready = float(found.group(1)), float(found.group(2))
     assert 0 < ready <= took  # the new workers' start, which the old workers trained through
 
-    ex.place(tiny("grow"), on_node0(1))
+    ex.place(tiny("grow", *LEAVE_CPU), on_node0(1))
     shrunk = trains_on(ex, "grow", 2, 1, after_steps=grown.steps)
     st = ex.status("grow")
     assert st.workers == pids[:1] and st.launches == 3
@@ -76,9 +83,9 @@ def test_grow_and_shrink_in_place_keep_the_staying_workers(executor: LocalExecut
 
 def test_a_new_worker_that_dies_falls_back_to_checkpoint_restart(executor: LocalExecutor) -> None:
     ex = executor
-    ex.place(tiny("fall"), on_node0(2))
+    ex.place(tiny("fall", *LEAVE_CPU), on_node0(2))
     first = trains_on(ex, "fall", 0, 2, after_steps=5)
-    ex.place(tiny("fall"), on_node0(3))
+    ex.place(tiny("fall", *LEAVE_CPU), on_node0(3))
     job = ex._jobs["fall"]  # white-box: the resize under way and its new worker
     joiner = wait(lambda: job.resize is not None and job.resize.joiners and job.resize.joiners[0],
                    "the new worker to start")

@@ -31,6 +31,9 @@ REGROUP_TIMEOUT_S = 120.0
 #: resize on a loaded machine waits for it rather than taking the time fallback (which
 #: checkpoint-restarts: correct on a starved machine, but not the path the test checks).
 PATIENT = ResizeDeadlines(ready_s=600.0, switch_s=600.0, pid_s=600.0)
+#: tiny() arguments for a test that keeps a job training while it waits for other workers to
+#: start (their imports take seconds of CPU): at most ~50 steps a second instead of flat out
+LEAVE_CPU = ("--step-pause", "0.02")
 #: the job imports the corral these tests run (a checkout run with PYTHONPATH=src: Ray's
 #: workers get no environment of the test's, and the job sandbox reads only what it names)
 _SAME_CORRAL = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}

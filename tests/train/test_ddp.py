@@ -23,6 +23,9 @@ from corral.protocol.env import ENV_CONFIG, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.noise import GradNoise  # noqa: E402
 from corral.train.stream import SampleStream  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forked import Worker  # noqa: E402  (workers forked from one torch import)
+
 pytestmark = [pytest.mark.slow]
 
 JOB = Path(__file__).resolve().parent / "ddp_stats_job.py"
@@ -55,9 +58,8 @@ def run_workers(batch: tuple[int, int], tmp: Path, *args: str, workers: int = WO
                **WorkerEnv(rank=rank, world_size=workers, local_rank=rank,
                            local_world_size=workers, master_port=port,
                            backend="gloo").to_env()}
-        procs.append(subprocess.Popen([sys.executable, str(JOB), "--out", str(out), *args],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        procs.append(Worker(JOB, ["--out", str(out), *args], env,
+                            tmp / f"rank{rank}-launch{launch}.log"))
     try:
         outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
     except subprocess.TimeoutExpired:

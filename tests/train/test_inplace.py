@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from corral.protocol.report import Report  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forked import Worker  # noqa: E402  (workers forked from one torch import)
 from test_resume import JOB, finish, reference, run_job  # noqa: E402,F401  (reference: a fixture)
 
 # one xdist group: the module fixture (an uninterrupted reference run) runs once
@@ -42,20 +42,20 @@ TIMEOUT_S = 120
 HOLD_AT = 10
 #: The workers' regroup timeout (CORRAL_REGROUP_TIMEOUT_S, also their new process group's for
 #: every collective after): generous where the regroup must succeed, however loaded the
-#: machine; short where a dead new worker makes it fail (the fallback is then the only outcome).
-PATIENT_S, FAILING_S = 120, 10
+#: machine; short where a dead new worker makes it fail (the fallback is then the only outcome,
+#: however loaded the machine: each old worker falls back on its own when its wait runs out).
+PATIENT_S, FAILING_S = 120, 3
 
 
 def _start(rank: int, world: int, port: int, config: JobConfig, control: Path, *args: str,
-           join: int | None = None, regroup_s: int = PATIENT_S) -> subprocess.Popen:
+           join: int | None = None, regroup_s: int = PATIENT_S) -> Worker:
     env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
            ENV_CONTROL_DIR: str(control), "CORRAL_REGROUP_TIMEOUT_S": str(regroup_s),
            **WorkerEnv(rank=rank, world_size=world, local_rank=rank, local_world_size=world,
                        master_port=port, backend="gloo").to_env()}
     if join is not None:
         env[ENV_JOIN_GENERATION] = str(join)
-    return subprocess.Popen([sys.executable, str(JOB), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return Worker(JOB, args, env)
 
 
 def _wait_until(predicate, procs, what: str) -> None:

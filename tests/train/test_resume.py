@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,9 @@ pytest.importorskip("torch")
 from corral.executors.procs import free_port  # noqa: E402
 from corral.protocol.env import ENV_CONFIG, STOP_EXIT_CODE, JobConfig, WorkerEnv  # noqa: E402
 from corral.train.checkpoint import CheckpointStore  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forked import Worker  # noqa: E402  (workers forked from one torch import)
 
 # one xdist group: the module fixture (an uninterrupted reference run) runs once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train_resume")]
@@ -34,12 +36,11 @@ def run_job(k: int, config: JobConfig, *args: str) -> list[tuple[int, str]]:
         env = {**os.environ, ENV_CONFIG: config.to_json(), "OMP_NUM_THREADS": "1",
                **WorkerEnv(rank=rank, world_size=k, local_rank=rank, local_world_size=k,
                            master_port=port, backend="gloo").to_env()}
-        procs.append(subprocess.Popen([sys.executable, str(JOB), *args], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(Worker(JOB, args, env))
     return finish(procs)
 
 
-def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+def finish(procs: list[Worker]) -> list[tuple[int, str]]:
     """(status, output) of each process; any still running after TIMEOUT_S is killed."""
     out = []
     try:

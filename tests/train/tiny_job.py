@@ -3,6 +3,8 @@
     python tiny_job.py --epochs 3 [--stop-at-step N] [--out weights.json] [--adam]
 
 --init-hold-file F makes initialisation last until F exists (early-initialisation tests).
+--step-pause S sleeps S seconds after each step: an endless job that a test keeps training while
+it waits for other workers to start leaves them the CPU instead of stepping flat out.
 --stop-at-step N sends SIGTERM to this worker after step N of its first launch (as an executor
 would), so the job checkpoints and exits with status 143. --out writes the final weights, steps,
 epoch and progress as JSON (rank 0).
@@ -29,6 +31,7 @@ ap.add_argument("--max-batch-size", type=int, default=None)
 ap.add_argument("--hold-at-step", type=int, default=None,
                 help="after this step of the first launch, wait until --hold-file exists")
 ap.add_argument("--hold-file", default=None)
+ap.add_argument("--step-pause", type=float, default=0.0)
 ap.add_argument("--init-hold-file", default=None,
                 help="before building the trainer, write <file>.waiting-r<RANK> and wait "
                 "until <file> exists (an initialisation as long as a test needs)")
@@ -61,6 +64,8 @@ for _ in trainer.epochs(args.epochs):
             deadline = time.monotonic() + 120
             while not os.path.exists(args.hold_file) and time.monotonic() < deadline:
                 time.sleep(0.01)
+        if args.step_pause:
+            time.sleep(args.step_pause)
     with torch.no_grad():
         xs, ys = x.to(trainer.device), y.to(trainer.device)  # the trainer's device, GPU or not
         trainer.record_metric((model(xs).argmax(1) == ys).float().mean().item())

@@ -18,6 +18,14 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
+@pytest.fixture
+def no_png(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plots written as an 8-byte PNG signature: for tests that read none of a run's plots
+    (rendering its six PNGs took most of a default run's time); test_default_simulate_prints_
+    comparison and tests/report render them for real."""
+    monkeypatch.setattr("corral.report.plots.png_bytes", lambda fig: b"\x89PNG\r\n\x1a\n")
+
+
 def assert_one_line_error(result, needle: str) -> None:
     assert result.exit_code == 2, result.output
     text = result.output.strip()
@@ -77,7 +85,7 @@ def test_bad_cluster_and_profiles(tmp_path):
 def test_cluster_file(tmp_path):
     f = tmp_path / "c.txt"
     f.write_text("# uneven nodes\nbig 8\nbig2 8\nsmall 4\n")
-    result = invoke("simulate", "-p", "fifo", "--cluster", str(f))
+    result = invoke("simulate", "-p", "fifo", "--cluster", str(f), "--no-lp-bound")
     assert result.exit_code == 0, result.output
     assert "20 GPUs" in result.output
 
@@ -104,7 +112,7 @@ def test_calibrate_writes_catalog(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert set(doc["models"]) >= {"cifar10", "imagenet"} and "Pollux" in doc["source"]
-    result = invoke("simulate", "-p", "fifo", "--catalog", str(out))
+    result = invoke("simulate", "-p", "fifo", "--catalog", str(out), "--no-lp-bound")
     assert result.exit_code == 0, result.output
 
 
@@ -145,10 +153,10 @@ def test_submit_declares_the_epochs_it_is_given(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_window_and_worker_processes(tmp_path):
+def test_window_and_worker_processes(tmp_path, no_png):
     trace = datafiles.need("tiresias") / "60_job.csv"
     result = invoke("simulate", "-w", str(trace), "--window", "600:1", "-p", "fifo,srtf",
-                    "--jobs", "2", "--cluster", "8x4", "--out", str(tmp_path))
+                    "--jobs", "2", "--cluster", "8x4", "--out", str(tmp_path), "--no-lp-bound")
     assert result.exit_code == 0, result.output
     assert "peak memory (RSS)" in result.output and "stopped early" not in result.output
     doc = json.loads((tmp_path / "summary.json").read_text())
@@ -157,7 +165,7 @@ def test_window_and_worker_processes(tmp_path):
     assert 0 < fifo["finished"] < 60  # submitted in [600 s, 1 h 10 min) only
 
 
-def test_resume_takes_the_cells_an_earlier_run_kept(tmp_path):
+def test_resume_takes_the_cells_an_earlier_run_kept(tmp_path, no_png):
     first = invoke("simulate", "-p", "fifo", "--out", str(tmp_path), "-j", "1", "--no-lp-bound")
     assert first.exit_code == 0, first.output
     assert len(list((tmp_path / "cells").glob("*.json"))) == 1
@@ -199,7 +207,8 @@ def test_python_dash_m_corral_is_the_command() -> None:
                                              timeout=120).stdout
 
 
-def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path) -> None:
+def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path,
+                                                                         no_png) -> None:
     from corral.sim.batch.sweep import parse_settings
     from corral.sim.truth.source import TruthSource
     from corral.sim.workloads import builtin_default
@@ -211,7 +220,8 @@ def test_seed_draws_the_built_in_workload_and_seeds_randomized_policies(tmp_path
     assert choices == {"fifo": {}, "pollux": {"seed": "7"}, "ones": {"seed": "7"}}
     explicit = parse_settings(["pollux", "ones"], ["pollux.seed=3"], seed=7)
     assert [c.overrides for c in explicit] == [{"seed": "3"}, {"seed": "7"}]
-    one = invoke("simulate", "-p", "fifo", "--seed", "1", "--jobs", "1", "--out", str(tmp_path))
+    one = invoke("simulate", "-p", "fifo", "--seed", "1", "--jobs", "1", "--out", str(tmp_path),
+                 "--no-lp-bound")
     assert one.exit_code == 0, one.output
     rows = (tmp_path / "jobs.csv").read_text().splitlines()[1:]
     drawn = builtin_default(apps, seed=1).jobs

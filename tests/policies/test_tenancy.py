@@ -28,6 +28,10 @@ from corral.sim.truth.source import TruthSource
 from corral.sim.workloads.common import Workload, make_job
 
 HALVES = "[queue.a]\nquota = 4\n[queue.b]\nquota = 4\n"
+#: imagenet's run alone (a duration-based job): long enough that its gangs queue behind each
+#: other for hours, without the days its full epochs take (those rounds were most of this
+#: file's time, the plain run asking the inner policies at every one of 17,000 rounds).
+LONG_RUN_S = 6 * 3600.0
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +89,15 @@ def test_min_runtime_delays_the_reclaim(truth):
 
 
 def test_pollux_shrinks_the_borrower_in_place_rather_than_preempting_it(truth):
-    jobs = [_job(truth, "a1", 0, "a", 4, "imagenet"), _job(truth, "b1", 3000, "b", 4)]
-    policy, result, book = _run(truth, "pollux", jobs)
+    # a1 runs 2 h alone on its 4 GPUs, not imagenet's full day: the same first hour, b1 at 3000 s
+    a1 = dataclasses.replace(_job(truth, "a1", 0, "a", 4, "imagenet"), trace_duration_s=7200.0)
+    policy, result, book = _run(truth, "pollux", [a1, _job(truth, "b1", 3000, "b", 4)])
     grown = [g for t, g in book["a1"] if t < 3000]
     assert max(grown) == 8  # a1 borrowed all of b's quota
     at = dict(book["a1"])
     assert at[3000.0] == 4  # the round b1 arrived: a1 shrank to a's quota ...
     assert all(g > 0 for _, g in book["a1"])  # ... in place: never preempted
+    assert [j.finish_s > 3600.0 for j in result.jobs if j.name == "a1"] == [True]  # ran beside b1
     assert book["b1"][0][0] <= 3060.0  # pollux starts a new job on its second round
     assert all(j.finish_s is not None for j in result.jobs)
 
@@ -243,8 +249,11 @@ def _mixed_jobs(truth, n: int, seed: int, apps: tuple[str, ...]) -> list[JobSpec
     jobs = []
     for i in range(n):
         queue = rng.choice(["a", "a", "b", "c", None])
-        jobs.append(_job(truth, f"j{i}", rng.uniform(0, 7200), queue or "nowhere",
-                         rng.choice([1, 1, 2, 4, 8]), rng.choice(apps)))
+        job = _job(truth, f"j{i}", rng.uniform(0, 7200), queue or "nowhere",
+                   rng.choice([1, 1, 2, 4, 8]), rng.choice(apps))
+        if job.app == "imagenet":
+            job = dataclasses.replace(job, trace_duration_s=LONG_RUN_S)
+        jobs.append(job)
     return jobs
 
 
@@ -281,3 +290,5 @@ def test_the_fast_path_decides_exactly_as_the_plain_one(truth, inner, queues, n,
     assert sum(r.finish_s is not None for r in fast.jobs) >= n // 2
     if inner != "pollux":  # the gang schedulers' promises let rounds through unasked
         assert fast_asked < plain_asked and fast.rounds == plain.rounds
+        assert any(r.first_start_s is not None and r.first_start_s > r.submit_s + 300
+                   for r in fast.jobs)  # the gangs queue

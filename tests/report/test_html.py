@@ -2,6 +2,7 @@
 
 import base64
 import re
+import shutil
 import subprocess
 import sys
 
@@ -29,12 +30,22 @@ def _run(policy, workload, scale):
                      gpu_timeline=timeline, allocations=allocations, wall_s=0.5)
 
 
-@pytest.fixture
-def folder(tmp_path):
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One folder of outputs for the module (writing its plots is what costs)."""
+    out = tmp_path_factory.mktemp("outputs")
     results = {"fifo": [_run("fifo", "w0", 3.0), _run("fifo", "w1", 2.0)],
                "pollux": [_run("pollux", "w0", 1.0), _run("pollux", "w1", 1.5)]}
-    write_outputs(tmp_path, results)
-    return tmp_path, results
+    write_outputs(out, results)
+    return out, results
+
+
+@pytest.fixture
+def folder(written, tmp_path):
+    """A copy of the module's outputs, the test's own to change."""
+    out, results = written
+    shutil.copytree(out, tmp_path / "out")
+    return tmp_path / "out", results
 
 
 def test_readback_gives_the_runs_back(folder):

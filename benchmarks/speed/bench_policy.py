@@ -10,7 +10,8 @@ Every figure is measured in the run that prints it (none typed in):
   pollux; no lengths no worse than pollux.
 * (b) mixed: the same workloads on `k80:6x4,p100:3x8,v100:2x8`, requests capped at 24 (as
   bench_hetero.py). Targets: avg JCT <= 0.90x sia's, p99 and worst FTF no worse; wrong lengths
-  <= 0.97x sia; none no worse than sia.
+  <= 0.97x sia; none no worse than sia. Its ablation: corral without its finish-time-fairness
+  guard (on the mixed cluster only: off on one type).
 * (c) a round at 2,000 jobs on 2,048 GPUs of three types (bench_hetero.py (d)'s workload):
   corral's median CPU per round against sia's, pooled over `--c-repeats` runs of each that
   alternate which goes first (one pair alone has put either ahead on this machine).
@@ -80,6 +81,10 @@ ABLATIONS = [
     ("- calibrate", "corral", {"calibrate": "false"}, "exact"),
     ("- learn_lengths (wrong)", "corral", {"learn_lengths": "false"}, "wrong"),
     ("- learn_lengths (none)", "corral", {"learn_lengths": "false"}, "none"),
+]
+#: (b)'s: the ingredients that act on the mixed cluster only
+MIXED_ABLATIONS = [
+    ("- ftf guard", "corral", {"ftf_threshold": "0"}, "exact"),
 ]
 
 
@@ -233,7 +238,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--others", default="all",
                     help="more policies as rows: all (registered), none, or comma-separated")
-    ap.add_argument("--no-ablations", action="store_true", help="skip (a)'s ablation rows")
+    ap.add_argument("--no-ablations", action="store_true", help="skip the ablation rows")
     ap.add_argument("--c-repeats", type=int, default=3,
                     help="(c): runs of each policy's rounds, alternating which goes first")
     ap.add_argument("--exact-only", action="store_true",
@@ -258,7 +263,7 @@ def main() -> None:
             check_targets(check, "(a)", a, "pollux", avg=0.85, wrong=0.95)
         if "b" in only:
             rows = [("sia", "sia", {}, "exact"), ("pollux", "pollux", {}, "exact"), *corral_rows,
-                    *others]
+                    *([] if args.no_ablations else MIXED_ABLATIONS), *others]
             b = section(f"(b) mixed, {MIXED}, requests capped at 24, Pollux workloads {which}",
                         MIXED, rows, which, pool)
             check_targets(check, "(b)", b, "sia", avg=0.90, wrong=0.97)

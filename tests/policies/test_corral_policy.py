@@ -215,3 +215,74 @@ def test_of_two_near_equal_jobs_the_one_with_less_left_weighs_by_its_rank() -> N
 
     assert 1.0 < ratio("0") < 1.02  # their sizes' ratio^(1 - a), the pause's share
     assert 3 ** 0.5 < ratio("0.5") < 1.02 * 3 ** 0.5
+
+
+def _typed(name: str, epochs: int, app: str, submit: float = 0.0, placement: Placement | None = None,
+           step_s: dict[str, float] | None = None, observed: str | None = None, gpus: int = 1,
+           **done: float) -> JobView:
+    """A job of model `app` on a cluster of K80s and V100s: one-GPU steps of `step_s` (default
+    0.2 s on a K80, 0.1 s on a V100; observed on `observed` up to `gpus` GPUs, else profiled)."""
+    est = typed_estimator(step_s or {"k80": 0.2, "v100": 0.1}, observed=observed, gpus=gpus)
+    v = job_view(_spec(name, epochs, submit, app), placement, 0.0 if placement else None, est)
+    return dataclasses.replace(v, **done)
+
+
+def _mixed_round(params: dict[str, str]) -> Decision:
+    """K80s and V100s: a long job holds all 8 V100s; a 1-minute job, twice as fast on a V100
+    (that is where its fair share is), has waited a round. Models "b" and "s" each have a
+    finished job of 10 epochs of 100 iterations."""
+    big = _typed("big", 800, "b", placement=Placement(((1, 8),)), observed="v100", gpus=8,
+                 step_s={"k80": 0.4, "v100": 0.1}, run_time_s=540.0, progress=37800.0,
+                 epoch=378)
+    small = _typed("small", 10, "s", submit=540.0)
+    finished = tuple(_typed(f"done-{app}", 10, app, progress=1000.0, epoch=10)
+                     for app in ("b", "s"))
+    policy = create_policy("corral", params)
+    return policy.decide(Snapshot(time_s=600.0, cluster=Cluster.parse("k80:1x4,v100:1x8"),
+                                  jobs=(big, small), previous=Decision({}), completed=finished))
+
+
+def test_a_short_job_behind_its_fair_share_gets_its_fast_gpu_type() -> None:
+    # (the mixed cluster's 3-minute ncf jobs: put on K80s while one job held every P100, their
+    # finish-time fairness 7 where sia's was 5.4)
+    cluster = Cluster.parse("k80:1x4,v100:1x8")
+    guarded = _mixed_round({})
+    small = guarded.get("small")
+    assert small is not None and cluster.placement_type(small.placement) == "v100"
+    assert guarded.get("big") is not None  # shrunk, not stopped
+    unguarded = _mixed_round({"ftf_threshold": "0"}).get("small")
+    assert unguarded is not None and cluster.placement_type(unguarded.placement) == "k80"
+
+
+def test_the_rank_weight_is_off_on_a_mixed_cluster() -> None:
+    jobs = (_typed("a", 21, "m", progress=100.0, epoch=1),
+            _typed("b", 20, "m", progress=100.0, epoch=1))
+    finished = (_typed("done", 10, "m", progress=1000.0, epoch=10),)
+
+    def values(cluster: str, rank_power: str) -> list[float]:
+        policy = create_policy("corral", {"rank_power": rank_power, "ftf_threshold": "0"})
+        program = policy.program(Snapshot(time_s=600.0, cluster=Cluster.parse(cluster),
+                                          jobs=jobs, previous=Decision({}), completed=finished))
+        return [float(v) for v in program.values[:, 0]]
+
+    assert values("k80:1x1,v100:1x1", "0.5") == pytest.approx(values("k80:1x1,v100:1x1", "0"))
+    assert values("1x1", "0.5") != pytest.approx(values("1x1", "0"))
+
+
+def test_a_finished_job_lends_its_last_rate_to_its_model() -> None:
+    # a job shorter than two rounds is seen between a round and its end only (ncf's 80 s)
+    from corral.policies.corral.rates import Rates
+
+    rates = Rates()
+    a = dataclasses.replace(_job("a", epochs=10, placement=ONE_GPU), run_time_s=30.0,
+                            progress=300.0)
+    rates.observe(60.0, [a], [10.0])
+    rates.job_left("a")
+    end = dataclasses.replace(a, run_time_s=50.0, progress=2300.0)  # 2,000 in 20 s: 10x
+    rates.observe(120.0, [], [], completed=[end])
+    assert rates.factor(_job("b", epochs=10)) == pytest.approx(10.0)
+    moved = Rates()  # its last round moved it: a restart in between, not its rate
+    moved.observe(60.0, [a], [10.0])
+    moved.job_left("a")
+    moved.observe(120.0, [], [], completed=[dataclasses.replace(end, restarts=1)])
+    assert moved.factor(_job("b", epochs=10)) == 1.0

@@ -17,7 +17,11 @@ own measured speedup instead of an assumed k^p); a < 1 (default 0.25) lets the w
 more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). On one
 GPU type each job's summand is also weighted by heSRPT's rank weight (2 r - 1)^b (`rank_power`,
 r its rank by remaining work, 1 the largest): near-equal jobs are set apart by their order, so
-one is finished first where they would otherwise share to the end. The
+one is finished first where they would otherwise share to the end. On several GPU types each
+job's summand is instead weighted by a finish-time-fairness guard (`fairness.py`, Themis-like:
+(rho / `ftf_threshold`)^`ftf_power` for a job whose estimated FTF rho exceeds the threshold),
+so a short job is not put on a type far slower than its fair share's for a large job's next
+larger configuration. The
 second factor is the share of the decision's life a change's pause eats: H (`horizon_s`), or
 less for a job whose placements have stood less so far ((run time + H) / (restarts + 1), its
 mean time between changes with one pseudo-observation of H), so a job changed often pays more
@@ -26,8 +30,8 @@ holds GPUs and is preempted would pay its pause again to resume: `keep_j`, that 
 to every configuration that keeps it running, so a job is preempted or moved only where the
 others gain more than its restart costs. Times come from goodputs in absolute terms (Sia needs
 them only relative), so each job's modelled goodput is scaled by its observed progress rate over
-the modelled one (`rates.Rates`: between rounds at an unchanged placement; its model's for a job
-not yet seen). The same integer program as Sia's is solved
+the modelled one (`rates.Rates`: between rounds at an unchanged placement, and from a finished
+job's last round to its end; its model's for a job not yet seen). The same integer program as Sia's is solved
 (`sia.program.solve`, HiGHS), and the choice placed as Sia places it (`Sia.place`: one GPU type
 per job, consolidated, a job still in the restart its last move started keeps its place).
 
@@ -37,7 +41,8 @@ job without a goodput model (never ran) gets Sia's one-GPU configurations with t
 pauses are `restart_s` for every change and start (checkpoint-restart, Pollux §5.3), or a
 `corral.perf.overheads` profile's start, grow, shrink and cross-host pauses (`mechanism`).
 Every ingredient has an off switch (`remaining_work`, `restart_costs`, `learn_lengths`,
-`declared_lengths`, `calibrate`) for the ablations of `benchmarks/speed/bench_policy.py`.
+`declared_lengths`, `calibrate`, `rank_power` 0, `ftf_threshold` 0) for the ablations of
+`benchmarks/speed/bench_policy.py`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, Promises, Reads, register_policy
 from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.perf.overheads import OVERHEADS, ReshapeOverheads
+from corral.policies.corral.fairness import ftf_estimates, ftf_weights
 from corral.policies.corral.lengths import Lengths
 from corral.policies.corral.rates import Rates
 from corral.policies.gpu_types import model_type
@@ -83,6 +89,12 @@ class CorralParams:
     #: k^(1/2), a smaller b a milder order; it sets near-equal jobs apart where their size
     #: ratio cannot. 0: off
     rank_power: float = 0.25
+    #: finish-time-fairness guard (`fairness.py`): a job whose estimated FTF rho (age plus
+    #: remaining time at its best configuration, over its time alone on a 1/N share) exceeds
+    #: `ftf_threshold` is weighted by (rho / ftf_threshold)^ftf_power, as Themis favours the
+    #: jobs furthest behind their fair share. 0 (either): off
+    ftf_threshold: float = 1.0
+    ftf_power: float = 2.5
     #: the integer program stops within this relative gap of its optimum (HiGHS's default:
     #: 1e-4); the objective's inputs are estimates, and a closer optimum costs rounds at scale
     mip_rel_gap: float = 0.01
@@ -104,6 +116,9 @@ class CorralParams:
             raise ValueError(f"work_power must be in [0, 2], got {self.work_power}")
         if not 0.0 <= self.rank_power <= 2.0:
             raise ValueError(f"rank_power must be in [0, 2], got {self.rank_power}")
+        if not (0.0 <= self.ftf_threshold < float("inf") and 0.0 <= self.ftf_power <= 4.0):
+            raise ValueError(f"need ftf_threshold >= 0 (finite) and ftf_power in [0, 4], got "
+                             f"{self.ftf_threshold} and {self.ftf_power}")
         if not self.horizon_s > 0 or self.restart_s < 0 or not self.unknown_s > 0:
             raise ValueError("need horizon_s > 0, restart_s >= 0 and unknown_s > 0")
         if self.mechanism != CHECKPOINT_RESTART and self.mechanism not in OVERHEADS:
@@ -142,9 +157,10 @@ class CorralPolicy(Policy):
         self._rates = Rates()
         self._overheads: ReshapeOverheads | None = (
             None if prm.mechanism == CHECKPOINT_RESTART else OVERHEADS[prm.mechanism])
-        #: the last program's values and remaining times (tests, benchmarks)
+        #: the last program's values, remaining times and FTF estimates (tests, benchmarks)
         self.last_program: CorralProgram | None = None
         self.last_remaining_s: dict[str, float] = {}
+        self.last_ftf: np.ndarray = np.zeros(0)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         if not snapshot.jobs:
@@ -187,12 +203,17 @@ class CorralPolicy(Policy):
         ref = np.where(has_cur, g[rows, np.maximum(cur, 0)], one)
         m0 = np.array([max(v.spec.init_bsz, 1) for v in snapshot.jobs], dtype=float)
         if prm.calibrate:
-            self._rates.observe(snapshot.time_s, snapshot.jobs, np.where(has_cur, ref / m0, 0.0))
+            self._rates.observe(snapshot.time_s, snapshot.jobs, np.where(has_cur, ref / m0, 0.0),
+                               snapshot.completed)
         work = np.empty(num_jobs)  # seconds of work left at the reference goodput `ref`
+        done = np.zeros(num_jobs)  # seconds of work done at `ref` (the FTF guard's)
         for j, view in enumerate(snapshot.jobs):
             left = self._left(view, snapshot.cluster.gpu_types)
-            if left is not None and ref[j] > 0 and np.isfinite(ref[j]):
-                speed = self._rates.factor(view) if prm.calibrate else 1.0
+            known = ref[j] > 0 and np.isfinite(ref[j])
+            speed = self._rates.factor(view) if prm.calibrate and known else 1.0
+            if known:
+                done[j] = view.progress * m0[j] / (ref[j] * speed)
+            if left is not None and known:
                 work[j] = left * m0[j] / (ref[j] * speed)
             else:  # time, not work: as long again as it ran, at least unknown_s
                 work[j] = (max(view.run_time_s, prm.unknown_s) if prm.remaining_work
@@ -210,8 +231,18 @@ class CorralPolicy(Policy):
             rank[np.argsort(-size, kind="stable")] = np.arange(1, num_jobs + 1)
             rate = rate * (2.0 * rank[:, None] - 1.0) ** prm.rank_power
         self.last_remaining_s = {v.name: float(work[j]) for j, v in enumerate(snapshot.jobs)}
+        pause, resume = self._pauses(configs, cur, has_cur)
+        if not prm.restart_costs:
+            pause, resume = np.zeros_like(pause), np.zeros_like(resume)
+        self.last_ftf = np.zeros(0)
+        if prm.ftf_threshold > 0 and prm.ftf_power > 0 and snapshot.cluster.is_mixed:  # (on
+            # one type a short job's FTF is the round it waits for, which no weight changes;
+            # there the guard made p99 worse)
+            age = np.array([snapshot.time_s - v.spec.submit_time_s for v in snapshot.jobs])
+            self.last_ftf = ftf_estimates(snapshot.cluster, configs, g, age, done, work, ref,
+                                          remaining_s + pause)
+            rate = rate * ftf_weights(self.last_ftf, prm.ftf_threshold, prm.ftf_power)[:, None]
         if prm.restart_costs:
-            pause, resume = self._pauses(configs, cur, has_cur)
             stands = self._stands(snapshot.jobs)
             life = np.minimum(remaining_s + pause, stands[:, None])
             value = rate * np.maximum(0.0, 1.0 - pause / life)

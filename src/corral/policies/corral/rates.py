@@ -7,9 +7,11 @@ other units than the model's M0 (a job whose declared batch is not the M0 its pr
 reported in: the Pollux traces' ncf declares 32,768, its progress counts iterations of 256,
 and without this a 3-minute ncf job looked 50x longer). What the job reports says how far off:
 between two rounds at which it held the same placement (so no restart pause in between), its
-progress per second over the model's goodput / M0 there. `factor` is the median of a job's
-last `KEEP` such ratios, else its model's (the other running jobs of the same application),
-else 1.
+progress per second over the model's goodput / M0 there; and, for a job that finished, the
+same from its last round to its end (its progress and time holding GPUs since then, where that
+round did not move it): a job shorter than two rounds, as most of the traces' ncf jobs, is seen
+only so. `factor` is the median of a job's last `KEEP` such ratios, else its model's (the
+application's jobs, running or finished), else 1.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from corral.core.jobs import JobView, Placement
 
 __all__ = ["Rates"]
 
+#: (time s, progress, placement, modelled progress/s, run time s, restarts) at a round
+_Seen = tuple[float, float, Placement, float, float, int]
+
 #: the ratios kept per job (the latest), and per application
 KEEP = 8
 
@@ -32,8 +37,10 @@ class Rates:
     """Observed over modelled progress rates, per job and per application."""
 
     def __init__(self) -> None:
-        #: per job: (time s, progress, placement, modelled progress/s) at the last round
-        self._last: dict[str, tuple[float, float, Placement, float]] = {}
+        #: per job: (time s, progress, placement, modelled progress/s, run time s, restarts)
+        #: at the last round; and those of the jobs that left since
+        self._last: dict[str, _Seen] = {}
+        self._leaving: dict[str, _Seen] = {}
         self._jobs: dict[str, deque[float]] = {}
         self._apps: dict[str, deque[float]] = {}
         #: the factors, per job and per application, updated as ratios come in
@@ -41,10 +48,21 @@ class Rates:
         self._app_factor: dict[str, float] = {}
 
     def observe(self, now_s: float, jobs: Sequence[JobView],
-                modelled: Sequence[float] | np.ndarray) -> None:
+                modelled: Sequence[float] | np.ndarray, completed: Sequence[JobView] = ()
+                ) -> None:
         """Take this round's views; `modelled[j]` is job j's modelled progress per second on
-        the placement it holds now (0 or not finite: none)."""
-        last: dict[str, tuple[float, float, Placement, float]] = {}
+        the placement it holds now (0 or not finite: none); `completed`, the finished jobs
+        (those that left since the last round are read)."""
+        if self._leaving:
+            for view in completed:
+                was = self._leaving.get(view.name)
+                if (was is not None and view.restarts == was[5]
+                        and view.run_time_s > was[4] and view.progress > was[1]):
+                    speed = (view.progress - was[1]) / (view.run_time_s - was[4])
+                    self._add(self._apps, self._app_factor, view.spec.app,
+                              math.log(speed / was[3]))
+            self._leaving = {}
+        last: dict[str, _Seen] = {}
         for view, rate in zip(jobs, modelled):
             if not view.is_running or not (rate > 0 and math.isfinite(rate)):
                 continue
@@ -56,7 +74,7 @@ class Rates:
                     ratio = math.log(seen / before[3])
                     self._add(self._jobs, self._job_factor, view.name, ratio)
                     self._add(self._apps, self._app_factor, view.spec.app, ratio)
-            last[view.name] = (now_s, view.progress, place, rate)
+            last[view.name] = (now_s, view.progress, place, rate, view.run_time_s, view.restarts)
         self._last = last
 
     @staticmethod
@@ -77,4 +95,6 @@ class Rates:
     def job_left(self, name: str) -> None:
         self._jobs.pop(name, None)
         self._job_factor.pop(name, None)
-        self._last.pop(name, None)
+        seen = self._last.pop(name, None)
+        if seen is not None:
+            self._leaving[name] = seen

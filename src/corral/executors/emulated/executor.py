@@ -569,8 +569,7 @@ class EmulatedExecutor(Executor):
             total_bsz=b.total(k) if b else None, steps=int(sim.steps), epoch=sim.epoch,
             progress=sim.progress, metrics=tuple(sim.metrics),
             estimator=sim.estimator.to_dict(), resumed=j.resumed,
-            first_step_time=(base + j.first_step_s if j.first_step_reported
-                             and j.first_step_s is not None else None))
+            first_step_time=(base + j.first_step_s if _stepped(j, now) else None))
         j.report, j.reported_s, j.reported_epoch = report, now, sim.epoch
         self._news += 1
         if state != "running":
@@ -635,6 +634,13 @@ class EmulatedExecutor(Executor):
         with open(self._files.dir(j.launch.job_id) / "job.log", "a") as f:
             f.write(f"[corral emulated {self._now_s():.1f} s] {text}\n")
 
+
+
+def _stepped(j: _Job, now: float) -> bool:
+    """Has the job's launch made its first step by emulated `now`? Reported once it has, or once
+    `now` is past it: a job that finished (or stopped) between two of the loop's passes, as on
+    a machine that stalls the loop for longer than the job runs, stepped all the same."""
+    return j.first_step_s is not None and (j.first_step_reported or now >= j.first_step_s)
 
 
 def _emulated_when(t_s: float) -> str:

@@ -569,7 +569,8 @@ class EmulatedExecutor(Executor):
             total_bsz=b.total(k) if b else None, steps=int(sim.steps), epoch=sim.epoch,
             progress=sim.progress, metrics=tuple(sim.metrics),
             estimator=sim.estimator.to_dict(), resumed=j.resumed,
-            first_step_time=(base + j.first_step_s if _stepped(j, now) else None))
+            first_step_time=(base + j.first_step_s if j.first_step_s is not None
+                             and _stepped(j, now) else None))
         j.report, j.reported_s, j.reported_epoch = report, now, sim.epoch
         self._news += 1
         if state != "running":
@@ -640,7 +641,7 @@ def _stepped(j: _Job, now: float) -> bool:
     """Has the job's launch made its first step by emulated `now`? Reported once it has, or once
     `now` is past it: a job that finished (or stopped) between two of the loop's passes, as on
     a machine that stalls the loop for longer than the job runs, stepped all the same."""
-    return j.first_step_s is not None and (j.first_step_reported or now >= j.first_step_s)
+    return j.first_step_reported or (j.first_step_s is not None and now >= j.first_step_s)
 
 
 def _emulated_when(t_s: float) -> str:

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corral.core.completed import NewlyCompleted
 from corral.core.jobs import JobView
 
 __all__ = ["Lengths"]
@@ -57,10 +58,7 @@ class Lengths:
         self.use_declared = use_declared
         self.learn = learn
         self._seen: set[str] = set()
-        #: how many of the last round's finished jobs were taken in, and the last of them: the
-        #: engine's and the service's lists only grow, so a round reads only what was added
-        self._taken = 0
-        self._last_taken: JobView | None = None
+        self._completed = NewlyCompleted()  # a round reads only the jobs finished since the last
         self._models: dict[str, _Model] = {}
         #: ln(actual / declared epochs) of finished jobs: count, sum, sum of squares
         self._errs = (0, 0.0, 0.0)
@@ -72,10 +70,7 @@ class Lengths:
 
     def observe(self, completed: Sequence[JobView], active: Sequence[JobView]) -> None:
         """Take in the finished jobs not seen yet, and this round's running jobs."""
-        start = self._taken if (0 < self._taken <= len(completed)
-                                and completed[self._taken - 1] is self._last_taken) else 0
-        self._taken, self._last_taken = len(completed), completed[-1] if completed else None
-        for view in completed[start:]:
+        for view in self._completed.read(completed)[0]:
             if view.name in self._seen:
                 continue
             self._seen.add(view.name)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from corral.core.completed import NewlyCompleted
 from corral.core.jobs import JobView, Placement
 
 __all__ = ["Rates"]
@@ -41,6 +42,7 @@ class Rates:
         #: at the last round; and those of the jobs that left since
         self._last: dict[str, _Seen] = {}
         self._leaving: dict[str, _Seen] = {}
+        self._completed = NewlyCompleted()
         self._jobs: dict[str, deque[float]] = {}
         self._apps: dict[str, deque[float]] = {}
         #: the factors, per job and per application, updated as ratios come in
@@ -52,9 +54,10 @@ class Rates:
                 ) -> None:
         """Take this round's views; `modelled[j]` is job j's modelled progress per second on
         the placement it holds now (0 or not finite: none); `completed`, the finished jobs
-        (those that left since the last round are read)."""
+        (only those added since the last round are read)."""
+        new = self._completed.read(completed)[0]
         if self._leaving:
-            for view in completed:
+            for view in new:
                 was = self._leaving.get(view.name)
                 if (was is not None and view.restarts == was[5]
                         and view.run_time_s > was[4] and view.progress > was[1]):

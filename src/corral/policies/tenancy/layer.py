@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from corral.core.cluster import Cluster, Placement
+from corral.core.completed import NewlyCompleted
 from corral.core.deciding import checked_decision
 from corral.core.jobs import (
     STATUS_PENDING,
@@ -82,9 +83,8 @@ class QueuedPolicy(Policy):
         self._asked: dict[str, _Asked] = {}  # per queue: what its inner policy last decided
         self._parts: dict[str, tuple] = {}  # per queue: its last sub-cluster
         self._last_split: tuple | None = None
-        self._done_seen = 0
+        self._done = NewlyCompleted()
         self._done_grouped: dict[str, list[JobView]] = {}
-        self._done_last: JobView | None = None
         self._leaf_of: dict[str | None, str] = {}  # a job's queue -> the leaf it runs in
         self._stands = -math.inf
         #: Each waiting job's reason from its inner policy when that was last asked: a queue
@@ -432,15 +432,13 @@ class QueuedPolicy(Policy):
     def _completed_by_queue(self, completed: tuple[JobView, ...]) -> dict[str, list[JobView]]:
         """The finished jobs per leaf queue, grown from the last round's where `completed`
         extends it (the engine's list only grows)."""
-        seen, grouped = self._done_seen, self._done_grouped
-        if not (0 < seen <= len(completed) and completed[seen - 1] is self._done_last):
-            seen, grouped = 0, {}
+        new, again = self._done.read(completed)
+        if again:
+            self._done_grouped = {}
         leaf_for = self.queues.leaf_for
-        for v in completed[seen:]:
-            grouped.setdefault(leaf_for(v.spec.queue), []).append(v)
-        self._done_seen, self._done_grouped = len(completed), grouped
-        self._done_last = completed[-1] if completed else None
-        return grouped
+        for v in new:
+            self._done_grouped.setdefault(leaf_for(v.spec.queue), []).append(v)
+        return self._done_grouped
 
     @staticmethod
     def _local_view(view: JobView, placement: Placement | None, local: Mapping[int, int]) -> JobView:

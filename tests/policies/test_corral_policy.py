@@ -217,6 +217,22 @@ def test_of_two_near_equal_jobs_the_one_with_less_left_weighs_by_its_rank() -> N
     assert 3 ** 0.5 < ratio("0.5") < 1.02 * 3 ** 0.5
 
 
+def test_a_job_of_unknown_length_is_not_ranked_by_its_guess() -> None:
+    # no declaration, no finished job of the model: each job's remaining work is a guess (as
+    # much again as it did), which grows as it runs; ranked by it, two such jobs traded places
+    # as their guesses crossed (9 restarts a job on workload 1 without lengths, not 4)
+    def values(epochs: int | None, rank_power: str) -> list[float]:
+        jobs = (_job("a", epochs, progress=200.0, epoch=2), _job("b", epochs, progress=100.0,
+                                                                 epoch=1))
+        policy = create_policy("corral", {"rank_power": rank_power})
+        program = policy.program(Snapshot(time_s=600.0, cluster=Cluster.parse("1x1"), jobs=jobs,
+                                          previous=Decision({}), completed=()))
+        return [float(v) for v in program.values[:, 0]]
+
+    assert values(None, "0.5") == pytest.approx(values(None, "0"))
+    assert values(20, "0.5") != pytest.approx(values(20, "0"))  # declared: ranked
+
+
 def _typed(name: str, epochs: int, app: str, submit: float = 0.0, placement: Placement | None = None,
            step_s: dict[str, float] | None = None, observed: str | None = None, gpus: int = 1,
            **done: float) -> JobView:

@@ -17,7 +17,9 @@ own measured speedup instead of an assumed k^p); a < 1 (default 0.25) lets the w
 more slowly with size, as heSRPT's shares do (they depend on ranks, not size ratios). On one
 GPU type each job's summand is also weighted by heSRPT's rank weight (2 r - 1)^b (`rank_power`,
 r its rank by remaining work, 1 the largest): near-equal jobs are set apart by their order, so
-one is finished first where they would otherwise share to the end. On several GPU types each
+one is finished first where they would otherwise share to the end; a job that ran with no length
+known (its remaining work a guess: as much again as it did) is not ranked, and weighs as the
+largest. On several GPU types each
 job's summand is instead weighted by a finish-time-fairness guard (`fairness.py`, Themis-like:
 (rho / `ftf_threshold`)^`ftf_power` for a job whose estimated FTF rho exceeds the threshold),
 so a short job is not put on a type far slower than its fair share's for a large job's next
@@ -207,8 +209,10 @@ class CorralPolicy(Policy):
                                snapshot.completed)
         work = np.empty(num_jobs)  # seconds of work left at the reference goodput `ref`
         done = np.zeros(num_jobs)  # seconds of work done at `ref` (the FTF guard's)
+        guessed = np.zeros(num_jobs, dtype=bool)  # ran, of a length nothing declares or shows
         for j, view in enumerate(snapshot.jobs):
             left = self._left(view, snapshot.cluster.gpu_types)
+            guessed[j] = left is not None and self._lengths.total_epochs(view) is None
             known = ref[j] > 0 and np.isfinite(ref[j])
             speed = self._rates.factor(view) if prm.calibrate and known else 1.0
             if known:
@@ -227,8 +231,12 @@ class CorralPolicy(Policy):
             rate = rate * size[:, None] ** (1.0 - prm.work_power)
         if prm.rank_power > 0 and not snapshot.cluster.is_mixed:  # (heSRPT's identical
             # servers; on the mixed cluster its ranks made every figure worse)
-            rank = np.empty(num_jobs)
-            rank[np.argsort(-size, kind="stable")] = np.arange(1, num_jobs + 1)
+            # ranked: the jobs whose size is an estimate of work; a job that ran with no
+            # length known is guessed as long again as it ran, guesses that grow and cross as
+            # such jobs run (they churned: 9 restarts a job, not 4): it weighs as the largest
+            rank = np.ones(num_jobs)
+            ranked = np.flatnonzero(~guessed)
+            rank[ranked[np.argsort(-size[ranked], kind="stable")]] = np.arange(1, len(ranked) + 1)
             rate = rate * (2.0 * rank[:, None] - 1.0) ** prm.rank_power
         self.last_remaining_s = {v.name: float(work[j]) for j, v in enumerate(snapshot.jobs)}
         pause, resume = self._pauses(configs, cur, has_cur)

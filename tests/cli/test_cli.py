@@ -179,6 +179,17 @@ def test_resume_takes_the_cells_an_earlier_run_kept(tmp_path, no_png):
         k: v for k, v in summary["policies"]["fifo"]["mean"].items() if k != "wall_s"}
 
 
+def test_no_plots_writes_the_files_and_report_builds_the_page_later(tmp_path, no_png):
+    result = invoke("simulate", "-p", "fifo", "--out", str(tmp_path), "-j", "1", "--no-lp-bound",
+                    "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "summary.json").exists() and (tmp_path / "jobs.csv").exists()
+    assert not list(tmp_path.glob("*.png")) and not (tmp_path / "report.html").exists()
+    drawn = invoke("report", str(tmp_path))
+    assert drawn.exit_code == 0, drawn.output
+    assert "GPUs per job over time" in (tmp_path / "report.html").read_text()
+
+
 def test_resume_needs_out():
     assert_one_line_error(invoke("simulate", "--resume"), "--resume needs --out")
 

@@ -224,6 +224,7 @@ def simulate(
     resume: bool = typer.Option(False, "--resume", help="Take the simulations an earlier run with the same inputs and code kept in OUT/cells (a sweep that stopped part-way) and run only the others.", rich_help_panel=_RUNS),
     columns: str | None = typer.Option(None, metavar="FIELD=COL,...", help="Read the workload CSVs as duration-based traces: which column holds each of submit, gpus, duration (needed), name, model, batch, queue (the job's team), e.g. submit=ts,gpus=n,duration=d (the --format columns of other tools).", rich_help_panel=_INPUTS),
     model_map: str | None = typer.Option(None, metavar="MODEL=MODEL,...", help="Trace model -> catalog model for ITP and duration-based traces: gpt2=bert,vgg16=imagenet (unmapped models unknown to the catalog go by GPU-time class).", rich_help_panel=_INPUTS),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="With --out, also draw jct_cdf.png, gpu_usage.png and report.html (--no-plots: the CSV and JSON files only, seconds sooner; `corral report OUT` builds report.html from them later).", rich_help_panel=_RUNS),
     lp_bound: bool = typer.Option(True, "--lp-bound/--no-lp-bound", help="Compute each workload's LP lower bound on the average JCT and every policy's gap to it (seconds per 160-job workload, minutes for a day of a production trace; above 600 jobs a windowed relaxation of it).", rich_help_panel=_RUNS),
     wide: bool = typer.Option(False, "--wide", help="Every metric column, however wide the table (default: the ones that fit the terminal; --out writes them all to summary.json)."),
     queues: Path | None = typer.Option(None, "--queues", metavar="FILE", help="Teams share the cluster: a TOML file of queues ([queue.NAME] quota, limit (GPUs, or per GPU type: { v100 = 8 }), weight, parent, priority; min_runtime_s, usage_half_life_s). Each policy runs once per queue on the queue's share; jobs take their queue from the trace's tenant column (Philly's virtual cluster, or --columns queue=COL).", rich_help_panel=_INPUTS),
@@ -319,7 +320,8 @@ def simulate(
     for line in findings(summary_document(results, summaries), oracles):
         console.print(line, highlight=False)  # wrapped between words at the terminal's width
     if out is not None:
-        paths = write_outputs(out, results, summaries, queues=per_queue, oracles=oracles)
+        paths = write_outputs(out, results, summaries, plots=plots, queues=per_queue,
+                              oracles=oracles)
         console.print(f"[dim]wrote {', '.join(str(p) for p in paths.values())}[/]")
     rss, child = peak_rss_mib()
     console.print(f"[dim]peak memory (RSS): {rss:,.0f} MiB here"

@@ -169,6 +169,12 @@ class Executor(ABC):
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop every job's workers (checkpointing) and the background work."""
 
+    def refusal(self, cwd: str) -> str | None:
+        """Why a job working in `cwd` could never start here (one line), or None. Asked at
+        submission, so that a job its start would refuse is refused before it waits. Here:
+        none."""
+        return None
+
     def forget(self, job_id: str) -> None:
         """The service recorded the job's end (done, failed or cancelled): let go of what is
         kept of it, so that an executor's memory and its passes over jobs do not grow with the

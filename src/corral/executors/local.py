@@ -47,6 +47,7 @@ from corral.executors.resize import (
     check_mechanism,
 )
 from corral.executors.sandbox import available as sandbox_available
+from corral.executors.sandbox import refusal as sandbox_refusal
 from corral.executors.sandbox import sandboxed
 from corral.executors.slots import SlotPool, detect_gpu_types, detect_gpus
 from corral.protocol.env import ENV_GPU_TYPE, WorkerEnv
@@ -106,6 +107,13 @@ class LocalExecutor(JobTable[_Job]):
                                            timeout_s=early_timeout_s) if early_init else None,
                          inplace=LocalInPlace(self.workers, resize_deadlines or ResizeDeadlines())
                          if self.mechanism == IN_PLACE else None)
+
+    def refusal(self, cwd: str) -> str | None:
+        """Where jobs run in the sandbox: why it could not keep a job working in `cwd` off the
+        data directory (`cwd` holds it or lies in it), as its start would say."""
+        if not self.workers.sandbox:
+            return None
+        return sandbox_refusal(cwd, [], [], [str(self.data_dir)])
 
 
 class LocalWorkers:

@@ -76,6 +76,9 @@ def add_job_routes(app: FastAPI, ctx: ApiContext) -> None:
             if queue is not None:
                 checked = checked.model_copy(update={"queue": queue})
             check_app(checked.app)  # the emulated executor needs a model it knows
+            refused = executor.refusal(checked.cwd)  # as its start would be, but now
+            if refused is not None:
+                raise InputError(refused)
             now = _arrival(sub, loop)
             doc = store.add_job(
                 lambda job_id: LiveJob(job_id, checked, checked.spec(job_id, now)).record())

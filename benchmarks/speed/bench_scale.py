@@ -431,6 +431,16 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   No part is above a third, so the 60 s target (about 2.2x from 132 s) needs at least two of
   the search, the fits and the tables each made several times cheaper; bit-exact, that is
   compiled code with numpy's own exp/log for the fits, or the search's operators fused.
+* Session of 2026-11-30 (`benchmarks/results/bench_scale_day_pollux_c05b0cf.txt`, quiet): the
+  day in 124.3 s (fits 36 %, search 23.5 %, tables 21.7 %). Two result-moving shortcuts were
+  measured and rejected: the fits' tolerances (`_LBFGSB_OPTIONS`) loosened to ftol 1e-10..1e-7
+  cut evaluations from 145 to 80..20 a fit, but on 1 % of 1,015 captured fits the model's
+  prediction off the measured configurations moved by up to 4.4x (the weakly regularised
+  directions settle only at tight tolerances); patience 2 instead of 5 on the day's first six
+  hours cut CPU 22.1 -> 13.5 s but took avg JCT 2,058 -> 3,035 s (jobs grow more slowly). The
+  whole trace under pollux ran at 7.9 % of its jobs in 11 minutes (about 2.3 hours at that
+  rate; `bench_scale_trace_pollux_partial_c05b0cf.txt`), its time the search (49 %) and the
+  tables (30 %): some 130,000 rounds, each searched.
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ shows a broken layer as CI does."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,9 +24,7 @@ def test_import_contracts_are_kept() -> None:
     exe = _lint_imports()
     if exe is None:
         pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
-    src = str(ROOT / "src")  # this checkout's code, whichever corral is installed
-    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "PYTHONPATH": path})
+                          timeout=240, env=checkout_env())  # this checkout's code
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout

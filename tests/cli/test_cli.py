@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import datafiles
 import pytest
+from checkout_env import checkout_env
 from typer.testing import CliRunner
 
 from corral.cli.main import app
@@ -199,13 +199,10 @@ def test_window_needs_a_trace():
 
 
 def test_python_dash_m_corral_is_the_command() -> None:
-    import os
     import subprocess
     import sys
 
-    src = str(Path(__file__).resolve().parents[2] / "src")  # this checkout's corral
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    env = checkout_env()  # this checkout's corral
     done = subprocess.run([sys.executable, "-m", "corral", "policies"], capture_output=True,
                           text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -1,14 +1,13 @@
 """report.html, the files it is rebuilt from, `corral report DIR`, and the findings in words."""
 
 import base64
-import os
 import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from corral.core.errors import InputError
 from corral.report import write_outputs
@@ -17,11 +16,6 @@ from corral.report.html import write_html_report
 from corral.report.readback import read_outputs
 from corral.sim.analysis.metrics import job_ftf
 from corral.sim.loop.results import JobRecord, SimResult
-
-#: `corral report` in a subprocess runs this checkout's code, whichever corral is installed
-_SRC = str(Path(__file__).resolve().parents[2] / "src")
-_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
-    p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)}
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -93,7 +87,7 @@ def test_corral_report_rebuilds_from_summary_and_jobs_alone(folder):
     for name in ("report.html", "gpu_timeline.csv", "allocations.csv", "jct_cdf.png"):
         (out / name).unlink()
     done = subprocess.run([sys.executable, "-c", "from corral.cli.main import app; app()",
-                           "report", str(out)], capture_output=True, text=True, timeout=120, env=_ENV)
+                           "report", str(out)], capture_output=True, text=True, timeout=120, env=checkout_env())
     assert done.returncode == 0, done.stderr
     page = (out / "report.html").read_text()
     assert "gpu_timeline.csv is not in this folder" in page
@@ -106,7 +100,7 @@ def test_report_of_a_folder_without_results_is_one_line(tmp_path):
     with pytest.raises(InputError, match="summary.json"):
         write_html_report(tmp_path)
     done = subprocess.run([sys.executable, "-c", "from corral.cli.main import app; app()",
-                           "report", str(tmp_path)], capture_output=True, text=True, timeout=120, env=_ENV)
+                           "report", str(tmp_path)], capture_output=True, text=True, timeout=120, env=checkout_env())
     assert done.returncode == 2 and "summary.json" in done.stderr
     assert "Traceback" not in done.stderr
 

@@ -562,6 +562,7 @@ class EmulatedExecutor(Executor):
         b = sim.batch
         k = sim.placement.num_gpus or j.world
         base = self.clock.start
+        first_step = _first_step_by(j, now)
         report = Report(
             time=base + now, state=state, launch=j.launch.config.launch + j.launches - 1,
             world_size=k, num_nodes=sim.placement.num_nodes or 1, device="emulated",
@@ -569,8 +570,7 @@ class EmulatedExecutor(Executor):
             total_bsz=b.total(k) if b else None, steps=int(sim.steps), epoch=sim.epoch,
             progress=sim.progress, metrics=tuple(sim.metrics),
             estimator=sim.estimator.to_dict(), resumed=j.resumed,
-            first_step_time=(base + j.first_step_s if j.first_step_s is not None
-                             and _stepped(j, now) else None))
+            first_step_time=None if first_step is None else base + first_step)
         j.report, j.reported_s, j.reported_epoch = report, now, sim.epoch
         self._news += 1
         if state != "running":
@@ -637,11 +637,14 @@ class EmulatedExecutor(Executor):
 
 
 
-def _stepped(j: _Job, now: float) -> bool:
-    """Has the job's launch made its first step by emulated `now`? Reported once it has, or once
-    `now` is past it: a job that finished (or stopped) between two of the loop's passes, as on
-    a machine that stalls the loop for longer than the job runs, stepped all the same."""
-    return j.first_step_reported or (j.first_step_s is not None and now >= j.first_step_s)
+def _first_step_by(j: _Job, now: float) -> float | None:
+    """When the job's launch made its first step (emulated s), if it has by `now`: reported once
+    it has, or `now` is past it (a job that finished or stopped between two of the loop's
+    passes, as on a machine that stalls the loop for longer than the job runs, stepped all the
+    same); None before."""
+    if j.first_step_s is None or not (j.first_step_reported or now >= j.first_step_s):
+        return None
+    return j.first_step_s
 
 
 def _emulated_when(t_s: float) -> str:

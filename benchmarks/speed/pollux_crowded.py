@@ -4,10 +4,11 @@ On Philly's busiest 8 hours with proportional queues (`bench_queues.py --window 
 layer's `start_waiting` off, as then), pollux in the burst queue b436b2 at 6.88 h had 201 jobs
 on a 290-GPU share and placed 134 of them on 157 GPUs. This script replays such a round: it
 runs the same simulation until the first round at or after `--at-h` hours in which an inner
-pollux sees at least `--min-jobs` jobs (the run stops there; the share's size is printed), keeps
-that round's snapshot and a copy of the inner policy as it stood, then decides the round again, warm (the policy as it was: what the run
-decided) and cold (a fresh policy), each also with `fill_idle` switched off (the search's own
-best, as before issue 45), and prints per decision the jobs placed, GPUs held, GPUs idle,
+pollux sees at least `--min-jobs` jobs (the run stops there; the share's size is printed),
+keeps that round's snapshot and a copy of the inner policy as it stood, then decides the round
+again, warm (the policy as it was: what the run decided) and cold (a fresh policy), each three
+ways: the search's own best (as before issue 45), with `fill_idle`, and with `fill_idle` then
+`grow_idle` (the default), and prints per decision the jobs placed, GPUs held, GPUs idle,
 waiting jobs that fit the idle GPUs, running jobs dropped, and the fitness (Eq. 14).
 The simulation to that round takes about two minutes.
 
@@ -106,7 +107,8 @@ def describe(label: str, snapshot: Snapshot, policy: Pollux, decision: Decision,
     return (f"{label:>30s}: {len(placed):3d} of {len(snapshot.jobs)} jobs placed on {held} GPUs, "
             f"{idle} idle, {fits} waiting jobs fit the idle GPUs, {dropped} of {len(running)} "
             f"running dropped, fitness {fit:.5f}, {seconds:.2f} s, "
-            f"{policy.last_generations} generations, {policy.last_filled} placed by fill_idle")
+            f"{policy.last_generations} generations, {policy.last_filled} placed by fill_idle, "
+            f"{policy.last_grown} grown by grow_idle")
 
 
 def left_out(snapshot: Snapshot, policy: Pollux, decision: Decision) -> list[str]:
@@ -163,29 +165,31 @@ def main() -> None:
              lambda: Pollux(dataclasses.replace(policy.params, generations=args.generations,
                                                 patience=0)))]
     for label, make in runs:
-        for fill in (False, True):
+        for fill, grow, steps in ((False, False, "search alone"), (True, False, "fill"),
+                                  (True, True, "fill, grow")):
             p = make()
             assert isinstance(p, Pollux)
             t = time.perf_counter()
-            with _fill(fill):
+            with _steps(fill, grow):
                 decision = p.decide(snapshot)
-            print(describe(f"{label}, {'with' if fill else 'no'} fill", snapshot, p, decision,
-                           time.perf_counter() - t))
+            print(describe(f"{label}, {steps}", snapshot, p, decision, time.perf_counter() - t))
             if fill:
                 for line in left_out(snapshot, p, decision):
                     print(f"{'':>32s}{line}")
 
 
 @contextlib.contextmanager
-def _fill(on: bool):
-    """`fill_idle` as it is (on) or switched off (the search's best alone)."""
-    kept = policy_module.fill_idle
-    if not on:
+def _steps(fill: bool, grow: bool):
+    """`fill_idle` and `grow_idle` as they are (on) or switched off (off: the search's best)."""
+    kept = policy_module.fill_idle, policy_module.grow_idle
+    if not fill:
         policy_module.fill_idle = lambda *args, **kw: []
+    if not grow:
+        policy_module.grow_idle = lambda *args, **kw: {}
     try:
         yield
     finally:
-        policy_module.fill_idle = kept
+        policy_module.fill_idle, policy_module.grow_idle = kept
 
 
 if __name__ == "__main__":

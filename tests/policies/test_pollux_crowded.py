@@ -1,6 +1,6 @@
 """Pollux on crowded clusters (issue 45): waiting jobs take the GPUs the search leaves idle where
-the objective gains (`fill_idle`), and rounds in which no job can gain are not searched
-(`settled`)."""
+the objective gains (`fill_idle`), running one-node jobs grow into them (`grow_idle`), and rounds
+in which no job can gain are not searched (`settled`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from corral.core.jobs import Assignment, Decision, JobStatus, JobView, Snapshot
 from corral.perf.estimator import JobEstimator
 from corral.policies import create_policy
 from corral.policies.pollux.fill import fill_idle
+from corral.policies.pollux.grow import grow_idle
 from corral.policies.pollux.policy import MAX_NODES_PER_JOB, Pollux
 from corral.policies.pollux.search import (
     AllocationProblem,
@@ -105,6 +106,85 @@ def test_nothing_to_fill_on_a_full_cluster_or_without_waiting_jobs():
     assert fill_idle(problem, *_entries([[2], [0]])) == []
     problem = _problem([4], base=[[2]], penalty=[0.5])
     assert fill_idle(problem, *_entries([[2]])) == []
+
+
+# ------------------------------------------------------------------------------ grow_idle
+
+def _grown(alloc, grown) -> np.ndarray:
+    out = np.array(alloc, dtype=np.int64)
+    for j, slots in grown.items():
+        out[j] = 0
+        for node, gpus in slots:
+            out[j, node] = gpus
+    return out
+
+
+def test_a_running_job_grows_into_its_nodes_idle_gpus_up_to_its_cap():
+    # job 0 runs on 1 of node 0's 4 GPUs, capped at 3; job 1 holds node 1
+    problem = _problem([4, 4], base=[[1, 0], [0, 4]], penalty=[0.9, 0.9], max_gpus=[3, 8])
+    alloc = [[1, 0], [0, 4]]
+    grown = grow_idle(problem, *_entries(alloc))
+    assert grown == {0: ((0, 3),)}
+    assert _fitness(problem, _grown(alloc, grown)) > _fitness(problem, np.array(alloc))
+
+
+def test_a_job_on_a_full_node_moves_to_the_fullest_node_with_room():
+    # node 0 is full (jobs 0 and 1); node 1 has 2 GPUs free, node 2 all 4: job 0 (first in
+    # priority) moves where its 2 GPUs leave the big hole, then job 1 takes node 0's freed GPU
+    problem = _problem([2, 4, 4], base=[[1, 0, 0], [1, 0, 0], [0, 2, 0]],
+                       penalty=[0.9, 0.9, 0.9], max_gpus=[2, 2, 2])
+    alloc = [[1, 0, 0], [1, 0, 0], [0, 2, 0]]
+    grown = grow_idle(problem, *_entries(alloc))
+    assert grown == {0: ((1, 2),), 1: ((0, 2),)}
+    assert _fitness(problem, _grown(alloc, grown)) > _fitness(problem, np.array(alloc))
+
+
+def test_a_growth_that_does_not_repay_its_restart_is_not_made():
+    # speedup 1/2 -> 1 on 1 -> 2 GPUs: worth it at REALLOC_FACTOR 0.9, not at 0.4
+    alloc = [[1, 0]]
+    assert grow_idle(_problem([4, 4], base=alloc, penalty=[0.9], max_gpus=[2]),
+                     *_entries(alloc)) == {0: ((0, 2),)}
+    lossy = _problem([4, 4], base=alloc, penalty=[0.4], max_gpus=[2])
+    assert grow_idle(lossy, *_entries(alloc)) == {}
+    assert _fitness(lossy, np.array([[2, 0]])) < _fitness(lossy, np.array(alloc))
+
+
+def test_a_job_past_one_node_spreads_over_empty_nodes_largest_first():
+    # node 0 holds job 0 (1 GPU, cap 7) and job 1; nodes 1-3 are empty (2, 4 and 4 GPUs):
+    # 7 GPUs need two of them, the 4-GPU ones; with max_nodes 1 it grows on one node only
+    problem = _problem([4, 2, 4, 4], base=[[1, 0, 0, 0], [3, 0, 0, 0]], penalty=[0.9, 0.9],
+                       max_gpus=[7, 3])
+    alloc = [[1, 0, 0, 0], [3, 0, 0, 0]]
+    grown = grow_idle(problem, *_entries(alloc), max_nodes=16)
+    assert grown[0] == ((2, 4), (3, 3))
+    assert _fitness(problem, _grown(alloc, grown)) > _fitness(problem, np.array(alloc))
+    assert grow_idle(problem, *_entries(alloc))[0] == ((2, 4),)
+
+
+def test_jobs_at_their_cap_or_on_several_nodes_or_on_a_full_cluster_stay():
+    assert grow_idle(_problem([4], base=[[2]], penalty=[0.9], max_gpus=[2]),
+                     *_entries([[2]])) == {}
+    spread = [[1, 1]]
+    assert grow_idle(_problem([4, 4], base=spread, penalty=[0.9]), *_entries(spread)) == {}
+    full = [[2, 0], [0, 2]]
+    assert grow_idle(_problem([2, 2], base=full, penalty=[0.9, 0.9]), *_entries(full)) == {}
+
+
+def test_a_big_cluster_of_one_gpu_jobs_grows_where_the_search_alone_does_not():
+    # 160 jobs that ran on one GPU each (cap 2: twice the most observed), 4 to a node of 8 on
+    # 80 nodes: the search's mutations evict dozens of jobs per offspring and keep the current
+    # allocation; growing each job in place raises every term
+    views = [_view(_spec(f"j{i}"), Placement.of({i // 4: 1}),
+                   estimator=_estimator({(1, 1): 0.0}), attained=60.0 + i) for i in range(160)]
+    snapshot = Snapshot(time_s=3600.0, cluster=Cluster.parse("80x8"), jobs=tuple(views),
+                        previous=Decision({}))
+    alone = create_policy("pollux", {"grow_idle_gpus": "false"})
+    _, held_alone = _held(alone.decide(snapshot))
+    policy = create_policy("pollux")
+    assert isinstance(policy, Pollux)
+    placed, held = _held(policy.decide(snapshot))
+    assert held_alone < 170 and placed == 160
+    assert held == 320 and policy.last_grown == 160
 
 
 # ------------------------------------------------------------------- a crowded round
@@ -218,16 +298,46 @@ def test_a_round_in_which_no_job_can_gain_is_not_searched():
     assert small.rounds_settled == 0 and small.last_generations > 0
 
 
-def test_a_waiting_job_or_one_that_could_grow_is_searched():
+def test_a_waiting_job_or_one_that_could_grow_only_on_others_gpus_is_searched():
     waiting = [_capped("a", 0, 2), _view(_spec("w"))]
-    growing = [_capped("a", 0, 2), _view(_spec("g"), Placement.of({1: 1}),
-                                         estimator=_estimator({(1, 1): 0.0}), attained=60.0)]
-    for views in (waiting, growing):
+    # every node full: g (1 GPU, cap 2) could grow only on a's GPUs
+    full = [_capped("a", 0, 3), _view(_spec("g"), Placement.of({0: 1}), attained=60.0,
+                                      estimator=_estimator({(1, 1): 0.0}))]
+    full += [_capped(f"c{n}", n, 4) for n in range(1, 80)]
+    for views in (waiting, full):
         snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
                             previous=Decision({}))
         policy = create_policy("pollux")
         policy.decide(snapshot)
         assert policy.rounds_settled == 0 and policy.last_generations > 0
+
+
+def test_a_round_settled_by_growing_on_idle_gpus_is_not_searched():
+    # g ran on 1 GPU (cap 2): growing it in place gives it its best term, and a then holds
+    # its best too, so no allocation is better: g grows, nothing is drawn
+    views = [_capped("a", 0, 2), _view(_spec("g"), Placement.of({1: 1}), attained=60.0,
+                                       estimator=_estimator({(1, 1): 0.0}))]
+    snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
+                        previous=Decision({}))
+    policy = create_policy("pollux")
+    assert isinstance(policy, Pollux)
+    state = policy._rng.bit_generator.state
+    decision = policy.decide(snapshot)
+    assert policy.rounds_settled == 1 and policy.last_grown == 1
+    assert policy._rng.bit_generator.state == state
+    assert decision.get("g").placement == Placement.of({1: 2})
+    assert decision.get("a").placement == views[0].placement
+    # with growth off, the same round is searched
+    off = create_policy("pollux", {"grow_idle_gpus": "false"})
+    off.decide(snapshot)
+    assert off.rounds_settled == 0 and off.last_generations > 0
+    # g ran on 1 and 4 GPUs: capped at 8, two of BIG's 4-GPU nodes; it spreads over two
+    # empty ones (the largest, lowest-numbered), and the round is settled again
+    views[1] = _view(_spec("g"), Placement.of({1: 1}), attained=60.0,
+                     estimator=_estimator({(1, 1): 0.0, (1, 4): 0.002}))
+    policy = create_policy("pollux")
+    decision = policy.decide(dataclasses.replace(snapshot, jobs=tuple(views)))
+    assert policy.rounds_settled == 1 and decision.get("g").placement == Placement.of({2: 4, 3: 4})
 
 
 def test_a_job_beyond_its_caps_or_sharing_nodes_is_searched():

@@ -71,7 +71,8 @@ def _view(name: str, placement: Placement | None) -> JobView:
 
 def test_pollux_on_a_large_cluster_places_on_real_nodes_and_keeps_far_away_jobs():
     cluster = Cluster.parse("128x4")
-    pol = create_policy("pollux", {"generations": "0"})  # the current allocation wins
+    # the search's own answer (no growth after it): the current allocation wins
+    pol = create_policy("pollux", {"generations": "0", "grow_idle_gpus": "false"})
     far = Placement(((120, 2),))
     views = (_view("far", far), _view("new", None))
     decision = pol.decide(Snapshot(time_s=600.0, cluster=cluster, jobs=views,

@@ -9,7 +9,8 @@ share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twi
 observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
 clusters searched in part (`pollux_nodes`) by a smaller population (`search_population`);
 patience grows with time (`search_patience`); jobs the search leaves out take its idle GPUs
-where the fitness gains (`fill_idle`); a round in which no job can gain is not searched
+where the fitness gains (`fill_idle`), and on large clusters one-node jobs then grow into them
+(`grow_idle`); a round whose current allocation, grown so, no search could beat is not searched
 (`settled`).
 """
 
@@ -26,6 +27,7 @@ from corral.core.jobs import Assignment, Decision, JobView, Snapshot
 from corral.core.policy import Policy, register_policy
 from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.policies.pollux.fill import fill_idle
+from corral.policies.pollux.grow import Slots, grow_idle
 from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
 from corral.policies.pollux.search import (
     AllocationProblem,
@@ -60,6 +62,9 @@ class PolluxParams:
     #: jobs the search left out take its idle GPUs where the fitness gains (`fill_idle`); off:
     #: the search's best as it is (fewer jobs on more GPUs each: lower average JCT on bursts)
     fill_idle_gpus: bool = True
+    #: on clusters above `SEARCH_ALL_NODES_UP_TO` nodes, one-node jobs then grow into idle GPUs
+    #: where the fitness gains (`grow_idle`); off: the search's (and fill's) counts as they are
+    grow_idle_gpus: bool = True
     #: most individuals on clusters above `SEARCH_ALL_NODES_UP_TO` nodes (`search_population`);
     #: 0: `population` there too (the artifact's search)
     large_population: int = 32
@@ -154,9 +159,11 @@ class Pollux(Policy):
         self._last: tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None = None
         self._searched = np.arange(0)  # the nodes the last search spanned (`pollux_nodes`)
         self._last_search_s: float | None = None  # when the population in _last was searched
-        #: Generations the last search ran, and jobs `fill_idle` placed after it (benchmarks).
+        #: Generations the last search ran, jobs `fill_idle` placed and `grow_idle` grew after it
+        #: (benchmarks).
         self.last_generations = 0
         self.last_filled = 0
+        self.last_grown = 0
         #: Rounds not searched: no job could gain from any change (`settled`).
         self.rounds_settled = 0
 
@@ -173,10 +180,17 @@ class Pollux(Policy):
             self._last = self._last_search_s = None
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
-        if (snapshot.cluster.num_nodes > SEARCH_ALL_NODES_UP_TO  # small: the artifact's draws
-                and settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance)):
-            self.rounds_settled += 1  # nothing can gain: the current allocation is the best
-            return Decision({v.name: Assignment(v.placement) for v in jobs})
+        large = snapshot.cluster.num_nodes > SEARCH_ALL_NODES_UP_TO  # small: the artifact's draws
+        if large:
+            held = np.nonzero(problem.base)  # by job, then node
+            now = (held[0], held[1], problem.base[held])
+            grown = self._grow(problem, *now)
+            if settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance,
+                       _with_growth(problem.base, grown)):
+                self.rounds_settled += 1  # no allocation is better: nothing to search
+                self.last_filled, self.last_grown = 0, len(grown)
+                return self._decision(snapshot, jobs, problem, np.arange(len(problem.node_gpus)),
+                                      *now, grown)
         names = tuple(v.name for v in jobs)
         settings = replace(self.settings, patience=search_patience(
             self.params.patience, self._since_last_search(names, snapshot.time_s),
@@ -190,6 +204,7 @@ class Pollux(Policy):
         nodes = search_nodes(problem.node_gpus, problem.base, problem.max_gpus, seeded)
         if seeds is not None:
             seeds = move_columns(seeds, self._searched, nodes, problem.node_gpus, len(jobs))
+        whole = problem
         if len(nodes) < len(problem.node_gpus):
             problem = replace(problem, node_gpus=problem.node_gpus[nodes],
                               base=problem.base[:, nodes])
@@ -203,16 +218,35 @@ class Pollux(Policy):
         added = (fill_idle(problem, job_ids, node_ids, gpu_counts, settings.avoid_interference)
                  if self.params.fill_idle_gpus else [])
         self.last_filled = len({j for j, _, _ in added})
-        cells = list(zip(job_ids.tolist(), nodes[node_ids].tolist(), gpu_counts.tolist()))
         if added:  # by job, then node, as `entries`
-            cells = sorted(cells + [(j, int(nodes[n]), g) for j, n, g in added])
+            job_ids, node_ids, gpu_counts = (np.array(c, dtype=np.int64) for c in zip(*sorted(
+                [*zip(job_ids.tolist(), node_ids.tolist(), gpu_counts.tolist()), *added])))
+        grown = self._grow(problem, job_ids, node_ids, gpu_counts) if large else {}
+        self.last_grown = len(grown)
+        return self._decision(snapshot, jobs, whole, nodes, job_ids, node_ids, gpu_counts, grown)
+
+    def _grow(self, problem: AllocationProblem, job_ids: np.ndarray, node_ids: np.ndarray,
+              gpu_counts: np.ndarray) -> dict[int, Slots]:
+        """`grow_idle` of an allocation's entries, where `grow_idle_gpus` is on."""
+        if not self.params.grow_idle_gpus:
+            return {}
+        return grow_idle(problem, job_ids, node_ids, gpu_counts, MAX_NODES_PER_JOB)
+
+    def _decision(self, snapshot: Snapshot, jobs: list[JobView], problem: AllocationProblem,
+                  nodes: np.ndarray, job_ids: np.ndarray, node_ids: np.ndarray,
+                  gpu_counts: np.ndarray, grown: dict[int, Slots]) -> Decision:
+        """The round's decision from (job, node, GPUs) entries over the nodes `nodes` (indices
+        into the cluster's), with `grow_idle`'s growth applied, and why each job waits or
+        shrinks."""
         per_job: dict[int, list[tuple[int, int]]] = {}
-        for j, node, gpus in cells:
-            per_job.setdefault(j, []).append((node, gpus))
+        for j, n, g in zip(job_ids.tolist(), node_ids.tolist(), gpu_counts.tolist()):
+            per_job.setdefault(j, []).append((int(nodes[n]), g))
+        for j, new in grown.items():
+            per_job[j] = [(int(nodes[n]), g) for n, g in new]
         out = {}
-        for j, slots in per_job.items():
+        for j, cells in per_job.items():
             view = jobs[j]
-            placement = Placement(tuple(slots))
+            placement = Placement(tuple(cells))
             out[view.name] = Assignment(view.placement if placement == view.placement
                                         else placement)
         return Decision(out, waiting_reasons(
@@ -263,6 +297,18 @@ class Pollux(Policy):
             penalty=np.array([realloc_factor(now_s - v.spec.submit_time_s, v.relaunches, delay)
                               for v in jobs]),
             p=float(self.params.p))
+
+
+def _with_growth(alloc: np.ndarray, grown: dict[int, Slots]) -> np.ndarray:
+    """A (jobs, nodes) allocation with `grow_idle`'s `{job: (node, GPUs) pairs}` applied."""
+    if not grown:
+        return alloc
+    out = alloc.copy()
+    for j, slots in grown.items():
+        out[j] = 0
+        for node, gpus in slots:
+            out[j, node] = gpus
+    return out
 
 
 def _current_allocation(jobs: list[JobView], num_nodes: int) -> np.ndarray:

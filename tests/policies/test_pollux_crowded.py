@@ -272,7 +272,7 @@ def _capped(name: str, node: int, gpus: int) -> JobView:
                  estimator=_estimator({(1, 1): 0.0, (1, gpus): 0.002}), attained=50.0)
 
 
-BIG = "80x4"  # above SEARCH_ALL_NODES_UP_TO: smaller clusters are searched draw for draw
+BIG = "80x4"  # above ARTIFACT_NODES: smaller clusters are searched draw for draw
 
 
 def test_a_round_in_which_no_job_can_gain_is_not_searched():

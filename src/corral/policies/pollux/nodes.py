@@ -14,10 +14,15 @@ from typing import cast
 
 import numpy as np
 
-__all__ = ["SEARCH_ALL_NODES_UP_TO", "search_nodes", "move_columns"]
+__all__ = ["ARTIFACT_NODES", "SEARCH_ALL_NODES_UP_TO", "search_nodes", "move_columns"]
 
 #: Clusters of at most this many nodes are searched whole (the artifact's search, unchanged).
 SEARCH_ALL_NODES_UP_TO = 64
+
+#: Clusters of at most this many nodes (the artifact's testbed: the stored reference figures)
+#: are decided by the search alone, draw for draw; above it, jobs grow into idle GPUs
+#: (`grow_idle`) and rounds no search could improve are not searched (`settled`).
+ARTIFACT_NODES = 16
 
 
 def search_nodes(node_gpus: np.ndarray, base: np.ndarray, max_gpus: np.ndarray,

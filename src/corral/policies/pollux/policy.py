@@ -28,7 +28,12 @@ from corral.core.policy import Policy, register_policy
 from corral.core.reasons import shrink_reasons, waiting_reasons
 from corral.policies.pollux.fill import fill_idle
 from corral.policies.pollux.grow import Slots, grow_idle
-from corral.policies.pollux.nodes import SEARCH_ALL_NODES_UP_TO, move_columns, search_nodes
+from corral.policies.pollux.nodes import (
+    ARTIFACT_NODES,
+    SEARCH_ALL_NODES_UP_TO,
+    move_columns,
+    search_nodes,
+)
 from corral.policies.pollux.search import (
     AllocationProblem,
     SearchSettings,
@@ -62,7 +67,7 @@ class PolluxParams:
     #: jobs the search left out take its idle GPUs where the fitness gains (`fill_idle`); off:
     #: the search's best as it is (fewer jobs on more GPUs each: lower average JCT on bursts)
     fill_idle_gpus: bool = True
-    #: on clusters above `SEARCH_ALL_NODES_UP_TO` nodes, one-node jobs then grow into idle GPUs
+    #: on clusters above `ARTIFACT_NODES` nodes, one-node jobs then grow into idle GPUs
     #: where the fitness gains (`grow_idle`); off: the search's (and fill's) counts as they are
     grow_idle_gpus: bool = True
     #: most individuals on clusters above `SEARCH_ALL_NODES_UP_TO` nodes (`search_population`);
@@ -180,7 +185,7 @@ class Pollux(Policy):
             self._last = self._last_search_s = None
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
-        large = snapshot.cluster.num_nodes > SEARCH_ALL_NODES_UP_TO  # small: the artifact's draws
+        large = snapshot.cluster.num_nodes > ARTIFACT_NODES  # small: the artifact's draws
         if large:
             held = np.nonzero(problem.base)  # by job, then node
             now = (held[0], held[1], problem.base[held])

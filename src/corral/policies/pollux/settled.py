@@ -11,8 +11,8 @@ current allocation (an idle cluster with nothing waiting and no job whose goodpu
 and for it with `grow_idle`'s growth applied (jobs that reach their best on idle GPUs alone), and
 the round's answer is known without drawing anything. The check reads every job's speedup table
 once: linear in the jobs, not in the cluster. Taken on clusters of more than
-`SEARCH_ALL_NODES_UP_TO` nodes only: a round not searched draws nothing, so every later draw
-would move, and on the artifact's 16-node clusters the search runs draw for draw as before (the
+`ARTIFACT_NODES` nodes only: a round not searched draws nothing, so every later draw would
+move, and on the artifact's 16-node clusters the search runs draw for draw as before (the
 stored reference figures).
 """
 

@@ -275,15 +275,22 @@ def _capped(name: str, node: int, gpus: int) -> JobView:
 BIG = "80x4"  # above ARTIFACT_NODES: smaller clusters are searched draw for draw
 
 
-def test_a_round_in_which_no_job_can_gain_is_not_searched():
-    views = [_capped("a", 0, 2), _capped("b", 1, 2)]  # nearly all the cluster idle
+def _unsearched(views: list[JobView]) -> tuple[Pollux, Snapshot, Decision]:
+    """A fresh pollux's decision of a round of `views` on BIG, checked not searched (settled,
+    and nothing drawn)."""
     snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
                         previous=Decision({}))
     policy = create_policy("pollux")
     assert isinstance(policy, Pollux)
     state = policy._rng.bit_generator.state
     decision = policy.decide(snapshot)
-    assert policy.rounds_settled == 1 and policy._rng.bit_generator.state == state  # no draws
+    assert policy.rounds_settled == 1 and policy._rng.bit_generator.state == state
+    return policy, snapshot, decision
+
+
+def test_a_round_in_which_no_job_can_gain_is_not_searched():
+    views = [_capped("a", 0, 2), _capped("b", 1, 2)]  # nearly all the cluster idle
+    policy, snapshot, decision = _unsearched(views)
     assert {n: a.placement for n, a in decision.assignments.items()} == {
         v.name: v.placement for v in views}
     # what a search would return: the current allocation
@@ -317,14 +324,8 @@ def test_a_round_settled_by_growing_on_idle_gpus_is_not_searched():
     # its best too, so no allocation is better: g grows, nothing is drawn
     views = [_capped("a", 0, 2), _view(_spec("g"), Placement.of({1: 1}), attained=60.0,
                                        estimator=_estimator({(1, 1): 0.0}))]
-    snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
-                        previous=Decision({}))
-    policy = create_policy("pollux")
-    assert isinstance(policy, Pollux)
-    state = policy._rng.bit_generator.state
-    decision = policy.decide(snapshot)
-    assert policy.rounds_settled == 1 and policy.last_grown == 1
-    assert policy._rng.bit_generator.state == state
+    policy, snapshot, decision = _unsearched(views)
+    assert policy.last_grown == 1
     assert decision.get("g").placement == Placement.of({1: 2})
     assert decision.get("a").placement == views[0].placement
     # with growth off, the same round is searched
@@ -335,9 +336,8 @@ def test_a_round_settled_by_growing_on_idle_gpus_is_not_searched():
     # empty ones (the largest, lowest-numbered), and the round is settled again
     views[1] = _view(_spec("g"), Placement.of({1: 1}), attained=60.0,
                      estimator=_estimator({(1, 1): 0.0, (1, 4): 0.002}))
-    policy = create_policy("pollux")
-    decision = policy.decide(dataclasses.replace(snapshot, jobs=tuple(views)))
-    assert policy.rounds_settled == 1 and decision.get("g").placement == Placement.of({2: 4, 3: 4})
+    _, _, decision = _unsearched(views)
+    assert decision.get("g").placement == Placement.of({2: 4, 3: 4})
 
 
 def test_a_job_beyond_its_caps_or_sharing_nodes_is_searched():

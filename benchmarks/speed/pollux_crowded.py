@@ -16,12 +16,15 @@ Run (from the repository root, shared data beside it)::
 
     python benchmarks/speed/pollux_crowded.py
 
-Last run (2026-11-29, at 3c19715, loaded 2-core machine; benchmarks/results/
-pollux_crowded_3c19715.txt): the burst queue's round at 6.88 h, 192 jobs on a 355-GPU share
-(88 nodes). The search alone placed 133 jobs on 179 GPUs (176 idle, 59 waiting jobs fitting
-them; 300 generations: 145 on 196, dropping 33 running jobs); with `fill_idle`, 190 jobs on
-236 GPUs, none dropped, fitness 0.0032 -> 0.0445. The two jobs left out were submitted that
-instant (REALLOC_FACTOR 0: placing them leaves the fitness as it is).
+Last run (2026-11-30, at 47aee06, beside another benchmark; benchmarks/results/
+pollux_crowded_47aee06.txt): with growth in the run, the burst queue's round at 6.88 h is 192
+jobs on a 553-GPU share (107 nodes). Warm: the search alone placed 138 jobs on 272 GPUs (281
+idle, 54 waiting jobs fitting them, 25 running jobs dropped); with `fill_idle`, 191 on 367
+(fitness 0.0034 -> 0.0320); with `grow_idle` too, 191 on 466, 87 idle, none dropped, fitness
+0.0329. The job left out was submitted that instant (REALLOC_FACTOR 0: placing it leaves the
+fitness as it is); the idle GPUs left are beyond the running jobs' caps. The run before it
+(2026-11-29, 3c19715, fill only: pollux_crowded_3c19715.txt): 355 GPUs on 88 nodes, the
+search alone 133 jobs on 179 GPUs, with fill 190 on 236.
 """
 
 from __future__ import annotations

@@ -305,18 +305,27 @@ def test_a_round_in_which_no_job_can_gain_is_not_searched():
     assert small.rounds_settled == 0 and small.last_generations > 0
 
 
-def test_a_waiting_job_or_one_that_could_grow_only_on_others_gpus_is_searched():
-    waiting = [_capped("a", 0, 2), _view(_spec("w"))]
-    # every node full: g (1 GPU, cap 2) could grow only on a's GPUs
+def test_a_job_that_could_gain_only_on_others_gpus_is_searched():
+    # every node full: g (1 GPU, cap 2) could grow, and w could start, only on a's GPUs
     full = [_capped("a", 0, 3), _view(_spec("g"), Placement.of({0: 1}), attained=60.0,
                                       estimator=_estimator({(1, 1): 0.0}))]
     full += [_capped(f"c{n}", n, 4) for n in range(1, 80)]
-    for views in (waiting, full):
+    waiting = [*full[:1], _capped("b", 0, 1), *full[2:], _view(_spec("w"))]
+    for views in (full, waiting):
         snapshot = Snapshot(time_s=600.0, cluster=Cluster.parse(BIG), jobs=tuple(views),
                             previous=Decision({}))
         policy = create_policy("pollux")
         policy.decide(snapshot)
         assert policy.rounds_settled == 0 and policy.last_generations > 0
+
+
+def test_a_waiting_job_on_an_idle_cluster_starts_without_a_search():
+    # w waited since t=0: fill places it and, with no model yet (cap 1), that is its best; a
+    # job submitted this instant (REALLOC_FACTOR 0) gains nothing from a placement and waits
+    views = [_capped("a", 0, 2), _view(_spec("w")), _view(_spec("now", t=600.0))]
+    policy, _, decision = _unsearched(views)
+    assert policy.last_filled == 1 and decision.get("w").placement.num_gpus == 1
+    assert decision.get("now") is None or not decision.get("now").placement.slots
 
 
 def test_a_round_settled_by_growing_on_idle_gpus_is_not_searched():

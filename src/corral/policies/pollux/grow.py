@@ -45,40 +45,44 @@ def grow_idle(problem: AllocationProblem, jobs: np.ndarray, nodes: np.ndarray,
     table = problem.speedup
     base = np.asarray(problem.base)
     by_size = np.argsort(-node_gpus, kind="stable")  # empty nodes are taken largest first
+    empty: np.ndarray | None = None  # the empty nodes, largest first (None: to recount)
     for j, node, held in zip(jobs.tolist(), nodes.tolist(), gpus.tolist()):
-        if spans[j] != 1:
-            continue
         width = int(table.width[j])
         top = min(int(problem.max_gpus[j]), width - 1)
+        if spans[j] != 1 or top <= held:
+            continue
+        most = int(free.max())
+        room_away = most if free[node] < most else int(
+            np.max(free, initial=0, where=np.arange(len(free)) != node))
+        if max(int(free[node]), room_away) <= 0:
+            continue
+        if empty is None:
+            empty = by_size[free[by_size] == node_gpus[by_size]]
         end = len(table.flat) if j + 1 == len(table) else int(table.offset[j + 1])
         rows = min(max_nodes, (end - int(table.offset[j])) // width - 1)
-        elsewhere = free.copy()
-        elsewhere[node] = -1
-        if top <= held or max(free[node], elsewhere.max()) <= 0:
-            continue
         row = table.flat[table.offset[j]: table.offset[j] + (rows + 1) * width].reshape(-1, width)
-        options = _options(row, held, top, int(free[node]), int(elsewhere.max()),
-                           node_gpus[by_size[free[by_size] == node_gpus[by_size]]])
+        options = _options(row, held, top, int(free[node]), room_away, node_gpus[empty])
         if not options:
             continue
-        speedup, _, _, how = max(options)  # ties: in place, then one node; fewest GPUs
-        count = -max(options)[2]
+        speedup, _, fewest, how = max(options)  # ties: in place, then one node; fewest GPUs
         penalty = float(problem.penalty[j])
         unchanged = base[j, node] == held and np.count_nonzero(base[j]) == 1
         if speedup * penalty <= float(row[1, held]) * (1.0 if unchanged else penalty):
             continue
         slots: Slots
         if how == "here":
-            slots = ((node, count),)
+            slots = ((node, -fewest),)
         elif how == "away":
-            fits = np.flatnonzero(elsewhere >= count)
-            slots = ((int(fits[np.argmin(elsewhere[fits])]), count),)
+            fits = np.flatnonzero(free >= -fewest)
+            fits = fits[fits != node]
+            slots = ((int(fits[np.argmin(free[fits])]), -fewest),)
         else:
-            slots = _spread(count, by_size[free[by_size] == node_gpus[by_size]], node_gpus)
+            slots = _spread(-fewest, empty, node_gpus)
         grown[j] = slots
         free[node] += held
         for n, g in slots:
             free[n] -= g
+        empty = None
         if free.max(initial=0) <= 0:
             break
     return grown

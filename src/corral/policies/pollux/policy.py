@@ -186,16 +186,14 @@ class Pollux(Policy):
             return Decision({})
         problem = self.problem(snapshot.time_s, snapshot.cluster, jobs)
         large = snapshot.cluster.num_nodes > ARTIFACT_NODES  # small: the artifact's draws
-        if large:
+        if large:  # the current allocation, filled and grown: if no search could beat it ...
             held = np.nonzero(problem.base)  # by job, then node
-            now = (held[0], held[1], problem.base[held])
-            grown = self._grow(problem, *now)
+            now = self._fill_and_grow(problem, held[0], held[1], problem.base[held], True)
             if settled(problem, MAX_NODES_PER_JOB, self.params.interference_avoidance,
-                       _with_growth(problem.base, grown)):
-                self.rounds_settled += 1  # no allocation is better: nothing to search
-                self.last_filled, self.last_grown = 0, len(grown)
+                       _allocation(problem.base.shape, *now)):
+                self.rounds_settled += 1  # ... it is the round's answer, and nothing is drawn
                 return self._decision(snapshot, jobs, problem, np.arange(len(problem.node_gpus)),
-                                      *now, grown)
+                                      *now)
         names = tuple(v.name for v in jobs)
         settings = replace(self.settings, patience=search_patience(
             self.params.patience, self._since_last_search(names, snapshot.time_s),
@@ -219,23 +217,26 @@ class Pollux(Policy):
         self._searched = nodes
         self._last_search_s = snapshot.time_s
         self.last_generations = result.generations
-        job_ids, node_ids, gpu_counts = result.entries()
+        after = self._fill_and_grow(problem, *result.entries(), large)
+        return self._decision(snapshot, jobs, whole, nodes, *after)
+
+    def _fill_and_grow(self, problem: AllocationProblem, job_ids: np.ndarray,
+                       node_ids: np.ndarray, gpu_counts: np.ndarray, grow: bool
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, Slots]]:
+        """An allocation's (job, node, GPUs) entries with `fill_idle`'s placements added (by
+        job, then node), and `grow_idle`'s growth of them when `grow` (each where its param is
+        on); records `last_filled` and `last_grown`."""
+        settings = self.settings
         added = (fill_idle(problem, job_ids, node_ids, gpu_counts, settings.avoid_interference)
                  if self.params.fill_idle_gpus else [])
         self.last_filled = len({j for j, _, _ in added})
         if added:  # by job, then node, as `entries`
             job_ids, node_ids, gpu_counts = (np.array(c, dtype=np.int64) for c in zip(*sorted(
                 [*zip(job_ids.tolist(), node_ids.tolist(), gpu_counts.tolist()), *added])))
-        grown = self._grow(problem, job_ids, node_ids, gpu_counts) if large else {}
+        grown = (grow_idle(problem, job_ids, node_ids, gpu_counts, MAX_NODES_PER_JOB)
+                 if grow and self.params.grow_idle_gpus else {})
         self.last_grown = len(grown)
-        return self._decision(snapshot, jobs, whole, nodes, job_ids, node_ids, gpu_counts, grown)
-
-    def _grow(self, problem: AllocationProblem, job_ids: np.ndarray, node_ids: np.ndarray,
-              gpu_counts: np.ndarray) -> dict[int, Slots]:
-        """`grow_idle` of an allocation's entries, where `grow_idle_gpus` is on."""
-        if not self.params.grow_idle_gpus:
-            return {}
-        return grow_idle(problem, job_ids, node_ids, gpu_counts, MAX_NODES_PER_JOB)
+        return job_ids, node_ids, gpu_counts, grown
 
     def _decision(self, snapshot: Snapshot, jobs: list[JobView], problem: AllocationProblem,
                   nodes: np.ndarray, job_ids: np.ndarray, node_ids: np.ndarray,
@@ -304,11 +305,12 @@ class Pollux(Policy):
             p=float(self.params.p))
 
 
-def _with_growth(alloc: np.ndarray, grown: dict[int, Slots]) -> np.ndarray:
-    """A (jobs, nodes) allocation with `grow_idle`'s `{job: (node, GPUs) pairs}` applied."""
-    if not grown:
-        return alloc
-    out = alloc.copy()
+def _allocation(shape: tuple[int, ...], job_ids: np.ndarray, node_ids: np.ndarray,
+                gpu_counts: np.ndarray, grown: dict[int, Slots]) -> np.ndarray:
+    """The (jobs, nodes) allocation of (job, node, GPUs) entries with `grow_idle`'s
+    `{job: (node, GPUs) pairs}` applied."""
+    out = np.zeros(shape, dtype=np.int64)
+    out[job_ids, node_ids] = gpu_counts
     for j, slots in grown.items():
         out[j] = 0
         for node, gpus in slots:

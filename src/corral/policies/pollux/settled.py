@@ -8,8 +8,10 @@ hold) times its factor. An allocation within those limits
 (caps, minimum, at most one job spanning nodes on any node) that gives every job that largest
 term has the highest fitness any allocation has: searching cannot beat it. Checked for the
 current allocation (an idle cluster with nothing waiting and no job whose goodput would grow)
-and for it with `grow_idle`'s growth applied (jobs that reach their best on idle GPUs alone), and
-the round's answer is known without drawing anything. The check reads every job's speedup table
+and for it with `fill_idle`'s placements and `grow_idle`'s growth applied (jobs that reach their
+best on idle GPUs alone), and the round's answer is known without drawing anything. A job left
+out has term 0, its best only when its factor is 0 (submitted this instant: placing it leaves
+the fitness as it is). The check reads every job's speedup table
 once: linear in the jobs, not in the cluster. Taken on clusters of more than
 `ARTIFACT_NODES` nodes only: a round not searched draws nothing, so every later draw would
 move, and on the artifact's 16-node clusters the search runs draw for draw as before (the
@@ -33,7 +35,7 @@ def settled(problem: AllocationProblem, max_nodes_per_job: int, avoid_interferen
     alloc = base if alloc is None else np.asarray(alloc)
     gpus = alloc.sum(axis=1)
     nodes = np.count_nonzero(alloc, axis=1)
-    if (not len(gpus) or np.any(gpus < np.maximum(problem.min_gpus, 1))
+    if (not len(gpus) or np.any((gpus > 0) & (gpus < problem.min_gpus))
             or np.any(gpus > problem.max_gpus) or np.any(nodes > max_nodes_per_job)):
         return False
     if avoid_interference and np.any(np.count_nonzero(alloc[nodes > 1], axis=0) > 1):
@@ -45,7 +47,9 @@ def settled(problem: AllocationProblem, max_nodes_per_job: int, avoid_interferen
         return False  # beyond the job's table: let the search judge
     penalty = np.asarray(problem.penalty)
     changed = (alloc != base).any(axis=1)
-    term = table.flat[table.offset + nodes * width + gpus] * np.where(changed, penalty, 1.0)
+    # a job left out has term 0: at its best only if nothing would raise it (REALLOC_FACTOR 0)
+    term = np.where(gpus > 0, table.flat[table.offset + nodes * width + gpus], 0.0) * np.where(
+        changed, penalty, 1.0)
     base_gpus = base.sum(axis=1)
     base_nodes = np.count_nonzero(base, axis=1)
     # a job's term unchanged (0 if it holds nothing, or if its table stops short of that)

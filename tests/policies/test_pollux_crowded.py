@@ -161,11 +161,20 @@ def test_a_job_past_one_node_spreads_over_empty_nodes_largest_first():
     assert grow_idle(problem, *_entries(alloc))[0] == ((2, 4),)
 
 
-def test_jobs_at_their_cap_or_on_several_nodes_or_on_a_full_cluster_stay():
+def test_a_job_on_several_nodes_moves_to_one_node_or_to_empty_ones():
+    # job 0 holds 1 GPU on nodes 0 and 1 (shared with job 1): capped at 4 it moves to one
+    # empty node, at 8 to two; its old GPUs are freed. Past `max_nodes` it is the search's.
+    alloc = [[1, 1, 0, 0], [3, 3, 0, 0]]
+    for cap, grown in ((4, {0: ((2, 4),)}), (8, {0: ((2, 4), (3, 4))})):
+        problem = _problem([4, 4, 4, 4], base=alloc, penalty=[0.9, 0.9], max_gpus=[cap, 6])
+        assert grow_idle(problem, *_entries(alloc), max_nodes=16) == grown
+        assert _fitness(problem, _grown(alloc, grown)) > _fitness(problem, np.array(alloc))
+        assert grow_idle(problem, *_entries(alloc)) == {}
+
+
+def test_jobs_at_their_cap_or_on_a_full_cluster_stay():
     assert grow_idle(_problem([4], base=[[2]], penalty=[0.9], max_gpus=[2]),
                      *_entries([[2]])) == {}
-    spread = [[1, 1]]
-    assert grow_idle(_problem([4, 4], base=spread, penalty=[0.9]), *_entries(spread)) == {}
     full = [[2, 0], [0, 2]]
     assert grow_idle(_problem([2, 2], base=full, penalty=[0.9, 0.9]), *_entries(full)) == {}
 

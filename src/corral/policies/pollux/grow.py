@@ -1,4 +1,4 @@
-"""Running one-node jobs grown into the GPUs a pollux search left idle, where FITNESS_p gains.
+"""Running jobs grown into the GPUs a pollux search left idle, where FITNESS_p gains.
 
 On a cluster of hundreds of nodes with a hundred or more jobs, the genetic search cannot grow a
 job by one step: a mutation there lets every job on a node with free GPUs ask for up to the
@@ -9,14 +9,14 @@ individuals, up to 300 generations) changed nothing, though growing any one job 
 fitness; jobs `fill_idle` had placed at one GPU kept it for hours (average JCT 1,920 s against
 984 s without fill, whose evictions re-placed jobs larger).
 
-After the search (and `fill_idle`), each job on one node, in priority order, takes the GPU count
-up to its cap (`max_gpus`, as the search's repair would cut it) with the best speedup among:
-its node's idle GPUs (in place), another node that has them (the fullest that fits, so big
-holes stay), or several empty nodes (largest first: nobody else there, so interference
-avoidance holds). FITNESS_p is a power mean, increasing in every job's term, and only this
-job's term moves: the fitness rises exactly when that speedup times its REALLOC_FACTOR is above
-its term now (its speedup, times the factor if the search already changed it). Jobs already on
-several nodes are left to the search. Nothing is drawn.
+After the search (and `fill_idle`), each running job, in priority order, takes the GPU count
+above its own, up to its cap (`max_gpus`, as the search's repair would cut it), with the best
+speedup among: its node's idle GPUs (in place, a job on one node), another node that has them
+(the fullest that fits, so big holes stay), or several empty nodes (largest first: nobody else
+there, so interference avoidance holds); a job that moves frees the GPUs it held. FITNESS_p is
+a power mean, increasing in every job's term, and only this job's term moves: the fitness
+rises exactly when that speedup times its REALLOC_FACTOR is above its term now (its speedup,
+times the factor if the search already changed it). Nothing is drawn.
 """
 
 from __future__ import annotations
@@ -33,53 +33,58 @@ Slots = tuple[tuple[int, int], ...]
 
 def grow_idle(problem: AllocationProblem, jobs: np.ndarray, nodes: np.ndarray,
               gpus: np.ndarray, max_nodes: int = 1) -> dict[int, Slots]:
-    """`{job: its new (node, GPUs) pairs}` for the one-node jobs of an allocation, given as its
-    nonzero (job, node, GPUs) entries, that should grow (module docstring), spanning at most
+    """`{job: its new (node, GPUs) pairs}` for the jobs of an allocation, given as its nonzero
+    (job, node, GPUs) entries by job, that should grow (module docstring), spanning at most
     `max_nodes` nodes; empty when none gains."""
     node_gpus = np.asarray(problem.node_gpus, dtype=np.int64)
     free = node_gpus - np.bincount(nodes, weights=gpus, minlength=len(node_gpus)).astype(np.int64)
     grown: dict[int, Slots] = {}
     if free.max(initial=0) <= 0:
         return grown
-    spans = np.bincount(jobs, minlength=problem.num_jobs)
     table = problem.speedup
     base = np.asarray(problem.base)
     by_size = np.argsort(-node_gpus, kind="stable")  # empty nodes are taken largest first
     empty: np.ndarray | None = None  # the empty nodes, largest first (None: to recount)
-    for j, node, held in zip(jobs.tolist(), nodes.tolist(), gpus.tolist()):
+    starts = np.flatnonzero(np.diff(jobs, prepend=-1))  # each job's first entry
+    for first, last in zip(starts.tolist(), [*starts[1:].tolist(), len(jobs)]):
+        j = int(jobs[first])
+        on, counts = nodes[first:last], gpus[first:last]
+        held, spans = int(counts.sum()), last - first
         width = int(table.width[j])
         top = min(int(problem.max_gpus[j]), width - 1)
-        if spans[j] != 1 or top <= held:
+        if top <= held:
             continue
-        most = int(free.max())
-        room_away = most if free[node] < most else int(
-            np.max(free, initial=0, where=np.arange(len(free)) != node))
-        if max(int(free[node]), room_away) <= 0:
+        here = int(free[on[0]]) if spans == 1 else 0  # room to grow in place (one node only)
+        outside = np.ones(len(free), dtype=bool)
+        outside[on] = False
+        room_away = int(np.max(free, initial=0, where=outside))
+        if max(here, room_away) <= 0:
             continue
         if empty is None:
             empty = by_size[free[by_size] == node_gpus[by_size]]
         end = len(table.flat) if j + 1 == len(table) else int(table.offset[j + 1])
         rows = min(max_nodes, (end - int(table.offset[j])) // width - 1)
+        if spans > rows:
+            continue  # beyond its table (or `max_nodes`): the search's to judge
         row = table.flat[table.offset[j]: table.offset[j] + (rows + 1) * width].reshape(-1, width)
-        options = _options(row, held, top, int(free[node]), room_away, node_gpus[empty])
+        options = _options(row, held, top, here, room_away, node_gpus[empty])
         if not options:
             continue
         speedup, _, fewest, how = max(options)  # ties: in place, then one node; fewest GPUs
         penalty = float(problem.penalty[j])
-        unchanged = base[j, node] == held and np.count_nonzero(base[j]) == 1
-        if speedup * penalty <= float(row[1, held]) * (1.0 if unchanged else penalty):
+        unchanged = (np.count_nonzero(base[j]) == spans and np.array_equal(base[j, on], counts))
+        if speedup * penalty <= float(row[spans, held]) * (1.0 if unchanged else penalty):
             continue
         slots: Slots
         if how == "here":
-            slots = ((node, -fewest),)
+            slots = ((int(on[0]), -fewest),)
         elif how == "away":
-            fits = np.flatnonzero(free >= -fewest)
-            fits = fits[fits != node]
+            fits = np.flatnonzero((free >= -fewest) & outside)
             slots = ((int(fits[np.argmin(free[fits])]), -fewest),)
         else:
             slots = _spread(-fewest, empty, node_gpus)
         grown[j] = slots
-        free[node] += held
+        free[on] += counts
         for n, g in slots:
             free[n] -= g
         empty = None
@@ -91,7 +96,7 @@ def grow_idle(problem: AllocationProblem, jobs: np.ndarray, nodes: np.ndarray,
 def _options(row: np.ndarray, held: int, top: int, room_here: int, room_away: int,
              empty_sizes: np.ndarray) -> list[tuple[float, int, int, str]]:
     """(speedup, preference, -GPUs, where) of the best count in each place a job holding `held`
-    GPUs on one node may grow to: "here" (preferred on ties), "away" (one other node) or
+    GPUs may grow to: "here" (on its one node; preferred on ties), "away" (one other node) or
     "spread" over several empty nodes (`empty_sizes`, largest first); `row[n, k]` is its
     speedup on k GPUs over n nodes."""
     out = []

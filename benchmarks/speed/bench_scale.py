@@ -441,6 +441,13 @@ Profile-driven notes (cProfile, 2-core shared machine; see the commit messages f
   whole trace under pollux ran at 7.9 % of its jobs in 11 minutes (about 2.3 hours at that
   rate; `bench_scale_trace_pollux_partial_c05b0cf.txt`), its time the search (49 %) and the
   tables (30 %); its submissions span 106 days, over 150,000 rounds of 60 s.
+* Session of 2026-11-30 (second), same Intel machine: pollux's search could not grow a job by
+  one step at 100+ jobs (each offspring evicted ~55 jobs), so on large clusters jobs now grow
+  into idle GPUs after it (`corral.policies.pollux.grow`), and a round whose current allocation,
+  filled and grown, gives every job its best term is not searched (`settled`). Busiest day,
+  beside other runs: 124.3 -> 57.0 s CPU, 1,499 of 1,647 rounds not searched, avg JCT 1,065 ->
+  719 s, restarts per job 4.31 -> 3.18 (`benchmarks/results/bench_scale_day_pollux_d1bd9a2.txt`).
+  The whole trace: see the closing note of that session and the results file it names.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ share ceil(G/J) GPUs; no model means linear scaling; caps by `max_gpus_for` (twi
 observed); silent jobs (`is_silent`) get their requested GPUs; priority by attained GPU-s; big
 clusters searched in part (`pollux_nodes`) by a smaller population (`search_population`);
 patience grows with time (`search_patience`); jobs the search leaves out take its idle GPUs
-where the fitness gains (`fill_idle`), and on large clusters one-node jobs then grow into them
-(`grow_idle`); a round whose current allocation, grown so, no search could beat is not searched
-(`settled`).
+where the fitness gains (`fill_idle`), and above the artifact's 16 nodes running jobs then
+grow into them (`grow_idle`); there a round whose current allocation, filled and grown so, no
+search could beat is not searched (`settled`).
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class PolluxParams:
     #: jobs the search left out take its idle GPUs where the fitness gains (`fill_idle`); off:
     #: the search's best as it is (fewer jobs on more GPUs each: lower average JCT on bursts)
     fill_idle_gpus: bool = True
-    #: on clusters above `ARTIFACT_NODES` nodes, one-node jobs then grow into idle GPUs
-    #: where the fitness gains (`grow_idle`); off: the search's (and fill's) counts as they are
+    #: on clusters above `ARTIFACT_NODES` nodes, running jobs then grow into idle GPUs where
+    #: the fitness gains (`grow_idle`); off: the search's (and fill's) counts as they are
     grow_idle_gpus: bool = True
     #: most individuals on clusters above `SEARCH_ALL_NODES_UP_TO` nodes (`search_population`);
     #: 0: `population` there too (the artifact's search)

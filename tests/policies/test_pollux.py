@@ -525,7 +525,9 @@ def test_search_population_follows_the_jobs_on_large_clusters_only():
 def test_a_large_cluster_searches_the_smaller_population():
     views = [_view(_spec(f"j{i}"), estimator=_estimator({(1, 1): 0.0, (1, 2): 0.002}))
              for i in range(3)]
-    big, whole = create_policy("pollux"), create_policy("pollux", {"large_population": "0"})
+    # growth off: with it, these waiting jobs start at their best without a search (settled)
+    big = create_policy("pollux", {"grow_idle_gpus": "false"})
+    whole = create_policy("pollux", {"large_population": "0", "grow_idle_gpus": "false"})
     big.decide(_snapshot(views, cluster="100x4"))
     whole.decide(_snapshot(views, cluster="100x4"))
     assert 1 < len(big._last[2]) <= 16 < len(whole._last[2]) <= 100

@@ -63,10 +63,8 @@ def fill_idle(problem: AllocationProblem, jobs: np.ndarray, nodes: np.ndarray,
 def _gains(problem: AllocationProblem, j: int, nodes: int, gpus: int, changed: bool) -> bool:
     """Job j's speedup on `gpus` GPUs over `nodes` nodes, times its penalty when `changed`,
     is above its speedup left out (zero): its fitness term, and so FITNESS_p, rises."""
-    table = problem.speedup
-    width = int(table.width[j])
-    end = table.offset[j + 1] if j + 1 < len(table) else len(table.flat)
-    if gpus >= width or (nodes + 1) * width > end - table.offset[j]:
+    grid = problem.speedup.grid(j)
+    if gpus >= grid.shape[1] or nodes >= len(grid):
         return False  # beyond the job's caps: the search may not give it that either
-    speedup = float(table.flat[table.offset[j] + nodes * width + gpus])
+    speedup = float(grid[nodes, gpus])
     return speedup * (float(problem.penalty[j]) if changed else 1.0) > 0.0

@@ -62,11 +62,9 @@ def grow_idle(problem: AllocationProblem, jobs: np.ndarray, nodes: np.ndarray,
             continue
         if empty is None:
             empty = by_size[free[by_size] == node_gpus[by_size]]
-        end = len(table.flat) if j + 1 == len(table) else int(table.offset[j + 1])
-        rows = min(max_nodes, (end - int(table.offset[j])) // width - 1)
-        if spans > rows:
+        row = table.grid(j)[: max_nodes + 1]
+        if spans >= len(row):
             continue  # beyond its table (or `max_nodes`): the search's to judge
-        row = table.flat[table.offset[j]: table.offset[j] + (rows + 1) * width].reshape(-1, width)
         options = _options(row, held, top, here, room_away, node_gpus[empty])
         if not options:
             continue

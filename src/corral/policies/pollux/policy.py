@@ -330,13 +330,9 @@ def _current_allocation(jobs: list[JobView], num_nodes: int) -> np.ndarray:
 
 def _speedup(problem: AllocationProblem, j: int, placement: Placement) -> float | None:
     """Job `j`'s speedup on `placement` from the search's table (None beyond it)."""
-    table = problem.speedup
-    start = int(table.offset[j])
-    end = int(table.offset[j + 1]) if j + 1 < len(table.offset) else len(table.flat)
-    width = int(table.width[j])
+    grid = problem.speedup.grid(j)
     nodes, gpus = len(placement.slots), placement.num_gpus
-    cell = nodes * width + gpus
-    return float(table.flat[start + cell]) if gpus < width and cell < end - start else None
+    return float(grid[nodes, gpus]) if gpus < grid.shape[1] and nodes < len(grid) else None
 
 
 def _shrink_words(problem: AllocationProblem, jobs: list[JobView],

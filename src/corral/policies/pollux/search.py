@@ -78,6 +78,12 @@ class SpeedupTable:
     def __len__(self) -> int:
         return len(self.width)
 
+    def grid(self, j: int) -> np.ndarray:
+        """Job j's table as a (nodes + 1, GPUs + 1) view: entry [N, K] as in `rows`."""
+        start = int(self.offset[j])
+        end = int(self.offset[j + 1]) if j + 1 < len(self.offset) else len(self.flat)
+        return self.flat[start:end].reshape(-1, int(self.width[j]))
+
     def lookup(self, nodes: np.ndarray, gpus: np.ndarray) -> np.ndarray:
         """Speedups of (nodes, gpus) arrays whose last axis is the job index."""
         return self.flat[self.offset + nodes * self.width + gpus]
